@@ -1,0 +1,202 @@
+/*
+ * comm.h - internals of the communicator.
+ *
+ * Layers, bottom up:
+ *   frame.c    the 112-byte frame header every message carries, its encoding
+ *              and validation (magic, version, token digest, communicator id,
+ *              sequence number, operation and fingerprint, length, checksums);
+ *   link       a transport moves whole frames between two ranks: inproc.c
+ *              (in-memory queues between threads) and tcp.c (sockets);
+ *   tree.c     one collective algorithm over links for every operation:
+ *              contributions travel up a tree to rank 0 (a star for small
+ *              sizes, a k-ary tree above a threshold), rank 0 computes the
+ *              result, and the result or an error travels down to everyone;
+ *   comm.c     the public operations, creation, poisoning, error messages.
+ */
+#ifndef CCOL_COMM_H
+#define CCOL_COMM_H
+
+#include "../core/core.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define CCOL__MAGIC 0x4C4F4343u /* "CCOL" little-endian */
+#define CCOL__HDR_SIZE 112
+#define CCOL__LABEL_MAX 48
+#define CCOL__DEFAULT_TIMEOUT 300.0
+#define CCOL__DEFAULT_MAX_PAYLOAD ((size_t)64 << 20)
+#define CCOL__DEFAULT_TREE_THRESHOLD 16
+#define CCOL__DEFAULT_TREE_FANOUT 4
+
+/* Frame kinds. */
+enum {
+    CCOL__K_UP = 1,      /* a contribution travelling to rank 0 */
+    CCOL__K_DOWN = 2,    /* the result travelling to every rank */
+    CCOL__K_ERRUP = 3,   /* a failure seen below, travelling to rank 0 */
+    CCOL__K_ABORT = 4,   /* a failure decided by rank 0, to every rank */
+    CCOL__K_HELLO = 5,   /* tcp: a rank introduces itself */
+    CCOL__K_WELCOME = 6, /* tcp: rendezvous result */
+    CCOL__K_REFUSE = 7,  /* tcp: connection refused, payload says why */
+    CCOL__K_CHALLENGE = 8, /* tcp: nonce to authenticate the token */
+    CCOL__K_BYE = 9      /* a rank is leaving cleanly */
+};
+
+/* Operations. */
+enum {
+    CCOL__OP_NONE = 0,
+    CCOL__OP_ALLGATHERV = 1,
+    CCOL__OP_BCAST = 2,
+    CCOL__OP_ALLREDUCE_I64 = 3,
+    CCOL__OP_ALLREDUCE_F64 = 4,
+    CCOL__OP_JOIN_REDUCE = 5,
+    CCOL__OP_BARRIER = 6,
+    CCOL__OP_RENDEZVOUS = 7
+};
+
+/*
+ * The decoded frame header. Wire layout (little-endian, 112 bytes):
+ *   0  u32 magic        4  u16 version      6  u16 kind
+ *   8  u32 from rank   12  u16 op          14  u16 flags (0)
+ *  16  u64 token digest 24 u64 comm id     32  u64 seq
+ *  40  u64 arg (op fingerprint: root, count/op/type, user key)
+ *  48  u64 sender wall clock at operation start (ns)
+ *  56  u32 payload length 60 u32 payload crc32c
+ *  64  char label[44] (NUL-padded)          108 u32 header crc32c
+ */
+typedef struct ccol__hdr {
+    uint16_t version;  /* CCOL_PROTOCOL_VERSION of the sender */
+    uint16_t kind;     /* CCOL__K_* */
+    uint32_t from;     /* sender rank */
+    uint16_t op;       /* CCOL__OP_* */
+    uint64_t token;    /* digest of the job token, 0 if none */
+    uint64_t comm_id;  /* communicator id */
+    uint64_t seq;      /* operation sequence number, from 1 */
+    uint64_t arg;      /* operation fingerprint */
+    int64_t started;   /* sender's wall clock when the operation started */
+    uint32_t len;      /* payload bytes */
+    uint32_t pcrc;     /* crc32c of the payload */
+    char label[44];    /* sender's label, NUL-terminated */
+} ccol__hdr;
+
+#define CCOL__WIRE_LABEL 44
+
+/* A received frame: header and malloc'd payload (NULL when len is 0). */
+typedef struct ccol__msg {
+    ccol__hdr h;
+    uint8_t *payload;
+} ccol__msg;
+
+typedef struct ccol__link_ops ccol__link_ops;
+
+/* What a rank last told us: used to say what a missing rank was doing. */
+typedef struct ccol__seen {
+    bool any;          /* a frame was ever received from this rank */
+    uint16_t op;       /* its last operation */
+    uint64_t seq;      /* its sequence number */
+    uint64_t arg;      /* its fingerprint */
+    char label[CCOL__WIRE_LABEL];
+} ccol__seen;
+
+struct ccol_comm {
+    int rank;                  /* this rank */
+    int size;                  /* number of ranks */
+    double timeout_s;          /* deadline per operation */
+    size_t max_payload;        /* largest accepted payload */
+    uint64_t token;            /* digest of the job token, 0 if none */
+    char *token_str;           /* the token itself, for authentication */
+    uint64_t comm_id;          /* communicator id carried by every frame */
+    uint64_t seq;              /* operations started */
+    char label[CCOL__WIRE_LABEL]; /* current label */
+    int threshold;             /* tree above this size */
+    int fanout;                /* children per tree node */
+    int parent;                /* parent rank in the tree, -1 for rank 0 */
+    int *children;             /* child ranks */
+    int nchildren;             /* their number */
+    ccol__seen *seen;          /* per rank, what it last sent us */
+    uint64_t sent, received;   /* traffic counters */
+    ccol__err err;             /* last failure; poisoned when code != OK */
+    bool poisoned;             /* operations fail fast */
+    const ccol__link_ops *ops; /* transport, NULL for a 1-rank comm */
+    void *link;                /* transport state */
+};
+
+/*
+ * A transport moves frames between ranks. Both functions report failures
+ * by status, naming the peer in c->err:
+ *  send: CCOL_ERR_PEER / CCOL_ERR_CLOSED when the peer is gone.
+ *  recv: waits for one frame from any of peers[0..n-1] until `deadline`
+ *        (monotonic ns). CCOL_ERR_TIMEOUT (no message set) when nothing
+ *        came; CCOL_ERR_PEER / CCOL_ERR_VERSION / CCOL_ERR_CLOSED with
+ *        *from set and a message otherwise. The frame is validated by
+ *        ccol__frame_check() before it is returned.
+ */
+struct ccol__link_ops {
+    const char *name;
+    ccol_status (*send)(ccol_comm *c, int peer, const uint8_t *frame,
+                        size_t len);
+    ccol_status (*recv)(ccol_comm *c, const int *peers, int n,
+                        int64_t deadline, int *from, ccol__msg *msg);
+    void (*destroy)(ccol_comm *c);
+};
+
+/* frame.c */
+void ccol__hdr_init(const ccol_comm *c, ccol__hdr *h, uint16_t kind,
+                    uint16_t op, uint64_t arg, int64_t started);
+/* Encodes header + payload into one malloc'd frame (sets len and pcrc). */
+uint8_t *ccol__frame_encode(ccol__hdr *h, const void *payload, size_t len,
+                            size_t *frame_len);
+/* Decodes and validates a header from CCOL__HDR_SIZE bytes: magic, header
+ * checksum, version (CCOL_ERR_VERSION), length bound. On failure writes
+ * a reason into why. */
+ccol_status ccol__hdr_decode(const uint8_t *b, size_t max_payload,
+                             ccol__hdr *h, char *why, size_t whylen);
+/* Checks a decoded frame against this communicator: token digest, comm
+ * id, sender rank range, payload checksum. Sets c->err naming `from`. */
+ccol_status ccol__frame_check(ccol_comm *c, int from, const ccol__msg *m);
+/* Describes an operation for messages: "barrier #3", "bcast(root 1) #4". */
+void ccol__op_describe(uint16_t op, uint64_t arg, uint64_t seq, char *out,
+                       size_t outlen);
+const char *ccol__op_name(uint16_t op);
+
+/* tree.c: the collective engine. */
+typedef enum ccol__up_mode {
+    CCOL__UP_CONCAT = 0, /* gather every rank's blob (tagged with rank) */
+    CCOL__UP_JOIN = 1    /* fold blobs with a combine function */
+} ccol__up_mode;
+
+/* Rank 0 turns the gathered blobs into the result sent to everyone. */
+typedef ccol_status (*ccol__finish_fn)(ccol_comm *c, void *ud,
+                                       const uint8_t *const *blobs,
+                                       const size_t *lens, uint8_t **out,
+                                       size_t *out_len);
+
+typedef struct ccol__coll {
+    uint16_t op;              /* CCOL__OP_* */
+    uint64_t arg;             /* fingerprint every rank must agree on */
+    ccol__up_mode mode;       /* how contributions travel up */
+    ccol_combine_fn combine;  /* JOIN mode */
+    void *combine_ud;
+    ccol__finish_fn finish;   /* CONCAT mode, on rank 0 */
+    void *finish_ud;
+    const void *data;         /* this rank's contribution */
+    size_t len;
+    uint8_t *result;          /* OUT: result bytes (malloc'd) */
+    size_t result_len;        /* OUT */
+} ccol__coll;
+
+/* Runs one collective. On failure c is poisoned and c->err says why. */
+ccol_status ccol__tree_run(ccol_comm *c, ccol__coll *op);
+/* Computes parent and children of c->rank for the current size, threshold
+ * and fanout. */
+ccol_status ccol__tree_setup(ccol_comm *c);
+
+/* Poisons the communicator with a message. Returns st. */
+ccol_status ccol__comm_fail(ccol_comm *c, ccol_status st, const char *fmt,
+                            ...) CCOL__PRINTF(3, 4);
+
+/* Transports. */
+ccol_status ccol__inproc_attach(ccol_comm *c, const char *name);
+ccol_status ccol__tcp_attach(ccol_comm *c, const char *addr, int port);
+
+#endif /* CCOL_COMM_H */

@@ -1,0 +1,186 @@
+/*
+ * frame.c - the frame header every message between ranks carries, with its
+ * encoder and a defensive decoder. Layout in comm.h. Bytes from other ranks
+ * are untrusted: the decoder checks magic, header checksum, version and the
+ * payload bound before anything is allocated, and ccol__frame_check() checks
+ * the job token digest, communicator id, sender and payload checksum.
+ */
+#include "comm.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void
+ccol__hdr_init(const ccol_comm *c, ccol__hdr *h, uint16_t kind, uint16_t op,
+               uint64_t arg, int64_t started)
+{
+    memset(h, 0, sizeof *h);
+    h->version = CCOL_PROTOCOL_VERSION;
+    h->kind = kind;
+    h->from = (uint32_t)c->rank;
+    h->op = op;
+    h->token = c->token;
+    h->comm_id = c->comm_id;
+    h->seq = c->seq;
+    h->arg = arg;
+    h->started = started;
+    memcpy(h->label, c->label, sizeof h->label);
+    h->label[sizeof h->label - 1] = '\0';
+}
+
+uint8_t *
+ccol__frame_encode(ccol__hdr *h, const void *payload, size_t len,
+                   size_t *frame_len)
+{
+    uint8_t *f;
+
+    if (len > UINT32_MAX || len > SIZE_MAX - CCOL__HDR_SIZE)
+        return NULL;
+    f = malloc(CCOL__HDR_SIZE + len);
+    if (f == NULL)
+        return NULL;
+    h->len = (uint32_t)len;
+    h->pcrc = ccol__crc32c(0, payload, len);
+    ccol__st32(f + 0, CCOL__MAGIC);
+    ccol__st16(f + 4, h->version);
+    ccol__st16(f + 6, h->kind);
+    ccol__st32(f + 8, h->from);
+    ccol__st16(f + 12, h->op);
+    ccol__st16(f + 14, 0);
+    ccol__st64(f + 16, h->token);
+    ccol__st64(f + 24, h->comm_id);
+    ccol__st64(f + 32, h->seq);
+    ccol__st64(f + 40, h->arg);
+    ccol__st64(f + 48, (uint64_t)h->started);
+    ccol__st32(f + 56, h->len);
+    ccol__st32(f + 60, h->pcrc);
+    memset(f + 64, 0, CCOL__WIRE_LABEL);
+    memcpy(f + 64, h->label, strnlen(h->label, CCOL__WIRE_LABEL - 1));
+    ccol__st32(f + 108, ccol__crc32c(0, f, 108));
+    if (len > 0)
+        memcpy(f + CCOL__HDR_SIZE, payload, len);
+    *frame_len = CCOL__HDR_SIZE + len;
+    return f;
+}
+
+ccol_status
+ccol__hdr_decode(const uint8_t *b, size_t max_payload, ccol__hdr *h,
+                 char *why, size_t whylen)
+{
+    uint32_t magic = ccol__ld32(b);
+
+    if (magic != CCOL__MAGIC) {
+        snprintf(why, whylen, "bad magic 0x%08" PRIx32 " (not a ccol frame)",
+                 magic);
+        return CCOL_ERR_PEER;
+    }
+    if (ccol__ld32(b + 108) != ccol__crc32c(0, b, 108)) {
+        snprintf(why, whylen, "header checksum mismatch (corrupt bytes)");
+        return CCOL_ERR_PEER;
+    }
+    memset(h, 0, sizeof *h);
+    h->version = ccol__ld16(b + 4);
+    if (h->version != CCOL_PROTOCOL_VERSION) {
+        snprintf(why, whylen,
+                 "protocol version %u, this rank speaks version %u",
+                 h->version, CCOL_PROTOCOL_VERSION);
+        return CCOL_ERR_VERSION;
+    }
+    h->kind = ccol__ld16(b + 6);
+    h->from = ccol__ld32(b + 8);
+    h->op = ccol__ld16(b + 12);
+    h->token = ccol__ld64(b + 16);
+    h->comm_id = ccol__ld64(b + 24);
+    h->seq = ccol__ld64(b + 32);
+    h->arg = ccol__ld64(b + 40);
+    h->started = (int64_t)ccol__ld64(b + 48);
+    h->len = ccol__ld32(b + 56);
+    h->pcrc = ccol__ld32(b + 60);
+    memcpy(h->label, b + 64, CCOL__WIRE_LABEL);
+    h->label[CCOL__WIRE_LABEL - 1] = '\0';
+    if (h->kind < CCOL__K_UP || h->kind > CCOL__K_BYE) {
+        snprintf(why, whylen, "unknown frame kind %u", h->kind);
+        return CCOL_ERR_PEER;
+    }
+    if (h->len > max_payload) {
+        snprintf(why, whylen,
+                 "payload of %" PRIu32 " bytes exceeds the limit of %zu",
+                 h->len, max_payload);
+        return CCOL_ERR_PEER;
+    }
+    return CCOL_OK;
+}
+
+ccol_status
+ccol__frame_check(ccol_comm *c, int from, const ccol__msg *m)
+{
+    if (m->h.token != c->token)
+        return ccol__seterr(&c->err, CCOL_ERR_PEER,
+                            "rank %d presented a different job token "
+                            "(CCOL_TOKEN differs)",
+                            from);
+    if (m->h.comm_id != c->comm_id)
+        return ccol__seterr(&c->err, CCOL_ERR_PEER,
+                            "rank %d sent a frame of communicator %016" PRIx64
+                            ", expected %016" PRIx64,
+                            from, m->h.comm_id, c->comm_id);
+    if (m->h.from != (uint32_t)from)
+        return ccol__seterr(&c->err, CCOL_ERR_PEER,
+                            "a frame from rank %d claims to come from rank "
+                            "%" PRIu32,
+                            from, m->h.from);
+    if (ccol__crc32c(0, m->payload, m->h.len) != m->h.pcrc)
+        return ccol__seterr(&c->err, CCOL_ERR_PEER,
+                            "rank %d sent a corrupt payload (checksum "
+                            "mismatch in %s #%" PRIu64 ")",
+                            from, ccol__op_name(m->h.op), m->h.seq);
+    return CCOL_OK;
+}
+
+const char *
+ccol__op_name(uint16_t op)
+{
+    switch (op) {
+    case CCOL__OP_ALLGATHERV: return "allgatherv";
+    case CCOL__OP_BCAST: return "bcast";
+    case CCOL__OP_ALLREDUCE_I64: return "allreduce_i64";
+    case CCOL__OP_ALLREDUCE_F64: return "allreduce_f64";
+    case CCOL__OP_JOIN_REDUCE: return "join_reduce";
+    case CCOL__OP_BARRIER: return "barrier";
+    case CCOL__OP_RENDEZVOUS: return "rendezvous";
+    default: return "unknown-op";
+    }
+}
+
+static const char *const reduce_ops[] = { "sum", "min", "max", "and", "or" };
+
+void
+ccol__op_describe(uint16_t op, uint64_t arg, uint64_t seq, char *out,
+                  size_t outlen)
+{
+    const char *name = ccol__op_name(op);
+    unsigned rop = (unsigned)((arg >> 48) & 0xFF);
+
+    switch (op) {
+    case CCOL__OP_BCAST:
+        snprintf(out, outlen, "%s(root %" PRIu64 ") #%" PRIu64, name, arg,
+                 seq);
+        break;
+    case CCOL__OP_ALLREDUCE_I64:
+    case CCOL__OP_ALLREDUCE_F64:
+        snprintf(out, outlen, "%s(%s, n=%" PRIu64 ") #%" PRIu64, name,
+                 rop < 5 ? reduce_ops[rop] : "?",
+                 (uint64_t)(arg & 0xFFFFFFFFFFFFu),
+                 seq);
+        break;
+    case CCOL__OP_JOIN_REDUCE:
+        snprintf(out, outlen, "%s(key %016" PRIx64 ") #%" PRIu64, name, arg,
+                 seq);
+        break;
+    default:
+        snprintf(out, outlen, "%s #%" PRIu64, name, seq);
+        break;
+    }
+}

@@ -1,0 +1,387 @@
+/*
+ * inproc.c - the in-process link: threads of one process are the ranks.
+ *
+ * Threads join a group by name. Each rank has an inbox (a queue of encoded
+ * frames) guarded by the group's mutex and woken through its own condition
+ * variable on the monotonic clock. Frames go through the same encoder and
+ * decoder as on the network, so tests over inproc exercise the real header
+ * checks. A rank that destroys its communicator is marked as departed and
+ * every rank waiting for it fails at once instead of at the deadline.
+ */
+#include "comm.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct qframe {
+    struct qframe *next;
+    int from;      /* sender rank */
+    uint8_t *data; /* encoded frame */
+    size_t len;
+} qframe;
+
+typedef struct group {
+    struct group *next;     /* registry list */
+    char *name;             /* group name */
+    int size;               /* ranks */
+    uint64_t token;         /* job token digest of the first joiner */
+    int refs;               /* attached communicators */
+    int joined;             /* ranks that ever joined */
+    bool *present;          /* rank joined and not yet departed */
+    bool *departed;         /* rank destroyed its communicator */
+    qframe **head, **tail;  /* inbox per rank */
+    pthread_cond_t *cv;     /* wakes rank r */
+    pthread_mutex_t mu;
+} group;
+
+typedef struct ilink {
+    group *g;
+} ilink;
+
+static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static group *registry;
+
+static void
+group_free(group *g)
+{
+    for (int r = 0; r < g->size; r++) {
+        qframe *f = g->head[r];
+        while (f != NULL) {
+            qframe *n = f->next;
+            free(f->data);
+            free(f);
+            f = n;
+        }
+        pthread_cond_destroy(&g->cv[r]);
+    }
+    pthread_mutex_destroy(&g->mu);
+    free(g->present);
+    free(g->departed);
+    free(g->head);
+    free(g->tail);
+    free(g->cv);
+    free(g->name);
+    free(g);
+}
+
+static group *
+group_new(const char *name, int size, uint64_t token)
+{
+    group *g = calloc(1, sizeof *g);
+    pthread_condattr_t ca;
+
+    if (g == NULL)
+        return NULL;
+    g->size = size;
+    g->token = token;
+    g->name = ccol__strdup(name);
+    g->present = calloc((size_t)size, sizeof *g->present);
+    g->departed = calloc((size_t)size, sizeof *g->departed);
+    g->head = calloc((size_t)size, sizeof *g->head);
+    g->tail = calloc((size_t)size, sizeof *g->tail);
+    g->cv = calloc((size_t)size, sizeof *g->cv);
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    for (int r = 0; g->cv && r < size; r++)
+        pthread_cond_init(&g->cv[r], &ca);
+    pthread_condattr_destroy(&ca);
+    if (!g->name || !g->present || !g->departed || !g->head || !g->tail ||
+        !g->cv) {
+        group_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+/* Finds or creates the group and claims this rank's slot. */
+static ccol_status
+group_join(ccol_comm *c, const char *name, group **out)
+{
+    group *g;
+    ccol_status st = CCOL_OK;
+
+    pthread_mutex_lock(&registry_mu);
+    for (g = registry; g != NULL; g = g->next)
+        if (strcmp(g->name, name) == 0)
+            break;
+    if (g == NULL) {
+        g = group_new(name, c->size, c->token);
+        if (g == NULL) {
+            pthread_mutex_unlock(&registry_mu);
+            return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
+        }
+        g->next = registry;
+        registry = g;
+    }
+    pthread_mutex_lock(&g->mu);
+    if (g->size != c->size)
+        st = ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
+                          "inproc group '%s': rank %d says the world size is "
+                          "%d, the group was created with size %d",
+                          name, c->rank, c->size, g->size);
+    else if (g->token != c->token)
+        st = ccol__seterr(&c->err, CCOL_ERR_PEER,
+                          "inproc group '%s': rank %d presented a different "
+                          "job token", name, c->rank);
+    else if (g->present[c->rank] || g->departed[c->rank])
+        st = ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
+                          "inproc group '%s': rank %d joined twice "
+                          "(duplicate rank)", name, c->rank);
+    if (st == CCOL_OK) {
+        g->present[c->rank] = true;
+        g->joined++;
+        g->refs++;
+        for (int r = 0; r < g->size; r++)
+            pthread_cond_broadcast(&g->cv[r]);
+    }
+    pthread_mutex_unlock(&g->mu);
+    pthread_mutex_unlock(&registry_mu);
+    *out = st == CCOL_OK ? g : NULL;
+    return st;
+}
+
+static void
+to_timespec(int64_t ns, struct timespec *ts)
+{
+    ts->tv_sec = (time_t)(ns / 1000000000);
+    ts->tv_nsec = (long)(ns % 1000000000);
+}
+
+/* Waits (mutex held) until every rank joined or the deadline passed. */
+static ccol_status
+await_all(ccol_comm *c, group *g, int64_t deadline)
+{
+    struct timespec ts;
+    to_timespec(deadline, &ts);
+    while (g->joined < g->size) {
+        if (pthread_cond_timedwait(&g->cv[c->rank], &g->mu, &ts) ==
+                ETIMEDOUT &&
+            g->joined < g->size) {
+            ccol__buf b = { 0 };
+            for (int r = 0, n = 0; r < g->size; r++)
+                if (!g->present[r] && !g->departed[r])
+                    ccol__buf_printf(&b, "%s%d", n++ ? ", " : "", r);
+            ccol__seterr(&c->err, CCOL_ERR_TIMEOUT,
+                         "inproc group '%s': ranks did not join within "
+                         "%.3g s; missing: %s",
+                         g->name, c->timeout_s, b.p ? (char *)b.p : "?");
+            ccol__buf_free(&b);
+            return CCOL_ERR_TIMEOUT;
+        }
+    }
+    return CCOL_OK;
+}
+
+static void inproc_destroy(ccol_comm *c);
+
+static ccol_status
+inproc_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
+{
+    group *g = ((ilink *)c->link)->g;
+    qframe *q = malloc(sizeof *q);
+    uint8_t *copy = malloc(len);
+
+    if (q == NULL || copy == NULL) {
+        free(q);
+        free(copy);
+        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
+    }
+    memcpy(copy, frame, len);
+    q->next = NULL;
+    q->from = c->rank;
+    q->data = copy;
+    q->len = len;
+    pthread_mutex_lock(&g->mu);
+    if (g->departed[peer]) {
+        pthread_mutex_unlock(&g->mu);
+        free(copy);
+        free(q);
+        return ccol__seterr(&c->err, CCOL_ERR_PEER,
+                            "rank %d has left (its communicator was "
+                            "destroyed)",
+                            peer);
+    }
+    if (g->tail[peer])
+        g->tail[peer]->next = q;
+    else
+        g->head[peer] = q;
+    g->tail[peer] = q;
+    c->sent += len;
+    pthread_cond_signal(&g->cv[peer]);
+    pthread_mutex_unlock(&g->mu);
+    return CCOL_OK;
+}
+
+static bool
+wanted(const int *peers, int n, int r)
+{
+    for (int i = 0; i < n; i++)
+        if (peers[i] == r)
+            return true;
+    return false;
+}
+
+/* Removes and returns the first queued frame from one of `peers`. */
+static qframe *
+dequeue(group *g, int me, const int *peers, int n)
+{
+    qframe *prev = NULL;
+    for (qframe *f = g->head[me]; f != NULL; prev = f, f = f->next) {
+        if (!wanted(peers, n, f->from))
+            continue;
+        if (prev)
+            prev->next = f->next;
+        else
+            g->head[me] = f->next;
+        if (g->tail[me] == f)
+            g->tail[me] = prev;
+        return f;
+    }
+    return NULL;
+}
+
+static int
+departed_peer(const group *g, const int *peers, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (g->departed[peers[i]])
+            return peers[i];
+    return -1;
+}
+
+/* Decodes a dequeued frame with the same checks as bytes off a socket. */
+static ccol_status
+decode_frame(ccol_comm *c, qframe *f, ccol__msg *msg)
+{
+    char why[160];
+    ccol_status st;
+
+    if (f->len < CCOL__HDR_SIZE)
+        return ccol__seterr(&c->err, CCOL_ERR_PEER,
+                            "rank %d sent a truncated frame", f->from);
+    st = ccol__hdr_decode(f->data, c->max_payload, &msg->h, why, sizeof why);
+    if (st != CCOL_OK)
+        return ccol__seterr(&c->err, st, "rank %d sent a bad frame: %s",
+                            f->from, why);
+    if (msg->h.len != f->len - CCOL__HDR_SIZE)
+        return ccol__seterr(&c->err, CCOL_ERR_PEER,
+                            "rank %d sent a frame whose length field is "
+                            "wrong", f->from);
+    msg->payload = NULL;
+    if (msg->h.len > 0) {
+        msg->payload = malloc(msg->h.len);
+        if (msg->payload == NULL)
+            return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
+        memcpy(msg->payload, f->data + CCOL__HDR_SIZE, msg->h.len);
+    }
+    st = ccol__frame_check(c, f->from, msg);
+    if (st != CCOL_OK) {
+        free(msg->payload);
+        msg->payload = NULL;
+    }
+    return st;
+}
+
+static ccol_status
+inproc_recv(ccol_comm *c, const int *peers, int n, int64_t deadline,
+            int *from, ccol__msg *msg)
+{
+    group *g = ((ilink *)c->link)->g;
+    struct timespec ts;
+    qframe *f;
+    ccol_status st;
+
+    to_timespec(deadline, &ts);
+    pthread_mutex_lock(&g->mu);
+    while ((f = dequeue(g, c->rank, peers, n)) == NULL) {
+        int gone = departed_peer(g, peers, n);
+        if (gone >= 0) {
+            pthread_mutex_unlock(&g->mu);
+            *from = gone;
+            return ccol__seterr(&c->err, CCOL_ERR_PEER,
+                                "rank %d left (destroyed its communicator) "
+                                "while this rank waited for it",
+                                gone);
+        }
+        if (pthread_cond_timedwait(&g->cv[c->rank], &g->mu, &ts) ==
+                ETIMEDOUT &&
+            (f = dequeue(g, c->rank, peers, n)) == NULL) {
+            pthread_mutex_unlock(&g->mu);
+            return CCOL_ERR_TIMEOUT;
+        }
+        if (f != NULL)
+            break;
+    }
+    pthread_mutex_unlock(&g->mu);
+    *from = f->from;
+    c->received += f->len;
+    st = decode_frame(c, f, msg);
+    free(f->data);
+    free(f);
+    return st;
+}
+
+static const ccol__link_ops inproc_ops = {
+    .name = "inproc",
+    .send = inproc_send,
+    .recv = inproc_recv,
+    .destroy = inproc_destroy,
+};
+
+static void
+inproc_destroy(ccol_comm *c)
+{
+    ilink *l = c->link;
+    group *g;
+    bool last;
+
+    if (l == NULL)
+        return;
+    g = l->g;
+    pthread_mutex_lock(&registry_mu);
+    pthread_mutex_lock(&g->mu);
+    g->present[c->rank] = false;
+    g->departed[c->rank] = true;
+    last = --g->refs == 0;
+    for (int r = 0; r < g->size; r++)
+        pthread_cond_broadcast(&g->cv[r]);
+    pthread_mutex_unlock(&g->mu);
+    if (last) {
+        group **pp = &registry;
+        while (*pp != g)
+            pp = &(*pp)->next;
+        *pp = g->next;
+        group_free(g);
+    }
+    pthread_mutex_unlock(&registry_mu);
+    free(l);
+    c->link = NULL;
+}
+
+ccol_status
+ccol__inproc_attach(ccol_comm *c, const char *name)
+{
+    ilink *l = calloc(1, sizeof *l);
+    group *g = NULL;
+    ccol_status st;
+
+    if (l == NULL)
+        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
+    st = group_join(c, name, &g);
+    if (st != CCOL_OK) {
+        free(l);
+        return st;
+    }
+    l->g = g;
+    c->link = l;
+    c->ops = &inproc_ops;
+    pthread_mutex_lock(&g->mu);
+    st = await_all(c, g, ccol__now_ns() + (int64_t)(c->timeout_s * 1e9));
+    pthread_mutex_unlock(&g->mu);
+    return st;
+}

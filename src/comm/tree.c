@@ -1,0 +1,621 @@
+/*
+ * tree.c - the collective engine shared by every link-based transport.
+ *
+ * Every operation runs the same two phases over a tree rooted at rank 0:
+ *   up:   each rank waits for its children's UP frames, checks that they are
+ *         in the same operation (sequence number, operation, fingerprint),
+ *         merges them with its own contribution (concatenation tagged by
+ *         rank, or a caller's combine function) and sends the result up;
+ *   down: rank 0 computes the result and sends it (DOWN) or a failure
+ *         (ABORT) to its children, who forward it to theirs.
+ * The tree is a star (every rank a child of rank 0) up to a size threshold
+ * and a k-ary tree above it, so small jobs pay two hops and large jobs
+ * O(log n) hops. A failure seen anywhere travels up as ERRUP and comes back
+ * down as one ABORT, so every live rank reports the same message.
+ *
+ * Deadlines: an operation's deadline starts when the first rank entered it
+ * (ranks carry their wall-clock start in every frame), so rank 0 gives up on
+ * a missing rank before the ranks waiting for it give up on rank 0, and
+ * their reports agree. Parents wait an extra grace per tree level below a
+ * child so that ERRUP reports from deep subtrees arrive first.
+ */
+#include "comm.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One operation in progress on this rank. */
+typedef struct run {
+    ccol_comm *c;
+    ccol__coll *op;
+    int64_t started_wall;  /* our wall clock at start */
+    int64_t started_mono;  /* our monotonic clock at start */
+    int64_t deadline;      /* when missing children fail the operation */
+    uint8_t **child_pl;    /* payload per child index */
+    uint32_t *child_len;   /* its length */
+    bool *arrived;         /* per child index */
+    char what[160];        /* "allgatherv #3 [label]" */
+} run;
+
+static int64_t
+timeout_ns(const ccol_comm *c)
+{
+    return (int64_t)(c->timeout_s * 1e9);
+}
+
+/* Extra wait per tree level so reports from below arrive before a parent
+ * gives up: 10% of the timeout, between 0.2 s and 2 s. */
+static int64_t
+grace_ns(const ccol_comm *c)
+{
+    int64_t g = timeout_ns(c) / 10;
+    if (g < 200000000)
+        g = 200000000;
+    if (g > 2000000000)
+        g = 2000000000;
+    return g;
+}
+
+/* Height of the subtree rooted at `r` (a leaf is 0). */
+static int
+subtree_height(const ccol_comm *c, int r)
+{
+    int h = 0;
+    if (c->size <= c->threshold)
+        return r == 0 && c->size > 1 ? 1 : 0;
+    for (long first = (long)r * c->fanout + 1; first < c->size;
+         first = first * c->fanout + 1)
+        h++;
+    return h;
+}
+
+ccol_status
+ccol__tree_setup(ccol_comm *c)
+{
+    int k = c->fanout, n = 0;
+
+    free(c->children);
+    c->children = NULL;
+    c->nchildren = 0;
+    if (c->size <= c->threshold) {
+        c->parent = c->rank == 0 ? -1 : 0;
+        n = c->rank == 0 ? c->size - 1 : 0;
+    } else {
+        c->parent = c->rank == 0 ? -1 : (c->rank - 1) / k;
+        for (long ch = (long)c->rank * k + 1; ch < c->size && n < k; ch++)
+            n++;
+    }
+    if (n == 0)
+        return CCOL_OK;
+    c->children = calloc((size_t)n, sizeof *c->children);
+    if (c->children == NULL)
+        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
+    for (int i = 0; i < n; i++)
+        c->children[i] = c->size <= c->threshold ? i + 1 : c->rank * k + 1 + i;
+    c->nchildren = n;
+    return CCOL_OK;
+}
+
+static void
+describe_run(run *r)
+{
+    ccol_comm *c = r->c;
+    char d[96];
+    ccol__op_describe(r->op->op, r->op->arg, c->seq, d, sizeof d);
+    if (c->label[0])
+        snprintf(r->what, sizeof r->what, "%s [%s]", d, c->label);
+    else
+        snprintf(r->what, sizeof r->what, "%s", d);
+}
+
+/* Says what rank `peer` was last seen doing, for timeout messages. */
+static void
+describe_seen(const ccol_comm *c, int peer, char *out, size_t n)
+{
+    const ccol__seen *s = &c->seen[peer];
+    char d[96];
+    if (!s->any) {
+        snprintf(out, n, "never heard from");
+        return;
+    }
+    ccol__op_describe(s->op, s->arg, s->seq, d, n < sizeof d ? n : sizeof d);
+    if (s->label[0])
+        snprintf(out, n, "last seen in %s [%s]", d, s->label);
+    else
+        snprintf(out, n, "last seen in %s", d);
+}
+
+static ccol_status
+send_frame(ccol_comm *c, int peer, uint16_t kind, const ccol__coll *op,
+           int64_t started, const void *payload, size_t len)
+{
+    ccol__hdr h;
+    size_t flen;
+    uint8_t *f;
+    ccol_status st;
+
+    ccol__hdr_init(c, &h, kind, op->op, op->arg, started);
+    f = ccol__frame_encode(&h, payload, len, &flen);
+    if (f == NULL)
+        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY,
+                            "out of memory encoding a %zu-byte frame", len);
+    st = c->ops->send(c, peer, f, flen);
+    free(f);
+    return st;
+}
+
+/* Encodes an error report: i32 status, then the text. */
+static uint8_t *
+encode_error(ccol_status code, const char *text, size_t *len)
+{
+    ccol__buf b = { 0 };
+    ccol__buf_u32(&b, (uint32_t)(int32_t)code);
+    ccol__buf_put(&b, text, strlen(text));
+    if (b.oom) {
+        ccol__buf_free(&b);
+        *len = 0;
+        return NULL;
+    }
+    return ccol__buf_take(&b, len);
+}
+
+/* Decodes an error report into c->err; bad bytes are a PEER error. */
+static ccol_status
+decode_error(ccol_comm *c, int from, const ccol__msg *m)
+{
+    int32_t code;
+    size_t n;
+
+    if (m->h.len < 4)
+        return ccol__seterr(&c->err, CCOL_ERR_PEER,
+                            "rank %d sent a malformed failure report", from);
+    code = (int32_t)ccol__ld32(m->payload);
+    if (code >= 0 || ccol_status_name((ccol_status)code)[0] == 'U')
+        code = CCOL_ERR_PEER;
+    n = m->h.len - 4;
+    if (n >= sizeof c->err.msg)
+        n = sizeof c->err.msg - 1;
+    c->err.code = (ccol_status)code;
+    memcpy(c->err.msg, m->payload + 4, n);
+    c->err.msg[n] = '\0';
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)c->err.msg[i] < 0x20 && c->err.msg[i] != '\n')
+            c->err.msg[i] = '?';
+    return c->err.code;
+}
+
+static void
+note_seen(ccol_comm *c, int from, const ccol__hdr *h)
+{
+    ccol__seen *s = &c->seen[from];
+    s->any = true;
+    s->op = h->op;
+    s->seq = h->seq;
+    s->arg = h->arg;
+    memcpy(s->label, h->label, sizeof s->label);
+}
+
+/* Checks that a child's UP frame belongs to this very operation. */
+static ccol_status
+check_same_op(run *r, int from, const ccol__hdr *h)
+{
+    ccol_comm *c = r->c;
+    char theirs[96], th_full[160];
+
+    if (h->seq == c->seq && h->op == r->op->op && h->arg == r->op->arg)
+        return CCOL_OK;
+    ccol__op_describe(h->op, h->arg, h->seq, theirs, sizeof theirs);
+    if (h->label[0])
+        snprintf(th_full, sizeof th_full, "%s [%s]", theirs, h->label);
+    else
+        snprintf(th_full, sizeof th_full, "%s", theirs);
+    return ccol__seterr(&c->err, CCOL_ERR_DIVERGED,
+                        "ranks diverged: rank %d is in %s while rank %d is "
+                        "in %s",
+                        from, th_full, c->rank, r->what);
+}
+
+static int
+child_index(const ccol_comm *c, int rank)
+{
+    for (int i = 0; i < c->nchildren; i++)
+        if (c->children[i] == rank)
+            return i;
+    return -1;
+}
+
+/* Deadline for children: T after the earliest start we know of, but no
+ * sooner than a quarter of T after our own start (clocks may disagree). */
+static void
+adjust_deadline(run *r, int64_t child_started)
+{
+    ccol_comm *c = r->c;
+    int64_t skew = child_started - r->started_wall, d;
+
+    if (skew >= 0)
+        return;
+    d = r->started_mono + skew + timeout_ns(c);
+    if (d < r->started_mono + timeout_ns(c) / 4)
+        d = r->started_mono + timeout_ns(c) / 4;
+    if (d < r->deadline)
+        r->deadline = d;
+}
+
+/* Handles one frame from a child during the up phase. */
+static ccol_status
+take_child_frame(run *r, int from, ccol__msg *m)
+{
+    ccol_comm *c = r->c;
+    int i = child_index(c, from);
+    ccol_status st;
+
+    if (i < 0 || r->arrived[i]) {
+        return ccol__seterr(&c->err, CCOL_ERR_PEER,
+                            "rank %d sent an unexpected frame during %s",
+                            from, r->what);
+    }
+    note_seen(c, from, &m->h);
+    if (m->h.kind == CCOL__K_ERRUP)
+        return decode_error(c, from, m);
+    if (m->h.kind != CCOL__K_UP)
+        return ccol__seterr(&c->err, CCOL_ERR_PEER,
+                            "rank %d sent a frame of kind %u during %s", from,
+                            m->h.kind, r->what);
+    st = check_same_op(r, from, &m->h);
+    if (st != CCOL_OK)
+        return st;
+    adjust_deadline(r, m->h.started);
+    r->arrived[i] = true;
+    r->child_pl[i] = m->payload;
+    r->child_len[i] = m->h.len;
+    m->payload = NULL;
+    return CCOL_OK;
+}
+
+/* Names the children that did not arrive by the deadline. */
+static ccol_status
+report_missing(run *r)
+{
+    ccol_comm *c = r->c;
+    ccol__buf b = { 0 };
+    int nmiss = 0;
+
+    for (int i = 0; i < c->nchildren; i++) {
+        char seen[200];
+        int ch = c->children[i];
+        if (r->arrived[i])
+            continue;
+        describe_seen(c, ch, seen, sizeof seen);
+        ccol__buf_printf(&b, "%s%d%s (%s)", nmiss ? ", " : "", ch,
+                         subtree_height(c, ch) > 0 ? " and the ranks below it"
+                                                   : "",
+                         seen);
+        nmiss++;
+    }
+    ccol__seterr(&c->err, CCOL_ERR_TIMEOUT,
+                 "%s timed out after %.3g s; missing %s: %s", r->what,
+                 c->timeout_s, nmiss == 1 ? "rank" : "ranks",
+                 b.p ? (char *)b.p : "?");
+    ccol__buf_free(&b);
+    return CCOL_ERR_TIMEOUT;
+}
+
+/* The latest moment to wait for any child still missing. */
+static int64_t
+gather_deadline(const run *r)
+{
+    const ccol_comm *c = r->c;
+    int h = 0;
+    for (int i = 0; i < c->nchildren; i++) {
+        int ch = subtree_height(c, c->children[i]);
+        if (!r->arrived[i] && ch > h)
+            h = ch;
+    }
+    return r->deadline + h * grace_ns(c);
+}
+
+static ccol_status
+gather_children(run *r)
+{
+    ccol_comm *c = r->c;
+    int *want = calloc((size_t)c->nchildren, sizeof *want);
+    ccol_status st = CCOL_OK;
+
+    if (want == NULL)
+        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
+    for (;;) {
+        int n = 0, from = -1;
+        ccol__msg m = { 0 };
+        for (int i = 0; i < c->nchildren; i++)
+            if (!r->arrived[i])
+                want[n++] = c->children[i];
+        if (n == 0)
+            break;
+        st = c->ops->recv(c, want, n, gather_deadline(r), &from, &m);
+        if (st == CCOL_ERR_TIMEOUT) {
+            st = report_missing(r);
+            break;
+        }
+        if (st == CCOL_OK)
+            st = take_child_frame(r, from, &m);
+        free(m.payload);
+        if (st != CCOL_OK)
+            break;
+    }
+    free(want);
+    return st;
+}
+
+/* CONCAT up payload: records of u32 rank, u32 length, bytes. */
+static ccol_status
+concat_up(run *r, uint8_t **out, size_t *len)
+{
+    ccol__buf b = { 0 };
+    ccol__buf_u32(&b, (uint32_t)r->c->rank);
+    ccol__buf_u32(&b, (uint32_t)r->op->len);
+    ccol__buf_put(&b, r->op->data, r->op->len);
+    for (int i = 0; i < r->c->nchildren; i++)
+        ccol__buf_put(&b, r->child_pl[i], r->child_len[i]);
+    if (b.oom) {
+        ccol__buf_free(&b);
+        return ccol__seterr(&r->c->err, CCOL_ERR_NO_MEMORY, "out of memory");
+    }
+    *out = ccol__buf_take(&b, len);
+    return CCOL_OK;
+}
+
+/* JOIN up payload: own blob combined with each child's, in child order. */
+static ccol_status
+join_up(run *r, uint8_t **out, size_t *len)
+{
+    ccol_comm *c = r->c;
+    uint8_t *acc = NULL;
+    size_t alen = r->op->len;
+
+    if (alen > 0) {
+        acc = malloc(alen);
+        if (acc == NULL)
+            return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
+        memcpy(acc, r->op->data, alen);
+    }
+    for (int i = 0; i < c->nchildren; i++) {
+        void *next = NULL;
+        size_t nlen = 0;
+        ccol_status st = r->op->combine(r->op->combine_ud, acc, alen,
+                                        r->child_pl[i], r->child_len[i],
+                                        &next, &nlen);
+        free(acc);
+        if (st != CCOL_OK)
+            return ccol__seterr(&c->err, st == CCOL_ERR_NO_MEMORY ? st
+                                                                  : CCOL_ERR_PEER,
+                                "%s: combining the contribution of rank %d's "
+                                "subtree failed (%s)",
+                                r->what, c->children[i], ccol_status_name(st));
+        acc = next;
+        alen = nlen;
+    }
+    *out = acc;
+    *len = alen;
+    return CCOL_OK;
+}
+
+/* Splits a root's CONCAT payload into one blob per rank (each exactly once). */
+static ccol_status
+split_concat(run *r, const uint8_t *p, size_t len, const uint8_t **blobs,
+             size_t *lens)
+{
+    ccol_comm *c = r->c;
+    ccol__rd rd;
+    bool *got = calloc((size_t)c->size, sizeof *got);
+    int count = 0;
+
+    if (got == NULL)
+        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
+    ccol__rd_init(&rd, p, len);
+    while (ccol__rd_left(&rd) > 0 && count <= c->size) {
+        uint32_t rank = ccol__rd_u32(&rd), n = ccol__rd_u32(&rd);
+        const uint8_t *b = ccol__rd_bytes(&rd, n);
+        if (!ccol__rd_ok(&rd) || rank >= (uint32_t)c->size || got[rank])
+            break;
+        got[rank] = true;
+        blobs[rank] = b;
+        lens[rank] = n;
+        count++;
+    }
+    free(got);
+    if (count != c->size || !ccol__rd_ok(&rd) || ccol__rd_left(&rd) != 0)
+        return ccol__seterr(&c->err, CCOL_ERR_PEER,
+                            "%s: the gathered contributions are malformed "
+                            "(%d of %d ranks decoded)",
+                            r->what, count, c->size);
+    return CCOL_OK;
+}
+
+/* Rank 0: computes the result from the merged up payload. */
+static ccol_status
+finish_root(run *r, uint8_t *up, size_t uplen)
+{
+    ccol_comm *c = r->c;
+    const uint8_t **blobs;
+    size_t *lens;
+    ccol_status st;
+
+    if (r->op->mode == CCOL__UP_JOIN) {
+        r->op->result = up;
+        r->op->result_len = uplen;
+        return CCOL_OK;
+    }
+    blobs = calloc((size_t)c->size, sizeof *blobs);
+    lens = calloc((size_t)c->size, sizeof *lens);
+    if (blobs == NULL || lens == NULL)
+        st = ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
+    else
+        st = split_concat(r, up, uplen, blobs, lens);
+    if (st == CCOL_OK)
+        st = r->op->finish(c, r->op->finish_ud, blobs, lens, &r->op->result,
+                           &r->op->result_len);
+    free(blobs);
+    free(lens);
+    free(up);
+    return st;
+}
+
+/* Sends DOWN (result) or ABORT (failure) to every child; a dead child
+ * cannot be helped, so send failures are only logged. */
+static void
+send_down(run *r, bool ok)
+{
+    ccol_comm *c = r->c;
+    uint8_t *pl = NULL;
+    size_t len = 0;
+    uint16_t kind = ok ? CCOL__K_DOWN : CCOL__K_ABORT;
+    ccol__err saved = c->err;
+
+    if (!ok)
+        pl = encode_error(c->err.code, c->err.msg, &len);
+    for (int i = 0; i < c->nchildren; i++) {
+        const void *p = ok ? r->op->result : pl;
+        size_t n = ok ? r->op->result_len : len;
+        if (send_frame(c, c->children[i], kind, r->op, r->started_wall, p,
+                       n) != CCOL_OK)
+            ccol__log(CCOL_LOG_DEBUG, "comm", "rank %d/%d: %s", c->rank,
+                      c->size, c->err.msg);
+    }
+    c->err = saved;
+    free(pl);
+}
+
+/* Non-root: waits for the DOWN or ABORT of this operation from the parent. */
+static ccol_status
+await_down(run *r)
+{
+    ccol_comm *c = r->c;
+    int64_t deadline = r->started_mono + timeout_ns(c) +
+                       (int64_t)(subtree_height(c, 0) + 2) * grace_ns(c);
+    int from = -1;
+    ccol__msg m = { 0 };
+    ccol_status st;
+
+    st = c->ops->recv(c, &c->parent, 1, deadline, &from, &m);
+    if (st == CCOL_ERR_TIMEOUT) {
+        char seen[200];
+        describe_seen(c, c->parent, seen, sizeof seen);
+        return ccol__seterr(&c->err, CCOL_ERR_TIMEOUT,
+                            "%s timed out after %.3g s: no reply from rank %d "
+                            "(%s); it is stalled, in another operation, or "
+                            "failed",
+                            r->what, c->timeout_s, c->parent, seen);
+    }
+    if (st != CCOL_OK)
+        return st;
+    note_seen(c, from, &m.h);
+    if (m.h.kind == CCOL__K_ABORT && m.h.seq == c->seq)
+        st = decode_error(c, from, &m);
+    else if (m.h.kind != CCOL__K_DOWN || m.h.seq != c->seq ||
+             m.h.op != r->op->op)
+        st = ccol__seterr(&c->err, CCOL_ERR_PEER,
+                          "rank %d answered %s with a frame of kind %u for "
+                          "%s #%" PRIu64,
+                          from, r->what, m.h.kind, ccol__op_name(m.h.op),
+                          m.h.seq);
+    if (st == CCOL_OK) {
+        r->op->result = m.payload;
+        r->op->result_len = m.h.len;
+        m.payload = NULL;
+    }
+    free(m.payload);
+    return st;
+}
+
+/* The up phase on one rank: gather, merge, then send up or finish. */
+static ccol_status
+run_up(run *r)
+{
+    ccol_comm *c = r->c;
+    uint8_t *up = NULL;
+    size_t uplen = 0;
+    ccol_status st = gather_children(r);
+
+    if (st == CCOL_OK)
+        st = r->op->mode == CCOL__UP_JOIN ? join_up(r, &up, &uplen)
+                                          : concat_up(r, &up, &uplen);
+    if (st == CCOL_OK && c->parent < 0)
+        return finish_root(r, up, uplen);
+    if (st == CCOL_OK) {
+        st = send_frame(c, c->parent, CCOL__K_UP, r->op, r->started_wall, up,
+                        uplen);
+        free(up);
+        return st;
+    }
+    if (c->parent >= 0) {
+        /* Report up; rank 0 turns it into the ABORT everyone gets. */
+        size_t len;
+        uint8_t *pl = encode_error(c->err.code, c->err.msg, &len);
+        ccol__err saved = c->err;
+        if (pl != NULL)
+            send_frame(c, c->parent, CCOL__K_ERRUP, r->op, r->started_wall,
+                       pl, len);
+        c->err = saved;
+        free(pl);
+    }
+    return st;
+}
+
+static void
+run_free(run *r)
+{
+    if (r->child_pl != NULL)
+        for (int i = 0; i < r->c->nchildren; i++)
+            free(r->child_pl[i]);
+    free(r->child_pl);
+    free(r->child_len);
+    free(r->arrived);
+}
+
+static ccol_status
+run_init(run *r, ccol_comm *c, ccol__coll *op)
+{
+    size_t n = (size_t)(c->nchildren > 0 ? c->nchildren : 1);
+
+    memset(r, 0, sizeof *r);
+    r->c = c;
+    r->op = op;
+    r->started_wall = ccol__wall_ns();
+    r->started_mono = ccol__now_ns();
+    r->deadline = r->started_mono + timeout_ns(c);
+    r->child_pl = calloc(n, sizeof *r->child_pl);
+    r->child_len = calloc(n, sizeof *r->child_len);
+    r->arrived = calloc(n, sizeof *r->arrived);
+    describe_run(r);
+    if (r->child_pl == NULL || r->child_len == NULL || r->arrived == NULL)
+        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
+    return CCOL_OK;
+}
+
+ccol_status
+ccol__tree_run(ccol_comm *c, ccol__coll *op)
+{
+    run r;
+    ccol_status st;
+
+    op->result = NULL;
+    op->result_len = 0;
+    c->seq++;
+    st = run_init(&r, c, op);
+    if (st == CCOL_OK)
+        st = run_up(&r);
+    if (st == CCOL_OK && c->parent >= 0)
+        st = await_down(&r);
+    if (c->nchildren > 0)
+        send_down(&r, st == CCOL_OK);
+    run_free(&r);
+    if (st != CCOL_OK) {
+        free(op->result);
+        op->result = NULL;
+        op->result_len = 0;
+        c->poisoned = true;
+    }
+    return st;
+}

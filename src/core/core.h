@@ -1,0 +1,132 @@
+/*
+ * core.h - internal utilities shared by every libccol subsystem: error
+ * records, logging, clocks, hashing, checksums and little-endian byte
+ * buffers used by the wire formats.
+ *
+ * Everything here is internal (ccol__ prefix) and never exported.
+ */
+#ifndef CCOL_CORE_H
+#define CCOL_CORE_H
+
+#include "ccol.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define CCOL__PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define CCOL__PRINTF(a, b)
+#endif
+
+#define CCOL__ERRMSG_MAX 1024
+
+/* The last failure of a handle: a status and its message. */
+typedef struct ccol__err {
+    ccol_status code;            /* CCOL_OK when no failure */
+    char msg[CCOL__ERRMSG_MAX];  /* NUL-terminated, may be truncated */
+} ccol__err;
+
+/* Records `st` with a printf-style message and returns `st`. Never
+ * allocates, so an out-of-memory failure can be reported. */
+ccol_status ccol__seterr(ccol__err *e, ccol_status st, const char *fmt, ...)
+    CCOL__PRINTF(3, 4);
+ccol_status ccol__vseterr(ccol__err *e, ccol_status st, const char *fmt,
+                          va_list ap);
+/* Clears the error record. */
+void ccol__clrerr(ccol__err *e);
+
+/* Logs one line if a callback is installed and `level` passes its filter. */
+void ccol__log(ccol_log_level level, const char *component, const char *fmt,
+               ...) CCOL__PRINTF(3, 4);
+bool ccol__log_enabled(ccol_log_level level);
+
+/* Monotonic and wall clocks in nanoseconds. */
+int64_t ccol__now_ns(void);
+int64_t ccol__wall_ns(void);
+
+/* Checksums and hashes. crc32c is the Castagnoli CRC used on the wire;
+ * hash64 is FNV-1a for fingerprints and digests that need no secrecy. */
+uint32_t ccol__crc32c(uint32_t crc, const void *data, size_t len);
+uint64_t ccol__hash64(uint64_t seed, const void *data, size_t len);
+uint64_t ccol__hash_str(const char *s);
+
+/* SHA-256 (FIPS 180-4), used to authenticate peers with the job token. */
+void ccol__sha256(const void *data, size_t len, uint8_t out[32]);
+/* HMAC-SHA-256 (RFC 2104). */
+void ccol__hmac_sha256(const void *key, size_t keylen, const void *msg,
+                       size_t msglen, uint8_t out[32]);
+/* Compares n bytes in time independent of their contents. */
+bool ccol__ct_equal(const void *a, const void *b, size_t n);
+
+/* A growable byte buffer for encoders. On allocation failure `oom` is set
+ * and later writes are ignored, so encoders check once at the end. */
+typedef struct ccol__buf {
+    uint8_t *p;   /* data (malloc'd) */
+    size_t len;   /* bytes written */
+    size_t cap;   /* bytes allocated */
+    bool oom;     /* an allocation failed */
+} ccol__buf;
+
+void ccol__buf_free(ccol__buf *b);
+bool ccol__buf_reserve(ccol__buf *b, size_t extra);
+void ccol__buf_put(ccol__buf *b, const void *data, size_t n);
+void ccol__buf_u8(ccol__buf *b, uint8_t v);
+void ccol__buf_u16(ccol__buf *b, uint16_t v);
+void ccol__buf_u32(ccol__buf *b, uint32_t v);
+void ccol__buf_u64(ccol__buf *b, uint64_t v);
+void ccol__buf_i64(ccol__buf *b, int64_t v);
+void ccol__buf_f64(ccol__buf *b, double v);
+/* Writes a u32 length followed by the bytes of `s` (no NUL). */
+void ccol__buf_str(ccol__buf *b, const char *s);
+/* Appends printf-style text (no NUL counted in len, but one is kept after
+ * the data so b->p is a C string when only text was written). */
+void ccol__buf_printf(ccol__buf *b, const char *fmt, ...) CCOL__PRINTF(2, 3);
+/* Hands the bytes to the caller (may be NULL when empty) and resets b. */
+uint8_t *ccol__buf_take(ccol__buf *b, size_t *len);
+
+/* A bounds-checked reader of untrusted bytes. The first failed read sets
+ * `bad` and a reason; later reads return zeros. */
+typedef struct ccol__rd {
+    const uint8_t *p; /* start of the bytes */
+    size_t len;       /* their number */
+    size_t off;       /* read position */
+    const char *why;  /* first failure, static string, NULL if none */
+} ccol__rd;
+
+void ccol__rd_init(ccol__rd *r, const void *p, size_t len);
+bool ccol__rd_ok(const ccol__rd *r);
+void ccol__rd_fail(ccol__rd *r, const char *why);
+uint8_t ccol__rd_u8(ccol__rd *r);
+uint16_t ccol__rd_u16(ccol__rd *r);
+uint32_t ccol__rd_u32(ccol__rd *r);
+uint64_t ccol__rd_u64(ccol__rd *r);
+int64_t ccol__rd_i64(ccol__rd *r);
+double ccol__rd_f64(ccol__rd *r);
+/* Returns a pointer to the next n bytes inside the input, or NULL. */
+const uint8_t *ccol__rd_bytes(ccol__rd *r, size_t n);
+/* Reads a u32-length string of at most `max` bytes into a new malloc'd
+ * NUL-terminated copy; NUL bytes inside are rejected. NULL on failure. */
+char *ccol__rd_str(ccol__rd *r, size_t max);
+size_t ccol__rd_left(const ccol__rd *r);
+
+/* Little-endian loads and stores on raw memory. */
+void ccol__st16(uint8_t *p, uint16_t v);
+void ccol__st32(uint8_t *p, uint32_t v);
+void ccol__st64(uint8_t *p, uint64_t v);
+uint16_t ccol__ld16(const uint8_t *p);
+uint32_t ccol__ld32(const uint8_t *p);
+uint64_t ccol__ld64(const uint8_t *p);
+
+/* strdup that works in C11. */
+char *ccol__strdup(const char *s);
+
+/* Parses a decimal integer in [lo, hi]; false on junk or range. */
+bool ccol__parse_int(const char *s, long long lo, long long hi,
+                     long long *out);
+/* Parses a finite double > 0; false otherwise. */
+bool ccol__parse_seconds(const char *s, double *out);
+
+#endif /* CCOL_CORE_H */

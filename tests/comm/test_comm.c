@@ -1,0 +1,501 @@
+/*
+ * test_comm.c - every communicator operation at 1, 2, 3 and 8 ranks over
+ * inproc threads and tcp processes (plus a tree-shaped job), with empty,
+ * uneven and 64 KiB payloads; results must be identical on every rank.
+ * Then the failure contract: a missing rank times out by name, a different
+ * operation is DIVERGED on every rank, a poisoned communicator fails fast,
+ * a departed rank is named, and bad parameters and environments are
+ * rejected with clear messages.
+ */
+#include "harness.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const int sizes[] = { 1, 2, 3, 8 };
+
+/* Deterministic bytes of rank r's contribution of length n. */
+static void
+fill(uint8_t *p, size_t n, int r, int salt)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)(r * 31 + (int)i * 7 + salt);
+}
+
+/* Length rank r contributes in round k: zero, uneven, or 64 KiB. */
+static size_t
+len_of(int r, int k)
+{
+    switch (k) {
+    case 0: return 0;
+    case 1: return (size_t)r * 3 + 1;
+    case 2: return r % 2 ? 0 : 100 + (size_t)r;
+    default: return 65536;
+    }
+}
+
+/* Digest of a result, written per rank into shared memory to compare. */
+static uint64_t
+digest(const void *p, size_t n, uint64_t h)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static void
+check_allgatherv(ccol_comm *c, int rank, int size, uint64_t *dig)
+{
+    for (int k = 0; k < 4; k++) {
+        size_t mine = len_of(rank, k), *lens = calloc(size, sizeof *lens);
+        uint8_t *buf = malloc(mine + 1), *got = NULL;
+        size_t off = 0;
+        fill(buf, mine, rank, k);
+        CHECK_OK(ccol_allgatherv(c, buf, mine, (void **)&got, lens), c);
+        for (int r = 0; r < size; r++) {
+            uint8_t *want = malloc(len_of(r, k) + 1);
+            CHECK_EQ(lens[r], len_of(r, k));
+            fill(want, len_of(r, k), r, k);
+            if (got && lens[r] == len_of(r, k))
+                CHECK(memcmp(got + off, want, lens[r]) == 0);
+            off += lens[r];
+            free(want);
+        }
+        *dig = digest(got, off, *dig);
+        ccol_free(got);
+        free(buf);
+        free(lens);
+    }
+}
+
+static void
+check_bcast(ccol_comm *c, int rank, int size, uint64_t *dig)
+{
+    for (int root = 0; root < size; root += size > 2 ? size - 1 : 1) {
+        for (int k = 0; k < 4; k++) {
+            size_t n = len_of(root, k), got_len = 99;
+            uint8_t *buf = malloc(n + 1), *got = NULL, *want = malloc(n + 1);
+            fill(buf, n, root, k);
+            fill(want, n, root, k);
+            CHECK_OK(ccol_bcast(c, root, rank == root ? buf : NULL,
+                                rank == root ? n : 0, (void **)&got,
+                                &got_len),
+                     c);
+            CHECK_EQ(got_len, n);
+            if (got_len == n && n > 0)
+                CHECK(memcmp(got, want, n) == 0);
+            if (n == 0)
+                CHECK(got == NULL);
+            *dig = digest(got, got_len, *dig);
+            ccol_free(got);
+            free(buf);
+            free(want);
+        }
+    }
+}
+
+static void
+check_allreduce(ccol_comm *c, int rank, int size, uint64_t *dig)
+{
+    int64_t v[5] = { rank + 1, rank, -rank, rank * 3 + 1, 1 << rank };
+    int64_t w[5];
+    double d[3] = { 0.1 * (rank + 1), 1e16, -(double)rank };
+    double sum = 0;
+
+    for (int op = CCOL_OP_SUM; op <= CCOL_OP_OR; op++) {
+        memcpy(w, v, sizeof w);
+        CHECK_OK(ccol_allreduce_i64(c, w, 5, (ccol_op)op), c);
+        *dig = digest(w, sizeof w, *dig);
+    }
+    memcpy(w, v, sizeof w);
+    CHECK_OK(ccol_allreduce_i64(c, w, 5, CCOL_OP_SUM), c);
+    CHECK_EQ(w[0], (long long)size * (size + 1) / 2);
+    memcpy(w, v, sizeof w);
+    CHECK_OK(ccol_allreduce_i64(c, w, 5, CCOL_OP_MAX), c);
+    CHECK_EQ(w[1], size - 1);
+    CHECK_OK(ccol_allreduce_f64(c, d, 3, CCOL_OP_SUM), c);
+    for (int r = 0; r < size; r++)
+        sum += 0.1 * (r + 1); /* rank order, as the library promises */
+    CHECK(d[0] == sum);
+    *dig = digest(d, sizeof d, *dig);
+    CHECK_OK(ccol_allreduce_i64(c, NULL, 0, CCOL_OP_SUM), c);
+}
+
+/* Combine for join-reduce tests: bytewise max, longer length wins. */
+static ccol_status
+max_combine(void *ud, const void *a, size_t alen, const void *b, size_t blen,
+            void **out, size_t *out_len)
+{
+    size_t n = alen > blen ? alen : blen;
+    uint8_t *o = malloc(n + 1);
+    (void)ud;
+    if (o == NULL)
+        return CCOL_ERR_NO_MEMORY;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t x = i < alen ? ((const uint8_t *)a)[i] : 0;
+        uint8_t y = i < blen ? ((const uint8_t *)b)[i] : 0;
+        o[i] = x > y ? x : y;
+    }
+    *out = o;
+    *out_len = n;
+    return CCOL_OK;
+}
+
+static void
+check_join(ccol_comm *c, int rank, int size, uint64_t *dig)
+{
+    uint8_t mine[16], *got = NULL;
+    size_t n = (size_t)rank % 16 + 1, got_len = 0;
+
+    for (size_t i = 0; i < n; i++)
+        mine[i] = (uint8_t)((rank * 13 + (int)i) % 251);
+    CHECK_OK(ccol_join_reduce(c, 42, mine, n, max_combine, NULL,
+                              (void **)&got, &got_len),
+             c);
+    CHECK_EQ(got_len, (size_t)(size - 1 < 15 ? size : 16));
+    for (size_t i = 0; got && i < got_len; i++) {
+        int want = 0;
+        for (int r = 0; r < size; r++)
+            if (i < (size_t)r % 16 + 1 && (r * 13 + (int)i) % 251 > want)
+                want = (r * 13 + (int)i) % 251;
+        CHECK_EQ(got[i], want);
+    }
+    *dig = digest(got, got_len, *dig);
+    ccol_free(got);
+}
+
+static void
+all_ops_body(ccol_comm *c, int rank, void *arg)
+{
+    uint64_t *digests = arg, dig = 0;
+    int size = ccol_comm_size(c);
+
+    CHECK_EQ(ccol_comm_rank(c), rank);
+    check_allgatherv(c, rank, size, &dig);
+    check_bcast(c, rank, size, &dig);
+    check_allreduce(c, rank, size, &dig);
+    check_join(c, rank, size, &dig);
+    CHECK_OK(ccol_barrier(c), c);
+    digests[rank] = dig;
+}
+
+static void
+run_all_ops(ccol_test_transport t, int threshold)
+{
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        ccol_test_job job = { .size = sizes[i], .transport = t };
+        uint64_t *digests = ccol_test_shared(8 * sizeof *digests);
+        if (threshold > 0) {
+            job.params.mask = CCOL_COMM_PARAM_TREE_THRESHOLD |
+                              CCOL_COMM_PARAM_TREE_FANOUT;
+            job.params.tree_threshold = threshold;
+            job.params.tree_fanout = 2;
+        }
+        CHECK_EQ(ccol_test_ranks(&job, all_ops_body, digests), 0);
+        for (int r = 1; r < sizes[i]; r++)
+            CHECK(digests[r] == digests[0]);
+    }
+}
+
+CCOL_TEST(inproc_all_ops)
+{
+    run_all_ops(CCOL_TEST_INPROC, 0);
+}
+
+CCOL_TEST(inproc_all_ops_tree)
+{
+    run_all_ops(CCOL_TEST_INPROC, 2);
+}
+
+CCOL_TEST(tcp_all_ops)
+{
+    run_all_ops(CCOL_TEST_TCP, 0);
+}
+
+CCOL_TEST(tcp_all_ops_tree)
+{
+    run_all_ops(CCOL_TEST_TCP, 2);
+}
+
+/* ---- failures ---- */
+
+typedef struct fail_info {
+    int status[8];        /* status each rank got */
+    char msg[8][1024];    /* message each rank got */
+    double took[8];       /* seconds the call took */
+} fail_info;
+
+static void
+record(fail_info *fi, int rank, ccol_status st, ccol_comm *c, double t0)
+{
+    fi->status[rank] = st;
+    snprintf(fi->msg[rank], sizeof fi->msg[rank], "%s", ccol_comm_errmsg(c));
+    fi->took[rank] = ccol_test_now() - t0;
+}
+
+/* The last rank never calls; the others time out naming it. */
+static void
+missing_body(ccol_comm *c, int rank, void *arg)
+{
+    int size = ccol_comm_size(c);
+    double t0 = ccol_test_now();
+    if (rank == size - 1) {
+        usleep(2500 * 1000); /* stalls past the 1 s deadline */
+        return;
+    }
+    ccol_comm_set_label(c, "step 7");
+    record(arg, rank, ccol_barrier(c), c, t0);
+}
+
+static void
+run_missing(ccol_test_transport t, int size)
+{
+    ccol_test_job job = { .size = size, .transport = t, .timeout_s = 1 };
+    fail_info *fi = ccol_test_shared(sizeof *fi);
+    char want[32];
+
+    ccol_test_ranks(&job, missing_body, fi);
+    snprintf(want, sizeof want, "missing rank: %d", size - 1);
+    for (int r = 0; r < size - 1; r++) {
+        CHECK_STATUS((ccol_status)fi->status[r], CCOL_ERR_TIMEOUT);
+        CHECK_CONTAINS(fi->msg[r], want);
+        CHECK_CONTAINS(fi->msg[r], "barrier #1");
+        CHECK(fi->took[r] < 1.0 + 1.5);
+        CHECK_STR_EQ(fi->msg[r], fi->msg[0]);
+    }
+}
+
+CCOL_TEST(inproc_missing_rank_times_out)
+{
+    run_missing(CCOL_TEST_INPROC, 3);
+    run_missing(CCOL_TEST_INPROC, 8);
+}
+
+CCOL_TEST(tcp_missing_rank_times_out)
+{
+    run_missing(CCOL_TEST_TCP, 3);
+}
+
+/* Rank 1 calls bcast while the others call allgatherv. */
+static void
+diverge_body(ccol_comm *c, int rank, void *arg)
+{
+    double t0 = ccol_test_now();
+    void *out = NULL;
+    size_t lens[8], n;
+    ccol_status st;
+
+    ccol_comm_set_label(c, rank == 1 ? "guard f" : "compile f");
+    if (rank == 1)
+        st = ccol_bcast(c, 0, NULL, 0, &out, &n);
+    else
+        st = ccol_allgatherv(c, "x", 1, &out, lens);
+    record(arg, rank, st, c, t0);
+    ccol_free(out);
+    /* Poisoned: the next call fails fast with the same status. */
+    t0 = ccol_test_now();
+    CHECK_STATUS(ccol_barrier(c), CCOL_ERR_DIVERGED);
+    CHECK(ccol_test_now() - t0 < 0.5);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "earlier failure");
+}
+
+static void
+run_diverge(ccol_test_transport t)
+{
+    ccol_test_job job = { .size = 3, .transport = t, .timeout_s = 5 };
+    fail_info *fi = ccol_test_shared(sizeof *fi);
+
+    CHECK_EQ(ccol_test_ranks(&job, diverge_body, fi), 0);
+    for (int r = 0; r < 3; r++) {
+        CHECK_STATUS((ccol_status)fi->status[r], CCOL_ERR_DIVERGED);
+        CHECK_CONTAINS(fi->msg[r], "rank 1 is in bcast(root 0) #1 [guard f]");
+        CHECK_CONTAINS(fi->msg[r], "allgatherv #1 [compile f]");
+        CHECK(fi->took[r] < 2.0);
+    }
+}
+
+CCOL_TEST(inproc_different_op_diverges)
+{
+    run_diverge(CCOL_TEST_INPROC);
+}
+
+CCOL_TEST(tcp_different_op_diverges)
+{
+    run_diverge(CCOL_TEST_TCP);
+}
+
+/* Ranks passing different reduce counts or roots disagree by name. */
+static void
+fingerprint_body(ccol_comm *c, int rank, void *arg)
+{
+    int64_t v[3] = { 1, 2, 3 };
+    ccol_status st = ccol_allreduce_i64(c, v, rank == 2 ? 3 : 2, CCOL_OP_SUM);
+    (void)arg;
+    CHECK_STATUS(st, CCOL_ERR_DIVERGED);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "rank 2 is in allreduce_i64(sum, n=3)");
+}
+
+CCOL_TEST(inproc_fingerprint_mismatch)
+{
+    ccol_test_job job = { .size = 3, .transport = CCOL_TEST_INPROC };
+    CHECK_EQ(ccol_test_ranks(&job, fingerprint_body, NULL), 0);
+}
+
+/* A rank that leaves (destroys its comm) is named at once, not at the
+ * deadline. */
+static void
+leave_body(ccol_comm *c, int rank, void *arg)
+{
+    double t0 = ccol_test_now();
+    (void)arg;
+    if (rank == 1)
+        return; /* the harness destroys the comm */
+    CHECK_STATUS(ccol_barrier(c), CCOL_ERR_PEER);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "rank 1");
+    CHECK(ccol_test_now() - t0 < 5.0);
+}
+
+CCOL_TEST(inproc_departed_rank_is_named)
+{
+    ccol_test_job job = { .size = 3, .transport = CCOL_TEST_INPROC,
+                          .timeout_s = 30 };
+    CHECK_EQ(ccol_test_ranks(&job, leave_body, NULL), 0);
+}
+
+CCOL_TEST(bad_params_are_rejected)
+{
+    ccol_comm_params p = { .mask = CCOL_COMM_PARAM_RANK | CCOL_COMM_PARAM_SIZE,
+                           .rank = 3, .size = 3 };
+    ccol_comm *c = NULL;
+
+    CHECK_STATUS(ccol_comm_create(&p, &c), CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "rank 3 is out of range for size 3");
+    CHECK_STATUS(ccol_barrier(c), CCOL_ERR_INVALID_ARG);
+    ccol_comm_destroy(c);
+    p.rank = 0;
+    p.mask |= CCOL_COMM_PARAM_TRANSPORT;
+    p.transport = CCOL_TRANSPORT_TCP;
+    CHECK_STATUS(ccol_comm_create(&p, &c), CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "port");
+    ccol_comm_destroy(c);
+    p.transport = CCOL_TRANSPORT_INPROC;
+    CHECK_STATUS(ccol_comm_create(&p, &c), CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "group name");
+    ccol_comm_destroy(c);
+    p.mask = CCOL_COMM_PARAM_TIMEOUT;
+    p.timeout_s = -1;
+    CHECK_STATUS(ccol_comm_create(&p, &c), CCOL_ERR_INVALID_ARG);
+    ccol_comm_destroy(c);
+}
+
+CCOL_TEST(single_rank_needs_no_network)
+{
+    ccol_comm *c = NULL;
+    int64_t v = 5;
+    void *out = NULL;
+    size_t lens[1];
+
+    CHECK_OK(ccol_comm_create(NULL, &c), c);
+    CHECK_STR_EQ(ccol_comm_transport(c), "local");
+    CHECK_OK(ccol_allreduce_i64(c, &v, 1, CCOL_OP_SUM), c);
+    CHECK_EQ(v, 5);
+    CHECK_OK(ccol_allgatherv(c, "abc", 3, &out, lens), c);
+    CHECK_EQ(lens[0], 3);
+    CHECK(out && memcmp(out, "abc", 3) == 0);
+    ccol_free(out);
+    CHECK_OK(ccol_barrier(c), c);
+    CHECK_EQ(ccol_comm_seq(c), 3);
+    ccol_comm_destroy(c);
+}
+
+CCOL_TEST(inproc_wrong_size_and_duplicate_rank)
+{
+    ccol_comm_params p = { .mask = CCOL_COMM_PARAM_RANK | CCOL_COMM_PARAM_SIZE |
+                                   CCOL_COMM_PARAM_TRANSPORT |
+                                   CCOL_COMM_PARAM_NAME |
+                                   CCOL_COMM_PARAM_TIMEOUT,
+                           .rank = 0, .size = 2,
+                           .transport = CCOL_TRANSPORT_INPROC,
+                           .name = "dup-test", .timeout_s = 0.3 };
+    ccol_comm *a = NULL, *b = NULL;
+
+    /* The first joiner waits for rank 1 and times out naming it. */
+    CHECK_STATUS(ccol_comm_create(&p, &a), CCOL_ERR_TIMEOUT);
+    CHECK_CONTAINS(ccol_comm_errmsg(a), "missing: 1");
+    /* A second rank 0 is a duplicate; a size-3 rank is a wrong size. */
+    CHECK_STATUS(ccol_comm_create(&p, &b), CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ccol_comm_errmsg(b), "duplicate rank");
+    ccol_comm_destroy(b);
+    p.rank = 1;
+    p.size = 3;
+    CHECK_STATUS(ccol_comm_create(&p, &b), CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ccol_comm_errmsg(b), "world size is 3");
+    ccol_comm_destroy(b);
+    ccol_comm_destroy(a);
+}
+
+CCOL_TEST(env_resolution)
+{
+    ccol_comm *c = NULL;
+
+    setenv("RANK", "0", 1);
+    setenv("WORLD_SIZE", "1", 1);
+    CHECK_OK(ccol_comm_create_env(NULL, &c), c);
+    CHECK_EQ(ccol_comm_size(c), 1);
+    ccol_comm_destroy(c);
+    setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+    setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+    CHECK_STATUS(ccol_comm_create_env(NULL, &c), CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "disagree");
+    ccol_comm_destroy(c);
+    unsetenv("OMPI_COMM_WORLD_RANK");
+    unsetenv("OMPI_COMM_WORLD_SIZE");
+    setenv("SLURM_PROCID", "3", 1); /* inherited from a batch step: ignored */
+    setenv("SLURM_NTASKS", "8", 1);
+    CHECK_OK(ccol_comm_create_env(NULL, &c), c);
+    ccol_comm_destroy(c);
+    setenv("RANK", "two", 1);
+    CHECK_STATUS(ccol_comm_create_env(NULL, &c), CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "RANK='two'");
+    ccol_comm_destroy(c);
+    setenv("RANK", "1", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    unsetenv("MASTER_PORT");
+    CHECK_STATUS(ccol_comm_create_env(NULL, &c), CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "MASTER_PORT");
+    ccol_comm_destroy(c);
+    setenv("MASTER_PORT", "99999", 1);
+    CHECK_STATUS(ccol_comm_create_env(NULL, &c), CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "MASTER_PORT='99999'");
+    ccol_comm_destroy(c);
+    setenv("CCOL_TIMEOUT", "soon", 1);
+    CHECK_STATUS(ccol_comm_create_env(NULL, &c), CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "CCOL_TIMEOUT");
+    ccol_comm_destroy(c);
+}
+
+CCOL_TEST(status_names)
+{
+    CHECK_STR_EQ(ccol_status_name(CCOL_ERR_TIMEOUT), "TIMEOUT");
+    CHECK_STR_EQ(ccol_status_name(CCOL_ERR_DIVERGED), "DIVERGED");
+    CHECK_STR_EQ(ccol_status_name((ccol_status)-55), "UNKNOWN");
+    CHECK_EQ(ccol_version(), CCOL_VERSION_HEX);
+    CHECK_EQ(ccol_protocol_version(), CCOL_PROTOCOL_VERSION);
+}
+
+CCOL_TEST_MAIN(CCOL_T(inproc_all_ops), CCOL_T(inproc_all_ops_tree),
+               CCOL_T(tcp_all_ops), CCOL_T(tcp_all_ops_tree),
+               CCOL_T(inproc_missing_rank_times_out),
+               CCOL_T(tcp_missing_rank_times_out),
+               CCOL_T(inproc_different_op_diverges),
+               CCOL_T(tcp_different_op_diverges),
+               CCOL_T(inproc_fingerprint_mismatch),
+               CCOL_T(inproc_departed_rank_is_named),
+               CCOL_T(bad_params_are_rejected),
+               CCOL_T(single_rank_needs_no_network),
+               CCOL_T(inproc_wrong_size_and_duplicate_rank),
+               CCOL_T(env_resolution), CCOL_T(status_names))

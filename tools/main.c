@@ -1,0 +1,56 @@
+/*
+ * main.c - the `ccol` command: dispatches to a subcommand.
+ */
+#include "tools.h"
+
+#include "ccol.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int cmd_version(int argc, char **argv);
+
+static const ccol_cmd commands[] = {
+    { "demo", ccol_cmd_demo, "run the demonstration job on local ranks" },
+    { "run", ccol_cmd_run, "start N local ranks of a command (like torchrun)" },
+    { "version", cmd_version, "print library and protocol versions" },
+};
+
+static int
+cmd_version(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    printf("ccol %s (protocol %u)\n", ccol_version_string(),
+           ccol_protocol_version());
+    return 0;
+}
+
+static void
+usage(FILE *f)
+{
+    fprintf(f, "usage: ccol <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\nRun `ccol <command> --help` for a command's options.\n");
+}
+
+int
+main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
+        strcmp(argv[1], "-h") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].main(argc - 1, argv + 1);
+    fprintf(stderr, "ccol: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
