@@ -200,6 +200,45 @@ CCOL_API ccol_status ccol_comm_create(const ccol_comm_params *params,
 CCOL_API ccol_status ccol_comm_create_env(const ccol_comm_params *overrides,
                                           ccol_comm **out);
 
+/*
+ * Bring your own communicator: an out-of-band all-gather in the style of
+ * UCC's ucc_oob_coll_t. A framework that already has MPI, NCCL's bootstrap,
+ * Gloo or its own store fills this table; every ccol operation is derived
+ * from it (two fixed-size all-gathers per operation: a header record, then
+ * the payloads padded to the largest), with the same fingerprints, deadlines
+ * and error reports as the other transports. ccol keeps at most one request
+ * in flight and polls test() with a growing sleep, never spinning.
+ */
+typedef struct ccol_oob {
+    /* Starts an all-gather of exactly `len` bytes from every rank into
+     * `recv` (rank r's bytes at recv + r * len). Returns 0 and sets *req
+     * when posted, nonzero on failure. */
+    int (*allgather)(void *ctx, const void *send, void *recv, size_t len,
+                     void **req);
+    /* Returns 1 when the request completed, 0 while in progress, < 0 when
+     * it failed. */
+    int (*test)(void *ctx, void *req);
+    /* Releases a request. Called after completion; after a failure or a
+     * deadline ccol calls it when the communicator is destroyed, and the
+     * buffers stay alive until then. */
+    void (*free)(void *ctx, void *req);
+    /* Called once when the communicator is destroyed; may be NULL. */
+    void (*release)(void *ctx);
+    int rank;  /* this rank in [0, size) */
+    int size;  /* number of ranks */
+    void *ctx; /* passed back to every callback */
+} ccol_oob;
+
+/*
+ * Creates a communicator over `oob` (copied; ctx is borrowed until destroy).
+ * `params` may be NULL; its rank, size and transport fields are ignored,
+ * timeout, token, max_payload and name (a communicator id) are honoured.
+ * Returns like ccol_comm_create().
+ */
+CCOL_API ccol_status ccol_comm_create_oob(const ccol_oob *oob,
+                                          const ccol_comm_params *params,
+                                          ccol_comm **out);
+
 /* Closes connections and frees the communicator. NULL is a no-op. */
 CCOL_API void ccol_comm_destroy(ccol_comm *comm);
 
@@ -213,7 +252,7 @@ CCOL_API ccol_status ccol_comm_status(const ccol_comm *comm);
 CCOL_API int ccol_comm_rank(const ccol_comm *comm);
 CCOL_API int ccol_comm_size(const ccol_comm *comm);
 
-/* The name of the transport in use: "local", "inproc" or "tcp". */
+/* The name of the transport in use: "local", "inproc", "tcp" or "oob". */
 CCOL_API const char *ccol_comm_transport(const ccol_comm *comm);
 
 /* The deadline of each operation, in seconds. */

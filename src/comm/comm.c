@@ -165,7 +165,7 @@ ccol_comm_create(const ccol_comm_params *params, ccol_comm **out)
     if (st == CCOL_OK && (p->mask & CCOL_COMM_PARAM_TOKEN))
         st = set_token(c, p->token);
     if (st == CCOL_OK) {
-        c->seen = calloc((size_t)c->size, sizeof *c->seen);
+        c->seen = calloc((unsigned)c->size, sizeof *c->seen);
         if (c->seen == NULL)
             st = ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
     }
@@ -173,6 +173,58 @@ ccol_comm_create(const ccol_comm_params *params, ccol_comm **out)
         st = ccol__tree_setup(c);
     if (st == CCOL_OK)
         st = attach(c, p);
+    if (st != CCOL_OK)
+        c->poisoned = true;
+    return st;
+}
+
+static ccol_status
+check_oob(ccol_comm *c, const ccol_oob *oob)
+{
+    if (oob == NULL || oob->allgather == NULL || oob->test == NULL ||
+        oob->free == NULL)
+        return ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
+                            "the oob table needs allgather, test and free");
+    if (oob->size < 1 || oob->size > (1 << 20) || oob->rank < 0 ||
+        oob->rank >= oob->size)
+        return ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
+                            "oob rank %d / size %d are out of range",
+                            oob->rank, oob->size);
+    return CCOL_OK;
+}
+
+ccol_status
+ccol_comm_create_oob(const ccol_oob *oob, const ccol_comm_params *params,
+                     ccol_comm **out)
+{
+    ccol_comm_params p = { 0 };
+    ccol_comm *c;
+    ccol_status st;
+    const uint64_t keep = CCOL_COMM_PARAM_TIMEOUT | CCOL_COMM_PARAM_TOKEN |
+                          CCOL_COMM_PARAM_MAX_PAYLOAD | CCOL_COMM_PARAM_NAME;
+
+    if (out == NULL)
+        return CCOL_ERR_INVALID_ARG;
+    if (params != NULL)
+        p = *params;
+    p.mask &= keep;
+    st = ccol_comm_create(&p, out); /* a one-rank shell to fill in */
+    c = *out;
+    if (st != CCOL_OK)
+        return st;
+    st = check_oob(c, oob);
+    if (st == CCOL_OK) {
+        c->rank = oob->rank;
+        c->size = oob->size;
+        free(c->seen);
+        c->seen = calloc((unsigned)c->size, sizeof *c->seen);
+        c->comm_id = ccol__hash_str((p.mask & CCOL_COMM_PARAM_NAME) && p.name
+                                        ? p.name
+                                        : "oob");
+        st = c->seen ? ccol__oob_attach(c, oob)
+                     : ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY,
+                                    "out of memory");
+    }
     if (st != CCOL_OK)
         c->poisoned = true;
     return st;
@@ -295,6 +347,8 @@ run_op(ccol_comm *c, ccol__coll *op)
                             "(%zu)",
                             op->len, c->max_payload);
     ccol__clrerr(&c->err);
+    if (c->ops != NULL && c->ops->run != NULL)
+        return c->ops->run(c, op);
     return ccol__tree_run(c, op);
 }
 

@@ -88,6 +88,7 @@ typedef struct ccol__msg {
 } ccol__msg;
 
 typedef struct ccol__link_ops ccol__link_ops;
+typedef struct ccol__coll ccol__coll;
 
 /* What a rank last told us: used to say what a missing rank was doing. */
 typedef struct ccol__seen {
@@ -133,6 +134,9 @@ struct ccol_comm {
  */
 struct ccol__link_ops {
     const char *name;
+    /* Optional: runs a whole collective instead of the tree engine (the
+     * oob transport, which has no point-to-point links). */
+    ccol_status (*run)(ccol_comm *c, ccol__coll *op);
     ccol_status (*send)(ccol_comm *c, int peer, const uint8_t *frame,
                         size_t len);
     ccol_status (*recv)(ccol_comm *c, const int *peers, int n,
@@ -171,7 +175,7 @@ typedef ccol_status (*ccol__finish_fn)(ccol_comm *c, void *ud,
                                        const size_t *lens, uint8_t **out,
                                        size_t *out_len);
 
-typedef struct ccol__coll {
+struct ccol__coll {
     uint16_t op;              /* CCOL__OP_* */
     uint64_t arg;             /* fingerprint every rank must agree on */
     ccol__up_mode mode;       /* how contributions travel up */
@@ -183,7 +187,7 @@ typedef struct ccol__coll {
     size_t len;
     uint8_t *result;          /* OUT: result bytes (malloc'd) */
     size_t result_len;        /* OUT */
-} ccol__coll;
+};
 
 /* Runs one collective. On failure c is poisoned and c->err says why. */
 ccol_status ccol__tree_run(ccol_comm *c, ccol__coll *op);
@@ -198,5 +202,6 @@ ccol_status ccol__comm_fail(ccol_comm *c, ccol_status st, const char *fmt,
 /* Transports. */
 ccol_status ccol__inproc_attach(ccol_comm *c, const char *name);
 ccol_status ccol__tcp_attach(ccol_comm *c, const char *addr, int port);
+ccol_status ccol__oob_attach(ccol_comm *c, const ccol_oob *oob);
 
 #endif /* CCOL_COMM_H */

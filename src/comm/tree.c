@@ -408,7 +408,7 @@ split_concat(run *r, const uint8_t *p, size_t len, const uint8_t **blobs,
 {
     ccol_comm *c = r->c;
     ccol__rd rd;
-    bool *got = calloc((size_t)c->size, sizeof *got);
+    bool *got = calloc((unsigned)c->size, sizeof *got);
     int count = 0;
 
     if (got == NULL)
@@ -447,8 +447,8 @@ finish_root(run *r, uint8_t *up, size_t uplen)
         r->op->result_len = uplen;
         return CCOL_OK;
     }
-    blobs = calloc((size_t)c->size, sizeof *blobs);
-    lens = calloc((size_t)c->size, sizeof *lens);
+    blobs = calloc((unsigned)c->size, sizeof *blobs);
+    lens = calloc((unsigned)c->size, sizeof *lens);
     if (blobs == NULL || lens == NULL)
         st = ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
     else

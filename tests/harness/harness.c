@@ -316,7 +316,7 @@ join_threads(rank_ctx *ctx, int n, double deadline)
 static int
 run_threads(ccol_test_job *job, rank_ctx *ctx, double deadline)
 {
-    pthread_t *th = calloc((size_t)job->size, sizeof *th);
+    pthread_t *th = calloc((unsigned)job->size, sizeof *th);
     int bad = 0, missing;
 
     for (int i = 0; i < job->size; i++)
