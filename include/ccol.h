@@ -153,6 +153,7 @@ typedef enum ccol_transport {
 #define CCOL_COMM_PARAM_NAME (1u << 8)
 #define CCOL_COMM_PARAM_TREE_THRESHOLD (1u << 9)
 #define CCOL_COMM_PARAM_TREE_FANOUT (1u << 10)
+#define CCOL_COMM_PARAM_FAULT (1u << 11)
 
 typedef struct ccol_comm_params {
     uint64_t mask;        /* CCOL_COMM_PARAM_* bits of the fields set */
@@ -167,6 +168,8 @@ typedef struct ccol_comm_params {
     const char *name;     /* inproc: group name the threads join */
     int tree_threshold;   /* above this size use a tree (default 16) */
     int tree_fanout;      /* children per node of the tree (default 4) */
+    const char *fault;    /* fault injection spec (docs/reliability.md);
+                             default: CCOL_FAULT, else none */
 } ccol_comm_params;
 
 /*
@@ -346,20 +349,53 @@ CCOL_API ccol_status ccol_barrier(ccol_comm *comm);
  * A ccol_sync holds the compiler-collective state of one job on one rank:
  * for each frame (code id) and each input source (a string such as "L['x']"
  * or "L['xs'][1]") an automatic-dynamic entry {scalar, size, stride} with
- * PyTorch's lattice semantics (see docs/lattice.md).
+ * PyTorch's lattice semantics (docs/lattice.md), plus a per-frame compile
+ * index and a job-wide count of compile exchanges. docs/protocol.md
+ * describes the protocol.
  *
- * One compile of a frame runs:
- *   ccol_compile_begin(sync, code_id, &c)
- *   preflight trace:  ccol_compile_observe_*() for each input it reads,
- *                     ccol_compile_mark_*() for user marks
- *   ccol_compile_exchange(c)   one collective; every rank's observations
- *                              are folded (rank order) into the frame state
- *   the compiler restarts its trace and asks ccol_compile_decide_*() /
- *   ccol_compile_is_*_dynamic() for each dim and scalar
- *   ccol_compile_finish(c)     fails if no exchange happened
+ * One compile of a frame (first compile, every recompile, every resume
+ * frame after a graph break) runs:
  *
- * With no communicator (or mode off) the exchange folds only this rank's
- * observations, which is PyTorch's single-process automatic dynamic.
+ *   ccol_compile_begin(sync, code_id, &c)      compile index k of the frame
+ *   preflight trace:  ccol_compile_observe_*() for each input it reads
+ *                     (last write per source wins),
+ *                     ccol_compile_mark_*() for user marks; decisions asked
+ *                     now are static except this rank's mark_dynamic dims
+ *   ccol_compile_exchange(c)   at the first graph emission (even an empty
+ *                              partial graph): ONE collective; every rank's
+ *                              observations are folded, in rank order, into
+ *                              the persistent frame state
+ *   the compiler restarts its trace (it may observe the same inputs again:
+ *   ignored) and asks ccol_compile_decide_*() for each dim and scalar
+ *   ccol_compile_finish(c, ok)  fails if no exchange happened
+ *
+ * Modes. CCOL_SYNC_COMPILE and CCOL_SYNC_LOCKSTEP with a communicator of
+ * size > 1 run the exchange as one join-reduce over the communicator. With
+ * CCOL_SYNC_OFF, no communicator or a single rank, the exchange folds only
+ * this rank's observations (PyTorch's single-process automatic dynamic); it
+ * must still be called once per compile.
+ *
+ * What the exchange guarantees (modes compile and lockstep):
+ * - Pairing: each rank's exchange carries the code id, the compile index
+ *   and the job-wide exchange number. If any differ, every rank gets
+ *   CCOL_ERR_DIVERGED with the same message, e.g. "rank 1 is compiling g
+ *   (compile 1) while rank 0 is compiling f (compile 1)"; nothing is
+ *   merged and the communicator stays usable.
+ * - Consistent prior state: the exchange carries a digest of each rank's
+ *   frame state; when digests differ (different profiles or histories) the
+ *   persistent state becomes the join of every rank's state, with a
+ *   warning logged, so decisions still agree.
+ * - The result equals folding every rank's observations in rank order
+ *   (ranks without a source contribute nothing), bit for bit, on every
+ *   rank; each rank receives O(state) bytes, not O(ranks x state).
+ * - Deadlines: a rank that never arrives gives CCOL_ERR_TIMEOUT naming it
+ *   on every other rank; communicator failures (TIMEOUT, PEER, DIVERGED,
+ *   VERSION) are passed through with the communicator's message, prefixed
+ *   with "compile exchange of <code id> (compile k): ".
+ *
+ * Errors of ccol_compile_*() calls are left on the sync handle: read them
+ * with ccol_sync_errmsg(). A sync and its compiles are used by one thread
+ * at a time.
  */
 typedef struct ccol_sync ccol_sync;
 typedef struct ccol_compile ccol_compile;
@@ -375,46 +411,84 @@ typedef enum ccol_sync_mode {
 
 typedef struct ccol_sync_params {
     uint64_t mask;        /* CCOL_SYNC_PARAM_* bits of the fields set */
-    ccol_sync_mode mode;  /* default: lockstep when comm size > 1 */
+    ccol_sync_mode mode;  /* default: lockstep when comm size > 1, else off */
     ccol_comm *comm;      /* borrowed; must outlive the sync; may be NULL */
 } ccol_sync_params;
 
+/*
+ * Creates a sync handle (params may be NULL: no communicator, mode off).
+ * On failure *out is NULL (no memory) or a handle whose ccol_sync_errmsg()
+ * says what was wrong (an unknown mode is CCOL_ERR_INVALID_ARG); destroy it
+ * either way.
+ */
 CCOL_API ccol_status ccol_sync_create(const ccol_sync_params *params,
                                       ccol_sync **out);
+
+/* Frees the sync and a compile still open on it. NULL is a no-op. The
+ * communicator is not touched. */
 CCOL_API void ccol_sync_destroy(ccol_sync *sync);
+
+/* The message of the last failure of the sync or of one of its compiles
+ * (empty if none). Owned by the handle. */
 CCOL_API const char *ccol_sync_errmsg(const ccol_sync *sync);
+
 CCOL_API ccol_sync_mode ccol_sync_get_mode(const ccol_sync *sync);
 
-/* Number of compile collectives this rank has run. */
+/* Number of compile collectives this rank has run over the communicator
+ * (0 in mode off or on a single rank; local exchanges are not counted). */
 CCOL_API uint64_t ccol_sync_exchanges(const ccol_sync *sync);
 
 /*
- * Starts a compile of frame `code_id` (copied). Only one compile may be open
- * per sync at a time. The per-frame compile index starts at 1.
+ * Starts compile k of frame `code_id` (copied; at most 4096 bytes). The
+ * per-frame compile index k counts begun compiles, from 1, abandoned ones
+ * included. Only one compile may be open per sync at a time: a second
+ * begin is CCOL_ERR_BUSY.
  */
 CCOL_API ccol_status ccol_compile_begin(ccol_sync *sync, const char *code_id,
                                         ccol_compile **out);
 
-/* Records an observation of a tensor input: `ndim` sizes and strides
- * (strides may be NULL for contiguous). Last write per source wins. */
+/*
+ * Records an observation of a tensor input: `ndim` (0..64) sizes and
+ * strides (strides may be NULL for contiguous; negative values are
+ * CCOL_ERR_INVALID_ARG). Strides are stored with PyTorch's InferStride
+ * encoding. Last write per source wins.
+ *
+ * After the exchange, observing a source that some rank observed in the
+ * preflight is the retrace seeing it again: ignored, CCOL_OK. A source no
+ * rank observed in the preflight is CCOL_ERR_INVALID_ARG (the other ranks
+ * never heard of it; observe every input during the preflight).
+ */
 CCOL_API ccol_status ccol_compile_observe_tensor(ccol_compile *c,
                                                  const char *source, int ndim,
                                                  const int64_t *sizes,
                                                  const int64_t *strides);
-/* Records an observation of an int or float input. */
+/* Records an observation of an int or float input (same rules). */
 CCOL_API ccol_status ccol_compile_observe_int(ccol_compile *c,
                                               const char *source, int64_t v);
 CCOL_API ccol_status ccol_compile_observe_float(ccol_compile *c,
                                                 const char *source, double v);
 
-/* User marks. mark_dynamic enters the exchange (so it reaches every rank);
- * mark_static stays on this rank and wins over automatic dynamic. */
+/*
+ * User marks. mark_dynamic(source, dim) needs a tensor observation of the
+ * source with more than `dim` dims in this compile (else
+ * CCOL_ERR_INVALID_ARG); it enters the exchange, so the dim becomes
+ * dynamic on every rank, and survives a re-observation of the source.
+ * mark_static(source, dim) may be called at any time; it stays on this rank
+ * and wins over automatic dynamic for that size dim.
+ */
 CCOL_API ccol_status ccol_compile_mark_dynamic(ccol_compile *c,
                                                const char *source, int dim);
 CCOL_API ccol_status ccol_compile_mark_static(ccol_compile *c,
                                               const char *source, int dim);
 
-/* Runs the compile collective (exactly once per compile). */
+/*
+ * Runs the compile collective, exactly once per compile: a second call is
+ * CCOL_ERR_INVALID_ARG. The communicator's label is "compile <code id>
+ * (compile k)" during the exchange, so other ranks' timeout messages say
+ * what this rank was doing. On failure (DIVERGED, TIMEOUT, PEER, ...) the
+ * frame state is unchanged, decisions fail, and the compile can only be
+ * finished with ok = false.
+ */
 CCOL_API ccol_status ccol_compile_exchange(ccol_compile *c);
 
 typedef enum ccol_decision {
@@ -423,8 +497,18 @@ typedef enum ccol_decision {
     CCOL_SPECIALIZED_01 = 2 /* dynamic, but the value is 0 or 1 here */
 } ccol_decision;
 
-/* Decisions after the exchange, for a dim of a tensor source with its
- * current value, or for a scalar source. Unknown sources are static. */
+/*
+ * Decisions for a size dim of a tensor source (with its value on this
+ * rank), a stride dim, or a number source. After the exchange they read
+ * the frame state, identical on every rank: size dim d is dynamic iff the
+ * merged size is dynamic or its element d is; a stride dim only if the
+ * merged size is a tuple of plain ints (PyTorch); a scalar iff the merged
+ * scalar is dynamic. Local rules come last: mark_static gives STATIC, and a
+ * dynamic size or int scalar whose value is 0 or 1 is SPECIALIZED_01 (as
+ * PyTorch's ShapeEnv does; logged at INFO). Before the exchange (the
+ * preflight) every decision is STATIC except this rank's mark_dynamic
+ * dims. Sources no rank observed are STATIC.
+ */
 CCOL_API ccol_status ccol_compile_decide_size(ccol_compile *c,
                                               const char *source, int dim,
                                               int64_t value,
@@ -440,25 +524,40 @@ CCOL_API ccol_status ccol_compile_decide_scalar(ccol_compile *c,
 /*
  * Explains the decision for `what` ("L['x'].size(0)", "L['x'].stride(1)" or
  * "L['y']") in one line such as "L['x'].size(0) dynamic: 5 on rank 0, 6 on
- * rank 1". *out is malloc'd (ccol_free).
+ * rank 1", from the witnesses of the exchange (for each position, the
+ * smallest ranks that saw each of the first two distinct values). Before
+ * the exchange it explains this rank's own observation. *out is malloc'd
+ * (ccol_free). A malformed `what` is CCOL_ERR_INVALID_ARG.
  */
 CCOL_API ccol_status ccol_compile_explain(ccol_compile *c, const char *what,
                                           char **out);
 
-/* Ends the compile; fails with CCOL_ERR_INTERNAL if no exchange happened
- * (pass ok=false to abandon a compile that failed for other reasons). Frees
- * `c`. */
+/*
+ * Ends the compile and frees `c`, whatever the result. With ok = true it
+ * fails with CCOL_ERR_INTERNAL if no exchange happened ("compile of f
+ * (compile 1) finished without a compile collective") or the exchange
+ * failed. Pass ok = false to abandon a compile that failed for other
+ * reasons (in collective modes, abandoning before the exchange leaves the
+ * other ranks waiting until their deadline).
+ */
 CCOL_API ccol_status ccol_compile_finish(ccol_compile *c, bool ok);
 
-/* Renders the frame state of `code_id` as PyTorch's LocalState does:
- * one "<source>: <entry render>" line per source, sorted. ccol_free. */
+/* Renders the frame state of `code_id` as PyTorch's LocalState does: one
+ * "<source>: <entry render>\n" line per source, sorted by source; "" for a
+ * frame never exchanged. *out is malloc'd (ccol_free). */
 CCOL_API ccol_status ccol_sync_render(ccol_sync *sync, const char *code_id,
                                       char **out);
 
 /*
- * Guard collective (lockstep mode): every rank says whether its guards hit
- * for frame `code_id`; *all_hit is true only if every rank hit. Ranks at
- * different frames get DIVERGED. In other modes *all_hit = hit, no traffic.
+ * Guard collective (lockstep mode, communicator size > 1): before running
+ * a cached entry of a frame that already has compiled entries, every rank
+ * says whether its guards hit for frame `code_id`; *all_hit is true only if
+ * every rank hit (if not, every rank recompiles, so compile collectives
+ * keep pairing up). One allreduce of 24 bytes (a second collective only
+ * when frames differ, to name them). Ranks at different frames get
+ * CCOL_ERR_DIVERGED on every rank naming them ("guard collective: ranks
+ * are at different frames: ranks 0, 2 at f; rank 1 at g"). In other modes
+ * *all_hit = hit and nothing is sent.
  */
 CCOL_API ccol_status ccol_sync_guard(ccol_sync *sync, const char *code_id,
                                      bool hit, bool *all_hit);
@@ -467,34 +566,128 @@ CCOL_API ccol_status ccol_sync_guard(ccol_sync *sync, const char *code_id,
 /* 4. Decision helpers                                                        */
 /* ------------------------------------------------------------------------ */
 
+/*
+ * Each helper is collective on a communicator and runs exactly one
+ * operation; every rank computes its result from the same gathered bytes
+ * with the same code, so results and error messages are bit-identical on
+ * every rank. Failures of the communicator are returned with its message
+ * (and poison it); DIVERGED or INVALID_ARG results computed from a
+ * successful exchange are left in ccol_comm_errmsg() without poisoning the
+ * communicator (the ranks are still in step).
+ */
+
 /* Benchmarks candidate `index`; writes its cost (lower is better) or returns
  * false if the candidate failed. */
 typedef bool (*ccol_bench_fn)(void *ud, size_t index, double *cost);
 
 /*
- * Sharded autotuning: candidate i is benchmarked by rank i % size; costs are
- * exchanged; the winner is the lowest cost, ties to the lowest index; failed
- * candidates cost +inf. All failed is CCOL_ERR_INVALID_ARG on every rank.
- * `costs` (may be NULL) receives all n costs.
+ * Sharded autotuning: candidate i (0 <= i < n) is benchmarked only by rank
+ * i % size; costs are exchanged (one allreduce MIN of n doubles); the
+ * winner is the lowest cost, ties to the lowest index. A failed candidate
+ * (bench returned false) or a NaN cost counts +inf. All failed is
+ * CCOL_ERR_INVALID_ARG on every rank ("ccol_agree_choice: all N candidates
+ * failed"). `costs` (may be NULL) receives all n costs. Every rank must
+ * pass the same n (else DIVERGED from the communicator).
  */
 CCOL_API ccol_status ccol_agree_choice(ccol_comm *comm, size_t n,
                                        ccol_bench_fn bench, void *ud,
                                        size_t *winner, double *costs);
 
-/* Element-wise median of every rank's `n` doubles (mean of the two middle
- * values for an even count), in place; different n is DIVERGED. */
+/*
+ * Estimate alignment: replaces values[i] by the median of every rank's
+ * values[i] (the mean of the two middle values for an even number of
+ * ranks), bit-identical on every rank. Values are ordered by IEEE
+ * totalOrder (-0.0 before +0.0, NaNs last). Ranks passing different n get
+ * CCOL_ERR_DIVERGED naming them ("ranks 0, 2: 3 values; rank 1: 4 values")
+ * and values are unchanged.
+ */
 CCOL_API ccol_status ccol_align(ccol_comm *comm, double *values, size_t n);
 
 /*
  * Divergence check: each rank supplies a digest and a short text summary
- * (lines separated by '\n'). If digests differ every rank gets DIVERGED with
- * the ranks grouped by digest and the first differing summary lines.
+ * (lines separated by '\n'; may be NULL). If digests differ, every rank gets
+ * CCOL_ERR_DIVERGED with the ranks grouped by digest and, for each group,
+ * the first summary line where the groups differ, e.g. "ccol_verify: ranks
+ * disagree, 2 different digests (first differing summary line: 2): ranks 0,
+ * 2: digest 00000000000000aa, line 2 "mm 64x64"; rank 1: digest
+ * 00000000000000bb, line 2 "mm 64x32"".
  */
 CCOL_API ccol_status ccol_verify(ccol_comm *comm, uint64_t digest,
                                  const char *summary);
 
-/* *all = flag is true on every rank. */
+/* *all = flag is true on every rank (one allreduce AND). */
 CCOL_API ccol_status ccol_agree_all(ccol_comm *comm, bool flag, bool *all);
+
+/* ------------------------------------------------------------------------ */
+/* 5. Trace log                                                              */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * With CCOL_TRACE=DIR every ccol_sync appends JSON lines to
+ * DIR/rank-<r>.jsonl (DIR is created if missing): compile begin and end,
+ * observations, exchanges (bytes, duration, ranks), decision changes with
+ * their witnesses, guard hits and misses, errors. A compiler adds its own
+ * events (restart, recompile, graph_break, eager_fallback, ...) with
+ * ccol_sync_trace(). `ccol report DIR` turns the files of all ranks into
+ * one HTML or text report. The line schema (a "v" version in every line)
+ * is documented in docs/trace-format.md.
+ *
+ * Guarantees: each event is written with one write() to a file opened with
+ * O_APPEND, so a line is complete even if the process dies right after;
+ * tracing off costs one branch per event; an unwritable directory logs one
+ * warning (through ccol_log_set's callback) and disables tracing, and the
+ * job goes on. Trace handles may be used by several threads at once.
+ */
+#define CCOL_TRACE_FORMAT_VERSION 1
+
+typedef struct ccol_trace ccol_trace;
+
+/*
+ * Opens a trace writer for rank `rank` of `size` ranks (0: unknown) that
+ * appends to DIR/rank-<rank>.jsonl. The file is created on the first
+ * event. `dir` is copied. Fails with CCOL_ERR_INVALID_ARG on an empty dir
+ * or a bad rank (then *out is NULL).
+ */
+CCOL_API ccol_status ccol_trace_open(const char *dir, int rank, int size,
+                                     ccol_trace **out);
+
+/* Closes the file and frees the writer. NULL is a no-op. */
+CCOL_API void ccol_trace_close(ccol_trace *t);
+
+/* False when `t` is NULL or writing failed (tracing then stays off). */
+CCOL_API bool ccol_trace_enabled(const ccol_trace *t);
+
+/* The file the writer appends to ("" for NULL). Owned by the writer. */
+CCOL_API const char *ccol_trace_path(const ccol_trace *t);
+
+/* The message of the last failed call on `t` ("" if none). */
+CCOL_API const char *ccol_trace_errmsg(const ccol_trace *t);
+
+/*
+ * Appends one event. `event` is 1-64 characters of [a-z0-9_.];
+ * `fields_json` is NULL, "" or a JSON object whose members are added to
+ * the line (it may span lines; it is compacted). Top-level keys the
+ * format reserves ("v", "rank", "size", "event", "seq", "wall_ns",
+ * "mono_ns", "pid") are refused. Returns CCOL_ERR_INVALID_ARG for a bad
+ * name or bad JSON (the message names the byte offset), CCOL_OK otherwise,
+ * also when tracing is disabled: a trace never fails a job.
+ */
+CCOL_API ccol_status ccol_trace_event(ccol_trace *t, const char *event,
+                                      const char *fields_json);
+
+/*
+ * Appends a compiler event to the sync's trace (the one CCOL_TRACE opened),
+ * e.g. ccol_sync_trace(s, "graph_break", "{\"frame\": \"f\", \"line\": 3}").
+ * Conventional names the report understands: restart, recompile,
+ * graph_break, eager_fallback, guard, error (see docs/trace-format.md).
+ * Same contract as ccol_trace_event(); the message goes to
+ * ccol_sync_errmsg(). Without tracing this is one branch and CCOL_OK.
+ */
+CCOL_API ccol_status ccol_sync_trace(ccol_sync *s, const char *event,
+                                     const char *fields_json);
+
+/* Is the sync writing a trace? Lets a compiler skip formatting events. */
+CCOL_API bool ccol_sync_tracing(const ccol_sync *s);
 
 #ifdef __cplusplus
 }

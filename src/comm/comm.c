@@ -141,7 +141,9 @@ attach(ccol_comm *c, const ccol_comm_params *p)
         return ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
                             "the tcp transport needs the rendezvous port of "
                             "rank 0 (params.port or MASTER_PORT)");
-    snprintf(id, sizeof id, "tcp:%s:%d", addr, p->port);
+    /* The port alone names the job: ranks may spell rank 0's host
+     * differently ("localhost", "127.0.0.1", a host name). */
+    snprintf(id, sizeof id, "tcp:%d", p->port);
     c->comm_id = ccol__hash_str(id);
     return ccol__tcp_attach(c, addr, p->port);
 }
@@ -169,6 +171,10 @@ ccol_comm_create(const ccol_comm_params *params, ccol_comm **out)
         if (c->seen == NULL)
             st = ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
     }
+    if (st == CCOL_OK)
+        st = ccol__fault_setup(c, (p->mask & CCOL_COMM_PARAM_FAULT)
+                                      ? p->fault
+                                      : getenv("CCOL_FAULT"));
     if (st == CCOL_OK)
         st = ccol__tree_setup(c);
     if (st == CCOL_OK)
@@ -237,6 +243,7 @@ ccol_comm_destroy(ccol_comm *c)
         return;
     if (c->ops != NULL)
         c->ops->destroy(c);
+    ccol__fault_free(c);
     free(c->children);
     free(c->seen);
     free(c->token_str);

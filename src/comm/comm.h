@@ -120,6 +120,9 @@ struct ccol_comm {
     bool poisoned;             /* operations fail fast */
     const ccol__link_ops *ops; /* transport, NULL for a 1-rank comm */
     void *link;                /* transport state */
+    struct ccol__fault *faults; /* injected faults (testing), or NULL */
+    int nfaults;
+    uint64_t nsent;            /* frames sent, for msg-numbered faults */
 };
 
 /*
@@ -142,6 +145,9 @@ struct ccol__link_ops {
     ccol_status (*recv)(ccol_comm *c, const int *peers, int n,
                         int64_t deadline, int *from, ccol__msg *msg);
     void (*destroy)(ccol_comm *c);
+    /* Optional: closes every connection at once, as a crash would (used
+     * by fault injection). */
+    void (*shutdown)(ccol_comm *c);
 };
 
 /* frame.c */
@@ -198,6 +204,16 @@ ccol_status ccol__tree_setup(ccol_comm *c);
 /* Poisons the communicator with a message. Returns st. */
 ccol_status ccol__comm_fail(ccol_comm *c, ccol_status st, const char *fmt,
                             ...) CCOL__PRINTF(3, 4);
+
+/* fault.c: fault injection for tests and the fault campaign. */
+ccol_status ccol__fault_setup(ccol_comm *c, const char *spec);
+/* Called when an operation starts (kill, stall, close faults). */
+void ccol__fault_on_op(ccol_comm *c);
+/* Sends a frame through the link, applying drop, delay, truncate and
+ * corrupt faults that match this message. */
+ccol_status ccol__fault_send(ccol_comm *c, int peer, const uint8_t *frame,
+                             size_t len);
+void ccol__fault_free(ccol_comm *c);
 
 /* Transports. */
 ccol_status ccol__inproc_attach(ccol_comm *c, const char *name);

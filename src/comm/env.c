@@ -144,6 +144,7 @@ overlay(ccol_comm_params *p, const ccol_comm_params *o)
         F(CCOL_COMM_PARAM_TOKEN, token), F(CCOL_COMM_PARAM_NAME, name),
         F(CCOL_COMM_PARAM_TREE_THRESHOLD, tree_threshold),
         F(CCOL_COMM_PARAM_TREE_FANOUT, tree_fanout),
+        F(CCOL_COMM_PARAM_FAULT, fault),
 #undef F
     };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {

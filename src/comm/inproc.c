@@ -197,6 +197,13 @@ inproc_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
     q->data = copy;
     q->len = len;
     pthread_mutex_lock(&g->mu);
+    if (g->departed[c->rank]) {
+        pthread_mutex_unlock(&g->mu);
+        free(copy);
+        free(q);
+        return ccol__seterr(&c->err, CCOL_ERR_CLOSED,
+                            "this rank's connections were shut down");
+    }
     if (g->departed[peer]) {
         pthread_mutex_unlock(&g->mu);
         free(copy);
@@ -326,11 +333,25 @@ inproc_recv(ccol_comm *c, const int *peers, int n, int64_t deadline,
     return st;
 }
 
+/* Marks this rank as departed, as if its thread had died: peers waiting
+ * for it fail at once. */
+static void
+inproc_shutdown(ccol_comm *c)
+{
+    group *g = ((ilink *)c->link)->g;
+    pthread_mutex_lock(&g->mu);
+    g->departed[c->rank] = true;
+    for (int r = 0; r < g->size; r++)
+        pthread_cond_broadcast(&g->cv[r]);
+    pthread_mutex_unlock(&g->mu);
+}
+
 static const ccol__link_ops inproc_ops = {
     .name = "inproc",
     .send = inproc_send,
     .recv = inproc_recv,
     .destroy = inproc_destroy,
+    .shutdown = inproc_shutdown,
 };
 
 static void

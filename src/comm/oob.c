@@ -255,6 +255,7 @@ oob_run(ccol_comm *c, ccol__coll *op)
     ccol_status st = CCOL_OK;
 
     c->seq++;
+    ccol__fault_on_op(c);
     ccol__op_describe(op->op, op->arg, c->seq, what, sizeof what);
     if (lens == NULL || crcs == NULL)
         st = ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");

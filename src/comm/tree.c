@@ -141,7 +141,7 @@ send_frame(ccol_comm *c, int peer, uint16_t kind, const ccol__coll *op,
     if (f == NULL)
         return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY,
                             "out of memory encoding a %zu-byte frame", len);
-    st = c->ops->send(c, peer, f, flen);
+    st = ccol__fault_send(c, peer, f, flen);
     free(f);
     return st;
 }
@@ -487,13 +487,12 @@ send_down(run *r, bool ok)
     free(pl);
 }
 
-/* Non-root: waits for the DOWN or ABORT of this operation from the parent. */
+/* Non-root: waits until `deadline` for the DOWN or ABORT of this operation
+ * from the parent. */
 static ccol_status
-await_down(run *r)
+await_down(run *r, int64_t deadline)
 {
     ccol_comm *c = r->c;
-    int64_t deadline = r->started_mono + timeout_ns(c) +
-                       (int64_t)(subtree_height(c, 0) + 2) * grace_ns(c);
     int from = -1;
     ccol__msg m = { 0 };
     ccol_status st;
@@ -547,6 +546,15 @@ run_up(run *r)
         st = send_frame(c, c->parent, CCOL__K_UP, r->op, r->started_wall, up,
                         uplen);
         free(up);
+        if (st != CCOL_OK) {
+            /* The parent may have aborted this operation and left before
+             * our contribution went out: its ABORT explains why. */
+            ccol__err saved = c->err;
+            if (await_down(r, ccol__now_ns()) != CCOL_ERR_TIMEOUT &&
+                c->err.code != CCOL_OK)
+                return c->err.code;
+            c->err = saved;
+        }
         return st;
     }
     if (c->parent >= 0) {
@@ -603,11 +611,14 @@ ccol__tree_run(ccol_comm *c, ccol__coll *op)
     op->result = NULL;
     op->result_len = 0;
     c->seq++;
+    ccol__fault_on_op(c);
     st = run_init(&r, c, op);
     if (st == CCOL_OK)
         st = run_up(&r);
     if (st == CCOL_OK && c->parent >= 0)
-        st = await_down(&r);
+        st = await_down(&r, r.started_mono + timeout_ns(c) +
+                                (int64_t)(subtree_height(c, 0) + 2) *
+                                    grace_ns(c));
     if (c->nchildren > 0)
         send_down(&r, st == CCOL_OK);
     run_free(&r);

@@ -119,6 +119,8 @@ typedef struct ccol_test_job {
     double timeout_s;            /* communicator deadline (default 10) */
     double join_s;               /* time to join all ranks (default 60) */
     bool no_comm;                /* the body creates its own comm */
+    unsigned may_die;            /* bit r: rank r may die (fault tests);
+                                    its death is counted, not reported */
     ccol_comm_params params;     /* extra params (mask bits honoured) */
     int port;                    /* OUT for no_comm bodies: tcp port */
     char name[64];               /* OUT for no_comm bodies: inproc name */

@@ -1,0 +1,230 @@
+/*
+ * tcp.c - the tcp link: whole frames between ranks over connected,
+ * non-blocking TCP sockets (TCP_NODELAY). recv() sleeps in poll() over the
+ * sockets of the peers it is asked about, never busy-polls, reads one whole
+ * frame from the first ready peer (rotating which peer is looked at first,
+ * so a chatty peer cannot starve the others) and validates it. Rendezvous
+ * and authentication live in tcp_rendezvous.c and tcp_server.c.
+ */
+#include "tcp_link.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* Closes a data socket without resetting it: closing with unread input
+ * makes the kernel send a reset, which can destroy frames the peer has
+ * not read yet (the ABORT that explains why this rank is leaving). */
+static void
+quiet_close(int fd)
+{
+    uint8_t sink[4096];
+    int budget = 16;
+
+    (void)shutdown(fd, SHUT_WR);
+    while (budget-- > 0 && recv(fd, sink, sizeof sink, 0) > 0)
+        ;
+    close(fd);
+}
+
+static void
+link_free(ccol__tcp *t)
+{
+    if (t == NULL)
+        return;
+    for (int r = 0; t->fd != NULL && r < t->size; r++) {
+        if (t->fd[r] >= 0)
+            quiet_close(t->fd[r]);
+    }
+    free(t->fd);
+    free(t->pf);
+    free(t);
+}
+
+static ccol__tcp *
+link_new(int size)
+{
+    ccol__tcp *t = calloc(1, sizeof *t);
+
+    if (t == NULL)
+        return NULL;
+    t->size = size;
+    t->fd = malloc((size_t)size * sizeof *t->fd);
+    t->pf = calloc((size_t)size, sizeof *t->pf);
+    if (t->fd == NULL || t->pf == NULL) {
+        free(t->fd);
+        t->fd = NULL;
+        link_free(t);
+        return NULL;
+    }
+    for (int r = 0; r < size; r++)
+        t->fd[r] = -1;
+    return t;
+}
+
+/* The socket to `peer`, or -1 with c->err set when there is none. */
+static int
+peer_fd(ccol_comm *c, int peer)
+{
+    const ccol__tcp *t = c->link;
+
+    if (peer >= 0 && peer < t->size && t->fd[peer] >= 0)
+        return t->fd[peer];
+    ccol__seterr(&c->err, CCOL_ERR_INTERNAL,
+                 "rank %d has no tcp connection to rank %d (not a "
+                 "neighbour in the tree)",
+                 c->rank, peer);
+    return -1;
+}
+
+static ccol_status
+tcp_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
+{
+    int fd = peer_fd(c, peer), err = 0;
+    ccol__tcp_io io;
+
+    if (fd < 0)
+        return CCOL_ERR_INTERNAL;
+    io =
+        ccol__tcp_write(fd, frame, len, ccol__tcp_deadline(c->timeout_s), &err);
+    if (io == CCOL__IO_OK) {
+        c->sent += len;
+        return CCOL_OK;
+    }
+    if (io == CCOL__IO_TIMEOUT)
+        return ccol__seterr(&c->err, CCOL_ERR_TIMEOUT,
+                            "sending to rank %d timed out after %.1f s (it "
+                            "stopped reading)",
+                            peer, c->timeout_s);
+    return ccol__seterr(&c->err, CCOL_ERR_PEER,
+                        "lost the connection to rank %d (%s)", peer,
+                        strerror(err));
+}
+
+/* Reads and validates one frame from `peer`, whose socket is readable.
+ * CCOL_ERR_TIMEOUT (no message) when nothing was there after all. */
+static ccol_status
+read_from(ccol_comm *c, int peer, int64_t deadline, int *from, ccol__msg *msg)
+{
+    const ccol__tcp *t = c->link;
+    char why[256];
+    ccol_status st;
+
+    st = ccol__tcp_read_frame(t->fd[peer], c->max_payload, deadline, false, msg,
+                              why, sizeof why);
+    if (st == CCOL_ERR_TIMEOUT)
+        return st;
+    *from = peer;
+    if (st != CCOL_OK)
+        return ccol__seterr(&c->err, st, "rank %d %s", peer, why);
+    st = ccol__frame_check(c, peer, msg);
+    if (st != CCOL_OK) {
+        free(msg->payload);
+        msg->payload = NULL;
+        return st;
+    }
+    c->received += CCOL__HDR_SIZE + (uint64_t)msg->h.len;
+    return CCOL_OK;
+}
+
+/* The index of a ready entry of t->pf[0..n-1], starting after the one
+ * picked last time. */
+static int
+pick_ready(ccol__tcp *t, int n)
+{
+    for (int k = 0; k < n; k++) {
+        int i = (t->cursor + k) % n;
+        if (t->pf[i].revents != 0) {
+            t->cursor = (i + 1) % n;
+            return i;
+        }
+    }
+    return -1;
+}
+
+static ccol_status
+tcp_recv(ccol_comm *c, const int *peers, int n, int64_t deadline, int *from,
+         ccol__msg *msg)
+{
+    ccol__tcp *t = c->link;
+
+    if (n < 1 || n > t->size)
+        return ccol__seterr(&c->err, CCOL_ERR_INTERNAL,
+                            "tcp recv from %d peers of %d", n, t->size);
+    for (int i = 0; i < n; i++) {
+        t->pf[i] =
+            (struct pollfd){ .fd = peer_fd(c, peers[i]), .events = POLLIN };
+        if (t->pf[i].fd < 0)
+            return CCOL_ERR_INTERNAL;
+    }
+    for (;;) {
+        int ms = ccol__tcp_ms_left(deadline);
+        int r = poll(t->pf, (nfds_t)n, ms), i;
+        ccol_status st;
+
+        if (r < 0 && errno != EINTR)
+            return ccol__seterr(&c->err, CCOL_ERR_IO, "poll failed: %s",
+                                strerror(errno));
+        i = r > 0 ? pick_ready(t, n) : -1;
+        st = i >= 0 ? read_from(c, peers[i], deadline, from, msg)
+                    : CCOL_ERR_TIMEOUT;
+        if (st != CCOL_ERR_TIMEOUT || ccol__now_ns() >= deadline)
+            return st;
+    }
+}
+
+static void
+tcp_destroy(ccol_comm *c)
+{
+    link_free(c->link);
+    c->link = NULL;
+}
+
+/* Shuts every connection down as a crash would: peers see end-of-file at
+ * once, and later sends and receives on this rank fail. */
+static void
+tcp_shutdown(ccol_comm *c)
+{
+    const ccol__tcp *t = c->link;
+    for (int r = 0; r < t->size; r++)
+        if (t->fd[r] >= 0)
+            shutdown(t->fd[r], SHUT_RDWR);
+}
+
+static const ccol__link_ops tcp_ops = {
+    .name = "tcp",
+    .send = tcp_send,
+    .recv = tcp_recv,
+    .destroy = tcp_destroy,
+    .shutdown = tcp_shutdown,
+};
+
+ccol_status
+ccol__tcp_attach(ccol_comm *c, const char *addr, int port)
+{
+    ccol__tcp *t;
+    ccol_status st;
+
+    if (addr == NULL || addr[0] == '\0')
+        addr = "127.0.0.1";
+    if (port <= 0 || port > 65535)
+        return ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
+                            "tcp port %d is out of range 1-65535 (set "
+                            "params.port or MASTER_PORT)",
+                            port);
+    t = link_new(c->size);
+    if (t == NULL)
+        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY,
+                            "out of memory for the tcp link");
+    st = ccol__tcp_rendezvous(c, t, addr, port);
+    if (st != CCOL_OK) {
+        link_free(t);
+        return st;
+    }
+    c->link = t;
+    c->ops = &tcp_ops;
+    return CCOL_OK;
+}

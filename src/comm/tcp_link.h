@@ -1,0 +1,137 @@
+/*
+ * tcp_link.h - internals shared by the files of the tcp transport:
+ *   tcp_io.c         sockets with deadlines: connect with retries, listen,
+ *                    write all, read one whole frame;
+ *   tcp_server.c     the accepting side of the rendezvous (rank 0, and tree
+ *                    parents waiting for their children): challenge,
+ *                    authenticate and validate every joining rank;
+ *   tcp_rendezvous.c the joining side and the order of the whole
+ *                    rendezvous;
+ *   tcp.c            the link operations (send, recv, destroy).
+ */
+#ifndef CCOL_TCP_LINK_H
+#define CCOL_TCP_LINK_H
+
+#include "comm.h"
+
+#include <poll.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define CCOL__TCP_NONCE    16   /* bytes of the challenge nonce */
+#define CCOL__TCP_MAC      32   /* bytes of the HMAC-SHA-256 answer */
+#define CCOL__TCP_HS_MAX   4096 /* largest CHALLENGE / HELLO / REFUSE payload */
+#define CCOL__TCP_HOST_MAX 255  /* longest host name in a HELLO */
+#define CCOL__TCP_ADDR_MAX 80   /* "address:port" text */
+
+/* The state of the tcp link of one communicator. */
+typedef struct ccol__tcp {
+    int size;          /* entries in fd */
+    int *fd;           /* per rank: data socket, -1 when not connected */
+    struct pollfd *pf; /* scratch for recv, size entries */
+    int cursor;        /* first peer recv looks at, rotates for fairness */
+} ccol__tcp;
+
+/* What a rank says about itself after the challenge. Wire layout of the
+ * HELLO payload (little-endian): u32 rank, u32 size, u32 pid, u32-length
+ * host name, u32 listen port (0 when it has no children), 32-byte
+ * HMAC-SHA-256(token, nonce || u32 rank). */
+typedef struct ccol__tcp_hello {
+    uint32_t rank;                     /* the rank it claims */
+    uint32_t size;                     /* the world size it believes in */
+    uint32_t pid;                      /* its process id, for messages */
+    char host[CCOL__TCP_HOST_MAX + 1]; /* its host name, for messages */
+    uint32_t port;                     /* its listener, 0 if none */
+    uint8_t mac[CCOL__TCP_MAC];        /* proof that it knows the token */
+} ccol__tcp_hello;
+
+/* A rank that joined through ccol__tcp_serve(). */
+typedef struct ccol__tcp_member {
+    int fd;        /* its socket, -1 if not joined */
+    uint32_t pid;  /* from its HELLO */
+    uint32_t port; /* its listener, 0 if none */
+    char host[64]; /* its host name (truncated) */
+    char ip[64];   /* numeric address seen by us */
+} ccol__tcp_member;
+
+/* ---- tcp_io.c ---- */
+
+/* Outcome of a socket transfer with a deadline. */
+typedef enum ccol__tcp_io {
+    CCOL__IO_OK = 0,      /* everything transferred */
+    CCOL__IO_EOF = 1,     /* the peer closed the connection */
+    CCOL__IO_TIMEOUT = 2, /* the deadline passed first */
+    CCOL__IO_ERR = 3      /* a socket error, errno in *err */
+} ccol__tcp_io;
+
+/* Monotonic deadline `seconds` from now, clamped to avoid overflow. */
+int64_t ccol__tcp_deadline(double seconds);
+/* Milliseconds left until `deadline` for poll(), rounded up, 0 if past. */
+int ccol__tcp_ms_left(int64_t deadline);
+/* Makes a connected socket non-blocking, close-on-exec and TCP_NODELAY. */
+bool ccol__tcp_prepare(int fd);
+/* Writes all len bytes before the deadline (MSG_NOSIGNAL). */
+ccol__tcp_io ccol__tcp_write(int fd, const void *p, size_t len,
+                             int64_t deadline, int *err);
+/*
+ * Reads one whole frame: header (decoded and bounded by max_payload before
+ * any allocation), then the payload. Returns CCOL_OK, CCOL_ERR_TIMEOUT when
+ * no byte came (immediately when `wait` is false and none is ready),
+ * CCOL_ERR_NO_MEMORY, or CCOL_ERR_PEER / CCOL_ERR_VERSION with `why` set to
+ * a predicate about the sender ("closed its connection (did it exit?)").
+ * The payload checksum is not checked here (ccol__frame_check does).
+ */
+ccol_status ccol__tcp_read_frame(int fd, size_t max_payload, int64_t deadline,
+                                 bool wait, ccol__msg *m, char *why,
+                                 size_t whylen);
+/* Connects to host:port, retrying with backoff until the deadline. On
+ * failure returns CCOL_ERR_TIMEOUT / CCOL_ERR_IO with `why` set. */
+ccol_status ccol__tcp_connect(const char *host, int port, int64_t deadline,
+                              int *fd, char *why, size_t whylen);
+/* Listens on host:port (port 0: any). Sets *fd and the bound *bound_port. */
+ccol_status ccol__tcp_listen(const char *host, int port, int *fd,
+                             int *bound_port, char *why, size_t whylen);
+/* Numeric address of the local (peer false) or remote end of fd. */
+bool ccol__tcp_name(int fd, bool peer, char *ip, size_t iplen, int *port);
+/* Encodes a rendezvous frame of this rank and writes it with the
+ * deadline. CHALLENGE, HELLO and REFUSE go to peers not yet authenticated,
+ * so they carry no token digest. */
+ccol__tcp_io ccol__tcp_send_frame(const ccol_comm *c, int fd, uint16_t kind,
+                                  uint64_t arg, const void *payload, size_t len,
+                                  int64_t deadline, int *err);
+
+/* ---- tcp_server.c ---- */
+
+/* Fills the HMAC a rank presents: HMAC-SHA-256(token, nonce || rank). */
+void ccol__tcp_mac(const ccol_comm *c, const uint8_t *nonce, uint32_t rank,
+                   uint8_t out[CCOL__TCP_MAC]);
+/* Encodes / decodes a HELLO payload. Decoding returns NULL on success or
+ * a static reason. */
+uint8_t *ccol__tcp_hello_encode(const ccol__tcp_hello *h, size_t *len);
+const char *ccol__tcp_hello_decode(const uint8_t *p, size_t len,
+                                   ccol__tcp_hello *h);
+/*
+ * Accepts on the listening socket lfd until every rank in ranks[0..n-1]
+ * has joined: sends each connection a CHALLENGE, checks its HELLO
+ * (version, token, rank, world size, duplicates) and refuses strangers
+ * without failing. `where` names this side in messages ("rank 0 at
+ * 127.0.0.1:29500"). On success m[rank] describes each joined rank (m has
+ * c->size entries). On failure every connection got a REFUSE with the
+ * reason, is closed, and c->err says what went wrong.
+ */
+ccol_status ccol__tcp_serve(ccol_comm *c, int lfd, const int *ranks, int n,
+                            const char *where, int64_t deadline,
+                            ccol__tcp_member *m);
+/* Replaces unprintable bytes of untrusted text in place. */
+void ccol__tcp_sanitize(char *s);
+/* Sends a REFUSE frame with the status and reason (best effort). */
+void ccol__tcp_refuse(const ccol_comm *c, int fd, ccol_status st,
+                      const char *reason);
+
+/* ---- tcp_rendezvous.c ---- */
+
+/* Runs the whole rendezvous of c and fills the data sockets of t. */
+ccol_status ccol__tcp_rendezvous(ccol_comm *c, ccol__tcp *t, const char *addr,
+                                 int port);
+
+#endif /* CCOL_TCP_LINK_H */

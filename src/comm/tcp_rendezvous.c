@@ -1,0 +1,462 @@
+/*
+ * tcp_rendezvous.c - how a communicator forms over tcp. Rank 0 listens on
+ * addr:port and serves the rendezvous (tcp_server.c). Every other rank
+ * connects, retrying until the deadline so start order does not matter,
+ * answers the token challenge and receives a WELCOME holding the listener
+ * addresses of the ranks that have children. In star mode that first
+ * connection carries the data; in tree mode each rank then connects to its
+ * parent's listener and authenticates the same way, and each parent accepts
+ * exactly its children. One deadline (c->timeout_s) bounds all of it.
+ *
+ * WELCOME payload from rank 0 (little-endian): u32 count, then per rank
+ * with children: u32 rank, u32-length numeric address, u32 port. A parent's
+ * WELCOME to its children is empty.
+ */
+#include "tcp_link.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define WHY_MAX   256
+#define NAME_MAX_ (CCOL__TCP_ADDR_MAX + 32)
+
+/* Extra wait for a rendezvous result, so that when some rank never comes
+ * the server's REFUSE naming it arrives before this rank gives up on its
+ * own: 10% of the timeout, between 0.2 s and 2 s (as the tree engine). */
+static int64_t
+grace_ns(const ccol_comm *c)
+{
+    double g = c->timeout_s / 10;
+
+    g = g < 0.2 ? 0.2 : g > 2.0 ? 2.0 : g;
+    return (int64_t)(g * 1e9);
+}
+
+/* The status a REFUSE frame carries in its arg; PEER when unknown. */
+static ccol_status
+refuse_status(uint64_t arg)
+{
+    int64_t v = -(int64_t)arg;
+
+    if (v == CCOL_ERR_TIMEOUT || v == CCOL_ERR_VERSION)
+        return (ccol_status)v;
+    return CCOL_ERR_PEER;
+}
+
+/* Turns a REFUSE from `name` into this rank's error. */
+static ccol_status
+refused(ccol_comm *c, const char *name, const ccol__msg *m)
+{
+    char reason[600];
+    size_t n = m->h.len < sizeof reason - 1 ? m->h.len : sizeof reason - 1;
+
+    if (n > 0)
+        memcpy(reason, m->payload, n);
+    reason[n] = '\0';
+    ccol__tcp_sanitize(reason);
+    if (refuse_status(m->h.arg) == CCOL_ERR_TIMEOUT) /* names the server */
+        return ccol__seterr(&c->err, CCOL_ERR_TIMEOUT, "%s", reason);
+    return ccol__seterr(&c->err, refuse_status(m->h.arg),
+                        "%s refused rank %d: %s", name, c->rank, reason);
+}
+
+/*
+ * Reads the next rendezvous frame from `name`; it must be of `kind`
+ * (`what` names it in messages). A REFUSE becomes this rank's error.
+ */
+static ccol_status
+expect(ccol_comm *c, int fd, const char *name, uint16_t kind, size_t max,
+       const char *what, int64_t deadline, ccol__msg *m)
+{
+    char why[WHY_MAX];
+    ccol_status st;
+
+    st = ccol__tcp_read_frame(fd, max, deadline, true, m, why, sizeof why);
+    if (st == CCOL_ERR_TIMEOUT)
+        return ccol__seterr(
+            &c->err, st, "%s did not send %s within %.1f s%s", name, what,
+            c->timeout_s,
+            kind == CCOL__K_WELCOME ? " (is every rank started?)" : "");
+    if (st != CCOL_OK)
+        return ccol__seterr(&c->err, st, "%s %s", name, why);
+    if (ccol__crc32c(0, m->payload, m->h.len) != m->h.pcrc)
+        st = ccol__seterr(&c->err, CCOL_ERR_PEER,
+                          "%s sent a corrupt payload during the rendezvous "
+                          "(checksum mismatch)",
+                          name);
+    else if (m->h.kind == CCOL__K_REFUSE)
+        st = refused(c, name, m);
+    else if (m->h.kind != kind)
+        st = ccol__seterr(&c->err, CCOL_ERR_PEER,
+                          "%s sent a frame of kind %u instead of %s", name,
+                          (unsigned)m->h.kind, what);
+    if (st != CCOL_OK) {
+        free(m->payload);
+        m->payload = NULL;
+    }
+    return st;
+}
+
+/* Answers the challenge `nonce` with this rank's HELLO. */
+static ccol_status
+send_hello(ccol_comm *c, int fd, const char *name, const uint8_t *nonce,
+           int lport, int64_t deadline)
+{
+    ccol__tcp_hello h;
+    uint8_t *p;
+    size_t len;
+    int err = 0;
+    ccol__tcp_io io;
+
+    memset(&h, 0, sizeof h);
+    h.rank = (uint32_t)c->rank;
+    h.size = (uint32_t)c->size;
+    h.pid = (uint32_t)getpid();
+    h.port = (uint32_t)lport;
+    if (gethostname(h.host, sizeof h.host - 1) != 0)
+        snprintf(h.host, sizeof h.host, "?");
+    ccol__tcp_mac(c, nonce, h.rank, h.mac);
+    p = ccol__tcp_hello_encode(&h, &len);
+    if (p == NULL)
+        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY,
+                            "out of memory in the rendezvous");
+    io = ccol__tcp_send_frame(c, fd, CCOL__K_HELLO, 0, p, len, deadline, &err);
+    free(p);
+    if (io == CCOL__IO_OK)
+        return CCOL_OK;
+    return ccol__seterr(
+        &c->err, io == CCOL__IO_TIMEOUT ? CCOL_ERR_TIMEOUT : CCOL_ERR_PEER,
+        "lost the connection to %s during the rendezvous "
+        "(%s)",
+        name, io == CCOL__IO_TIMEOUT ? "send timed out" : strerror(err));
+}
+
+/* After a failed send: a REFUSE already waiting explains it better. */
+static ccol_status
+waiting_refusal(ccol_comm *c, int fd, const char *name, ccol_status st)
+{
+    ccol__msg m;
+    char why[WHY_MAX];
+
+    if (ccol__tcp_read_frame(fd, CCOL__TCP_HS_MAX, 0, false, &m, why,
+                             sizeof why) == CCOL_OK &&
+        m.h.kind == CCOL__K_REFUSE)
+        st = refused(c, name, &m);
+    free(m.payload);
+    return st;
+}
+
+/*
+ * Authenticates with `peer` over fd: challenge, HELLO, then WELCOME (into
+ * *welcome, checked against this communicator) or REFUSE.
+ */
+static ccol_status
+handshake(ccol_comm *c, int fd, int peer, const char *name, int lport,
+          int64_t deadline, ccol__msg *welcome)
+{
+    size_t max = CCOL__TCP_HS_MAX + (size_t)c->size * 80;
+    ccol__msg ch;
+    ccol_status st;
+
+    st = expect(c, fd, name, CCOL__K_CHALLENGE, CCOL__TCP_HS_MAX,
+                "its token challenge", deadline, &ch);
+    if (st != CCOL_OK)
+        return st;
+    if (ch.h.len != CCOL__TCP_NONCE)
+        st = ccol__seterr(&c->err, CCOL_ERR_PEER,
+                          "%s sent a challenge of %u bytes, expected %d", name,
+                          (unsigned)ch.h.len, CCOL__TCP_NONCE);
+    else
+        st = send_hello(c, fd, name, ch.payload, lport, deadline);
+    free(ch.payload);
+    if (st != CCOL_OK)
+        return waiting_refusal(c, fd, name, st);
+    st = expect(c, fd, name, CCOL__K_WELCOME, max, "the rendezvous result",
+                deadline + grace_ns(c), welcome);
+    if (st == CCOL_OK)
+        st = ccol__frame_check(c, peer, welcome);
+    return st;
+}
+
+/* Connects to `name` at host:port before the deadline. */
+static ccol_status
+dial(ccol_comm *c, const char *name, const char *host, int port,
+     int64_t deadline, int *fd)
+{
+    char why[WHY_MAX];
+    ccol_status st;
+
+    st = ccol__tcp_connect(host, port, deadline, fd, why, sizeof why);
+    if (st == CCOL_ERR_TIMEOUT)
+        return ccol__seterr(&c->err, st,
+                            "%s did not accept within %.1f s "
+                            "(%s)",
+                            name, c->timeout_s, why);
+    if (st != CCOL_OK)
+        return ccol__seterr(&c->err, st, "cannot connect to %s: %s", name, why);
+    return CCOL_OK;
+}
+
+/* Closes every joined member's socket. */
+static void
+close_members(const ccol_comm *c, ccol__tcp_member *m)
+{
+    for (int r = 0; r < c->size; r++) {
+        if (m[r].fd >= 0)
+            close(m[r].fd);
+        m[r].fd = -1;
+    }
+}
+
+/* Keeps the sockets of this rank's children as data sockets and closes
+ * the others (in tree mode rank 0 serves ranks that are not its
+ * children). */
+static void
+adopt(const ccol_comm *c, ccol__tcp *t, ccol__tcp_member *m)
+{
+    for (int i = 0; i < c->nchildren; i++) {
+        int r = c->children[i];
+        t->fd[r] = m[r].fd;
+        m[r].fd = -1;
+    }
+    close_members(c, m);
+}
+
+/* Sends the WELCOME payload to every joined member. */
+static ccol_status
+send_welcomes(ccol_comm *c, const ccol__tcp_member *m, const void *payload,
+              size_t len, int64_t deadline)
+{
+    for (int r = 0; r < c->size; r++) {
+        int err = 0;
+        ccol__tcp_io io;
+
+        if (m[r].fd < 0)
+            continue;
+        io = ccol__tcp_send_frame(c, m[r].fd, CCOL__K_WELCOME, 0, payload, len,
+                                  deadline, &err);
+        if (io != CCOL__IO_OK)
+            return ccol__seterr(
+                &c->err, CCOL_ERR_PEER,
+                "lost the connection to rank %d while "
+                "sending the rendezvous result (%s)",
+                r, io == CCOL__IO_ERR ? strerror(err) : "send timed out");
+    }
+    return CCOL_OK;
+}
+
+/* Rank 0: sends every rank the table of tree listeners, keeps the
+ * connections of its children. */
+static ccol_status
+welcome_all(ccol_comm *c, ccol__tcp *t, ccol__tcp_member *m, int64_t deadline)
+{
+    ccol__buf b = { 0 };
+    uint32_t n = 0;
+    ccol_status st;
+
+    for (int r = 1; r < c->size; r++)
+        n += m[r].port != 0;
+    ccol__buf_u32(&b, n);
+    for (int r = 1; r < c->size; r++) {
+        if (m[r].port == 0)
+            continue;
+        ccol__buf_u32(&b, (uint32_t)r);
+        ccol__buf_str(&b, m[r].ip);
+        ccol__buf_u32(&b, m[r].port);
+    }
+    if (b.oom)
+        st = ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY,
+                          "out of memory for the rendezvous table");
+    else
+        st = send_welcomes(c, m, b.p, b.len, deadline);
+    ccol__buf_free(&b);
+    if (st == CCOL_OK)
+        adopt(c, t, m);
+    close_members(c, m);
+    return st;
+}
+
+static ccol_status
+root(ccol_comm *c, ccol__tcp *t, const char *addr, int port, int64_t deadline)
+{
+    char where[NAME_MAX_], why[WHY_MAX];
+    ccol__tcp_member *m;
+    int *ranks, lfd, bound;
+    ccol_status st;
+
+    snprintf(where, sizeof where, "rank 0 at %s:%d", addr, port);
+    st = ccol__tcp_listen(addr, port, &lfd, &bound, why, sizeof why);
+    if (st != CCOL_OK)
+        return ccol__seterr(&c->err, st, "rank 0 %s", why);
+    m = calloc((size_t)c->size, sizeof *m);
+    ranks = calloc((size_t)c->size, sizeof *ranks);
+    if (m == NULL || ranks == NULL) {
+        st = ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY,
+                          "out of memory for the rendezvous");
+    } else {
+        for (int r = 1; r < c->size; r++)
+            ranks[r - 1] = r;
+        st = ccol__tcp_serve(c, lfd, ranks, c->size - 1, where, deadline, m);
+    }
+    close(lfd);
+    if (st == CCOL_OK)
+        st = welcome_all(c, t, m, deadline);
+    free(m);
+    free(ranks);
+    return st;
+}
+
+/* Finds the listener of this rank's parent in rank 0's WELCOME table. */
+static ccol_status
+find_parent(ccol_comm *c, const ccol__msg *w, char *ip, size_t iplen, int *port)
+{
+    ccol__rd r;
+    uint32_t n;
+
+    ccol__rd_init(&r, w->payload, w->h.len);
+    n = ccol__rd_u32(&r);
+    for (uint32_t i = 0; i < n && ccol__rd_ok(&r); i++) {
+        uint32_t rank = ccol__rd_u32(&r);
+        char *a = ccol__rd_str(&r, 63);
+        uint32_t p = ccol__rd_u32(&r);
+        bool hit = ccol__rd_ok(&r) && rank == (uint32_t)c->parent;
+
+        if (hit && p > 0 && p <= 65535) {
+            snprintf(ip, iplen, "%s", a);
+            *port = (int)p;
+        }
+        free(a);
+        if (hit && *port == 0)
+            return ccol__seterr(&c->err, CCOL_ERR_PEER,
+                                "rank 0's rendezvous table gives rank %d "
+                                "the invalid port %u",
+                                c->parent, (unsigned)p);
+        if (hit)
+            return CCOL_OK;
+    }
+    if (!ccol__rd_ok(&r))
+        return ccol__seterr(&c->err, CCOL_ERR_PEER,
+                            "rank 0 sent a malformed rendezvous table (%s)",
+                            r.why);
+    return ccol__seterr(&c->err, CCOL_ERR_PEER,
+                        "rank 0's rendezvous table has no listener for rank "
+                        "%d, the parent of rank %d (do all ranks use the "
+                        "same tree threshold and fanout?)",
+                        c->parent, c->rank);
+}
+
+/* Tree mode: leaves rank 0 and joins the parent. Star mode (parent 0):
+ * the rendezvous connection becomes the data connection. */
+static ccol_status
+join_parent(ccol_comm *c, ccol__tcp *t, const ccol__msg *w, int *fd0,
+            int64_t deadline)
+{
+    char ip[64], name[NAME_MAX_];
+    ccol__msg ack = { 0 };
+    int port = 0, fd = -1;
+    ccol_status st;
+
+    if (c->parent <= 0) {
+        t->fd[0] = *fd0;
+        *fd0 = -1;
+        return CCOL_OK;
+    }
+    st = find_parent(c, w, ip, sizeof ip, &port);
+    if (st != CCOL_OK)
+        return st;
+    close(*fd0);
+    *fd0 = -1;
+    snprintf(name, sizeof name, "rank %d at %s:%d", c->parent, ip, port);
+    st = dial(c, name, ip, port, deadline, &fd);
+    if (st == CCOL_OK)
+        st = handshake(c, fd, c->parent, name, 0, deadline, &ack);
+    free(ack.payload);
+    if (st == CCOL_OK)
+        t->fd[c->parent] = fd;
+    else if (fd >= 0)
+        close(fd);
+    return st;
+}
+
+/* Opens this rank's tree listener on the address it reaches rank 0 from. */
+static ccol_status
+open_listener(ccol_comm *c, int fd0, int *lfd, int *lport)
+{
+    char ip[64], why[WHY_MAX];
+    int port;
+    ccol_status st;
+
+    if (!ccol__tcp_name(fd0, false, ip, sizeof ip, &port))
+        return ccol__seterr(&c->err, CCOL_ERR_IO,
+                            "rank %d cannot read its own address: %s", c->rank,
+                            strerror(errno));
+    st = ccol__tcp_listen(ip, 0, lfd, lport, why, sizeof why);
+    if (st != CCOL_OK)
+        return ccol__seterr(&c->err, st, "rank %d %s", c->rank, why);
+    return CCOL_OK;
+}
+
+/* Tree mode: accepts exactly this rank's children on its listener. */
+static ccol_status
+accept_children(ccol_comm *c, ccol__tcp *t, int lfd, int64_t deadline)
+{
+    char ip[64], where[NAME_MAX_];
+    ccol__tcp_member *m = calloc((size_t)c->size, sizeof *m);
+    int port;
+    ccol_status st;
+
+    if (m == NULL)
+        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY,
+                            "out of memory for the rendezvous");
+    ccol__tcp_name(lfd, false, ip, sizeof ip, &port);
+    snprintf(where, sizeof where, "rank %d at %s:%d", c->rank, ip, port);
+    st = ccol__tcp_serve(c, lfd, c->children, c->nchildren, where, deadline, m);
+    if (st == CCOL_OK)
+        st = send_welcomes(c, m, NULL, 0, deadline);
+    if (st == CCOL_OK)
+        adopt(c, t, m);
+    close_members(c, m);
+    free(m);
+    return st;
+}
+
+static ccol_status
+joiner(ccol_comm *c, ccol__tcp *t, const char *addr, int port, int64_t deadline)
+{
+    char name[NAME_MAX_];
+    ccol__msg w = { 0 };
+    int fd0 = -1, lfd = -1, lport = 0;
+    ccol_status st;
+
+    snprintf(name, sizeof name, "rank 0 at %s:%d", addr, port);
+    st = dial(c, name, addr, port, deadline, &fd0);
+    if (st == CCOL_OK && c->nchildren > 0)
+        st = open_listener(c, fd0, &lfd, &lport);
+    if (st == CCOL_OK)
+        st = handshake(c, fd0, 0, name, lport, deadline, &w);
+    if (st == CCOL_OK)
+        st = join_parent(c, t, &w, &fd0, deadline);
+    free(w.payload);
+    if (fd0 >= 0)
+        close(fd0);
+    if (st == CCOL_OK && c->nchildren > 0)
+        st = accept_children(c, t, lfd, deadline);
+    if (lfd >= 0)
+        close(lfd);
+    return st;
+}
+
+ccol_status
+ccol__tcp_rendezvous(ccol_comm *c, ccol__tcp *t, const char *addr, int port)
+{
+    int64_t deadline = ccol__tcp_deadline(c->timeout_s);
+
+    if (c->size <= 1)
+        return CCOL_OK;
+    if (c->rank == 0)
+        return root(c, t, addr, port, deadline);
+    return joiner(c, t, addr, port, deadline);
+}

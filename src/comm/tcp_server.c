@@ -1,0 +1,611 @@
+/*
+ * tcp_server.c - the accepting side of the tcp rendezvous. Rank 0 accepts
+ * every other rank; in tree mode each parent then accepts its children the
+ * same way. Each connection first gets a CHALLENGE with a fresh random
+ * nonce and must answer with a HELLO carrying HMAC-SHA-256(token, nonce ||
+ * rank), so the token itself never crosses the network. Connections are
+ * served together with poll(): a stranger (wrong token, wrong version,
+ * garbage, silence) is refused or ignored without delaying the real ranks,
+ * while inconsistencies among the job's own ranks (world size, rank range,
+ * a rank claimed twice) fail the rendezvous with a REFUSE to everyone.
+ */
+#include "tcp_link.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define PEND_MAX   64                 /* connections not yet authenticated */
+#define IDLE_NS    (2000 * 1000000LL) /* a full table drops pendings this old */
+#define NOTES_MAX  512 /* refusals kept for the timeout message */
+#define REASON_MAX 512 /* one refusal or failure reason */
+
+/* A connection that has not yet proved who it is. */
+typedef struct pend {
+    int fd;                         /* its socket */
+    uint8_t nonce[CCOL__TCP_NONCE]; /* the challenge it must answer */
+    size_t got;                     /* bytes in buf */
+    size_t need;                    /* header size, then frame size */
+    int64_t since;                  /* when it was accepted */
+    ccol__hdr h;                    /* decoded once need > header */
+    char addr[CCOL__TCP_ADDR_MAX];  /* "ip:port" of the peer */
+    uint8_t buf[CCOL__HDR_SIZE + CCOL__TCP_HS_MAX]; /* the HELLO frame */
+} pend;
+
+typedef struct server {
+    ccol_comm *c;
+    int lfd;               /* listening socket */
+    int rfd;               /* /dev/urandom */
+    const char *where;     /* this side, for messages */
+    bool *want;            /* per rank: expected here */
+    int nwant;             /* number of expected ranks */
+    int joined;            /* of them, joined so far */
+    int64_t deadline;      /* of the whole rendezvous */
+    ccol__tcp_member *m;   /* per rank, the joined ones */
+    pend *p;               /* PEND_MAX slots */
+    int np;                /* slots in use */
+    char notes[NOTES_MAX]; /* refusals so far */
+} server;
+
+/* What to do with a connection whose HELLO was read. */
+typedef enum verdict {
+    V_JOIN,   /* a wanted rank of this job */
+    V_REFUSE, /* a stranger: refuse it and go on waiting */
+    V_FATAL   /* the job itself is inconsistent: fail */
+} verdict;
+
+void
+ccol__tcp_mac(const ccol_comm *c, const uint8_t *nonce, uint32_t rank,
+              uint8_t out[CCOL__TCP_MAC])
+{
+    uint8_t msg[CCOL__TCP_NONCE + 4];
+    const char *key = c->token_str ? c->token_str : "";
+
+    memcpy(msg, nonce, CCOL__TCP_NONCE);
+    ccol__st32(msg + CCOL__TCP_NONCE, rank);
+    ccol__hmac_sha256(key, strlen(key), msg, sizeof msg, out);
+}
+
+uint8_t *
+ccol__tcp_hello_encode(const ccol__tcp_hello *h, size_t *len)
+{
+    ccol__buf b = { 0 };
+
+    ccol__buf_u32(&b, h->rank);
+    ccol__buf_u32(&b, h->size);
+    ccol__buf_u32(&b, h->pid);
+    ccol__buf_str(&b, h->host);
+    ccol__buf_u32(&b, h->port);
+    ccol__buf_put(&b, h->mac, CCOL__TCP_MAC);
+    if (b.oom) {
+        ccol__buf_free(&b);
+        return NULL;
+    }
+    return ccol__buf_take(&b, len);
+}
+
+const char *
+ccol__tcp_hello_decode(const uint8_t *p, size_t len, ccol__tcp_hello *h)
+{
+    ccol__rd r;
+    const uint8_t *mac;
+    char *host;
+
+    ccol__rd_init(&r, p, len);
+    h->rank = ccol__rd_u32(&r);
+    h->size = ccol__rd_u32(&r);
+    h->pid = ccol__rd_u32(&r);
+    host = ccol__rd_str(&r, CCOL__TCP_HOST_MAX);
+    h->port = ccol__rd_u32(&r);
+    mac = ccol__rd_bytes(&r, CCOL__TCP_MAC);
+    if (ccol__rd_ok(&r) && ccol__rd_left(&r) != 0)
+        ccol__rd_fail(&r, "trailing bytes");
+    if (ccol__rd_ok(&r) && h->port > 65535)
+        ccol__rd_fail(&r, "listen port out of range");
+    if (!ccol__rd_ok(&r)) {
+        free(host);
+        return r.why;
+    }
+    snprintf(h->host, sizeof h->host, "%s", host);
+    ccol__tcp_sanitize(h->host);
+    memcpy(h->mac, mac, CCOL__TCP_MAC);
+    free(host);
+    return NULL;
+}
+
+void
+ccol__tcp_sanitize(char *s)
+{
+    for (; *s != '\0'; s++) {
+        if (!isprint((unsigned char)*s))
+            *s = '?';
+    }
+}
+
+void
+ccol__tcp_refuse(const ccol_comm *c, int fd, ccol_status st, const char *reason)
+{
+    uint64_t code = (uint64_t)(-(int64_t)st); /* the status, positive */
+    uint8_t sink[4096];
+    int err, budget = 16;
+
+    (void)ccol__tcp_send_frame(c, fd, CCOL__K_REFUSE, code, reason,
+                               strlen(reason), ccol__tcp_deadline(0.5), &err);
+    /* Closing a socket with unread input resets the connection, and a
+     * reset can destroy the REFUSE before the peer reads it: discard what
+     * already arrived (a refused HELLO's payload, say) first. */
+    while (budget-- > 0 && recv(fd, sink, sizeof sink, 0) > 0)
+        ;
+}
+
+/* Remembers a refusal for the timeout message. */
+static void note(server *s, const char *fmt, ...) CCOL__PRINTF(2, 3);
+
+static void
+note(server *s, const char *fmt, ...)
+{
+    size_t n = strlen(s->notes);
+    va_list ap;
+
+    if (n + 16 >= sizeof s->notes)
+        return;
+    if (n > 0)
+        n += (size_t)snprintf(s->notes + n, sizeof s->notes - n, "; ");
+    va_start(ap, fmt);
+    vsnprintf(s->notes + n, sizeof s->notes - n, fmt, ap);
+    va_end(ap);
+}
+
+/* Writes a reason and returns the verdict. */
+static verdict say(verdict v, char *out, size_t len, const char *fmt, ...)
+    CCOL__PRINTF(4, 5);
+
+static verdict
+say(verdict v, char *out, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(out, len, fmt, ap);
+    va_end(ap);
+    return v;
+}
+
+/* Removes pending slot i, closing its socket if it still has one. */
+static void
+pend_remove(server *s, int i)
+{
+    if (s->p[i].fd >= 0)
+        close(s->p[i].fd);
+    if (i != s->np - 1)
+        s->p[i] = s->p[s->np - 1];
+    s->np--;
+}
+
+/* Refuses pending connection i with a reason and forgets it. */
+static void
+pend_refuse(server *s, int i, ccol_status st, const char *reason)
+{
+    ccol__tcp_refuse(s->c, s->p[i].fd, st, reason);
+    note(s, "refused %s: %s", s->p[i].addr, reason);
+    pend_remove(s, i);
+}
+
+/* Fails the rendezvous: records the message, refuses and closes every
+ * connection, pending and joined. Returns st. */
+static ccol_status fail_all(server *s, ccol_status st, const char *fmt, ...)
+    CCOL__PRINTF(3, 4);
+
+static ccol_status
+fail_all(server *s, ccol_status st, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    ccol__vseterr(&s->c->err, st, fmt, ap);
+    va_end(ap);
+    while (s->np > 0) {
+        ccol__tcp_refuse(s->c, s->p[0].fd, st, s->c->err.msg);
+        pend_remove(s, 0);
+    }
+    for (int r = 0; r < s->c->size; r++) {
+        if (s->m[r].fd < 0)
+            continue;
+        ccol__tcp_refuse(s->c, s->m[r].fd, st, s->c->err.msg);
+        close(s->m[r].fd);
+        s->m[r].fd = -1;
+    }
+    return st;
+}
+
+/* Reads the nonce of a challenge. */
+static bool
+random_bytes(int fd, uint8_t *p, size_t n)
+{
+    size_t got = 0;
+
+    while (got < n) {
+        ssize_t r = read(fd, p + got, n - got);
+        if (r > 0)
+            got += (size_t)r;
+        else if (r < 0 && errno == EINTR)
+            continue;
+        else
+            return false;
+    }
+    return true;
+}
+
+/* Takes a new connection into a pending slot and challenges it. */
+static ccol_status
+pend_open(server *s, int fd)
+{
+    pend *p = &s->p[s->np];
+    char ip[64];
+    int port, err;
+
+    p->fd = fd;
+    p->got = 0;
+    p->need = CCOL__HDR_SIZE;
+    p->since = ccol__now_ns();
+    ccol__tcp_name(fd, true, ip, sizeof ip, &port);
+    snprintf(p->addr, sizeof p->addr, "%s:%d", ip, port);
+    if (!random_bytes(s->rfd, p->nonce, CCOL__TCP_NONCE)) {
+        close(fd);
+        return fail_all(s, CCOL_ERR_IO, "%s: cannot read /dev/urandom: %s",
+                        s->where, strerror(errno));
+    }
+    if (ccol__tcp_send_frame(s->c, fd, CCOL__K_CHALLENGE, 0, p->nonce,
+                             CCOL__TCP_NONCE, ccol__tcp_deadline(1.0),
+                             &err) != CCOL__IO_OK) {
+        note(s, "%s went away before its challenge", p->addr);
+        close(fd);
+        return CCOL_OK;
+    }
+    s->np++;
+    return CCOL_OK;
+}
+
+/* Accepts the connections waiting on the listener while slots are free;
+ * the others stay in the listen backlog. */
+static ccol_status
+accept_new(server *s)
+{
+    while (s->np < PEND_MAX) {
+        int fd = accept(s->lfd, NULL, NULL);
+        ccol_status st;
+
+        if (fd < 0 && errno == EINTR)
+            continue;
+        if (fd < 0)
+            return CCOL_OK; /* EAGAIN, or an aborted connection */
+        if (!ccol__tcp_prepare(fd)) {
+            close(fd);
+            continue;
+        }
+        st = pend_open(s, fd);
+        if (st != CCOL_OK)
+            return st;
+    }
+    return CCOL_OK;
+}
+
+/* With every slot taken, drops the connections silent for a while, so
+ * strangers cannot hold the rendezvous while real ranks wait in the
+ * backlog. */
+static void
+evict_idle(server *s)
+{
+    int64_t old = ccol__now_ns() - IDLE_NS;
+
+    for (int i = s->np - 1; i >= 0; i--) {
+        if (s->p[i].since >= old)
+            continue;
+        note(s, "dropped %s (silent for 2 s)", s->p[i].addr);
+        pend_remove(s, i);
+    }
+}
+
+/* The header of pending connection i is in: decode and bound it. Returns
+ * false when the connection was refused. */
+static bool
+pend_header(server *s, int i)
+{
+    pend *p = &s->p[i];
+    char why[200], reason[REASON_MAX];
+    ccol_status st;
+
+    st = ccol__hdr_decode(p->buf, CCOL__TCP_HS_MAX, &p->h, why, sizeof why);
+    if (st == CCOL_OK) {
+        p->need = CCOL__HDR_SIZE + p->h.len;
+        return true;
+    }
+    if (st == CCOL_ERR_VERSION)
+        snprintf(reason, sizeof reason,
+                 "protocol version %u (yours) differs from version %u "
+                 "(%s)",
+                 (unsigned)ccol__ld16(p->buf + 4), CCOL_PROTOCOL_VERSION,
+                 s->where);
+    else
+        snprintf(reason, sizeof reason, "bad frame: %s", why);
+    pend_refuse(s, i, st, reason);
+    return false;
+}
+
+/* Reads what is available on pending connection i. Returns 1 when its
+ * frame is complete, 0 when more is to come, -1 when it is gone. */
+static int
+pend_read(server *s, int i)
+{
+    pend *p = &s->p[i];
+
+    for (;;) {
+        ssize_t n = recv(p->fd, p->buf + p->got, p->need - p->got, 0);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 0;
+        if (n <= 0) {
+            note(s, "%s closed its connection before joining", p->addr);
+            pend_remove(s, i);
+            return -1;
+        }
+        p->got += (size_t)n;
+        if (p->got < p->need)
+            continue;
+        if (p->need > CCOL__HDR_SIZE)
+            return 1;
+        if (!pend_header(s, i))
+            return -1;
+        if (p->need == p->got)
+            return 1;
+    }
+}
+
+/* Checks what a correctly authenticated HELLO says about the job. */
+static verdict
+check_member(server *s, const pend *p, const ccol__tcp_hello *h, char *out,
+             size_t len)
+{
+    const ccol_comm *c = s->c;
+    const ccol__tcp_member *m;
+
+    if (p->h.from != h->rank)
+        return say(V_REFUSE, out, len,
+                   "its frame says rank %" PRIu32 ", its HELLO rank %" PRIu32,
+                   p->h.from, h->rank);
+    if (p->h.comm_id != c->comm_id)
+        return say(V_REFUSE, out, len,
+                   "communicator id %016" PRIx64 " differs from %016" PRIx64
+                   " (%s): do all ranks name rank 0 by the same address "
+                   "and port?",
+                   p->h.comm_id, c->comm_id, s->where);
+    if (h->size != (uint32_t)c->size)
+        return say(V_FATAL, out, len,
+                   "rank %" PRIu32 " says the world size is %" PRIu32
+                   ", rank %d says %d",
+                   h->rank, h->size, c->rank, c->size);
+    if (h->rank >= (uint32_t)c->size || h->rank == (uint32_t)c->rank)
+        return say(V_FATAL, out, len,
+                   "rank %" PRIu32 " (pid %" PRIu32 " on %s, %s) is not a "
+                   "rank another process may claim in a world of %d",
+                   h->rank, h->pid, h->host, p->addr, c->size);
+    if (!s->want[h->rank])
+        return say(V_REFUSE, out, len,
+                   "rank %" PRIu32 " is not a child of "
+                   "rank %d in the tree",
+                   h->rank, c->rank);
+    m = &s->m[h->rank];
+    if (m->fd >= 0)
+        return say(V_FATAL, out, len,
+                   "rank %" PRIu32 " was claimed twice: by pid %" PRIu32
+                   " on %s (%s) and by pid %" PRIu32 " on %s (%s)",
+                   h->rank, m->pid, m->host, m->ip, h->pid, h->host, p->addr);
+    return V_JOIN;
+}
+
+/* Decides about the complete HELLO frame of pending connection p. */
+static verdict
+check_hello(server *s, const pend *p, ccol__tcp_hello *h, char *out, size_t len)
+{
+    const uint8_t *pl = p->buf + CCOL__HDR_SIZE;
+    uint8_t mac[CCOL__TCP_MAC];
+    const char *bad;
+
+    if (p->h.kind != CCOL__K_HELLO)
+        return say(V_REFUSE, out, len, "expected a HELLO, got frame kind %u",
+                   (unsigned)p->h.kind);
+    if (ccol__crc32c(0, pl, p->h.len) != p->h.pcrc)
+        return say(V_REFUSE, out, len,
+                   "corrupt HELLO (payload checksum mismatch)");
+    bad = ccol__tcp_hello_decode(pl, p->h.len, h);
+    if (bad != NULL)
+        return say(V_REFUSE, out, len, "malformed HELLO: %s", bad);
+    ccol__tcp_mac(s->c, p->nonce, h->rank, mac);
+    if (!ccol__ct_equal(mac, h->mac, CCOL__TCP_MAC))
+        return say(V_REFUSE, out, len, "job token does not match (CCOL_TOKEN)");
+    return check_member(s, p, h, out, len);
+}
+
+/* Moves pending connection i into the member table. */
+static void
+admit(server *s, int i, const ccol__tcp_hello *h)
+{
+    pend *p = &s->p[i];
+    ccol__tcp_member *m = &s->m[h->rank];
+    int port;
+
+    m->fd = p->fd;
+    m->pid = h->pid;
+    m->port = h->port;
+    snprintf(m->host, sizeof m->host, "%.63s", h->host);
+    ccol__tcp_name(p->fd, true, m->ip, sizeof m->ip, &port);
+    s->joined++;
+    p->fd = -1;
+    pend_remove(s, i);
+}
+
+/* Acts on the complete frame of pending connection i. */
+static ccol_status
+pend_frame(server *s, int i)
+{
+    ccol__tcp_hello h;
+    char reason[REASON_MAX];
+
+    switch (check_hello(s, &s->p[i], &h, reason, sizeof reason)) {
+    case V_JOIN:
+        admit(s, i, &h);
+        return CCOL_OK;
+    case V_REFUSE:
+        pend_refuse(s, i, CCOL_ERR_PEER, reason);
+        return CCOL_OK;
+    case V_FATAL:
+        break;
+    }
+    return fail_all(s, CCOL_ERR_PEER, "%s", reason);
+}
+
+/* Writes the expected ranks that have not joined: "ranks 2, 5-7". */
+static void
+list_missing(const server *s, char *out, size_t len)
+{
+    size_t n = 0;
+    int count = 0, size = s->c->size;
+
+    out[0] = '\0';
+    for (int r = 0; r < size && n + 16 < len; r++) {
+        int e = r;
+        if (!s->want[r] || s->m[r].fd >= 0)
+            continue;
+        while (e + 1 < size && s->want[e + 1] && s->m[e + 1].fd < 0)
+            e++;
+        n += (size_t)snprintf(out + n, len - n, "%s%d", count ? ", " : "", r);
+        if (e > r)
+            n += (size_t)snprintf(out + n, len - n, "-%d", e);
+        count += e - r + 1;
+        r = e;
+    }
+    if (n + 16 >= len)
+        snprintf(out + n, len - n, ", ...");
+}
+
+static ccol_status
+serve_timeout(server *s)
+{
+    char missing[256];
+
+    list_missing(s, missing, sizeof missing);
+    return fail_all(s, CCOL_ERR_TIMEOUT,
+                    "%s: rendezvous timed out after %.1f s: rank(s) %s did "
+                    "not join (%d of %d joined)%s%s",
+                    s->where, s->c->timeout_s, missing, s->joined, s->nwant,
+                    s->notes[0] ? "; " : "", s->notes);
+}
+
+/* Handles every ready socket of one poll() round. pf[0] is the listener,
+ * pf[1 + i] pending slot i. */
+static ccol_status
+serve_ready(server *s, const struct pollfd *pf, int n)
+{
+    for (int i = n - 2; i >= 0; i--) {
+        ccol_status st;
+
+        if (pf[i + 1].revents == 0 || pend_read(s, i) != 1)
+            continue;
+        st = pend_frame(s, i);
+        if (st != CCOL_OK)
+            return st;
+    }
+    if (pf[0].revents != 0)
+        return accept_new(s);
+    return CCOL_OK;
+}
+
+static ccol_status
+serve_loop(server *s)
+{
+    struct pollfd pf[1 + PEND_MAX];
+
+    while (s->joined < s->nwant) {
+        int ms = ccol__tcp_ms_left(s->deadline), n = 1, r;
+        bool full = s->np == PEND_MAX;
+
+        if (ms == 0)
+            return serve_timeout(s);
+        if (full) {
+            evict_idle(s);
+            full = s->np == PEND_MAX;
+        }
+        /* A negative fd is ignored by poll(): the listener rests while
+         * every slot is taken. */
+        pf[0] = (struct pollfd){ .fd = full ? -1 : s->lfd, .events = POLLIN };
+        for (int i = 0; i < s->np; i++)
+            pf[n++] = (struct pollfd){ .fd = s->p[i].fd, .events = POLLIN };
+        r = poll(pf, (nfds_t)n, full && ms > 100 ? 100 : ms);
+        if (r < 0 && errno != EINTR)
+            return fail_all(s, CCOL_ERR_IO, "%s: poll failed: %s", s->where,
+                            strerror(errno));
+        if (r > 0) {
+            ccol_status st = serve_ready(s, pf, n);
+            if (st != CCOL_OK)
+                return st;
+        }
+    }
+    return CCOL_OK;
+}
+
+static ccol_status
+server_init(server *s, ccol_comm *c, const int *ranks, int n)
+{
+    for (int r = 0; r < c->size; r++)
+        s->m[r].fd = -1;
+    s->want = calloc((size_t)c->size, sizeof *s->want);
+    s->p = calloc(PEND_MAX, sizeof *s->p);
+    if (s->want == NULL || s->p == NULL)
+        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY,
+                            "%s: out of memory for the rendezvous", s->where);
+    for (int i = 0; i < n; i++)
+        s->want[ranks[i]] = true;
+    s->nwant = n;
+    s->rfd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (s->rfd < 0)
+        return ccol__seterr(&c->err, CCOL_ERR_IO,
+                            "%s: cannot open /dev/urandom for the token "
+                            "challenge: %s",
+                            s->where, strerror(errno));
+    return CCOL_OK;
+}
+
+ccol_status
+ccol__tcp_serve(ccol_comm *c, int lfd, const int *ranks, int n,
+                const char *where, int64_t deadline, ccol__tcp_member *m)
+{
+    server s;
+    ccol_status st;
+
+    memset(&s, 0, sizeof s);
+    s.c = c;
+    s.lfd = lfd;
+    s.rfd = -1;
+    s.where = where;
+    s.deadline = deadline;
+    s.m = m;
+    st = server_init(&s, c, ranks, n);
+    if (st == CCOL_OK)
+        st = serve_loop(&s);
+    while (s.p != NULL && s.np > 0)
+        pend_remove(&s, 0); /* strangers still talking: not needed now */
+    if (s.rfd >= 0)
+        close(s.rfd);
+    free(s.want);
+    free(s.p);
+    return st;
+}

@@ -1,0 +1,993 @@
+/*
+ * test_tcp.c - the tcp transport in forked processes on loopback: star and
+ * tree jobs, a late rank 0, and the failure contract of the rendezvous and
+ * the data path. Fake peers built from raw sockets play a stranger with
+ * the wrong token, a client or a rank 0 of another protocol version, a rank
+ * claimed twice, a rank with another world size, and a rank that sends
+ * garbage, truncated or oversized frames in the middle of a collective.
+ * A rank killed with SIGKILL must be named quickly by the others.
+ */
+#include "harness.h"
+
+#include "comm/tcp_link.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---- helpers ---- */
+
+/* Params of a tcp rank outside the harness. */
+static ccol_comm_params
+tcp_params(int rank, int size, int port, double timeout)
+{
+    ccol_comm_params p;
+
+    memset(&p, 0, sizeof p);
+    p.mask = CCOL_COMM_PARAM_RANK | CCOL_COMM_PARAM_SIZE |
+             CCOL_COMM_PARAM_TRANSPORT | CCOL_COMM_PARAM_PORT |
+             CCOL_COMM_PARAM_TIMEOUT;
+    p.rank = rank;
+    p.size = size;
+    p.transport = CCOL_TRANSPORT_TCP;
+    p.port = port;
+    p.timeout_s = timeout;
+    return p;
+}
+
+static void
+tree_shape(ccol_comm_params *p)
+{
+    p->mask |= CCOL_COMM_PARAM_TREE_THRESHOLD | CCOL_COMM_PARAM_TREE_FANOUT;
+    p->tree_threshold = 2;
+    p->tree_fanout = 2;
+}
+
+/* Number of open file descriptors of this process: a communicator must
+ * close every socket it opened, on success and on failure. */
+static int
+count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    int n = 0;
+
+    if (d == NULL)
+        return -1;
+    while (readdir(d) != NULL)
+        n++;
+    closedir(d);
+    return n;
+}
+
+/* Waits until *flag is set (by another process) or `s` seconds pass. */
+static void
+wait_flag(volatile int *flag, double s)
+{
+    double end = ccol_test_now() + s;
+    while (!*flag && ccol_test_now() < end)
+        usleep(2000);
+}
+
+/* A communicator-shaped record for building frames by hand. */
+static ccol_comm
+fake_comm(int rank, int size, uint64_t comm_id, const char *token)
+{
+    ccol_comm c;
+
+    memset(&c, 0, sizeof c);
+    c.rank = rank;
+    c.size = size;
+    c.comm_id = comm_id;
+    c.token_str = (char *)token;
+    c.timeout_s = 5;
+    c.max_payload = 1 << 20;
+    return c;
+}
+
+/* Encodes a frame; with version != protocol, patches it in and fixes the
+ * header checksum so only the version is wrong. */
+static uint8_t *
+make_frame(const ccol_comm *c, uint16_t kind, uint16_t op, unsigned version,
+           const void *payload, size_t len, size_t *flen)
+{
+    ccol__hdr h;
+    uint8_t *f;
+
+    ccol__hdr_init(c, &h, kind, op, 0, 0);
+    f = ccol__frame_encode(&h, payload, len, flen);
+    if (f != NULL && version != CCOL_PROTOCOL_VERSION) {
+        ccol__st16(f + 4, (uint16_t)version);
+        ccol__st32(f + 108, ccol__crc32c(0, f, 108));
+    }
+    return f;
+}
+
+static bool
+send_all(int fd, const void *p, size_t n)
+{
+    int err;
+    return ccol__tcp_write(fd, p, n, ccol__tcp_deadline(5), &err) ==
+           CCOL__IO_OK;
+}
+
+static ccol_status
+read_msg(int fd, ccol__msg *m)
+{
+    char why[256];
+    return ccol__tcp_read_frame(fd, 1 << 20, ccol__tcp_deadline(5), true, m,
+                                why, sizeof why);
+}
+
+/* Waits (up to 5 s) until the peer closes fd, discarding what it sends. */
+static void
+drain(int fd)
+{
+    uint8_t b[256];
+    double end = ccol_test_now() + 5;
+
+    while (ccol_test_now() < end) {
+        ssize_t n = recv(fd, b, sizeof b, 0);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+            break;
+        if (n < 0)
+            usleep(2000);
+    }
+}
+
+/*
+ * A hand-made client: connects to rank 0 at port, answers its challenge
+ * with an HMAC of `token`, claiming `rank` of `size` in protocol `version`.
+ * Returns the socket and the reply (WELCOME or REFUSE) in *reply, the
+ * communicator id rank 0 used in *comm_id; -1 on failure.
+ */
+static int
+fake_join(int port, int rank, int size, const char *token, unsigned version,
+          ccol__msg *reply, uint64_t *comm_id)
+{
+    ccol__tcp_hello h;
+    ccol__msg ch;
+    ccol_comm fc;
+    uint8_t *pl, *f;
+    size_t len, flen;
+    char why[200];
+    int fd = -1;
+
+    CHECK_OK(ccol__tcp_connect("127.0.0.1", port, ccol__tcp_deadline(5), &fd,
+                               why, sizeof why),
+             NULL);
+    if (fd < 0 || read_msg(fd, &ch) != CCOL_OK) {
+        ccol_test_fail(__FILE__, __LINE__, "no challenge from rank 0");
+        return -1;
+    }
+    CHECK_EQ(ch.h.kind, CCOL__K_CHALLENGE);
+    CHECK_EQ(ch.h.len, CCOL__TCP_NONCE);
+    *comm_id = ch.h.comm_id;
+    fc = fake_comm(rank, size, ch.h.comm_id, token);
+    memset(&h, 0, sizeof h);
+    h.rank = (uint32_t)rank;
+    h.size = (uint32_t)size;
+    h.pid = (uint32_t)getpid();
+    snprintf(h.host, sizeof h.host, "fakehost");
+    ccol__tcp_mac(&fc, ch.payload, h.rank, h.mac);
+    free(ch.payload);
+    pl = ccol__tcp_hello_encode(&h, &len);
+    f = make_frame(&fc, CCOL__K_HELLO, CCOL__OP_RENDEZVOUS, version, pl, len,
+                   &flen);
+    CHECK(send_all(fd, f, flen));
+    free(pl);
+    free(f);
+    CHECK_OK(read_msg(fd, reply), NULL);
+    return fd;
+}
+
+/* Accepts one connection on a raw listener (5 s). */
+static int
+accept_one(int lfd)
+{
+    struct pollfd pf = { .fd = lfd, .events = POLLIN };
+    int fd;
+
+    if (poll(&pf, 1, 5000) != 1)
+        return -1;
+    fd = accept(lfd, NULL, NULL);
+    if (fd >= 0)
+        ccol__tcp_prepare(fd);
+    return fd;
+}
+
+typedef void (*proc_fn)(int rank, void *arg);
+
+/* Runs fn(rank, arg) in n forked processes and collects their wait
+ * statuses (-1: killed after `limit` seconds). */
+static void
+spawn(int n, proc_fn fn, void *arg, double limit, int *st)
+{
+    pid_t pid[16];
+    double end = ccol_test_now() + ccol_test_scale(limit);
+
+    fflush(stdout);
+    fflush(stderr);
+    for (int r = 0; r < n; r++) {
+        pid[r] = fork();
+        if (pid[r] == 0) {
+            fn(r, arg);
+            fflush(stderr);
+            _exit(ccol_test_failures() ? 1 : 0);
+        }
+    }
+    for (int r = 0; r < n; r++) {
+        st[r] = -1;
+        while (waitpid(pid[r], &st[r], WNOHANG) == 0) {
+            if (ccol_test_now() > end) {
+                kill(pid[r], SIGKILL);
+                waitpid(pid[r], NULL, 0);
+                st[r] = -1;
+                break;
+            }
+            usleep(2000);
+        }
+    }
+}
+
+/* ---- jobs that work ---- */
+
+/* allgatherv of uneven blobs, bcast, allreduce and barrier. */
+static void
+exercise(ccol_comm *c, int rank, void *arg)
+{
+    int size = ccol_comm_size(c);
+    uint8_t mine[16];
+    size_t lens[16], off = 0, blen = 0;
+    uint8_t *all = NULL, *b = NULL;
+    int64_t v = rank + 1;
+
+    (void)arg;
+    memset(mine, rank, sizeof mine);
+    CHECK_STR_EQ(ccol_comm_transport(c), "tcp");
+    CHECK_OK(ccol_allgatherv(c, mine, (size_t)rank % 4, (void **)&all, lens),
+             c);
+    for (int r = 0; r < size && all != NULL; r++) {
+        CHECK_EQ(lens[r], r % 4);
+        for (size_t i = 0; i < lens[r]; i++)
+            CHECK_EQ(all[off + i], r);
+        off += lens[r];
+    }
+    CHECK_OK(ccol_bcast(c, size - 1, "root", 4, (void **)&b, &blen), c);
+    CHECK(blen == 4 && b != NULL && memcmp(b, "root", 4) == 0);
+    CHECK_OK(ccol_allreduce_i64(c, &v, 1, CCOL_OP_SUM), c);
+    CHECK_EQ(v, (int64_t)size * (size + 1) / 2);
+    CHECK_OK(ccol_barrier(c), c);
+    ccol_free(all);
+    ccol_free(b);
+}
+
+/* Runs `exercise` on size ranks; fanout 0 is a star, else a tree. */
+static void
+run_job(int size, int fanout)
+{
+    ccol_test_job job;
+
+    memset(&job, 0, sizeof job);
+    job.size = size;
+    job.transport = CCOL_TEST_TCP;
+    if (fanout > 0) {
+        tree_shape(&job.params);
+        job.params.tree_fanout = fanout;
+    }
+    CHECK_EQ(ccol_test_ranks(&job, exercise, NULL), 0);
+}
+
+CCOL_TEST(star_3)
+{
+    run_job(3, 0);
+}
+
+CCOL_TEST(tree_3)
+{
+    run_job(3, 2);
+}
+
+CCOL_TEST(tree_8)
+{
+    run_job(8, 2);
+}
+
+CCOL_TEST(tree_11_fanout_3)
+{
+    run_job(11, 3);
+}
+
+static void
+big_body(ccol_comm *c, int rank, void *arg)
+{
+    int size = ccol_comm_size(c);
+    int64_t v = rank;
+
+    (void)arg;
+    CHECK_OK(ccol_allreduce_i64(c, &v, 1, CCOL_OP_SUM), c);
+    CHECK_EQ(v, (int64_t)size * (size - 1) / 2);
+    CHECK_OK(ccol_barrier(c), c);
+}
+
+/* More ranks than rank 0 has slots for unauthenticated connections (64):
+ * the rest wait in the listen backlog. Star, then the default tree. */
+CCOL_TEST(many_ranks)
+{
+    ccol_test_job job;
+
+    memset(&job, 0, sizeof job);
+    job.size = 80;
+    job.transport = CCOL_TEST_TCP;
+    job.timeout_s = 30;
+    job.params.mask = CCOL_COMM_PARAM_TREE_THRESHOLD;
+    job.params.tree_threshold = 100;
+    CHECK_EQ(ccol_test_ranks(&job, big_body, NULL), 0);
+    job.params.mask = 0;
+    CHECK_EQ(ccol_test_ranks(&job, big_body, NULL), 0);
+}
+
+static void
+late_root_body(ccol_comm *unused, int rank, void *arg)
+{
+    ccol_test_job *job = arg;
+    ccol_comm_params p;
+    ccol_comm *c = NULL;
+
+    int fds = count_fds();
+
+    (void)unused;
+    ccol_test_params(job, rank, &p);
+    if (rank == 0)
+        usleep(1000 * 1000);
+    CHECK_OK(ccol_comm_create(&p, &c), c);
+    if (ccol_comm_status(c) == CCOL_OK)
+        exercise(c, rank, NULL);
+    ccol_comm_destroy(c);
+    CHECK_EQ(count_fds(), fds);
+}
+
+/* Rank 0 starts 1 s after the others: they keep retrying. */
+CCOL_TEST(late_root)
+{
+    ccol_test_job job;
+
+    memset(&job, 0, sizeof job);
+    job.size = 3;
+    job.transport = CCOL_TEST_TCP;
+    job.no_comm = true;
+    CHECK_EQ(ccol_test_ranks(&job, late_root_body, &job), 0);
+}
+
+/* ---- rendezvous failures ---- */
+
+typedef struct shared {
+    volatile int flag; /* set by one process, awaited by another */
+    volatile int pid[8];
+} shared;
+
+static shared *sh;
+
+static void
+token_body(ccol_comm *unused, int rank, void *arg)
+{
+    ccol_test_job *job = arg;
+    ccol_comm_params p;
+    ccol_comm *c = NULL;
+    ccol_status st;
+    int fds = count_fds();
+
+    (void)unused;
+    ccol_test_params(job, rank, &p);
+    p.size = 3;
+    p.mask |= CCOL_COMM_PARAM_TOKEN;
+    p.token = rank == 3 ? "not-the-job-token" : "job-token-1234";
+    if (rank == 3)
+        p.rank = 1; /* the stranger claims rank 1 before the real one */
+    if (rank == 1)
+        wait_flag(&sh->flag, 8);
+    st = ccol_comm_create(&p, &c);
+    if (rank == 3) {
+        CHECK_STATUS(st, CCOL_ERR_PEER);
+        CHECK_CONTAINS(ccol_comm_errmsg(c), "rank 0 at 127.0.0.1");
+        CHECK_CONTAINS(ccol_comm_errmsg(c), "refused rank 1");
+        CHECK_CONTAINS(ccol_comm_errmsg(c), "token");
+        sh->flag = 1;
+    } else {
+        CHECK_OK(st, c);
+        if (st == CCOL_OK)
+            CHECK_OK(ccol_barrier(c), c);
+    }
+    ccol_comm_destroy(c);
+    CHECK_EQ(count_fds(), fds);
+}
+
+/* A process with another token is refused; the real job still forms. */
+CCOL_TEST(wrong_token)
+{
+    ccol_test_job job;
+
+    sh = ccol_test_shared(sizeof *sh);
+    memset(&job, 0, sizeof job);
+    job.size = 4;
+    job.transport = CCOL_TEST_TCP;
+    job.no_comm = true;
+    CHECK_EQ(ccol_test_ranks(&job, token_body, &job), 0);
+}
+
+static void
+stranger_body(ccol_comm *unused, int rank, void *arg)
+{
+    ccol_test_job *job = arg;
+    static const char junk[] = "GET / HTTP/1.0\r\n\r\n"
+                               "................................"
+                               "................................"
+                               "................................";
+    ccol_comm_params p;
+    ccol_comm *c = NULL;
+    char why[200];
+    int fd = -1;
+    double t0;
+
+    (void)unused;
+    if (rank >= 2) {
+        CHECK_OK(ccol__tcp_connect("127.0.0.1", job->port,
+                                   ccol__tcp_deadline(5), &fd, why, sizeof why),
+                 NULL);
+        if (rank == 3)
+            CHECK(send_all(fd, junk, sizeof junk));
+        __atomic_add_fetch(&sh->flag, 1, __ATOMIC_SEQ_CST);
+        drain(fd);
+        close(fd);
+        return;
+    }
+    ccol_test_params(job, rank, &p);
+    p.size = 2;
+    while (rank == 1 && sh->flag < 2)
+        usleep(2000);
+    t0 = ccol_test_now();
+    CHECK_OK(ccol_comm_create(&p, &c), c);
+    if (ccol_comm_status(c) == CCOL_OK)
+        CHECK_OK(ccol_barrier(c), c);
+    CHECK(ccol_test_now() - t0 < ccol_test_scale(3.0));
+    ccol_comm_destroy(c);
+}
+
+/* A silent stranger and one sending junk do not delay the real ranks. */
+CCOL_TEST(strangers)
+{
+    ccol_test_job job;
+
+    sh = ccol_test_shared(sizeof *sh);
+    memset(&job, 0, sizeof job);
+    job.size = 4;
+    job.transport = CCOL_TEST_TCP;
+    job.timeout_s = 10;
+    job.no_comm = true;
+    CHECK_EQ(ccol_test_ranks(&job, stranger_body, &job), 0);
+}
+
+static void
+version_client_body(ccol_comm *unused, int rank, void *arg)
+{
+    ccol_test_job *job = arg;
+    ccol_comm_params p;
+    ccol_comm *c = NULL;
+    ccol__msg m;
+    uint64_t id;
+    int fd;
+
+    (void)unused;
+    if (rank == 1) {
+        fd = fake_join(job->port, 1, 2, NULL, 99, &m, &id);
+        CHECK_EQ(m.h.kind, CCOL__K_REFUSE);
+        CHECK_EQ(-(int64_t)m.h.arg, CCOL_ERR_VERSION);
+        CHECK(m.payload != NULL &&
+              memmem(m.payload, m.h.len, "version 99", 10) != NULL);
+        CHECK(m.payload != NULL &&
+              memmem(m.payload, m.h.len, "version 1 ", 10) != NULL);
+        free(m.payload);
+        close(fd);
+    }
+    ccol_test_params(job, rank, &p);
+    CHECK_OK(ccol_comm_create(&p, &c), c);
+    if (ccol_comm_status(c) == CCOL_OK)
+        CHECK_OK(ccol_barrier(c), c);
+    ccol_comm_destroy(c);
+}
+
+/* A client of protocol version 99 is refused naming both versions; rank 0
+ * goes on and the real rank 1 joins. */
+CCOL_TEST(version_client)
+{
+    ccol_test_job job;
+
+    memset(&job, 0, sizeof job);
+    job.size = 2;
+    job.transport = CCOL_TEST_TCP;
+    job.no_comm = true;
+    CHECK_EQ(ccol_test_ranks(&job, version_client_body, &job), 0);
+}
+
+/* A fake rank 0: challenges its first client in protocol `version` and
+ * returns the socket (the HELLO, if any, is read into *hello). */
+static int
+fake_root(int port, unsigned version, ccol__msg *hello)
+{
+    ccol_comm fc = fake_comm(0, 2, 42, NULL);
+    uint8_t nonce[CCOL__TCP_NONCE] = { 1, 2, 3 }, *f;
+    char why[200];
+    size_t flen;
+    int lfd, bound, fd;
+
+    CHECK_OK(ccol__tcp_listen("127.0.0.1", port, &lfd, &bound, why, sizeof why),
+             NULL);
+    fd = accept_one(lfd);
+    close(lfd);
+    CHECK(fd >= 0);
+    f = make_frame(&fc, CCOL__K_CHALLENGE, CCOL__OP_RENDEZVOUS, version, nonce,
+                   sizeof nonce, &flen);
+    CHECK(send_all(fd, f, flen));
+    free(f);
+    memset(hello, 0, sizeof *hello);
+    if (version == CCOL_PROTOCOL_VERSION)
+        CHECK_OK(read_msg(fd, hello), NULL);
+    return fd;
+}
+
+static void
+version_root_body(ccol_comm *unused, int rank, void *arg)
+{
+    ccol_test_job *job = arg;
+    ccol_comm_params p;
+    ccol_comm *c = NULL;
+    ccol__msg m;
+
+    (void)unused;
+    if (rank == 0) {
+        int fd = fake_root(job->port, 99, &m);
+        drain(fd);
+        close(fd);
+        return;
+    }
+    ccol_test_params(job, rank, &p);
+    CHECK_STATUS(ccol_comm_create(&p, &c), CCOL_ERR_VERSION);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "protocol version 99");
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "rank 0 at 127.0.0.1");
+    ccol_comm_destroy(c);
+}
+
+/* A rank 0 speaking version 99 makes the client fail with VERSION. */
+CCOL_TEST(version_root)
+{
+    ccol_test_job job;
+
+    memset(&job, 0, sizeof job);
+    job.size = 2;
+    job.transport = CCOL_TEST_TCP;
+    job.no_comm = true;
+    CHECK_EQ(ccol_test_ranks(&job, version_root_body, &job), 0);
+}
+
+static void
+secret_body(ccol_comm *unused, int rank, void *arg)
+{
+    static const char token[] = "s3cret-job-token-xyzzy";
+    ccol_test_job *job = arg;
+    ccol_comm_params p;
+    ccol_comm *c = NULL;
+    ccol__tcp_hello h;
+    ccol__msg m;
+    uint8_t nonce[CCOL__TCP_NONCE] = { 1, 2, 3 }, mac[CCOL__TCP_MAC];
+    ccol_comm fc = fake_comm(0, 2, 0, token);
+
+    (void)unused;
+    if (rank == 0) {
+        int fd = fake_root(job->port, CCOL_PROTOCOL_VERSION, &m);
+        CHECK(m.payload == NULL ||
+              memmem(m.payload, m.h.len, token, strlen(token)) == NULL);
+        CHECK(ccol__tcp_hello_decode(m.payload, m.h.len, &h) == NULL);
+        ccol__tcp_mac(&fc, nonce, 1, mac);
+        CHECK(memcmp(mac, h.mac, sizeof mac) == 0);
+        ccol__tcp_refuse(&fc, fd, CCOL_ERR_PEER, "seen enough");
+        free(m.payload);
+        drain(fd);
+        close(fd);
+        return;
+    }
+    ccol_test_params(job, rank, &p);
+    p.mask |= CCOL_COMM_PARAM_TOKEN;
+    p.token = token;
+    CHECK_STATUS(ccol_comm_create(&p, &c), CCOL_ERR_PEER);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "refused rank 1: seen enough");
+    ccol_comm_destroy(c);
+}
+
+/* The token never crosses the wire; the HELLO carries its HMAC. */
+CCOL_TEST(token_not_sent)
+{
+    ccol_test_job job;
+
+    memset(&job, 0, sizeof job);
+    job.size = 2;
+    job.transport = CCOL_TEST_TCP;
+    job.no_comm = true;
+    CHECK_EQ(ccol_test_ranks(&job, secret_body, &job), 0);
+}
+
+static void
+dup_body(ccol_comm *unused, int rank, void *arg)
+{
+    ccol_test_job *job = arg;
+    ccol_comm_params p;
+    ccol_comm *c = NULL;
+    char pid[32];
+    ccol_status st;
+
+    (void)unused;
+    sh->pid[rank] = (int)getpid();
+    ccol_test_params(job, rank, &p);
+    p.timeout_s = 3;
+    if (rank == 3)
+        p.rank = 2; /* a second process claims rank 2 */
+    st = ccol_comm_create(&p, &c);
+    CHECK(st != CCOL_OK);
+    if (rank == 0 || rank >= 2) {
+        CHECK_STATUS(st, CCOL_ERR_PEER);
+        CHECK_CONTAINS(ccol_comm_errmsg(c), "rank 2 was claimed twice");
+        snprintf(pid, sizeof pid, "pid %d ", sh->pid[2]);
+        CHECK_CONTAINS(ccol_comm_errmsg(c), pid);
+        snprintf(pid, sizeof pid, "pid %d ", sh->pid[3]);
+        CHECK_CONTAINS(ccol_comm_errmsg(c), pid);
+    }
+    ccol_comm_destroy(c);
+}
+
+/* Two processes claim rank 2 (rank 3 never comes): rank 0 fails naming
+ * both, and refuses everyone. */
+CCOL_TEST(duplicate_rank)
+{
+    ccol_test_job job;
+
+    sh = ccol_test_shared(sizeof *sh);
+    memset(&job, 0, sizeof job);
+    job.size = 4;
+    job.transport = CCOL_TEST_TCP;
+    job.no_comm = true;
+    CHECK_EQ(ccol_test_ranks(&job, dup_body, &job), 0);
+}
+
+static void
+size_body(ccol_comm *unused, int rank, void *arg)
+{
+    ccol_test_job *job = arg;
+    ccol_comm_params p;
+    ccol_comm *c = NULL;
+    ccol_status st;
+
+    (void)unused;
+    ccol_test_params(job, rank, &p);
+    p.timeout_s = 3;
+    if (rank == 2)
+        p.size = 4;
+    st = ccol_comm_create(&p, &c);
+    CHECK(st != CCOL_OK);
+    if (rank != 1) {
+        CHECK_STATUS(st, CCOL_ERR_PEER);
+        CHECK_CONTAINS(ccol_comm_errmsg(c),
+                       "rank 2 says the world size is 4, rank 0 says 3");
+    }
+    ccol_comm_destroy(c);
+}
+
+CCOL_TEST(wrong_size)
+{
+    ccol_test_job job;
+
+    memset(&job, 0, sizeof job);
+    job.size = 3;
+    job.transport = CCOL_TEST_TCP;
+    job.no_comm = true;
+    CHECK_EQ(ccol_test_ranks(&job, size_body, &job), 0);
+}
+
+/* Nobody at the other end: both sides time out with clear messages. */
+CCOL_TEST(rendezvous_timeouts)
+{
+    int port = ccol_test_free_port();
+    ccol_comm_params p = tcp_params(1, 3, port, 0.5);
+    ccol_comm *c = NULL;
+    char want[128];
+    double t0 = ccol_test_now();
+    int fds = count_fds();
+
+    CHECK_STATUS(ccol_comm_create(&p, &c), CCOL_ERR_TIMEOUT);
+    snprintf(want, sizeof want,
+             "rank 0 at 127.0.0.1:%d did not accept within 0.5 s", port);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), want);
+    ccol_comm_destroy(c);
+    p = tcp_params(0, 3, port, 0.5);
+    CHECK_STATUS(ccol_comm_create(&p, &c), CCOL_ERR_TIMEOUT);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "rank(s) 1-2 did not join");
+    ccol_comm_destroy(c);
+    CHECK_EQ(count_fds(), fds);
+    CHECK(ccol_test_now() - t0 < ccol_test_scale(2.5));
+}
+
+static void
+missing_body(ccol_comm *unused, int rank, void *arg)
+{
+    ccol_test_job *job = arg;
+    ccol_comm_params p;
+    ccol_comm *c = NULL;
+
+    (void)unused;
+    if (rank == 2)
+        return; /* never joins */
+    ccol_test_params(job, rank, &p);
+    p.timeout_s = 1;
+    CHECK_STATUS(ccol_comm_create(&p, &c), CCOL_ERR_TIMEOUT);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), ": rendezvous timed out after 1.0 s: "
+                                        "rank(s) 2 did not join (1 of 2 "
+                                        "joined)");
+    ccol_comm_destroy(c);
+}
+
+/* A rank that never comes is named by every rank that did. */
+CCOL_TEST(missing_rank_named)
+{
+    ccol_test_job job;
+
+    memset(&job, 0, sizeof job);
+    job.size = 3;
+    job.transport = CCOL_TEST_TCP;
+    job.no_comm = true;
+    CHECK_EQ(ccol_test_ranks(&job, missing_body, &job), 0);
+}
+
+/* ---- a fake peer that misbehaves in the middle of a collective ---- */
+
+typedef enum bad {
+    BAD_MAGIC,       /* 112 bytes that are not a frame */
+    BAD_HDR_CRC,     /* a frame with one header byte flipped */
+    BAD_PAYLOAD,     /* a frame whose payload does not match its crc */
+    BAD_TRUNC_EOF,   /* half a header, then the connection closes */
+    BAD_TRUNC_STALL, /* half a header, then silence */
+    BAD_OVERSIZE     /* a header announcing a 2 GiB payload */
+} bad;
+
+static const char *const bad_want[] = {
+    "rank 1 sent a bad frame: bad magic",
+    "rank 1 sent a bad frame: header checksum mismatch",
+    "rank 1 sent a corrupt payload",
+    "rank 1 closed its connection in the middle of a frame",
+    "rank 1 sent a truncated frame (60 of 112 header bytes",
+    "exceeds the limit of 1048576",
+};
+
+static bad cur_bad;
+
+/* Sends rank 0 the misbehaving bytes of cur_bad. */
+static void
+misbehave(int fd, uint64_t comm_id)
+{
+    ccol_comm fc = fake_comm(1, 2, comm_id, NULL);
+    uint8_t junk[CCOL__HDR_SIZE], *f;
+    size_t flen;
+
+    fc.seq = 1;
+    f = make_frame(&fc, CCOL__K_UP, CCOL__OP_BARRIER, CCOL_PROTOCOL_VERSION,
+                   "payload", 7, &flen);
+    memset(junk, 0xAB, sizeof junk);
+    if (cur_bad == BAD_HDR_CRC)
+        f[40] ^= 1;
+    if (cur_bad == BAD_PAYLOAD)
+        f[CCOL__HDR_SIZE + 2] ^= 1;
+    if (cur_bad == BAD_OVERSIZE) {
+        ccol__st32(f + 56, 0x7FFFFFF0u);
+        ccol__st32(f + 108, ccol__crc32c(0, f, 108));
+    }
+    if (cur_bad == BAD_MAGIC)
+        CHECK(send_all(fd, junk, sizeof junk));
+    else if (cur_bad == BAD_TRUNC_EOF || cur_bad == BAD_TRUNC_STALL)
+        CHECK(send_all(fd, f, 60));
+    else
+        CHECK(send_all(fd, f, flen));
+    free(f);
+    if (cur_bad != BAD_TRUNC_EOF)
+        drain(fd);
+}
+
+static void
+bad_peer_body(ccol_comm *unused, int rank, void *arg)
+{
+    ccol_test_job *job = arg;
+    ccol_comm_params p;
+    ccol_comm *c = NULL;
+    ccol__msg m;
+    uint64_t id;
+    double t0;
+
+    (void)unused;
+    if (rank == 1) {
+        int fd =
+            fake_join(job->port, 1, 2, NULL, CCOL_PROTOCOL_VERSION, &m, &id);
+        CHECK_EQ(m.h.kind, CCOL__K_WELCOME);
+        free(m.payload);
+        misbehave(fd, id);
+        close(fd);
+        return;
+    }
+    ccol_test_params(job, rank, &p);
+    p.mask |= CCOL_COMM_PARAM_MAX_PAYLOAD;
+    p.max_payload = 1 << 20;
+    CHECK_OK(ccol_comm_create(&p, &c), c);
+    t0 = ccol_test_now();
+    CHECK_STATUS(ccol_barrier(c), CCOL_ERR_PEER);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), bad_want[cur_bad]);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "rank 1");
+    CHECK(ccol_test_now() - t0 <
+          ccol_test_scale(cur_bad == BAD_TRUNC_STALL ? 3.0 : 1.0));
+    ccol_comm_destroy(c);
+}
+
+static void
+run_bad(bad b)
+{
+    ccol_test_job job;
+
+    cur_bad = b;
+    memset(&job, 0, sizeof job);
+    job.size = 2;
+    job.transport = CCOL_TEST_TCP;
+    job.timeout_s = b == BAD_TRUNC_STALL ? 1.5 : 10;
+    job.no_comm = true;
+    CHECK_EQ(ccol_test_ranks(&job, bad_peer_body, &job), 0);
+}
+
+CCOL_TEST(peer_bad_magic)
+{
+    run_bad(BAD_MAGIC);
+}
+
+CCOL_TEST(peer_bad_header_crc)
+{
+    run_bad(BAD_HDR_CRC);
+}
+
+CCOL_TEST(peer_corrupt_payload)
+{
+    run_bad(BAD_PAYLOAD);
+}
+
+CCOL_TEST(peer_truncated_eof)
+{
+    run_bad(BAD_TRUNC_EOF);
+}
+
+CCOL_TEST(peer_truncated_stall)
+{
+    run_bad(BAD_TRUNC_STALL);
+}
+
+CCOL_TEST(peer_oversized)
+{
+    run_bad(BAD_OVERSIZE);
+}
+
+/* ---- a rank killed mid-collective ---- */
+
+typedef struct kill_job {
+    int size;
+    int victim;
+    int port;
+    bool tree;
+} kill_job;
+
+static void
+killed_body(int rank, void *arg)
+{
+    kill_job *k = arg;
+    ccol_comm_params p = tcp_params(rank, k->size, k->port, 10);
+    ccol_comm *c = NULL;
+    char name[32];
+    ccol_status st;
+    double t0;
+
+    if (k->tree)
+        tree_shape(&p);
+    CHECK_OK(ccol_comm_create(&p, &c), c);
+    CHECK_OK(ccol_barrier(c), c);
+    if (rank == k->victim)
+        raise(SIGKILL);
+    t0 = ccol_test_now();
+    st = ccol_barrier(c);
+    CHECK(st == CCOL_ERR_PEER || st == CCOL_ERR_TIMEOUT);
+    snprintf(name, sizeof name, "rank %d ", k->victim);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), name);
+    CHECK(ccol_test_now() - t0 < ccol_test_scale(2.0));
+    ccol_comm_destroy(c);
+}
+
+static void
+run_killed(int size, int victim, bool tree)
+{
+    kill_job k = { size, victim, ccol_test_free_port(), tree };
+    int st[16];
+
+    spawn(size, killed_body, &k, 30, st);
+    for (int r = 0; r < size; r++) {
+        if (r == victim) {
+            CHECK(st[r] != -1 && WIFSIGNALED(st[r]) &&
+                  WTERMSIG(st[r]) == SIGKILL);
+            continue;
+        }
+        if (st[r] == -1 || !WIFEXITED(st[r]) || WEXITSTATUS(st[r]) != 0)
+            ccol_test_fail(__FILE__, __LINE__, "rank %d failed (status %d)", r,
+                           st[r]);
+    }
+}
+
+CCOL_TEST(killed_rank_star)
+{
+    run_killed(3, 2, false);
+}
+
+CCOL_TEST(killed_rank_tree)
+{
+    run_killed(8, 7, true);
+}
+
+/* An inner node of the tree (rank 1: parent of 3 and 4) dies. */
+CCOL_TEST(killed_inner_rank_tree)
+{
+    run_killed(8, 1, true);
+}
+
+/* ---- units ---- */
+
+CCOL_TEST(hello_codec)
+{
+    ccol__tcp_hello h, back;
+    uint8_t *p;
+    size_t len;
+
+    memset(&h, 0, sizeof h);
+    h.rank = 7;
+    h.size = 9;
+    h.pid = 1234;
+    h.port = 4321;
+    snprintf(h.host, sizeof h.host, "node\x01-3");
+    memset(h.mac, 0x5A, sizeof h.mac);
+    p = ccol__tcp_hello_encode(&h, &len);
+    CHECK(ccol__tcp_hello_decode(p, len, &back) == NULL);
+    CHECK_EQ(back.rank, 7);
+    CHECK_EQ(back.size, 9);
+    CHECK_EQ(back.pid, 1234);
+    CHECK_EQ(back.port, 4321);
+    CHECK_STR_EQ(back.host, "node?-3");
+    CHECK(memcmp(back.mac, h.mac, sizeof h.mac) == 0);
+    for (size_t cut = 0; cut < len; cut++)
+        CHECK(ccol__tcp_hello_decode(p, cut, &back) != NULL);
+    ccol__st32(p + len - CCOL__TCP_MAC - 4, 70000);
+    CHECK_STR_EQ(ccol__tcp_hello_decode(p, len, &back),
+                 "listen port out of range");
+    free(p);
+}
+
+CCOL_TEST_MAIN(CCOL_T(star_3), CCOL_T(tree_3), CCOL_T(tree_8),
+               CCOL_T(tree_11_fanout_3), CCOL_T(late_root), CCOL_T(many_ranks),
+               CCOL_T(wrong_token), CCOL_T(strangers), CCOL_T(version_client),
+               CCOL_T(version_root), CCOL_T(token_not_sent),
+               CCOL_T(duplicate_rank), CCOL_T(wrong_size),
+               CCOL_T(rendezvous_timeouts), CCOL_T(missing_rank_named),
+               CCOL_T(peer_bad_magic), CCOL_T(peer_bad_header_crc),
+               CCOL_T(peer_corrupt_payload), CCOL_T(peer_truncated_eof),
+               CCOL_T(peer_truncated_stall), CCOL_T(peer_oversized),
+               CCOL_T(killed_rank_star), CCOL_T(killed_rank_tree),
+               CCOL_T(killed_inner_rank_tree), CCOL_T(hello_codec))
