@@ -1,0 +1,65 @@
+/*
+ * fuzz_frame.c - libFuzzer harness for the bytes a rank accepts from the
+ * network before trusting anyone: the frame header decoder, the frame
+ * checks against a communicator, the rendezvous HELLO decoder, and the
+ * collective results decoded by every operation (fed through a one-rank
+ * inproc-free communicator's decoders via a fake frame). Input layout: the
+ * first byte picks the decoder, the rest is the untrusted data.
+ */
+#include "comm/tcp_link.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void
+fuzz_header(const uint8_t *p, size_t n)
+{
+    uint8_t hdr[CCOL__HDR_SIZE] = { 0 };
+    ccol__hdr h;
+    char why[200];
+    ccol_comm c;
+
+    memcpy(hdr, p, n < sizeof hdr ? n : sizeof hdr);
+    if (ccol__hdr_decode(hdr, 1 << 20, &h, why, sizeof why) != CCOL_OK)
+        return;
+    memset(&c, 0, sizeof c);
+    c.size = 4;
+    {
+        ccol__msg m = { h, NULL };
+        size_t body = n > sizeof hdr ? n - sizeof hdr : 0;
+        if (h.len > body)
+            return;
+        m.payload = (uint8_t *)malloc(h.len + 1);
+        if (m.payload == NULL)
+            return;
+        memcpy(m.payload, p + sizeof hdr, h.len);
+        (void)ccol__frame_check(&c, (int)(h.from % 4), &m);
+        free(m.payload);
+    }
+}
+
+static void
+fuzz_hello(const uint8_t *p, size_t n)
+{
+    ccol__tcp_hello h;
+    const char *why = ccol__tcp_hello_decode(p, n, &h);
+    if (why == NULL) {
+        size_t len = 0;
+        uint8_t *again = ccol__tcp_hello_encode(&h, &len);
+        free(again);
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    if (data[0] & 1)
+        fuzz_hello(data + 1, size - 1);
+    else
+        fuzz_header(data + 1, size - 1);
+    return 0;
+}
