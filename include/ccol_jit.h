@@ -12,8 +12,8 @@
  * then a caret line under the column. Values are reference counted: every
  * value returned through an out-parameter is owned by the caller, who drops
  * it with ccol_jit_value_release(). A module and its values are used by one
- * thread at a time; values must be released before their module is
- * destroyed.
+ * thread at a time. Values do not belong to a module: they may be passed to
+ * any module and outlive the one that built them.
  */
 #ifndef CCOL_JIT_H
 #define CCOL_JIT_H
@@ -84,6 +84,8 @@ CCOL_API const char *ccol_jit_module_errmsg(const ccol_jit_module *m);
 CCOL_API size_t ccol_jit_module_nfuncs(const ccol_jit_module *m);
 CCOL_API const char *ccol_jit_module_func(const ccol_jit_module *m,
                                           size_t i);
+/* Number of parameters of the i-th function, -1 when out of range. */
+CCOL_API int ccol_jit_module_func_arity(const ccol_jit_module *m, size_t i);
 
 /*
  * Calls function `fn` eagerly with `nargs` borrowed arguments. `comm` may be

@@ -1,0 +1,537 @@
+/*
+ * builtins.c - the builtin functions and tensor methods of the language.
+ *
+ * One table serves both call forms: a method x.m(a) is the builtin m(x, a)
+ * when the entry allows B_METHOD. Arguments arrive evaluated and borrowed;
+ * each builtin returns a new reference, or NULL after recording an error
+ * that names the builtin and what was wrong with which argument.
+ */
+#include "jit.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static Value *
+arg_error(Interp *in, int i, const char *want, const Value *got)
+{
+    return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+                          "%s(): argument %d must be %s, got %s", in->cur,
+                          i + 1,
+                          want, ccol__v_typename(got));
+}
+
+static bool
+get_int(Interp *in, Value **args, int i, int64_t *out)
+{
+    Value *v = args[i];
+    if (v->kind == CCOL_JIT_INT || v->kind == CCOL_JIT_BOOL) {
+        *out = v->kind == CCOL_JIT_INT ? v->u.i : v->u.b;
+        return true;
+    }
+    arg_error(in, i, "an int", v);
+    return false;
+}
+
+static bool
+need_tensor(Interp *in, Value **args, int i)
+{
+    if (args[i]->kind == CCOL_JIT_TENSOR)
+        return true;
+    arg_error(in, i, "a tensor", args[i]);
+    return false;
+}
+
+/* Sizes given as ints (args[first..n)) or as one list of ints. */
+static int
+get_sizes(Interp *in, Value **args, int first, int n, int64_t *size)
+{
+    Value **src = args + first;
+    int cnt = n - first;
+    if (cnt == 1 && args[first]->kind == CCOL_JIT_LIST) {
+        src = args[first]->u.list.items;
+        cnt = (int)(args[first]->u.list.n > JIT_MAXD + 1
+                        ? JIT_MAXD + 1 : args[first]->u.list.n);
+    }
+    if (cnt > JIT_MAXD) {
+        ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+                       "%s(): tensors have at most %d dimensions", in->cur,
+                       JIT_MAXD);
+        return -1;
+    }
+    for (int d = 0; d < cnt; d++) {
+        if (src[d]->kind != CCOL_JIT_INT && src[d]->kind != CCOL_JIT_BOOL) {
+            ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+                           "%s(): sizes must be ints, got %s", in->cur,
+                           ccol__v_typename(src[d]));
+            return -1;
+        }
+        size[d] = src[d]->kind == CCOL_JIT_INT ? src[d]->u.i : src[d]->u.b;
+    }
+    return cnt;
+}
+
+static Value *
+filled(Interp *in, Value **args, int n, float x)
+{
+    int64_t size[JIT_MAXD];
+    int nd = get_sizes(in, args, 0, n, size);
+    Value *v = nd < 0 ? NULL : ccol__t_new(in, nd, size);
+    if (v != NULL) {
+        for (size_t k = 0; k < v->u.t.st->n; k++)
+            v->u.t.st->data[k] = x;
+    }
+    return v;
+}
+
+static Value *
+b_ones(Interp *in, Value **args, int n)
+{
+    return filled(in, args, n, 1.0f);
+}
+
+static Value *
+b_zeros(Interp *in, Value **args, int n)
+{
+    return filled(in, args, n, 0.0f);
+}
+
+/* arange(n) = [0, n); arange(a, b) = [a, b). */
+static Value *
+b_arange(Interp *in, Value **args, int n)
+{
+    int64_t a = 0, b;
+    if (!get_int(in, args, n - 1, &b) || (n == 2 && !get_int(in, args, 0, &a)))
+        return NULL;
+    if (b > a && (uint64_t)b - (uint64_t)a > CCOL_JIT_MAX_ELEMENTS)
+        return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+                              "arange(): tensor too large (limit %u "
+                              "elements)", CCOL_JIT_MAX_ELEMENTS);
+    int64_t len = b > a ? b - a : 0;
+    Value *v = ccol__t_new(in, 1, &len);
+    for (int64_t i = 0; v != NULL && i < len; i++)
+        v->u.t.st->data[i] = (float)(a + i);
+    return v;
+}
+
+/* Finds the shape of a nested list of numbers; -1 with an error. */
+static int
+nested_shape(Interp *in, const Value *v, int64_t *size, int d)
+{
+    if (ccol__v_is_number(v))
+        return d;
+    if (v->kind != CCOL_JIT_LIST) {
+        arg_error(in, 0, "a number or a nested list of numbers", v);
+        return -1;
+    }
+    if (d == JIT_MAXD) {
+        ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+                       "tensor(): more than %d dimensions", JIT_MAXD);
+        return -1;
+    }
+    size[d] = (int64_t)v->u.list.n;
+    if (v->u.list.n == 0)
+        return d + 1;
+    return nested_shape(in, v->u.list.items[0], size, d + 1);
+}
+
+/* Copies a nested list of shape size[d..nd) to out; false if ragged. */
+static bool
+nested_fill(Interp *in, const Value *v, const int64_t *size, int d, int nd,
+            float **out)
+{
+    if (d == nd && ccol__v_is_number(v)) {
+        *(*out)++ = (float)ccol__v_num(v);
+        return true;
+    }
+    if (d == nd || v->kind != CCOL_JIT_LIST ||
+        (int64_t)v->u.list.n != size[d]) {
+        ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+                       "tensor(): nested lists must be rectangular lists "
+                       "of numbers");
+        return false;
+    }
+    for (size_t i = 0; i < v->u.list.n; i++) {
+        if (!nested_fill(in, v->u.list.items[i], size, d + 1, nd, out))
+            return false;
+    }
+    return true;
+}
+
+static Value *
+b_tensor(Interp *in, Value **args, int n)
+{
+    (void)n;
+    int64_t size[JIT_MAXD];
+    int nd = nested_shape(in, args[0], size, 0);
+    Value *v = nd < 0 ? NULL : ccol__t_new(in, nd, size);
+    float *p = v ? v->u.t.st->data : NULL;
+    if (v != NULL && !nested_fill(in, args[0], size, 0, nd, &p)) {
+        ccol__v_unref(v);
+        return NULL;
+    }
+    return v;
+}
+
+static Value *
+b_relu(Interp *in, Value **args, int n)
+{
+    (void)n;
+    Value *x = args[0];
+    if (x->kind == CCOL_JIT_TENSOR)
+        return ccol__t_unary(in, U_RELU, x);
+    if (x->kind == CCOL_JIT_FLOAT)
+        return ccol__v_float(in, x->u.f < 0 ? 0.0 : x->u.f);
+    if (x->kind == CCOL_JIT_INT || x->kind == CCOL_JIT_BOOL)
+        return ccol__v_int(in, ccol__v_num(x) < 0 ? 0 : (int64_t)
+                                   (x->kind == CCOL_JIT_INT ? x->u.i
+                                                            : x->u.b));
+    return arg_error(in, 0, "a tensor or a number", x);
+}
+
+static Value *
+b_exp(Interp *in, Value **args, int n)
+{
+    (void)n;
+    if (args[0]->kind == CCOL_JIT_TENSOR)
+        return ccol__t_unary(in, U_EXP, args[0]);
+    if (ccol__v_is_number(args[0]))
+        return ccol__v_float(in, exp(ccol__v_num(args[0])));
+    return arg_error(in, 0, "a tensor or a number", args[0]);
+}
+
+/* sum of a list: the items added with + starting from 0, like Python. */
+static Value *
+sum_list(Interp *in, const Value *l)
+{
+    Value *acc = ccol__v_int(in, 0);
+    for (size_t i = 0; acc != NULL && i < l->u.list.n; i++) {
+        Value *next = ccol__jit_binop(in, OP_ADD, acc, l->u.list.items[i]);
+        ccol__v_unref(acc);
+        acc = next;
+    }
+    return acc;
+}
+
+static Value *
+reduce(Interp *in, Value **args, int n, bool mean)
+{
+    int64_t dim;
+    if (!mean && n == 1 && args[0]->kind == CCOL_JIT_LIST)
+        return sum_list(in, args[0]);
+    if (!need_tensor(in, args, 0) || (n == 2 && !get_int(in, args, 1, &dim)))
+        return NULL;
+    return ccol__t_reduce(in, args[0], n == 2 ? &dim : NULL, mean);
+}
+
+static Value *
+b_sum(Interp *in, Value **args, int n)
+{
+    return reduce(in, args, n, false);
+}
+
+static Value *
+b_mean(Interp *in, Value **args, int n)
+{
+    return reduce(in, args, n, true);
+}
+
+static Value *
+b_matmul(Interp *in, Value **args, int n)
+{
+    (void)n;
+    if (!need_tensor(in, args, 0) || !need_tensor(in, args, 1))
+        return NULL;
+    return ccol__t_matmul(in, args[0], args[1]);
+}
+
+static Value *
+b_transpose(Interp *in, Value **args, int n)
+{
+    (void)n;
+    int64_t d0, d1;
+    if (!need_tensor(in, args, 0) || !get_int(in, args, 1, &d0) ||
+        !get_int(in, args, 2, &d1))
+        return NULL;
+    return ccol__t_transpose(in, args[0], d0, d1);
+}
+
+static Value *
+b_t(Interp *in, Value **args, int n)
+{
+    (void)n;
+    if (!need_tensor(in, args, 0))
+        return NULL;
+    const Tensor *t = &args[0]->u.t;
+    if (t->ndim > 2)
+        return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+                              "t() needs a tensor of at most 2 dimensions, "
+                              "got %d", t->ndim);
+    if (t->ndim < 2)
+        return ccol__v_ref(args[0]);
+    return ccol__t_transpose(in, args[0], 0, 1);
+}
+
+static Value *
+b_reshape(Interp *in, Value **args, int n)
+{
+    int64_t size[JIT_MAXD];
+    if (!need_tensor(in, args, 0))
+        return NULL;
+    int nd = get_sizes(in, args, 1, n, size);
+    return nd < 0 ? NULL : ccol__t_reshape(in, args[0], nd, size);
+}
+
+static Value *
+b_cat(Interp *in, Value **args, int n)
+{
+    int64_t dim = 0;
+    if (args[0]->kind != CCOL_JIT_LIST)
+        return arg_error(in, 0, "a list of tensors", args[0]);
+    if (n == 2 && !get_int(in, args, 1, &dim))
+        return NULL;
+    const Value *l = args[0];
+    for (size_t i = 0; i < l->u.list.n; i++) {
+        if (l->u.list.items[i]->kind != CCOL_JIT_TENSOR)
+            return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+                                  "cat(): item %zu is %s, not a tensor", i,
+                                  ccol__v_typename(l->u.list.items[i]));
+    }
+    return ccol__t_cat(in, l->u.list.items, l->u.list.n, dim);
+}
+
+static Value *
+b_len(Interp *in, Value **args, int n)
+{
+    (void)n;
+    const Value *x = args[0];
+    if (x->kind == CCOL_JIT_LIST)
+        return ccol__v_int(in, (int64_t)x->u.list.n);
+    if (x->kind == CCOL_JIT_STR)
+        return ccol__v_int(in, (int64_t)strlen(x->u.s));
+    if (x->kind == CCOL_JIT_TENSOR && x->u.t.ndim > 0)
+        return ccol__v_int(in, x->u.t.size[0]);
+    if (x->kind == CCOL_JIT_TENSOR)
+        return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+                              "len() of a 0-d tensor");
+    return arg_error(in, 0, "a list, a tensor or a string", x);
+}
+
+/* isinstance(x, "tensor"|"int"|"float"|"bool"|"list"|"none"|"str");
+ * like Python, a bool is also an int. */
+static Value *
+b_isinstance(Interp *in, Value **args, int n)
+{
+    static const char *const types[] = { "none", "bool", "int", "float",
+                                         "str", "list", "tensor" };
+    (void)n;
+    if (args[1]->kind != CCOL_JIT_STR)
+        return arg_error(in, 1, "a type name string", args[1]);
+    for (int k = 0; k < 7; k++) {
+        if (strcmp(args[1]->u.s, types[k]) != 0)
+            continue;
+        bool is = (int)args[0]->kind == k ||
+                  (k == CCOL_JIT_INT && args[0]->kind == CCOL_JIT_BOOL);
+        return ccol__v_bool(in, is);
+    }
+    return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+                          "isinstance(): unknown type name '%s' (expected "
+                          "tensor, int, float, bool, list, str or none)",
+                          args[1]->u.s);
+}
+
+/* Reduces a tensor's elements over all ranks through libccol, in f64. */
+static Value *
+all_reduce_tensor(Interp *in, Value *x)
+{
+    size_t n = ccol__t_numel(&x->u.t);
+    Value *v = ccol__t_new(in, x->u.t.ndim, x->u.t.size);
+    double *d = v ? malloc((n ? n : 1) * sizeof(double)) : NULL;
+    if (v != NULL && d == NULL)
+        ccol__jit_fail(in, CCOL_ERR_NO_MEMORY, "out of memory");
+    if (d == NULL) {
+        ccol__v_unref(v);
+        return NULL;
+    }
+    float *f = v->u.t.st->data;
+    ccol__t_gather(&x->u.t, f);
+    for (size_t k = 0; k < n; k++)
+        d[k] = (double)f[k];
+    ccol_status st = ccol_allreduce_f64(in->comm, d, n, CCOL_OP_SUM);
+    for (size_t k = 0; k < n; k++)
+        f[k] = (float)d[k];
+    free(d);
+    if (st == CCOL_OK)
+        return v;
+    ccol__v_unref(v);
+    return ccol__jit_fail(in, st, "all_reduce failed: %s",
+                          ccol_comm_errmsg(in->comm));
+}
+
+static Value *
+b_all_reduce(Interp *in, Value **args, int n)
+{
+    (void)n;
+    Value *x = args[0];
+    if (x->kind != CCOL_JIT_TENSOR && x->kind != CCOL_JIT_INT &&
+        x->kind != CCOL_JIT_FLOAT)
+        return arg_error(in, 0, "a tensor, an int or a float", x);
+    if (in->comm == NULL)
+        return ccol__v_ref(x); /* one rank: the sum is the value */
+    if (x->kind == CCOL_JIT_TENSOR)
+        return all_reduce_tensor(in, x);
+    ccol_status st;
+    int64_t i = x->u.i;
+    double f = x->u.f;
+    if (x->kind == CCOL_JIT_INT)
+        st = ccol_allreduce_i64(in->comm, &i, 1, CCOL_OP_SUM);
+    else
+        st = ccol_allreduce_f64(in->comm, &f, 1, CCOL_OP_SUM);
+    if (st != CCOL_OK)
+        return ccol__jit_fail(in, st, "all_reduce failed: %s",
+                              ccol_comm_errmsg(in->comm));
+    return x->kind == CCOL_JIT_INT ? ccol__v_int(in, i)
+                                   : ccol__v_float(in, f);
+}
+
+static Value *
+b_rank(Interp *in, Value **args, int n)
+{
+    (void)args;
+    (void)n;
+    return ccol__v_int(in, in->comm ? ccol_comm_rank(in->comm) : 0);
+}
+
+static Value *
+b_world_size(Interp *in, Value **args, int n)
+{
+    (void)args;
+    (void)n;
+    return ccol__v_int(in, in->comm ? ccol_comm_size(in->comm) : 1);
+}
+
+/* Print sink used when the module has none: stdout, one line per call. */
+static void
+print_stdout(void *ud, const char *line)
+{
+    (void)ud;
+    fputs(line, stdout);
+    fputc('\n', stdout);
+    fflush(stdout);
+}
+
+/* print(a, b, ...) writes "[rank R] a b ..." as one line; strings print
+ * without quotes. */
+static Value *
+b_print(Interp *in, Value **args, int n)
+{
+    Buf b = { 0 };
+    const ccol_jit_params *p = &in->m->params;
+    ccol__jit_buf_printf(&b, "[rank %d]", in->comm ? ccol_comm_rank(in->comm)
+                                               : 0);
+    for (int i = 0; i < n; i++) {
+        ccol__jit_buf_puts(&b, " ");
+        ccol__v_repr(&b, args[i], false);
+    }
+    if (b.oom) {
+        free(b.p);
+        return ccol__jit_fail(in, CCOL_ERR_NO_MEMORY, "out of memory");
+    }
+    if (!ccol__jit_charge(in, b.len / 64)) {
+        free(b.p);
+        return NULL;
+    }
+    if (p->print != NULL)
+        p->print(p->print_ud, b.p);
+    else
+        print_stdout(NULL, b.p);
+    free(b.p);
+    return ccol__v_none(in);
+}
+
+/* The shape or strides of a tensor as a list of ints. */
+static Value *
+dims_list(Interp *in, const Tensor *t, const int64_t *dims)
+{
+    Value *l = ccol__v_list(in, (size_t)t->ndim);
+    for (int d = 0; l != NULL && d < t->ndim; d++) {
+        l->u.list.items[d] = ccol__v_int(in, dims[d]);
+        if (l->u.list.items[d] == NULL) {
+            ccol__v_unref(l);
+            return NULL;
+        }
+    }
+    return l ? ccol__v_list_done(in, l) : NULL;
+}
+
+static Value *
+dim_query(Interp *in, Value **args, int n, bool stride)
+{
+    int64_t d;
+    if (!need_tensor(in, args, 0))
+        return NULL;
+    const Tensor *t = &args[0]->u.t;
+    if (n == 1)
+        return dims_list(in, t, stride ? t->stride : t->size);
+    if (!get_int(in, args, 1, &d))
+        return NULL;
+    int i = ccol__t_dim(in, d, t->ndim);
+    if (i < 0)
+        return NULL;
+    return ccol__v_int(in, stride ? t->stride[i] : t->size[i]);
+}
+
+static Value *
+b_size(Interp *in, Value **args, int n)
+{
+    return dim_query(in, args, n, false);
+}
+
+static Value *
+b_stride(Interp *in, Value **args, int n)
+{
+    return dim_query(in, args, n, true);
+}
+
+#define ANY 64 /* variadic */
+
+static const Builtin builtins[] = {
+    { "ones", 1, ANY, B_FUNC, b_ones },
+    { "zeros", 1, ANY, B_FUNC, b_zeros },
+    { "arange", 1, 2, B_FUNC, b_arange },
+    { "tensor", 1, 1, B_FUNC, b_tensor },
+    { "relu", 1, 1, B_FUNC | B_METHOD, b_relu },
+    { "exp", 1, 1, B_FUNC | B_METHOD, b_exp },
+    { "sum", 1, 2, B_FUNC | B_METHOD, b_sum },
+    { "mean", 1, 2, B_FUNC | B_METHOD, b_mean },
+    { "matmul", 2, 2, B_FUNC, b_matmul },
+    { "transpose", 3, 3, B_FUNC | B_METHOD, b_transpose },
+    { "reshape", 2, ANY, B_FUNC | B_METHOD, b_reshape },
+    { "cat", 1, 2, B_FUNC, b_cat },
+    { "len", 1, 1, B_FUNC, b_len },
+    { "isinstance", 2, 2, B_FUNC, b_isinstance },
+    { "all_reduce", 1, 1, B_FUNC, b_all_reduce },
+    { "rank", 0, 0, B_FUNC, b_rank },
+    { "world_size", 0, 0, B_FUNC, b_world_size },
+    { "print", 0, ANY, B_FUNC, b_print },
+    { "size", 1, 2, B_METHOD, b_size },
+    { "stride", 1, 2, B_METHOD, b_stride },
+    { "t", 1, 1, B_METHOD, b_t },
+};
+
+int
+ccol__jit_builtin_find(const char *name, unsigned flag)
+{
+    for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++) {
+        if ((builtins[i].flags & flag) && strcmp(builtins[i].name, name) == 0)
+            return (int)i;
+    }
+    return -1;
+}
+
+const Builtin *
+ccol__jit_builtin(int i)
+{
+    return &builtins[i];
+}

@@ -1,0 +1,257 @@
+/*
+ * resolve.c - binds names after parsing, before anything runs.
+ *
+ * Every variable becomes a slot of its function (parameters, assignment
+ * targets and loop variables are locals, as in Python); every call is bound
+ * to a user function or a builtin and its argument count checked. Functions
+ * and variables live in separate namespaces: `rank = rank()` is fine.
+ */
+#include "jit.h"
+
+#include <string.h>
+
+#define MAX_LOCALS 4096
+#define VARIADIC 64
+
+static void resolve_expr(Load *ld, Func *f, Node *n);
+static void resolve_block(Load *ld, Func *f, NodeList *b);
+
+static int
+find_local(const Func *f, const char *name)
+{
+    for (int i = 0; i < f->nlocals; i++) {
+        if (strcmp(f->locals[i], name) == 0)
+            return i;
+    }
+    return -1;
+}
+
+static int
+find_func(const Load *ld, const char *name)
+{
+    for (int i = 0; i < ld->nfuncs; i++) {
+        if (strcmp(ld->funcs[i]->name, name) == 0)
+            return i;
+    }
+    return -1;
+}
+
+/* Adds a local (if new) and returns its slot. */
+static int
+add_local(Load *ld, Func *f, const Node *at, const char *name)
+{
+    int slot = find_local(f, name);
+    if (slot >= 0)
+        return slot;
+    if (f->nlocals == MAX_LOCALS)
+        ccol__jit_syntax_error(ld, at->line, at->col,
+                               "too many local variables (limit %d)",
+                               MAX_LOCALS);
+    if (f->nlocals >= 64 && (f->nlocals & (f->nlocals - 1)) == 0) {
+        const char **l = ccol__jit_alloc(ld, 2 * (size_t)f->nlocals *
+                                                 sizeof(*l));
+        memcpy(l, f->locals, (size_t)f->nlocals * sizeof(*l));
+        f->locals = l;
+    }
+    f->locals[f->nlocals] = name;
+    return f->nlocals++;
+}
+
+/* Collects assignment and loop targets of a block as locals. */
+static void
+collect_locals(Load *ld, Func *f, const NodeList *b)
+{
+    for (int i = 0; i < b->n; i++) {
+        Node *s = b->items[i];
+        if (s->kind == N_ASSIGN || s->kind == N_FOR)
+            s->slot = add_local(ld, f, s, s->name);
+        collect_locals(ld, f, &s->body);
+        collect_locals(ld, f, &s->orelse);
+    }
+}
+
+static void
+check_arity(Load *ld, const Node *n, int min, int max, int got)
+{
+    if (got >= min && got <= max)
+        return;
+    if (max >= VARIADIC)
+        ccol__jit_syntax_error(ld, n->line, n->col,
+                               "%s() takes at least %d argument%s, got %d",
+                               n->name, min, min == 1 ? "" : "s", got);
+    if (min == max)
+        ccol__jit_syntax_error(ld, n->line, n->col,
+                               "%s() takes %d argument%s, got %d", n->name,
+                               min, min == 1 ? "" : "s", got);
+    ccol__jit_syntax_error(ld, n->line, n->col,
+                           "%s() takes %d to %d arguments, got %d", n->name,
+                           min, max, got);
+}
+
+static void
+resolve_name(Load *ld, Func *f, Node *n)
+{
+    n->slot = find_local(f, n->name);
+    if (n->slot >= 0)
+        return;
+    if (find_func(ld, n->name) >= 0 ||
+        ccol__jit_builtin_find(n->name, B_FUNC) >= 0)
+        ccol__jit_syntax_error(ld, n->line, n->col,
+                               "function '%s' cannot be used as a value",
+                               n->name);
+    ccol__jit_syntax_error(ld, n->line, n->col, "unknown name '%s'",
+                           n->name);
+}
+
+static void
+resolve_call(Load *ld, Func *f, Node *n)
+{
+    int fi = find_func(ld, n->name);
+    if (fi >= 0) {
+        int np = ld->funcs[fi]->nparams;
+        check_arity(ld, n, np, np, n->args.n);
+        n->callee = fi;
+        return;
+    }
+    if (strcmp(n->name, "range") == 0)
+        ccol__jit_syntax_error(ld, n->line, n->col,
+                               "range() can only be used in a 'for' loop");
+    int bi = ccol__jit_builtin_find(n->name, B_FUNC);
+    if (bi < 0 && find_local(f, n->name) >= 0)
+        ccol__jit_syntax_error(ld, n->line, n->col,
+                               "'%s' is a variable, not a function", n->name);
+    if (bi < 0)
+        ccol__jit_syntax_error(ld, n->line, n->col, "unknown function '%s'",
+                               n->name);
+    const Builtin *b = ccol__jit_builtin(bi);
+    check_arity(ld, n, b->min_args, b->max_args, n->args.n);
+    n->callee = -1 - bi;
+}
+
+static void
+resolve_method(Load *ld, Node *n)
+{
+    int bi = ccol__jit_builtin_find(n->name, B_METHOD);
+    if (bi < 0)
+        ccol__jit_syntax_error(ld, n->line, n->col, "unknown method '%s'",
+                               n->name);
+    const Builtin *b = ccol__jit_builtin(bi);
+    check_arity(ld, n, b->min_args - 1, b->max_args - 1, n->args.n);
+    n->callee = -1 - bi;
+}
+
+static void
+resolve_attr(Load *ld, Node *n)
+{
+    if (strcmp(n->name, "shape") == 0) {
+        n->callee = -1 - ccol__jit_builtin_find("size", B_METHOD);
+        return;
+    }
+    if (ccol__jit_builtin_find(n->name, B_METHOD) >= 0)
+        ccol__jit_syntax_error(ld, n->line, n->col,
+                               "method '%s' must be called: %s()", n->name,
+                               n->name);
+    ccol__jit_syntax_error(ld, n->line, n->col, "unknown attribute '%s'",
+                           n->name);
+}
+
+static void
+resolve_list(Load *ld, Func *f, NodeList *l)
+{
+    for (int i = 0; i < l->n; i++)
+        resolve_expr(ld, f, l->items[i]);
+}
+
+static void
+resolve_expr(Load *ld, Func *f, Node *n)
+{
+    if (n == NULL)
+        return;
+    switch (n->kind) {
+    case N_NAME:
+        resolve_name(ld, f, n);
+        return;
+    case N_CALL:
+        resolve_call(ld, f, n);
+        break;
+    case N_METHOD:
+        resolve_method(ld, n);
+        break;
+    case N_ATTR:
+        resolve_attr(ld, n);
+        break;
+    default:
+        break;
+    }
+    resolve_expr(ld, f, n->lhs);
+    resolve_expr(ld, f, n->rhs);
+    resolve_list(ld, f, &n->args);
+}
+
+/* for NAME in range(...) is the counted loop; any other iterable must be a
+ * list at run time. */
+static void
+resolve_for(Load *ld, Func *f, Node *s)
+{
+    Node *it = s->rhs;
+    if (it->kind == N_CALL && strcmp(it->name, "range") == 0 &&
+        find_func(ld, "range") < 0) {
+        check_arity(ld, it, 1, 3, it->args.n);
+        s->is_range = true;
+        resolve_list(ld, f, &it->args);
+    } else {
+        resolve_expr(ld, f, it);
+    }
+    resolve_block(ld, f, &s->body);
+}
+
+static void
+resolve_block(Load *ld, Func *f, NodeList *b)
+{
+    for (int i = 0; i < b->n; i++) {
+        Node *s = b->items[i];
+        if (s->kind == N_FOR) {
+            resolve_for(ld, f, s);
+            continue;
+        }
+        resolve_expr(ld, f, s->lhs);
+        resolve_expr(ld, f, s->rhs);
+        resolve_block(ld, f, &s->body);
+        resolve_block(ld, f, &s->orelse);
+    }
+}
+
+/* Rejects duplicate functions, functions named like builtins and
+ * duplicate parameters. */
+static void
+check_func(Load *ld, int fi)
+{
+    Func *f = ld->funcs[fi];
+    int prev = find_func(ld, f->name);
+    if (prev != fi)
+        ccol__jit_syntax_error(ld, f->line, f->col,
+                               "function '%s' is already defined at line %d",
+                               f->name, ld->funcs[prev]->line);
+    if (ccol__jit_builtin_find(f->name, B_FUNC) >= 0 ||
+        strcmp(f->name, "range") == 0)
+        ccol__jit_syntax_error(ld, f->line, f->col,
+                               "'%s' is a builtin and cannot be redefined",
+                               f->name);
+    for (int i = 1; i < f->nparams; i++) {
+        if (find_local(f, f->locals[i]) != i)
+            ccol__jit_syntax_error(ld, f->line, f->col,
+                                   "duplicate parameter '%s' in '%s'",
+                                   f->locals[i], f->name);
+    }
+}
+
+void
+ccol__jit_resolve(Load *ld)
+{
+    for (int i = 0; i < ld->nfuncs; i++) {
+        Func *f = ld->funcs[i];
+        check_func(ld, i);
+        collect_locals(ld, f, &f->body);
+        resolve_block(ld, f, &f->body);
+    }
+}

@@ -1,0 +1,398 @@
+/*
+ * value.c - reference-counted values of the language and their rendering.
+ *
+ * A value is None, a bool, an int64, a double, a string literal, a list of
+ * values or an f32 tensor view (storage shared and counted separately, so
+ * transpose() and reshape() of contiguous tensors copy nothing). Values are
+ * immutable once built, which is what lets the tracer treat them as
+ * constants or symbols later.
+ */
+#include "jit.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define REPR_MAX_ELEMENTS 64
+
+void *
+ccol__jit_fail(Interp *in, ccol_status st, const char *fmt, ...)
+{
+    if (in->status != CCOL_OK)
+        return NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(in->msg, sizeof in->msg, fmt, ap);
+    va_end(ap);
+    in->status = st;
+    return NULL;
+}
+
+bool
+ccol__jit_charge(Interp *in, uint64_t steps)
+{
+    if (steps <= in->steps_left) {
+        in->steps_left -= steps;
+        return true;
+    }
+    in->steps_left = 0;
+    ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+                   "step budget exhausted (limit %llu steps)",
+                   (unsigned long long)in->m->params.max_steps);
+    return false;
+}
+
+Value *
+ccol__v_new(Interp *in, ccol_jit_kind kind)
+{
+    Value *v = calloc(1, sizeof(*v));
+    if (v == NULL)
+        return ccol__jit_fail(in, CCOL_ERR_NO_MEMORY, "out of memory");
+    v->kind = kind;
+    v->refs = 1;
+    v->sym = -1;
+    return v;
+}
+
+Value *
+ccol__v_none(Interp *in)
+{
+    return ccol__v_new(in, CCOL_JIT_NONE);
+}
+
+Value *
+ccol__v_bool(Interp *in, bool b)
+{
+    Value *v = ccol__v_new(in, CCOL_JIT_BOOL);
+    if (v != NULL)
+        v->u.b = b;
+    return v;
+}
+
+Value *
+ccol__v_int(Interp *in, int64_t i)
+{
+    Value *v = ccol__v_new(in, CCOL_JIT_INT);
+    if (v != NULL)
+        v->u.i = i;
+    return v;
+}
+
+Value *
+ccol__v_float(Interp *in, double f)
+{
+    Value *v = ccol__v_new(in, CCOL_JIT_FLOAT);
+    if (v != NULL)
+        v->u.f = f;
+    return v;
+}
+
+Value *
+ccol__v_str(Interp *in, const char *s)
+{
+    Value *v = ccol__v_new(in, CCOL_JIT_STR);
+    if (v == NULL)
+        return NULL;
+    v->u.s = strdup(s);
+    if (v->u.s == NULL) {
+        free(v);
+        return ccol__jit_fail(in, CCOL_ERR_NO_MEMORY, "out of memory");
+    }
+    return v;
+}
+
+Value *
+ccol__v_list(Interp *in, size_t n)
+{
+    if (n > CCOL_JIT_MAX_LIST)
+        return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+                              "list of %zu items exceeds the limit of %u",
+                              n, CCOL_JIT_MAX_LIST);
+    Value *v = ccol__v_new(in, CCOL_JIT_LIST);
+    if (v == NULL)
+        return NULL;
+    v->u.list.items = calloc(n ? n : 1, sizeof(Value *));
+    if (v->u.list.items == NULL) {
+        free(v);
+        return ccol__jit_fail(in, CCOL_ERR_NO_MEMORY, "out of memory");
+    }
+    v->u.list.n = n;
+    return v;
+}
+
+Value *
+ccol__v_list_done(Interp *in, Value *v)
+{
+    int depth = 0;
+    for (size_t i = 0; i < v->u.list.n; i++) {
+        const Value *it = v->u.list.items[i];
+        if (it->kind == CCOL_JIT_LIST && it->u.list.depth > depth)
+            depth = it->u.list.depth;
+    }
+    v->u.list.depth = depth + 1;
+    if (v->u.list.depth <= CCOL_JIT_MAX_NESTING)
+        return v;
+    ccol__v_unref(v);
+    return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+                          "lists nested too deeply (limit %d)",
+                          CCOL_JIT_MAX_NESTING);
+}
+
+Value *
+ccol__v_ref(Value *v)
+{
+    if (v != NULL)
+        v->refs++;
+    return v;
+}
+
+void
+ccol__v_unref(Value *v)
+{
+    if (v == NULL || --v->refs > 0)
+        return;
+    if (v->kind == CCOL_JIT_LIST) {
+        for (size_t i = 0; i < v->u.list.n; i++)
+            ccol__v_unref(v->u.list.items[i]);
+        free(v->u.list.items);
+    } else if (v->kind == CCOL_JIT_STR) {
+        free(v->u.s);
+    } else if (v->kind == CCOL_JIT_TENSOR) {
+        Storage *st = v->u.t.st;
+        if (st != NULL && --st->refs == 0) {
+            free(st->data);
+            free(st);
+        }
+    }
+    free(v);
+}
+
+bool
+ccol__v_is_number(const Value *v)
+{
+    return v->kind == CCOL_JIT_INT || v->kind == CCOL_JIT_BOOL ||
+           v->kind == CCOL_JIT_FLOAT;
+}
+
+double
+ccol__v_num(const Value *v)
+{
+    switch (v->kind) {
+    case CCOL_JIT_BOOL:
+        return v->u.b;
+    case CCOL_JIT_INT:
+        return (double)v->u.i;
+    case CCOL_JIT_FLOAT:
+        return v->u.f;
+    default:
+        return 0;
+    }
+}
+
+int
+ccol__v_truth(Interp *in, Value *v)
+{
+    switch (v->kind) {
+    case CCOL_JIT_NONE:
+        return 0;
+    case CCOL_JIT_BOOL:
+        return v->u.b;
+    case CCOL_JIT_INT:
+        return v->u.i != 0;
+    case CCOL_JIT_FLOAT:
+        return v->u.f != 0;
+    case CCOL_JIT_STR:
+        return v->u.s[0] != '\0';
+    case CCOL_JIT_LIST:
+        return v->u.list.n != 0;
+    case CCOL_JIT_TENSOR:
+        break;
+    }
+    size_t n = ccol__t_numel(&v->u.t);
+    if (n != 1) {
+        ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+                       "the truth value of a tensor with %zu elements is "
+                       "ambiguous", n);
+        return -1;
+    }
+    float x;
+    ccol__t_gather(&v->u.t, &x);
+    return x != 0;
+}
+
+const char *
+ccol__v_typename(const Value *v)
+{
+    static const char *const names[] = { "none", "bool", "int", "float",
+                                         "str", "list", "tensor" };
+    return names[v->kind];
+}
+
+/* ---- rendering ---- */
+
+void
+ccol__jit_buf_puts(Buf *b, const char *s)
+{
+    size_t n = strlen(s);
+    if (b->oom)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 64;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (p == NULL) {
+            b->oom = true;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n + 1);
+    b->len += n;
+}
+
+void
+ccol__jit_buf_printf(Buf *b, const char *fmt, ...)
+{
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    ccol__jit_buf_puts(b, tmp);
+}
+
+/* Rewrites an exponent rendering "d.ddde+XX" in fixed notation when
+ * Python's repr would (-4 <= exponent < 16). */
+static void
+python_fixed(char *out, size_t n, double d, int prec)
+{
+    const char *e = strchr(out, 'e');
+    if (e == NULL)
+        return;
+    int exp = atoi(e + 1);
+    if (exp < -4 || exp >= 16)
+        return;
+    int decimals = prec - 1 - exp;
+    snprintf(out, n, "%.*f", decimals > 0 ? decimals : 0, d);
+}
+
+void
+ccol__fmt_double(char *out, size_t n, double d)
+{
+    if (isnan(d)) {
+        snprintf(out, n, "nan");
+        return;
+    }
+    if (isinf(d)) {
+        snprintf(out, n, d < 0 ? "-inf" : "inf");
+        return;
+    }
+    int prec = 1;
+    for (; prec < 17; prec++) {
+        snprintf(out, n, "%.*g", prec, d);
+        if (strtod(out, NULL) == d)
+            break;
+    }
+    snprintf(out, n, "%.*g", prec, d);
+    python_fixed(out, n, d, prec);
+    if (strpbrk(out, ".e") == NULL && strlen(out) + 3 <= n)
+        strcat(out, ".0");
+}
+
+/* Renders an f32 with the fewest digits that read back as the same f32. */
+static void
+fmt_float32(char *out, size_t n, float f)
+{
+    int prec = 1;
+    if (isnan(f) || isinf(f)) {
+        ccol__fmt_double(out, n, (double)f);
+        return;
+    }
+    for (; prec < 9; prec++) {
+        snprintf(out, n, "%.*g", prec, (double)f);
+        if (strtof(out, NULL) == f)
+            break;
+    }
+    snprintf(out, n, "%.*g", prec, (double)f);
+    python_fixed(out, n, (double)f, prec);
+    if (strpbrk(out, ".en") == NULL && strlen(out) + 3 <= n)
+        strcat(out, ".0");
+}
+
+/* Renders elements [*pos, ...) of a tensor of shape `size` nested. */
+static void
+repr_nested(Buf *b, const float *x, const int64_t *size, int ndim,
+            size_t *pos)
+{
+    char num[64];
+    if (ndim == 0) {
+        fmt_float32(num, sizeof num, x[(*pos)++]);
+        ccol__jit_buf_puts(b, num);
+        return;
+    }
+    ccol__jit_buf_puts(b, "[");
+    for (int64_t i = 0; i < size[0]; i++) {
+        if (i > 0)
+            ccol__jit_buf_puts(b, ", ");
+        repr_nested(b, x, size + 1, ndim - 1, pos);
+    }
+    ccol__jit_buf_puts(b, "]");
+}
+
+static void
+repr_tensor(Buf *b, const Tensor *t)
+{
+    size_t n = ccol__t_numel(t);
+    char shape[256];
+    if (n > REPR_MAX_ELEMENTS) {
+        ccol__t_shape_str(t, shape, sizeof shape);
+        ccol__jit_buf_printf(b, "tensor(shape=%s)", shape);
+        return;
+    }
+    float x[REPR_MAX_ELEMENTS];
+    size_t pos = 0;
+    ccol__t_gather(t, x);
+    ccol__jit_buf_puts(b, "tensor(");
+    repr_nested(b, x, t->size, t->ndim, &pos);
+    ccol__jit_buf_puts(b, ")");
+}
+
+void
+ccol__v_repr(Buf *b, const Value *v, bool quote)
+{
+    char num[64];
+    switch (v->kind) {
+    case CCOL_JIT_NONE:
+        ccol__jit_buf_puts(b, "None");
+        break;
+    case CCOL_JIT_BOOL:
+        ccol__jit_buf_puts(b, v->u.b ? "True" : "False");
+        break;
+    case CCOL_JIT_INT:
+        ccol__jit_buf_printf(b, "%lld", (long long)v->u.i);
+        break;
+    case CCOL_JIT_FLOAT:
+        ccol__fmt_double(num, sizeof num, v->u.f);
+        ccol__jit_buf_puts(b, num);
+        break;
+    case CCOL_JIT_STR:
+        ccol__jit_buf_puts(b, quote ? "'" : "");
+        ccol__jit_buf_puts(b, v->u.s);
+        ccol__jit_buf_puts(b, quote ? "'" : "");
+        break;
+    case CCOL_JIT_LIST:
+        ccol__jit_buf_puts(b, "[");
+        for (size_t i = 0; i < v->u.list.n; i++) {
+            ccol__jit_buf_puts(b, i ? ", " : "");
+            ccol__v_repr(b, v->u.list.items[i], true);
+        }
+        ccol__jit_buf_puts(b, "]");
+        break;
+    case CCOL_JIT_TENSOR:
+        repr_tensor(b, &v->u.t);
+        break;
+    }
+}
