@@ -686,6 +686,16 @@ CCOL_API ccol_status ccol_trace_event(ccol_trace *t, const char *event,
 CCOL_API ccol_status ccol_sync_trace(ccol_sync *s, const char *event,
                                      const char *fields_json);
 
+/*
+ * Same without building JSON: `fields` lists space-separated "name:type"
+ * tokens, one argument each: s (const char *, escaped; NULL is null),
+ * d (int), i (int64_t), u (uint64_t), f (double), b (int, as a bool).
+ * Example: ccol_sync_tracef(s, "graph_break", "frame:s line:d", "f", 3).
+ * Never fails; a bad name or token ends the fields there.
+ */
+CCOL_API void ccol_sync_tracef(ccol_sync *s, const char *event,
+                               const char *fields, ...);
+
 /* Is the sync writing a trace? Lets a compiler skip formatting events. */
 CCOL_API bool ccol_sync_tracing(const ccol_sync *s);
 

@@ -1,0 +1,213 @@
+/*
+ * decide.c - decisions of a compile, their explanations, and the render of
+ * a frame state. During the preflight everything is static except this
+ * rank's user marks (PyTorch's preflight). After the exchange a decision
+ * reads the persistent frame state, which is identical on every rank, so
+ * only the local rules can differ between ranks: mark_static (wins) and
+ * the specialization of a dynamic value 0 or 1 (logged).
+ */
+#include "sync.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Validates the arguments every decision takes. */
+static ccol_status
+decide_check(ccol_compile *c, const char *fn, const char *source, int dim,
+             const void *out)
+{
+    if (source == NULL || source[0] == '\0' || out == NULL || dim < 0)
+        return ccol__seterr(&c->sync->err, CCOL_ERR_INVALID_ARG,
+                            "%s: a source, a dim >= 0 and an out pointer "
+                            "are required", fn);
+    if (c->phase == CCOL__PHASE_FAILED)
+        return ccol__seterr(&c->sync->err, CCOL_ERR_INVALID_ARG,
+                            "%s(%.200s): the compile collective of %.200s "
+                            "(compile %llu) failed", fn, source, c->code_id,
+                            (unsigned long long)c->index);
+    return CCOL_OK;
+}
+
+/* The merged entry after the exchange (NULL before it, or unknown). */
+static const ccol__dyn_entry *
+merged(const ccol_compile *c, const char *source)
+{
+    const ccol__dyn_map *m;
+
+    if (c->phase != CCOL__PHASE_APPLIED)
+        return NULL;
+    m = ccol__dyn_state_find(&c->sync->state, c->code_id);
+    return m ? ccol__dyn_map_find(m, source) : NULL;
+}
+
+/* A dynamic value 0 or 1 is specialized on this rank, as PyTorch's
+ * ShapeEnv does; the log says so because ranks can differ here. */
+static ccol_decision
+specialize(const ccol_compile *c, const char *what, int64_t value)
+{
+    if (value != 0 && value != 1)
+        return CCOL_DYNAMIC;
+    ccol__sync_log(c->sync, CCOL_LOG_INFO, "%s (compile %llu): %s is "
+                   "dynamic but %lld here: specialized on this rank",
+                   c->code_id, (unsigned long long)c->index, what,
+                   (long long)value);
+    return CCOL_SPECIALIZED_01;
+}
+
+/* Public API: mark_static first (local, wins), then the merged entry
+ * (after the exchange) or this rank's mark_dynamic (preflight), then the
+ * local 0/1 specialization. */
+ccol_status
+ccol_compile_decide_size(ccol_compile *c, const char *source, int dim,
+                         int64_t value, ccol_decision *out)
+{
+    const ccol__dyn_entry *e;
+    char what[256];
+    bool dyn;
+    ccol_status st;
+
+    if (c == NULL)
+        return CCOL_ERR_INVALID_ARG;
+    st = decide_check(c, "ccol_compile_decide_size", source, dim, out);
+    if (st != CCOL_OK)
+        return st;
+    if (ccol__sync_marks_has(&c->static_marks, source, dim)) {
+        *out = CCOL_STATIC;
+        return CCOL_OK;
+    }
+    if (c->phase == CCOL__PHASE_PREFLIGHT) {
+        dyn = ccol__sync_marks_has(&c->dyn_marks, source, dim);
+    } else {
+        e = merged(c, source);
+        dyn = e != NULL && ccol__dyn_entry_size_dynamic(e, dim);
+    }
+    snprintf(what, sizeof what, "%.200s.size(%d)", source, dim);
+    *out = dyn ? specialize(c, what, value) : CCOL_STATIC;
+    return CCOL_OK;
+}
+
+/* Public API: strides follow the merged entry only (PyTorch gates them
+ * on an all-int size tuple); there is no 0/1 rule for strides. */
+ccol_status
+ccol_compile_decide_stride(ccol_compile *c, const char *source, int dim,
+                           ccol_decision *out)
+{
+    const ccol__dyn_entry *e;
+    ccol_status st;
+
+    if (c == NULL)
+        return CCOL_ERR_INVALID_ARG;
+    st = decide_check(c, "ccol_compile_decide_stride", source, dim, out);
+    if (st != CCOL_OK)
+        return st;
+    e = merged(c, source);
+    *out = e != NULL && ccol__dyn_entry_stride_dynamic(e, dim)
+               ? CCOL_DYNAMIC
+               : CCOL_STATIC;
+    return CCOL_OK;
+}
+
+/* Public API: a number source is dynamic iff its merged scalar is DYN;
+ * an int value 0 or 1 is then specialized here. */
+ccol_status
+ccol_compile_decide_scalar(ccol_compile *c, const char *source,
+                           int64_t value, ccol_decision *out)
+{
+    const ccol__dyn_entry *e;
+    ccol_status st;
+
+    if (c == NULL)
+        return CCOL_ERR_INVALID_ARG;
+    st = decide_check(c, "ccol_compile_decide_scalar", source, 0, out);
+    if (st != CCOL_OK)
+        return st;
+    e = merged(c, source);
+    if (e != NULL && ccol__dyn_entry_scalar_dynamic(e))
+        *out = specialize(c, source, value);
+    else
+        *out = CCOL_STATIC;
+    return CCOL_OK;
+}
+
+/* Explains with the lattice: the merged entry and the exchange's
+ * witnesses after the exchange, this rank's observation before it. */
+static void
+explain_entry(const ccol_compile *c, const ccol__dyn_what *w, ccol__buf *b)
+{
+    if (w->pos == CCOL__WIT_SIZE &&
+        ccol__sync_marks_has(&c->static_marks, w->source, w->dim)) {
+        ccol__buf_printf(b, "%s.size(%d) static: marked static on rank %d",
+                         w->source, w->dim, c->rank);
+        return;
+    }
+    if (c->phase == CCOL__PHASE_APPLIED)
+        ccol__dyn_explain(merged(c, w->source), &c->wits, w, b);
+    else
+        ccol__dyn_explain(ccol__dyn_map_find(&c->x.obs, w->source),
+                          &c->x.wits, w, b);
+}
+
+/* Public API: one line from the lattice's explainer; the parsed name is
+ * heap-allocated because it holds a source of up to 4096 bytes. */
+ccol_status
+ccol_compile_explain(ccol_compile *c, const char *what, char **out)
+{
+    ccol__dyn_what *w;
+    ccol__buf b = { 0 };
+    ccol_status st;
+    size_t n;
+
+    if (c == NULL)
+        return CCOL_ERR_INVALID_ARG;
+    if (what == NULL || out == NULL)
+        return ccol__seterr(&c->sync->err, CCOL_ERR_INVALID_ARG,
+                            "ccol_compile_explain: NULL argument");
+    w = malloc(sizeof *w);
+    if (w == NULL)
+        return ccol__seterr(&c->sync->err, CCOL_ERR_NO_MEMORY,
+                            "ccol_compile_explain: no memory");
+    st = ccol__dyn_what_parse(what, w);
+    if (st != CCOL_OK) {
+        free(w);
+        return ccol__seterr(&c->sync->err, st, "ccol_compile_explain: "
+                            "cannot parse \"%.200s\" (want <source>.size(d), "
+                            "<source>.stride(d) or <source>)", what);
+    }
+    explain_entry(c, w, &b);
+    free(w);
+    ccol__buf_u8(&b, 0);
+    if (b.oom) {
+        ccol__buf_free(&b);
+        return ccol__seterr(&c->sync->err, CCOL_ERR_NO_MEMORY,
+                            "ccol_compile_explain: no memory");
+    }
+    *out = (char *)ccol__buf_take(&b, &n);
+    return CCOL_OK;
+}
+
+/* Public API: LocalState.render() of the persistent frame state. */
+ccol_status
+ccol_sync_render(ccol_sync *sync, const char *code_id, char **out)
+{
+    const ccol__dyn_map *m;
+    ccol__buf b = { 0 };
+    size_t n;
+
+    if (sync == NULL)
+        return CCOL_ERR_INVALID_ARG;
+    if (code_id == NULL || out == NULL)
+        return ccol__seterr(&sync->err, CCOL_ERR_INVALID_ARG,
+                            "ccol_sync_render: NULL argument");
+    m = ccol__dyn_state_find(&sync->state, code_id);
+    if (m != NULL)
+        ccol__dyn_map_render(m, &b);
+    ccol__buf_u8(&b, 0);
+    if (b.oom) {
+        ccol__buf_free(&b);
+        return ccol__seterr(&sync->err, CCOL_ERR_NO_MEMORY,
+                            "ccol_sync_render: no memory");
+    }
+    *out = (char *)ccol__buf_take(&b, &n);
+    return CCOL_OK;
+}

@@ -1,0 +1,108 @@
+/*
+ * sync.h - internals shared by the files of src/sync: the sync handle and
+ * the compile in progress (compile.c: lifecycle, observations and marks;
+ * exchange.c: the compile collective and finish; decide.c: decisions,
+ * explanations, render), the guard
+ * collective (guard.c), the decision helpers (helpers.c) and message
+ * formatting (text.c).
+ */
+#ifndef CCOL_SYNC_H
+#define CCOL_SYNC_H
+
+#include "../core/core.h"
+#include "../dyn/dyn.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Compile counters of one frame (beside its lattice state). */
+typedef struct ccol__sync_frame {
+    char *code_id;     /* malloc'd */
+    uint64_t compiles; /* compiles begun: the last compile index */
+} ccol__sync_frame;
+
+struct ccol_sync {
+    ccol_sync_mode mode;       /* off, compile or lockstep */
+    ccol_comm *comm;           /* borrowed; NULL: this rank alone */
+    ccol__err err;             /* last failure of the sync or a compile */
+    ccol__dyn_state state;     /* persistent frame states (code id ->) */
+    ccol__sync_frame *frames;  /* compile counters, unsorted */
+    size_t nframes;            /* their number */
+    size_t capframes;          /* allocated */
+    uint64_t xseq;             /* compile exchanges completed (all modes) */
+    uint64_t ncoll;            /* of those, collectives over the comm */
+    uint64_t nguard;           /* guard collectives run */
+    ccol_compile *open;        /* the compile in progress, if any */
+};
+
+/* A user mark on one dim of a source. */
+typedef struct ccol__sync_mark {
+    char *source; /* malloc'd */
+    int dim;      /* the marked dim */
+} ccol__sync_mark;
+
+/* A list of marks. Zeroed is empty. */
+typedef struct ccol__sync_marks {
+    ccol__sync_mark *v; /* marks in the order made */
+    size_t n;           /* their number */
+    size_t cap;         /* allocated */
+} ccol__sync_marks;
+
+/* Where a compile is. */
+enum {
+    CCOL__PHASE_PREFLIGHT = 0, /* observing; decisions static but marks */
+    CCOL__PHASE_APPLIED = 1,   /* exchanged; decisions from the state */
+    CCOL__PHASE_FAILED = 2     /* the exchange failed */
+};
+
+struct ccol_compile {
+    ccol_sync *sync;              /* owner */
+    char *code_id;                /* malloc'd copy */
+    uint64_t index;               /* per-frame compile index, from 1 */
+    int rank;                     /* this rank (0 without a comm) */
+    int phase;                    /* CCOL__PHASE_* */
+    ccol__xchg x;                 /* this rank's payload (observations) */
+    ccol__sync_marks dyn_marks;   /* mark_dynamic calls, re-applied */
+    ccol__sync_marks static_marks; /* mark_static calls, local only */
+    ccol__dyn_map joined;         /* every rank's observations, joined
+                                     (collective exchanges only) */
+    ccol__dyn_wits wits;          /* witnesses of the exchange */
+};
+
+/* Is the sync exchanging with other ranks (mode on, comm of size > 1)? */
+bool ccol__sync_collective(const ccol_sync *sync);
+
+/* Marks: add (NO_MEMORY), test, free. */
+ccol_status ccol__sync_marks_add(ccol__sync_marks *m, const char *source,
+                                 int dim);
+bool ccol__sync_marks_has(const ccol__sync_marks *m, const char *source,
+                          int dim);
+void ccol__sync_marks_free(ccol__sync_marks *m);
+
+/* Frees a compile (the caller unlinks it from its sync). */
+void ccol__sync_compile_free(ccol_compile *c);
+
+/* Logs one "sync" line prefixed with "rank r/n: ". */
+void ccol__sync_log(const ccol_sync *sync, ccol_log_level level,
+                    const char *fmt, ...) CCOL__PRINTF(3, 4);
+
+/*
+ * Appends "rank 3", "ranks 0, 2" or "ranks 0-3, 7" for the `n` ranks in
+ * `ranks` (ascending). Runs of three or more consecutive ranks are written
+ * as a range so a message about 256 ranks stays short.
+ */
+void ccol__sync_ranks(ccol__buf *b, const int *ranks, size_t n);
+
+/*
+ * Appends at most `max` bytes of untrusted text `s` (length `len`) to b,
+ * replacing control and non-ASCII bytes with '?', and "..." when cut.
+ */
+void ccol__sync_text(ccol__buf *b, const char *s, size_t len, size_t max);
+
+/* Copies the text of b (or `fallback` when b ran out of memory) into an
+ * error record with status st; frees b. Returns st. */
+ccol_status ccol__sync_fail_buf(ccol__err *e, ccol_status st, ccol__buf *b,
+                                const char *fallback);
+
+#endif /* CCOL_SYNC_H */
