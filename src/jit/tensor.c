@@ -273,7 +273,8 @@ Value *
 ccol__t_binary(Interp *in, BinOp op, const Value *a, const Value *b)
 {
     const Tensor *ta = &a->u.t, *tb = &b->u.t;
-    int64_t size[JIT_MAXD], sa[JIT_MAXD], sb[JIT_MAXD], idx[JIT_MAXD] = { 0 };
+    int64_t size[JIT_MAXD] = { 0 }, sa[JIT_MAXD], sb[JIT_MAXD];
+    int64_t idx[JIT_MAXD] = { 0 };
     int nd;
     if (!bcast_shape(in, ta, tb, &nd, size))
         return NULL;

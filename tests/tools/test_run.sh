@@ -1,0 +1,306 @@
+#!/usr/bin/env bash
+# test_run.sh - tests of the `ccol run` launcher: per-rank environment,
+# output prefixing, exit status propagation, stopping ranks on failure and
+# on SIGINT, usage errors and free-port selection.
+# Usage: bash test_run.sh <path-of-ccol> <source-dir>
+set -u
+
+CCOL=${1:?usage: test_run.sh <path-of-ccol> <source-dir>}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/ccol-test-run.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+PASS=0
+FAIL=0
+
+ok() { PASS=$((PASS + 1)); echo "ok   $1"; }
+bad() { FAIL=$((FAIL + 1)); echo "FAIL $1: $2"; }
+
+# run NAME ARGS...: runs `ccol run ARGS` under timeout; sets RC, OUT, ERR.
+run() {
+    timeout -k 5 30 "$CCOL" run "$@" >"$TMP/out" 2>"$TMP/err" </dev/null
+    RC=$?
+    OUT=$(cat "$TMP/out")
+    ERR=$(cat "$TMP/err")
+}
+
+now_ms() { date +%s%3N; }
+
+test_env() {
+    local want line r
+    OMPI_COMM_WORLD_RANK=7 OMPI_COMM_WORLD_SIZE=9 PMI_RANK=4 PMI_SIZE=9 \
+        SLURM_PROCID=3 SLURM_NTASKS=9 RANK=42 WORLD_SIZE=99 \
+        run -n 3 --master-port 29511 -- sh -c 'echo "$RANK $WORLD_SIZE \
+$LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR $MASTER_PORT $GROUP_RANK \
+$CCOL_RUN ${OMPI_COMM_WORLD_RANK-x}${OMPI_COMM_WORLD_SIZE-x}\
+${PMI_RANK-x}${PMI_SIZE-x}${SLURM_PROCID-x}${SLURM_NTASKS-x}"'
+    [ "$RC" = 0 ] || { bad env "exit $RC: $ERR"; return; }
+    for r in 0 1 2; do
+        want="[rank $r] $r 3 $r 3 127.0.0.1 29511 0 1 xxxxxx"
+        line=$(grep -F "[rank $r] " <<<"$OUT")
+        [ "$line" = "$want" ] || { bad env "got '$line' want '$want'"; return; }
+    done
+    [ "$(wc -l <<<"$OUT")" = 3 ] || { bad env "not 3 lines: $OUT"; return; }
+    ok env
+}
+
+test_master_addr() {
+    run -n 2 --master-addr=127.0.0.2 -- sh -c 'echo "$MASTER_ADDR"'
+    [ "$RC" = 0 ] && [ "$(grep -c '127.0.0.2$' <<<"$OUT")" = 2 ] ||
+        { bad master_addr "rc=$RC out=$OUT err=$ERR"; return; }
+    ok master_addr
+}
+
+test_nproc_aliases() {
+    run --nproc-per-node=2 -- sh -c 'echo "$WORLD_SIZE"'
+    [ "$RC" = 0 ] && [ "$(grep -c ' 2$' <<<"$OUT")" = 2 ] ||
+        { bad nproc_aliases "--nproc-per-node: $RC $OUT"; return; }
+    run --nproc 3 -- sh -c 'echo "$WORLD_SIZE"'
+    [ "$RC" = 0 ] && [ "$(grep -c ' 3$' <<<"$OUT")" = 3 ] ||
+        { bad nproc_aliases "--nproc: $RC $OUT"; return; }
+    ok nproc_aliases
+}
+
+test_prefix() {
+    run -n 2 -- sh -c 'echo "a$RANK"; echo "e$RANK" >&2; echo "b$RANK";
+printf "tail$RANK"; printf "etail$RANK" >&2'
+    [ "$RC" = 0 ] || { bad prefix "exit $RC"; return; }
+    for r in 0 1; do
+        [ "$(grep -cxF -e "[rank $r] a$r" -e "[rank $r] b$r" \
+            -e "[rank $r] tail$r" <<<"$OUT")" = 3 ] ||
+            { bad prefix "stdout of rank $r: $OUT"; return; }
+        [ "$(grep -cxF -e "[rank $r] e$r" -e "[rank $r] etail$r" \
+            <<<"$ERR")" = 2 ] ||
+            { bad prefix "stderr of rank $r: $ERR"; return; }
+    done
+    # Order within one rank's stream is kept.
+    [ "$(grep -F '[rank 0]' <<<"$OUT" | tr '\n' ' ')" = \
+      "[rank 0] a0 [rank 0] b0 [rank 0] tail0 " ] ||
+        { bad prefix "order: $OUT"; return; }
+    grep -qv '^\[rank [01]\] ' <<<"$OUT" &&
+        { bad prefix "stray: $OUT"; return; }
+    ok prefix
+}
+
+test_long_line() {
+    local n
+    run -n 1 -- sh -c 'head -c 200000 /dev/zero | tr "\0" a; echo; echo end'
+    n=$(sed 's/^\[rank 0\] //' <<<"$OUT" | grep -o a | wc -l)
+    [ "$RC" = 0 ] && [ "$n" = 200000 ] && [ "$(tail -n1 <<<"$OUT")" = \
+        "[rank 0] end" ] && ! grep -qv '^\[rank 0\] ' <<<"$OUT" ||
+        { bad long_line "rc=$RC a=$n"; return; }
+    ok long_line
+}
+
+test_exit_status() {
+    run -n 3 -- sh -c 'exit 0'
+    [ "$RC" = 0 ] || { bad exit_status "all zero gave $RC"; return; }
+    run -n 3 -- sh -c '[ "$RANK" = 2 ] && exit 3; exit 0'
+    [ "$RC" = 3 ] || { bad exit_status "rank 2 exit 3 gave $RC"; return; }
+    grep -q 'rank 2 exited with status 3' <<<"$ERR" ||
+        { bad exit_status "no message: $ERR"; return; }
+    ok exit_status
+}
+
+test_fail_stops_sleeper() {
+    local t0 t1
+    t0=$(now_ms)
+    run -n 3 -- sh -c 'echo $$ > '"$TMP"'/pid.$RANK;
+[ "$RANK" = 1 ] && { sleep 0.3; exit 5; }; sleep 60'
+    t1=$(now_ms)
+    [ "$RC" = 5 ] || { bad fail_stops_sleeper "exit $RC: $ERR"; return; }
+    [ $((t1 - t0)) -lt 2500 ] ||
+        { bad fail_stops_sleeper "took $((t1 - t0)) ms"; return; }
+    for r in 0 2; do
+        kill -0 "$(cat "$TMP/pid.$r")" 2>/dev/null &&
+            { bad fail_stops_sleeper "rank $r still alive"; return; }
+    done
+    ok fail_stops_sleeper
+}
+
+test_sigkill_escalation() {
+    local t0 t1
+    t0=$(now_ms)
+    # Rank 1 ignores SIGTERM (and says so); rank 0 then fails.
+    run -n 2 -- sh -c 'm='"$TMP"'/trapped; if [ "$RANK" = 0 ]; then
+for i in $(seq 100); do [ -e $m ] && exit 6; sleep 0.05; done; exit 7; fi
+trap "" TERM; touch $m; while :; do sleep 0.1; done'
+    t1=$(now_ms)
+    [ "$RC" = 6 ] && [ $((t1 - t0)) -ge 2500 ] && [ $((t1 - t0)) -lt 15000 ] ||
+        { bad sigkill_escalation "rc=$RC after $((t1 - t0)) ms"; return; }
+    grep -q 'SIGKILL' <<<"$ERR" ||
+        { bad sigkill_escalation "no message: $ERR"; return; }
+    ok sigkill_escalation
+}
+
+test_signal_death() {
+    run -n 2 -- sh -c '[ "$RANK" = 1 ] && kill -KILL $$; sleep 60'
+    [ "$RC" = 137 ] || { bad signal_death "exit $RC"; return; }
+    grep -q 'rank 1 was killed by signal 9' <<<"$ERR" ||
+        { bad signal_death "message: $ERR"; return; }
+    run -n 1 -- sh -c 'kill -SEGV $$'
+    [ "$RC" = 139 ] || { bad signal_death "SEGV gave $RC"; return; }
+    ok signal_death
+}
+
+test_sigint() {
+    local pid i rc r
+    "$CCOL" run -n 3 -- sh -c 'echo $$ > '"$TMP"'/ipid.$RANK; exec sleep 60' \
+        >"$TMP/iout" 2>"$TMP/ierr" </dev/null &
+    pid=$!
+    for i in $(seq 100); do
+        [ -s "$TMP/ipid.0" ] && [ -s "$TMP/ipid.1" ] && [ -s "$TMP/ipid.2" ] &&
+            break
+        sleep 0.1
+    done
+    kill -INT "$pid"
+    for i in $(seq 100); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        kill -KILL "$pid"
+        bad sigint "launcher still running 10 s after SIGINT"
+        return
+    fi
+    wait "$pid"
+    rc=$?
+    [ "$rc" = 130 ] || { bad sigint "exit $rc"; return; }
+    for r in 0 1 2; do
+        kill -0 "$(cat "$TMP/ipid.$r")" 2>/dev/null &&
+            { bad sigint "rank $r still alive"; return; }
+    done
+    ok sigint
+}
+
+# usage NAME ARGS...: `ccol run ARGS` must exit 2 with a message.
+usage() {
+    local name=$1
+    shift
+    run "$@"
+    [ "$RC" = 2 ] && [ -n "$ERR" ] ||
+        { bad "usage_$name" "exit $RC, stderr '$ERR'"; return 1; }
+    return 0
+}
+
+test_usage() {
+    usage no_n -- true || return
+    usage n_zero -n 0 -- true || return
+    usage n_word -n abc -- true || return
+    usage n_big -n 100000 -- true || return
+    usage n_missing -n || return
+    usage no_dashdash -n 2 true || return
+    usage no_cmd -n 2 -- || return
+    usage port_big -n 2 --master-port 70000 -- true || return
+    usage port_word -n 2 --master-port http -- true || return
+    usage port_neg -n 2 --master-port=-1 -- true || return
+    usage addr_empty -n 2 --master-addr= -- true || return
+    usage unknown -n 2 --frobnicate -- true || return
+    grep -q "frobnicate" <<<"$ERR" || { bad usage "no name: $ERR"; return; }
+    run --help
+    [ "$RC" = 0 ] && grep -q 'usage: ccol run' <<<"$OUT" ||
+        { bad usage "--help gave $RC"; return; }
+    ok usage
+}
+
+test_exec_failure() {
+    run -n 2 -- "$TMP/no-such-program"
+    [ "$RC" = 127 ] || { bad exec_failure "exit $RC"; return; }
+    grep -q "cannot execute" <<<"$ERR" ||
+        { bad exec_failure "message: $ERR"; return; }
+    ok exec_failure
+}
+
+test_free_port() {
+    local ports p
+    run -n 3 -- sh -c 'echo "$MASTER_PORT"'
+    [ "$RC" = 0 ] || { bad free_port "exit $RC"; return; }
+    ports=$(sed 's/^\[rank [0-9]*\] //' <<<"$OUT" | sort -u)
+    [ "$(wc -l <<<"$ports")" = 1 ] ||
+        { bad free_port "differ: $ports"; return; }
+    p=$ports
+    [[ "$p" =~ ^[0-9]+$ ]] && [ "$p" -gt 0 ] && [ "$p" -lt 65536 ] ||
+        { bad free_port "bad port '$p'"; return; }
+    run -n 1 --master-port 0 -- sh -c 'echo "$MASTER_PORT"'
+    [ "$RC" = 0 ] && [ "$OUT" != "[rank 0] 0" ] ||
+        { bad free_port "--master-port 0 gave $OUT"; return; }
+    ok free_port
+}
+
+test_stdin() {
+    timeout 30 "$CCOL" run -n 2 -- sh -c 'cat; echo "done$RANK"' \
+        <<<"hello" >"$TMP/out" 2>&1
+    [ "$(grep -c hello "$TMP/out")" = 1 ] &&
+        grep -qxF '[rank 0] hello' "$TMP/out" ||
+        { bad stdin "$(cat "$TMP/out")"; return; }
+    ok stdin
+}
+
+# A real job: ranks create their communicator from the launcher's
+# environment and all-reduce their rank + 1. Needs a C compiler and the
+# static library next to the ccol binary; skipped (and said so) otherwise.
+test_comm_job() {
+    local src=$1 lib cc
+    lib=$(dirname "$CCOL")/libccol.a
+    cc=$(command -v cc || command -v gcc)
+    if [ -z "$cc" ] || [ ! -f "$lib" ] || [ ! -f "$src/include/ccol.h" ]; then
+        echo "skip comm_job: no C compiler or no $lib"
+        ok comm_job
+        return
+    fi
+    cat >"$TMP/job.c" <<'CEOF'
+#include "ccol.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+int main(int argc, char **argv)
+{
+    ccol_comm *c = NULL;
+    int64_t v;
+    if (argc > 1 && strcmp(getenv("RANK"), argv[1]) == 0)
+        return 3; /* this rank dies before joining */
+    if (ccol_comm_create_env(NULL, &c) != CCOL_OK) {
+        printf("create: %s\n", c ? ccol_comm_errmsg(c) : "no memory");
+        return 1;
+    }
+    v = ccol_comm_rank(c) + 1;
+    if (ccol_allreduce_i64(c, &v, 1, CCOL_OP_SUM) != CCOL_OK)
+        return 1;
+    printf("rank %d of %d: sum %lld\n", ccol_comm_rank(c),
+           ccol_comm_size(c), (long long)v);
+    ccol_comm_destroy(c);
+    return 0;
+}
+CEOF
+    "$cc" -I"$src/include" "$TMP/job.c" "$lib" -lpthread -lm -o "$TMP/job" \
+        2>"$TMP/ccerr" ||
+        { bad comm_job "compile: $(cat "$TMP/ccerr")"; return; }
+    OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=2 run -n 4 -- "$TMP/job"
+    [ "$RC" = 0 ] || { bad comm_job "exit $RC: $OUT $ERR"; return; }
+    [ "$(grep -c 'of 4: sum 10$' <<<"$OUT")" = 4 ] ||
+        { bad comm_job "output: $OUT"; return; }
+    local t0 t1
+    t0=$(now_ms)
+    run -n 4 -- "$TMP/job" 2
+    t1=$(now_ms)
+    [ "$RC" = 3 ] && [ $((t1 - t0)) -lt 10000 ] ||
+        { bad comm_job "dead rank: exit $RC after $((t1 - t0)) ms"; return; }
+    ok comm_job
+}
+
+test_env
+test_master_addr
+test_nproc_aliases
+test_prefix
+test_long_line
+test_exit_status
+test_fail_stops_sleeper
+test_sigkill_escalation
+test_signal_death
+test_sigint
+test_usage
+test_exec_failure
+test_free_port
+test_stdin
+test_comm_job "${2:-}"
+
+echo "$PASS passed, $FAIL failed"
+[ "$FAIL" = 0 ]

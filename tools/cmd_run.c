@@ -1,0 +1,801 @@
+/*
+ * cmd_run.c - `ccol run`: a local launcher in the manner of torchrun. It
+ * forks N ranks with torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK,
+ * LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, GROUP_RANK, CCOL_RUN=1),
+ * prefixes every output line with "[rank R] ", and when the first rank fails
+ * stops the others and exits with that rank's status. Each rank runs in its
+ * own process group so that stopping a rank also stops what it started.
+ */
+#include "tools.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_RANKS 256        /* two pipes per rank stay under fd limits */
+#define GRACE_S 3.0          /* SIGTERM -> SIGKILL grace period */
+#define DRAIN_S 2.0          /* wait for pipes held open by grandchildren */
+#define LINE_MAX_BYTES 65536 /* a longer line is emitted in pieces */
+
+/* Command line of one launch. */
+typedef struct run_opts {
+    int n;            /* number of ranks */
+    const char *addr; /* MASTER_ADDR */
+    int port;         /* MASTER_PORT, 0 = pick a free one */
+    char **cmd;       /* NULL-terminated command and arguments */
+} run_opts;
+
+/* One output stream of a rank, read through a pipe. */
+typedef struct stream {
+    int fd;     /* read end, -1 once at EOF */
+    int out;    /* where its lines go: 1 or 2 */
+    char *buf;  /* bytes of the current, unfinished line */
+    size_t len; /* bytes in buf */
+} stream;
+
+/* One rank process. */
+typedef struct rank_proc {
+    pid_t pid;     /* also its process group; 0 before fork */
+    bool live;     /* not yet reaped */
+    int status;    /* waitpid() status once reaped */
+    stream io[2];  /* stdout and stderr */
+} rank_proc;
+
+/* The state of the launcher's event loop. */
+typedef struct launcher {
+    int n;            /* number of ranks */
+    rank_proc *ranks; /* n entries */
+    int live;         /* ranks not yet reaped */
+    int failed;       /* first failing rank, -1 if none */
+    int code;         /* the exit status the launcher will return */
+    int signo;        /* signal that asked the launcher to stop, or 0 */
+    double kill_at;   /* when to send SIGKILL (0: not scheduled) */
+    double drain_at;  /* when to stop waiting for output (0: not yet) */
+} launcher;
+
+static int sigpipe_fds[2] = { -1, -1 }; /* self-pipe for signal handlers */
+
+static void
+usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ccol run -n N [--master-addr A] [--master-port P] "
+            "-- CMD [ARGS...]\n\n"
+            "Starts N local ranks of CMD with torchrun's environment\n"
+            "(RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,\n"
+            "MASTER_PORT, GROUP_RANK) and CCOL_RUN=1.\n\n"
+            "  -n N               number of ranks (1..%d); also --nproc,\n"
+            "                     --nproc-per-node\n"
+            "  --master-addr A    rendezvous address (default 127.0.0.1)\n"
+            "  --master-port P    rendezvous port (default or 0: a free "
+            "port)\n",
+            MAX_RANKS);
+}
+
+static double
+now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Parses a whole decimal integer in [lo, hi]; false on anything else. */
+static bool
+parse_int(const char *s, long lo, long hi, int *out)
+{
+    char *end;
+    long v;
+
+    if (s == NULL || *s == '\0')
+        return false;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno != 0 || *end != '\0' || v < lo || v > hi)
+        return false;
+    *out = (int)v;
+    return true;
+}
+
+/* Takes the value of option `name` at argv[*i] ("--opt V" or "--opt=V"). */
+static const char *
+opt_value(int argc, char **argv, int *i, const char *name)
+{
+    size_t len = strlen(name);
+
+    if (strncmp(argv[*i], name, len) == 0 && argv[*i][len] == '=')
+        return argv[*i] + len + 1;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "ccol run: option %s needs a value\n", name);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+static bool
+is_opt(const char *arg, const char *name)
+{
+    size_t len = strlen(name);
+
+    return strncmp(arg, name, len) == 0 &&
+           (arg[len] == '\0' || arg[len] == '=');
+}
+
+/* Which spelling of the rank-count option `arg` uses. */
+static const char *
+nproc_name(const char *arg)
+{
+    if (arg[1] == 'n')
+        return "-n";
+    return is_opt(arg, "--nproc") ? "--nproc" : "--nproc-per-node";
+}
+
+/* Handles one option at argv[*i]; returns 0, or 2 for a usage error. */
+static int
+parse_opt(int argc, char **argv, int *i, run_opts *o)
+{
+    const char *v;
+
+    if (is_opt(argv[*i], "-n") || is_opt(argv[*i], "--nproc") ||
+        is_opt(argv[*i], "--nproc-per-node")) {
+        v = opt_value(argc, argv, i, nproc_name(argv[*i]));
+        if (v == NULL)
+            return 2;
+        if (!parse_int(v, 1, MAX_RANKS, &o->n)) {
+            fprintf(stderr, "ccol run: -n must be an integer from 1 to %d, "
+                    "got '%s'\n", MAX_RANKS, v);
+            return 2;
+        }
+    } else if (is_opt(argv[*i], "--master-addr")) {
+        v = opt_value(argc, argv, i, "--master-addr");
+        if (v == NULL)
+            return 2;
+        if (*v == '\0' || strlen(v) > 255 || strpbrk(v, " \t\n") != NULL) {
+            fprintf(stderr, "ccol run: bad --master-addr '%s'\n", v);
+            return 2;
+        }
+        o->addr = v;
+    } else if (is_opt(argv[*i], "--master-port")) {
+        v = opt_value(argc, argv, i, "--master-port");
+        if (v == NULL)
+            return 2;
+        if (!parse_int(v, 0, 65535, &o->port)) {
+            fprintf(stderr, "ccol run: --master-port must be an integer "
+                    "from 0 to 65535, got '%s'\n", v);
+            return 2;
+        }
+    } else {
+        fprintf(stderr, "ccol run: unknown option '%s'\n", argv[*i]);
+        return 2;
+    }
+    return 0;
+}
+
+/* Parses the command line; returns 0, 2 for a usage error, -1 for --help. */
+static int
+parse_args(int argc, char **argv, run_opts *o)
+{
+    int i, rc;
+
+    *o = (run_opts){ .n = 0, .addr = "127.0.0.1", .port = 0, .cmd = NULL };
+    for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
+            return -1;
+        rc = parse_opt(argc, argv, &i, o);
+        if (rc != 0)
+            return rc;
+    }
+    if (o->n == 0) {
+        fprintf(stderr, "ccol run: missing -n N (number of ranks)\n");
+        return 2;
+    }
+    if (i >= argc) {
+        fprintf(stderr, "ccol run: missing '--' before the command\n");
+        return 2;
+    }
+    if (i + 1 >= argc || argv[i + 1][0] == '\0') {
+        fprintf(stderr, "ccol run: missing command after '--'\n");
+        return 2;
+    }
+    o->cmd = argv + i + 1;
+    return 0;
+}
+
+/*
+ * Picks a free TCP port by binding port 0 on `addr` and reading back the
+ * port the kernel chose. Returns the port, or 0 after printing why not.
+ */
+static int
+pick_port(const char *addr)
+{
+    struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
+    struct addrinfo *ai = NULL;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    int fd, err, port = 0;
+
+    hints.ai_family = AF_UNSPEC;
+    err = getaddrinfo(addr, "0", &hints, &ai);
+    if (err != 0) {
+        fprintf(stderr, "ccol run: cannot resolve master address '%s': %s\n",
+                addr, gai_strerror(err));
+        return 0;
+    }
+    fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+        getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+        port = ntohs(ss.ss_family == AF_INET6
+                         ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                         : ((struct sockaddr_in *)&ss)->sin_port);
+    } else {
+        fprintf(stderr, "ccol run: cannot pick a free port on '%s': %s "
+                "(pass --master-port)\n", addr, strerror(errno));
+    }
+    if (fd >= 0)
+        close(fd);
+    freeaddrinfo(ai);
+    return port;
+}
+
+static bool
+conflicting_var(const char *entry)
+{
+    static const char *const names[] = {
+        "PMI_RANK=", "PMI_SIZE=", "MPI_LOCALRANKID=", "MPI_LOCALNRANKS=",
+        "SLURM_PROCID=", "SLURM_NTASKS=", "SLURM_LOCALID=",
+        "SLURM_STEP_NUM_TASKS=",
+    };
+
+    if (strncmp(entry, "OMPI_COMM_WORLD_", 16) == 0)
+        return true;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strncmp(entry, names[i], strlen(names[i])) == 0)
+            return true;
+    return false;
+}
+
+/*
+ * Removes the rank variables of outer launchers (Open MPI, PMI, Slurm) from
+ * the launcher's environment, which the ranks inherit, so that a rank
+ * resolves torchrun's set and nothing else.
+ */
+static void
+scrub_env(void)
+{
+    char name[256];
+    bool again = true;
+
+    while (again) {
+        again = false;
+        for (char **e = environ; e != NULL && *e != NULL; e++) {
+            const char *eq = strchr(*e, '=');
+            size_t len = eq != NULL ? (size_t)(eq - *e) : strlen(*e);
+
+            if (!conflicting_var(*e) || len >= sizeof name)
+                continue;
+            memcpy(name, *e, len);
+            name[len] = '\0';
+            unsetenv(name); /* environ changed: rescan from the start */
+            again = true;
+            break;
+        }
+    }
+}
+
+static bool
+setenv_int(const char *name, int v)
+{
+    char buf[32];
+
+    snprintf(buf, sizeof buf, "%d", v);
+    return setenv(name, buf, 1) == 0;
+}
+
+/* Sets the variables every rank shares, in the launcher's environment. */
+static bool
+shared_env(const run_opts *o)
+{
+    scrub_env();
+    return setenv_int("WORLD_SIZE", o->n) &&
+           setenv_int("LOCAL_WORLD_SIZE", o->n) &&
+           setenv("MASTER_ADDR", o->addr, 1) == 0 &&
+           setenv_int("MASTER_PORT", o->port) &&
+           setenv("GROUP_RANK", "0", 1) == 0 &&
+           setenv("CCOL_RUN", "1", 1) == 0;
+}
+
+static void
+on_signal(int sig)
+{
+    unsigned char b = (unsigned char)sig;
+    int saved = errno;
+
+    if (write(sigpipe_fds[1], &b, 1) < 0) {
+        /* The pipe is full: a wake-up is already pending. */
+    }
+    errno = saved;
+}
+
+/* Installs the self-pipe handlers and ignores SIGPIPE in the launcher. */
+static bool
+install_signals(void)
+{
+    static const int sigs[] = { SIGCHLD, SIGINT, SIGTERM, SIGHUP };
+    struct sigaction sa;
+
+    if (pipe2(sigpipe_fds, O_CLOEXEC | O_NONBLOCK) != 0)
+        return false;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        if (sigaction(sigs[i], &sa, NULL) != 0)
+            return false;
+    signal(SIGPIPE, SIG_IGN);
+    return true;
+}
+
+/* In the child: restores default signal handling before exec. */
+static void
+child_signals(void)
+{
+    static const int sigs[] = { SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGPIPE };
+    sigset_t none;
+
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        signal(sigs[i], SIG_DFL);
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+/*
+ * In the child: wires stdio to the pipes, sets the per-rank variables and
+ * executes the command. Never returns; exits 127 when exec fails.
+ */
+static void
+child_exec(const run_opts *o, int rank, int outfd, int errfd, bool null_in)
+{
+    setpgid(0, 0);
+    child_signals();
+    if (null_in) {
+        int fd = open("/dev/null", O_RDONLY);
+
+        if (fd >= 0 && fd != 0) {
+            dup2(fd, 0);
+            close(fd);
+        }
+    }
+    if (dup2(outfd, 1) < 0 || dup2(errfd, 2) < 0)
+        _exit(127);
+    close(outfd);
+    close(errfd);
+    if (!setenv_int("RANK", rank) || !setenv_int("LOCAL_RANK", rank))
+        _exit(127);
+    execvp(o->cmd[0], o->cmd);
+    fprintf(stderr, "ccol run: rank %d: cannot execute '%s': %s\n", rank,
+            o->cmd[0], strerror(errno));
+    fflush(stderr);
+    _exit(127);
+}
+
+/* Forks rank `r` with its stdout/stderr on fresh pipes. */
+static bool
+spawn_rank(launcher *l, const run_opts *o, int r)
+{
+    int out[2], err[2];
+    rank_proc *p = &l->ranks[r];
+    bool null_in = r > 0 || isatty(0);
+
+    if (pipe2(out, O_CLOEXEC) != 0)
+        return false;
+    if (pipe2(err, O_CLOEXEC) != 0) {
+        close(out[0]);
+        close(out[1]);
+        return false;
+    }
+    p->pid = fork();
+    if (p->pid == 0)
+        child_exec(o, r, out[1], err[1], null_in);
+    close(out[1]);
+    close(err[1]);
+    if (p->pid < 0) {
+        p->pid = 0;
+        close(out[0]);
+        close(err[0]);
+        return false;
+    }
+    setpgid(p->pid, p->pid); /* as in the child: no race either way */
+    p->live = true;
+    l->live++;
+    p->io[0].fd = out[0];
+    p->io[0].out = 1;
+    p->io[1].fd = err[0];
+    p->io[1].out = 2;
+    return true;
+}
+
+/* Writes all of buf to fd; output errors (closed terminal) are ignored. */
+static void
+write_all(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t k = write(fd, buf, len);
+
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return;
+        buf += k;
+        len -= (size_t)k;
+    }
+}
+
+/* Emits one line of rank r, prefixed, with a newline, in one write. */
+static void
+emit_line(int r, int out, const char *line, size_t len)
+{
+    char stackbuf[4096];
+    char prefix[32];
+    int plen = snprintf(prefix, sizeof prefix, "[rank %d] ", r);
+    size_t total = (size_t)plen + len + 1;
+    char *buf = total <= sizeof stackbuf ? stackbuf : malloc(total);
+
+    if (buf == NULL) {
+        write_all(out, prefix, (size_t)plen);
+        write_all(out, line, len);
+        write_all(out, "\n", 1);
+        return;
+    }
+    memcpy(buf, prefix, (size_t)plen);
+    memcpy(buf + plen, line, len);
+    buf[total - 1] = '\n';
+    write_all(out, buf, total);
+    if (buf != stackbuf)
+        free(buf);
+}
+
+/* Appends bytes to a stream and emits every complete line. */
+static void
+feed(stream *s, int r, const char *data, size_t len)
+{
+    while (len > 0) {
+        const char *nl = memchr(data, '\n', len);
+        size_t take = nl != NULL ? (size_t)(nl - data) : len;
+        size_t room = LINE_MAX_BYTES - s->len;
+
+        if (take > room)
+            take = room;
+        memcpy(s->buf + s->len, data, take);
+        s->len += take;
+        data += take;
+        len -= take;
+        if (nl != NULL && data == nl) {
+            data++;
+            len--;
+        } else if (s->len < LINE_MAX_BYTES) {
+            break; /* no newline yet: keep the partial line */
+        }
+        emit_line(r, s->out, s->buf, s->len);
+        s->len = 0;
+    }
+}
+
+/* Reads what is available on a stream; at EOF flushes the partial line. */
+static void
+drain_stream(stream *s, int r)
+{
+    char chunk[65536];
+    ssize_t k = read(s->fd, chunk, sizeof chunk);
+
+    if (k < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (k > 0) {
+        feed(s, r, chunk, (size_t)k);
+        return;
+    }
+    if (s->len > 0)
+        emit_line(r, s->out, s->buf, s->len);
+    s->len = 0;
+    close(s->fd);
+    s->fd = -1;
+}
+
+/* Signals rank r's process group (falling back to the process itself). */
+static void
+signal_rank(const rank_proc *p, int sig)
+{
+    if (p->pid <= 0)
+        return;
+    if (kill(-p->pid, sig) != 0 && p->live)
+        kill(p->pid, sig);
+}
+
+/*
+ * Sends `sig` to the process group of every rank, exited ones included (a
+ * rank's children may outlive it), and schedules the SIGKILL.
+ */
+static void
+stop_all(launcher *l, int sig)
+{
+    for (int r = 0; r < l->n; r++)
+        signal_rank(&l->ranks[r], sig);
+    if (l->kill_at == 0)
+        l->kill_at = now_s() + GRACE_S;
+}
+
+/* Describes a wait status as "exited with status 3" / "killed by ...". */
+static int
+describe_status(int status, char *buf, size_t len)
+{
+    if (WIFSIGNALED(status)) {
+        snprintf(buf, len, "was killed by signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+        return 128 + WTERMSIG(status);
+    }
+    snprintf(buf, len, "exited with status %d", WEXITSTATUS(status));
+    return WEXITSTATUS(status);
+}
+
+/* Records a reaped rank; the first failure stops every other rank. */
+static void
+rank_exited(launcher *l, int r, int status)
+{
+    char what[128];
+    int code = describe_status(status, what, sizeof what);
+
+    l->ranks[r].live = false;
+    l->ranks[r].status = status;
+    l->live--;
+    if (code == 0 || l->failed >= 0 || l->signo != 0)
+        return;
+    l->failed = r;
+    l->code = code;
+    fprintf(stderr, "ccol run: rank %d %s; stopping the other ranks\n", r,
+            what);
+    stop_all(l, SIGTERM);
+}
+
+static void
+reap(launcher *l)
+{
+    for (int r = 0; r < l->n; r++) {
+        int status;
+        rank_proc *p = &l->ranks[r];
+
+        if (p->live && waitpid(p->pid, &status, WNOHANG) == p->pid)
+            rank_exited(l, r, status);
+    }
+}
+
+/* Handles signals delivered through the self-pipe. */
+static void
+handle_signals(launcher *l)
+{
+    unsigned char b;
+
+    while (read(sigpipe_fds[0], &b, 1) == 1) {
+        if (b == SIGCHLD) {
+            reap(l);
+        } else if (l->signo == 0) {
+            l->signo = b;
+            if (l->failed < 0)
+                l->code = 128 + b;
+            fprintf(stderr, "ccol run: received signal %d (%s); stopping "
+                    "all ranks\n", b, strsignal(b));
+            stop_all(l, b);
+        } else {
+            l->kill_at = now_s(); /* a second signal: kill at once */
+        }
+    }
+}
+
+/* Escalates to SIGKILL and ends the output drain when their time comes. */
+static void
+check_deadlines(launcher *l)
+{
+    double t = now_s();
+
+    if (l->kill_at != 0 && t >= l->kill_at) {
+        if (l->live > 0)
+            fprintf(stderr, "ccol run: %d rank(s) still running after "
+                    "SIGTERM; sending SIGKILL\n", l->live);
+        stop_all(l, SIGKILL);
+        l->kill_at = -1; /* done; never again */
+    }
+    if (l->live == 0 && l->drain_at == 0)
+        l->drain_at = t + DRAIN_S;
+}
+
+/* The poll timeout in ms until the next deadline, or -1 for none. */
+static int
+poll_timeout(const launcher *l)
+{
+    double next = 0, t = now_s();
+
+    if (l->kill_at > 0)
+        next = l->kill_at;
+    if (l->drain_at > 0 && (next == 0 || l->drain_at < next))
+        next = l->drain_at;
+    if (next == 0)
+        return -1;
+    return next <= t ? 0 : (int)((next - t) * 1000.0) + 1;
+}
+
+/* Fills pfd with the self-pipe and every open stream; returns the count. */
+static size_t
+gather_fds(launcher *l, struct pollfd *pfd, stream **owner, int *rank_of)
+{
+    size_t k = 1;
+
+    pfd[0] = (struct pollfd){ .fd = sigpipe_fds[0], .events = POLLIN };
+    for (int r = 0; r < l->n; r++) {
+        for (int j = 0; j < 2; j++) {
+            stream *s = &l->ranks[r].io[j];
+
+            if (s->fd < 0)
+                continue;
+            pfd[k] = (struct pollfd){ .fd = s->fd, .events = POLLIN };
+            owner[k] = s;
+            rank_of[k++] = r;
+        }
+    }
+    return k;
+}
+
+/* Flushes partial lines and closes every stream still open. */
+static void
+close_streams(launcher *l)
+{
+    for (int r = 0; r < l->n; r++) {
+        for (int j = 0; j < 2; j++) {
+            stream *s = &l->ranks[r].io[j];
+
+            if (s->fd < 0)
+                continue;
+            if (s->len > 0)
+                emit_line(r, s->out, s->buf, s->len);
+            close(s->fd);
+            s->fd = -1;
+        }
+    }
+}
+
+/* Runs until every rank is reaped and its output drained. */
+static void
+event_loop(launcher *l, struct pollfd *pfd, stream **owner, int *rank_of)
+{
+    for (;;) {
+        size_t k = gather_fds(l, pfd, owner, rank_of);
+
+        if (l->live == 0 && k == 1)
+            break;
+        if (l->drain_at > 0 && now_s() >= l->drain_at)
+            break;
+        if (poll(pfd, k, poll_timeout(l)) < 0 && errno != EINTR)
+            break;
+        if (pfd[0].revents & POLLIN)
+            handle_signals(l);
+        for (size_t i = 1; i < k; i++)
+            if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR))
+                drain_stream(owner[i], rank_of[i]);
+        reap(l);
+        check_deadlines(l);
+    }
+    close_streams(l);
+}
+
+/* Allocates the launcher state; every buffer is sized up front. */
+static bool
+launcher_init(launcher *l, int n)
+{
+    *l = (launcher){ .n = n, .failed = -1 };
+    l->ranks = calloc((size_t)n, sizeof *l->ranks);
+    if (l->ranks == NULL)
+        return false;
+    for (int r = 0; r < n; r++) {
+        for (int j = 0; j < 2; j++) {
+            l->ranks[r].io[j].fd = -1;
+            l->ranks[r].io[j].buf = malloc(LINE_MAX_BYTES);
+            if (l->ranks[r].io[j].buf == NULL)
+                return false;
+        }
+    }
+    return true;
+}
+
+static void
+launcher_free(launcher *l)
+{
+    for (int r = 0; l->ranks != NULL && r < l->n; r++) {
+        free(l->ranks[r].io[0].buf);
+        free(l->ranks[r].io[1].buf);
+    }
+    free(l->ranks);
+}
+
+/* Starts every rank; on a failed fork stops those already started. */
+static bool
+spawn_all(launcher *l, const run_opts *o)
+{
+    for (int r = 0; r < o->n; r++) {
+        if (!spawn_rank(l, o, r)) {
+            fprintf(stderr, "ccol run: cannot start rank %d: %s\n", r,
+                    strerror(errno));
+            l->failed = r;
+            l->code = 1;
+            stop_all(l, SIGTERM);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Starts the ranks and supervises them; returns the exit status. */
+static int
+launch(const run_opts *o)
+{
+    launcher l;
+    size_t cap = 1 + 2 * (size_t)o->n;
+    struct pollfd *pfd = calloc(cap, sizeof *pfd);
+    stream **owner = calloc(cap, sizeof *owner);
+    int *rank_of = calloc(cap, sizeof *rank_of);
+    int code = 1;
+
+    if (!launcher_init(&l, o->n) || pfd == NULL || owner == NULL ||
+        rank_of == NULL) {
+        fprintf(stderr, "ccol run: out of memory\n");
+        goto out;
+    }
+    spawn_all(&l, o);
+    event_loop(&l, pfd, owner, rank_of);
+    code = l.code;
+out:
+    launcher_free(&l);
+    free(pfd);
+    free(owner);
+    free(rank_of);
+    return code;
+}
+
+int
+ccol_cmd_run(int argc, char **argv)
+{
+    run_opts o;
+    int rc = parse_args(argc, argv, &o);
+
+    if (rc != 0) {
+        usage(rc < 0 ? stdout : stderr);
+        return rc < 0 ? 0 : rc;
+    }
+    if (o.port == 0) {
+        o.port = pick_port(o.addr);
+        if (o.port == 0)
+            return 1;
+    }
+    if (!shared_env(&o)) {
+        fprintf(stderr, "ccol run: cannot set the environment: %s\n",
+                strerror(errno));
+        return 1;
+    }
+    if (!install_signals()) {
+        fprintf(stderr, "ccol run: cannot install signal handlers: %s\n",
+                strerror(errno));
+        return 1;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    return launch(&o);
+}
