@@ -1,0 +1,454 @@
+/*
+ * wits.c - witnesses: for each source position, the two distinct values
+ * observed by the smallest ranks (each with the smallest rank that saw
+ * it). Their union is a homomorphism of the rank-order fold, so a
+ * join-reduce yields the same witnesses as a gather. Also the parser of
+ * decision names and the one-line explanations built from witnesses.
+ */
+#include "dyn.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void
+ccol__dyn_wits_init(ccol__dyn_wits *w)
+{
+    memset(w, 0, sizeof *w);
+}
+
+void
+ccol__dyn_wits_free(ccol__dyn_wits *w)
+{
+    for (size_t i = 0; i < w->n; i++)
+        free(w->v[i].source);
+    free(w->v);
+    memset(w, 0, sizeof *w);
+}
+
+static int
+key_cmp(const ccol__dyn_wit *r, const char *source, int pos, int dim)
+{
+    int c = strcmp(r->source, source);
+    if (c != 0)
+        return c;
+    if (r->pos != pos)
+        return r->pos < pos ? -1 : 1;
+    if (r->dim != dim)
+        return r->dim < dim ? -1 : 1;
+    return 0;
+}
+
+static size_t
+wit_pos(const ccol__dyn_wits *w, const char *source, int pos, int dim,
+        bool *found)
+{
+    size_t lo = 0, hi = w->n;
+
+    *found = false;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = key_cmp(&w->v[mid], source, pos, dim);
+        if (c == 0) {
+            *found = true;
+            return mid;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+const ccol__dyn_wit *
+ccol__dyn_wits_find(const ccol__dyn_wits *w, const char *source, int pos,
+                    int dim)
+{
+    bool found;
+    size_t i = wit_pos(w, source, pos, dim, &found);
+    return found ? &w->v[i] : NULL;
+}
+
+/* Same witness value: Python equality, except that NaN (one canonical
+ * bit pattern) is the same as NaN, so it is kept once. */
+static bool
+same_value(const ccol__dyn_atom *a, const ccol__dyn_atom *b)
+{
+    if (a->kind == CCOL__ATOM_FLOAT && b->kind == CCOL__ATOM_FLOAT &&
+        isnan(a->f) && isnan(b->f))
+        return true;
+    return ccol__dyn_atom_eq(a, b);
+}
+
+/* Order of seen values: rank, then value (total, for ties). */
+static int
+seen_cmp(const ccol__dyn_seen *a, const ccol__dyn_seen *b)
+{
+    if (a->rank != b->rank)
+        return a->rank < b->rank ? -1 : 1;
+    return ccol__dyn_atom_cmp(&a->v, &b->v);
+}
+
+/* Folds (v, rank) into a record: per value class the instance with the
+ * smallest (rank, value) represents it; keep the two smallest. */
+static void
+seen_add(ccol__dyn_wit *r, const ccol__dyn_atom *v, int rank)
+{
+    ccol__dyn_seen all[3], nw = { *v, rank };
+    int n = 0, j;
+    bool merged = false;
+
+    for (j = 0; j < r->n; j++) {
+        all[n] = r->s[j];
+        if (same_value(&all[n].v, v)) {
+            if (seen_cmp(&nw, &all[n]) < 0)
+                all[n] = nw;
+            merged = true;
+        }
+        n++;
+    }
+    if (!merged)
+        all[n++] = nw;
+    for (int a = 1; a < n; a++) /* insertion sort of <= 3 */
+        for (j = a; j > 0 && seen_cmp(&all[j], &all[j - 1]) < 0; j--) {
+            ccol__dyn_seen t = all[j];
+            all[j] = all[j - 1];
+            all[j - 1] = t;
+        }
+    r->n = (uint8_t)(n > 2 ? 2 : n);
+    memset(r->s, 0, sizeof r->s);
+    memcpy(r->s, all, r->n * sizeof all[0]);
+}
+
+ccol_status
+ccol__dyn_wits_add(ccol__dyn_wits *w, const char *source, int pos, int dim,
+                   const ccol__dyn_atom *v, int rank)
+{
+    bool found;
+    size_t i;
+    ccol__dyn_wit *r;
+
+    if (pos < CCOL__WIT_KIND || pos > CCOL__WIT_MARK || dim < 0 ||
+        dim >= CCOL__DYN_MAX_DIMS || rank < 0 ||
+        strlen(source) > CCOL__DYN_MAX_NAME)
+        return CCOL_ERR_INVALID_ARG;
+    i = wit_pos(w, source, pos, dim, &found);
+    if (!found) {
+        if (w->n == w->cap) {
+            size_t cap = w->cap ? w->cap * 2 : 16;
+            ccol__dyn_wit *nv = realloc(w->v, cap * sizeof *nv);
+            if (nv == NULL)
+                return CCOL_ERR_NO_MEMORY;
+            w->v = nv;
+            w->cap = cap;
+        }
+        memmove(&w->v[i + 1], &w->v[i], (w->n - i) * sizeof w->v[0]);
+        memset(&w->v[i], 0, sizeof w->v[i]);
+        if ((w->v[i].source = ccol__strdup(source)) == NULL) {
+            memmove(&w->v[i], &w->v[i + 1], (w->n - i) * sizeof w->v[0]);
+            return CCOL_ERR_NO_MEMORY;
+        }
+        w->v[i].pos = (uint8_t)pos;
+        w->v[i].dim = (uint8_t)dim;
+        w->n++;
+    }
+    r = &w->v[i];
+    seen_add(r, v, rank);
+    return CCOL_OK;
+}
+
+static ccol_status
+add_tensor(ccol__dyn_wits *w, const char *source, const ccol__dyn_entry *e,
+           int rank)
+{
+    ccol__dyn_atom k = ccol__dyn_atom_int(e->size.n);
+    ccol_status st = ccol__dyn_wits_add(w, source, CCOL__WIT_KIND, 0, &k,
+                                        rank);
+
+    for (int d = 0; st == CCOL_OK && d < e->size.n; d++)
+        if (e->size.a[d].kind == CCOL__ATOM_INT)
+            st = ccol__dyn_wits_add(w, source, CCOL__WIT_SIZE, d,
+                                    &e->size.a[d], rank);
+    if (e->stride.kind != CCOL__TUP_TUPLE)
+        return st;
+    for (int d = 0; st == CCOL_OK && d < e->stride.n; d++)
+        if (e->stride.a[d].kind == CCOL__ATOM_INT ||
+            e->stride.a[d].kind == CCOL__ATOM_INFER)
+            st = ccol__dyn_wits_add(w, source, CCOL__WIT_STRIDE, d,
+                                    &e->stride.a[d], rank);
+    return st;
+}
+
+ccol_status
+ccol__dyn_wits_add_obs(ccol__dyn_wits *w, const char *source,
+                       const ccol__dyn_entry *obs, int rank)
+{
+    ccol__dyn_atom k;
+    int sk = obs->scalar.kind;
+    ccol_status st;
+
+    if (sk == CCOL__ATOM_DYN && obs->size.kind == CCOL__TUP_TUPLE)
+        return add_tensor(w, source, obs, rank);
+    if (sk != CCOL__ATOM_INT && sk != CCOL__ATOM_FLOAT)
+        return CCOL_OK; /* nothing observable (e.g. only marks) */
+    k = ccol__dyn_atom_int(sk == CCOL__ATOM_INT ? CCOL__WIT_KIND_INT
+                                                : CCOL__WIT_KIND_FLOAT);
+    st = ccol__dyn_wits_add(w, source, CCOL__WIT_KIND, 0, &k, rank);
+    if (st == CCOL_OK)
+        st = ccol__dyn_wits_add(w, source, CCOL__WIT_SCALAR, 0,
+                                &obs->scalar, rank);
+    return st;
+}
+
+void
+ccol__dyn_wits_remove_source(ccol__dyn_wits *w, const char *source)
+{
+    size_t o = 0;
+
+    for (size_t i = 0; i < w->n; i++) {
+        if (strcmp(w->v[i].source, source) == 0)
+            free(w->v[i].source);
+        else
+            w->v[o++] = w->v[i];
+    }
+    w->n = o;
+}
+
+/* Order of two records by key. */
+static int
+rec_cmp(const ccol__dyn_wit *a, const ccol__dyn_wit *b)
+{
+    return key_cmp(a, b->source, b->pos, b->dim);
+}
+
+/* Copies of the src records whose key dst lacks (both sorted). */
+static ccol_status
+missing_records(const ccol__dyn_wits *dst, const ccol__dyn_wits *src,
+                ccol__dyn_wit **out, size_t *n)
+{
+    size_t i = 0, k = 0;
+    ccol__dyn_wit *recs = malloc((src->n ? src->n : 1) * sizeof *recs);
+
+    *out = recs;
+    *n = 0;
+    if (recs == NULL)
+        return CCOL_ERR_NO_MEMORY;
+    for (size_t j = 0; j < src->n; j++) {
+        int c = 1;
+        while (i < dst->n && (c = rec_cmp(&dst->v[i], &src->v[j])) < 0)
+            i++;
+        if (i < dst->n && c == 0)
+            continue;
+        recs[k] = src->v[j];
+        if ((recs[k].source = ccol__strdup(src->v[j].source)) == NULL) {
+            while (k > 0)
+                free(recs[--k].source);
+            free(recs);
+            *out = NULL;
+            return CCOL_ERR_NO_MEMORY;
+        }
+        k++;
+    }
+    *n = k;
+    return CCOL_OK;
+}
+
+/* Linear merge of two sorted witness sets. */
+ccol_status
+ccol__dyn_wits_join(ccol__dyn_wits *dst, const ccol__dyn_wits *src)
+{
+    size_t i = 0, j = 0, k = 0, o = 0, nm;
+    ccol__dyn_wit *add, *v;
+
+    if (dst == src || src->n == 0)
+        return CCOL_OK;
+    if (missing_records(dst, src, &add, &nm) != CCOL_OK)
+        return CCOL_ERR_NO_MEMORY;
+    if ((v = malloc((dst->n + nm) * sizeof *v)) == NULL) {
+        while (nm > 0)
+            free(add[--nm].source);
+        free(add);
+        return CCOL_ERR_NO_MEMORY;
+    }
+    while (i < dst->n || j < src->n) {
+        int c = i == dst->n   ? 1
+                : j == src->n ? -1
+                              : rec_cmp(&dst->v[i], &src->v[j]);
+        if (c <= 0)
+            v[o] = dst->v[i++];
+        for (int x = 0; c == 0 && x < src->v[j].n; x++)
+            seen_add(&v[o], &src->v[j].s[x].v, src->v[j].s[x].rank);
+        if (c > 0)
+            v[o] = add[k++];
+        j += c >= 0;
+        o++;
+    }
+    free(add);
+    free(dst->v);
+    dst->v = v;
+    dst->n = dst->cap = o;
+    return CCOL_OK;
+}
+
+bool
+ccol__dyn_wits_same(const ccol__dyn_wits *a, const ccol__dyn_wits *b)
+{
+    if (a->n != b->n)
+        return false;
+    for (size_t i = 0; i < a->n; i++) {
+        const ccol__dyn_wit *x = &a->v[i], *y = &b->v[i];
+        if (key_cmp(x, y->source, y->pos, y->dim) != 0 || x->n != y->n)
+            return false;
+        for (int j = 0; j < x->n; j++)
+            if (seen_cmp(&x->s[j], &y->s[j]) != 0)
+                return false;
+    }
+    return true;
+}
+
+/* ---- decision names and explanations ---- */
+
+/* Parses a "(<d>)" suffix that ends the string; -1 if it is not one. */
+static int
+parse_dim(const char *p)
+{
+    int d = 0, nd = 0;
+
+    if (*p++ != '(')
+        return -1;
+    for (; *p >= '0' && *p <= '9' && nd < 3; p++, nd++)
+        d = d * 10 + (*p - '0');
+    if (nd == 0 || p[0] != ')' || p[1] != '\0' || d >= CCOL__DYN_MAX_DIMS)
+        return -1;
+    return d;
+}
+
+/* Tries `suffix` (".size" or ".stride") as the tail of `what`. */
+static bool
+try_suffix(const char *what, const char *suffix, int pos,
+           ccol__dyn_what *out)
+{
+    const char *p = NULL, *q = what;
+    size_t sl = strlen(suffix);
+    int d;
+
+    while ((q = strstr(q, suffix)) != NULL)
+        p = q++;
+    if (p == NULL || p == what || (d = parse_dim(p + sl)) < 0)
+        return false;
+    if ((size_t)(p - what) > CCOL__DYN_MAX_NAME)
+        return false;
+    memcpy(out->source, what, (size_t)(p - what));
+    out->source[p - what] = '\0';
+    out->pos = pos;
+    out->dim = d;
+    return true;
+}
+
+ccol_status
+ccol__dyn_what_parse(const char *what, ccol__dyn_what *out)
+{
+    size_t n = what ? strlen(what) : 0;
+
+    if (n == 0 || n > CCOL__DYN_MAX_NAME)
+        return CCOL_ERR_INVALID_ARG;
+    if (try_suffix(what, ".size", CCOL__WIT_SIZE, out) ||
+        try_suffix(what, ".stride", CCOL__WIT_STRIDE, out))
+        return CCOL_OK;
+    if (what[n - 1] == ')') /* looks like a malformed .size(d) */
+        return CCOL_ERR_INVALID_ARG;
+    memcpy(out->source, what, n + 1);
+    out->pos = CCOL__WIT_SCALAR;
+    out->dim = 0;
+    return CCOL_OK;
+}
+
+/* Appends a witness value as Python prints it. */
+static void
+put_value(ccol__buf *out, int pos, const ccol__dyn_atom *v)
+{
+    char num[32];
+
+    if (pos == CCOL__WIT_KIND) {
+        if (v->i == CCOL__WIT_KIND_INT)
+            ccol__buf_printf(out, "int");
+        else if (v->i == CCOL__WIT_KIND_FLOAT)
+            ccol__buf_printf(out, "float");
+        else
+            ccol__buf_printf(out, "%" PRId64 " dim%s", v->i,
+                             v->i == 1 ? "" : "s");
+    } else if (v->kind == CCOL__ATOM_INFER) {
+        ccol__buf_printf(out, "S(%" PRId64 ")", v->i);
+    } else if (v->kind == CCOL__ATOM_FLOAT) {
+        ccol__buf_printf(out, "%s", ccol__dyn_fmt_double(v->f, num));
+    } else {
+        ccol__buf_printf(out, "%" PRId64, v->i);
+    }
+}
+
+/* "V on rank R, W on rank S" (or just "V" for one static value). */
+static void
+put_seen(ccol__buf *out, const ccol__dyn_wit *r, bool bare)
+{
+    for (int j = 0; j < r->n; j++) {
+        if (j > 0)
+            ccol__buf_printf(out, ", ");
+        put_value(out, r->pos, &r->s[j].v);
+        if (!bare)
+            ccol__buf_printf(out, " on rank %d", (int)r->s[j].rank);
+    }
+}
+
+static bool
+decided_dynamic(const ccol__dyn_entry *e, const ccol__dyn_what *what)
+{
+    if (e == NULL)
+        return false;
+    if (what->pos == CCOL__WIT_SIZE)
+        return ccol__dyn_entry_size_dynamic(e, what->dim);
+    if (what->pos == CCOL__WIT_STRIDE)
+        return ccol__dyn_entry_stride_dynamic(e, what->dim);
+    return ccol__dyn_entry_scalar_dynamic(e);
+}
+
+void
+ccol__dyn_explain(const ccol__dyn_entry *e, const ccol__dyn_wits *w,
+                  const ccol__dyn_what *what, ccol__buf *out)
+{
+    static const ccol__dyn_wits none;
+    const ccol__dyn_wit *mark, *kind, *val;
+    bool dyn = decided_dynamic(e, what), any = false;
+
+    w = w ? w : &none;
+    mark = what->pos == CCOL__WIT_SIZE
+               ? ccol__dyn_wits_find(w, what->source, CCOL__WIT_MARK,
+                                     what->dim)
+               : NULL;
+    kind = ccol__dyn_wits_find(w, what->source, CCOL__WIT_KIND, 0);
+    val = ccol__dyn_wits_find(w, what->source, what->pos, what->dim);
+    ccol__buf_printf(out, "%s", what->source);
+    if (what->pos != CCOL__WIT_SCALAR)
+        ccol__buf_printf(out, ".%s(%d)",
+                         what->pos == CCOL__WIT_SIZE ? "size" : "stride",
+                         what->dim);
+    ccol__buf_printf(out, " %s: ", dyn ? "dynamic" : "static");
+    if (mark != NULL)
+        ccol__buf_printf(out, "marked dynamic on rank %d",
+                         (int)mark->s[0].rank);
+    if ((kind != NULL && kind->n == 2) || val != NULL) {
+        ccol__buf_printf(out, "%s", mark != NULL ? "; " : "");
+        if (kind != NULL && kind->n == 2)
+            put_seen(out, kind, false);
+        else
+            put_seen(out, val, !dyn && val->n == 1);
+        any = true;
+    }
+    if (!any && mark == NULL)
+        ccol__buf_printf(out, "not observed in this exchange");
+    if (dyn && mark == NULL && any && (kind == NULL || kind->n < 2) &&
+        (val == NULL || val->n < 2))
+        ccol__buf_printf(out, " (dynamic in the prior state)");
+}
