@@ -1,61 +1,54 @@
 /*
- * cmd_demo.c - `ccol demo`: a multi-rank demonstration on local processes
- * over the embedded tcp transport.
- *
- * Four ranks (each its own process, started with torchrun's variables) see
- * batches of different lengths, as ranks of a data-parallel job do. The demo
- * shows what a compiler on each rank would decide alone (divergent: some
- * ranks think the batch dim is static, others recompile), what the ranks
- * decide after exchanging their observations (identical everywhere), the
- * latency of the collectives that make that possible, and what happens when
- * one rank stalls: every other rank gets a TIMEOUT naming it, within the
- * deadline, instead of hanging.
+ * cmd_demo.c - `ccol demo`: the problem compiler collectives solve, shown
+ * on a real job. Four local ranks (each its own process, over tcp) train a
+ * small MLP on variable-length batches, summing gradient-like values with
+ * all_reduce; each rank's batch length changes at a different step. The
+ * same job runs through the tracing JIT (the `ccol jit` machinery, called
+ * in-process) with collectives off, compile and lockstep, side by side:
+ * alone the ranks recompile at different steps into different graphs;
+ * compile collectives without guard collectives turn the mismatch into a
+ * named error instead of a hang; lockstep agrees. Last, one rank stalls
+ * past the deadline and every other rank names it.
  */
 #include "tools.h"
 
-#include "ccol.h"
+#include "jit_job.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
-#define DEMO_MAX_RANKS 16
-#define DEMO_STEPS 4
-#define DEMO_ITERS 200
+#define DEMO_MAX_RANKS 8
+#define DEMO_STEPS 6
+#define DEMO_TIMEOUT_S 2.0 /* collective deadline of the demo jobs */
+#define CELL 20            /* width of a table column */
 
-/* What each rank reports back to the parent. */
-typedef struct rank_report {
-    int done;                      /* finished the demo body */
-    int alone_recompiles;          /* recompiles deciding alone */
-    int alone_dynamic_at;          /* step where it went dynamic alone */
-    int agreed_dynamic_at;         /* step where all ranks went dynamic */
-    int64_t agreed_max_len;        /* max batch length over all ranks */
-    double barrier_us;             /* median barrier latency */
-    double allreduce_us;           /* median allreduce latency */
-    double allgatherv_us;          /* median allgatherv latency */
-    int fail_status;               /* status in the stall scenario */
-    double fail_after_s;           /* how long until it was reported */
-    char fail_msg[256];            /* the message it got */
-} rank_report;
+/* The program of the demo: examples/mlp.tl. */
+static const char demo_prog[] =
+    "def train_step(x, w1, w2, lr):\n"
+    "    h = relu(x @ w1)\n"
+    "    y = h @ w2\n"
+    "    loss = mean(y * y)\n"
+    "    g2 = all_reduce(h.t() @ y) / world_size()\n"
+    "    g1 = all_reduce(x.t() @ ((y @ w2.t()) * (h > 0))) / world_size()\n"
+    "    w1 = w1 - lr * g1\n"
+    "    w2 = w2 - lr * g2\n"
+    "    return [loss, w1, w2]\n";
 
-/* Batch length rank r sees at step s: rank 0 always sees 32 (so alone it
- * never recompiles), the others see their length change at different
- * steps. */
-static int64_t
+/* Batch length rank r sees at step s: rank 0 never changes, rank r > 0
+ * changes at step r (examples/mlp.json for 4 ranks). */
+static int
 batch_len(int r, int s)
 {
-    if (r == 0)
-        return 32;
-    return s < r ? 32 : 32 + 8 * r + s;
+    return r == 0 || s < r ? 32 : 32 + 8 * r + s;
 }
+
+/* What one mode's job gave. */
+typedef struct demo_run {
+    const char *title;
+    json_t *job;   /* the job summary */
+    double wall_s; /* wall time of the whole job */
+} demo_run;
 
 static double
 now_s(void)
@@ -65,289 +58,404 @@ now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static int
-cmp_double(const void *a, const void *b)
+/* The schedule of the demo as JSON text, parsed like a user's file. */
+static schedule *
+demo_schedule(int n)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+    char *text = malloc(65536), err[512];
+    size_t off = 0;
+    schedule *s = NULL;
 
-static double
-median_us(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return 1e6 * (n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2);
-}
-
-/* Deciding alone: the batch dim becomes dynamic the first time this rank
- * sees it change, as automatic dynamic shapes do. */
-static void
-decide_alone(int r, rank_report *rep)
-{
-    rep->alone_dynamic_at = -1;
-    for (int s = 1; s < DEMO_STEPS; s++) {
-        if (rep->alone_dynamic_at < 0 && batch_len(r, s) != batch_len(r, 0)) {
-            rep->alone_dynamic_at = s;
-            rep->alone_recompiles++;
-        }
+    if (text == NULL)
+        return NULL;
+    off += (size_t)snprintf(text + off, 65536 - off, "{\"calls\": [");
+    for (int st = 0; st < DEMO_STEPS; st++) {
+        off += (size_t)snprintf(text + off, 65536 - off, "%s{\"fn\": "
+                                "\"train_step\", \"per_rank\": [",
+                                st ? ", " : "");
+        for (int r = 0; r < n; r++)
+            off += (size_t)snprintf(text + off, 65536 - off,
+                                    "%s[{\"tensor\": [%d, 8]}, {\"tensor\": "
+                                    "[8, 16]}, {\"tensor\": [16, 4]}, 0.01]",
+                                    r ? ", " : "", batch_len(r, st));
+        off += (size_t)snprintf(text + off, 65536 - off, "]}");
     }
+    snprintf(text + off, 65536 - off, "]}");
+    if (sched_parse(text, strlen(text), &s, err, sizeof err) != 0)
+        fprintf(stderr, "demo: internal schedule: %s\n", err);
+    free(text);
+    return s;
 }
 
-/* Deciding together: at each step the ranks exchange the batch length they
- * observed; the dim is dynamic once any two observations differ. */
 static int
-decide_together(ccol_comm *c, int r, rank_report *rep)
+run_job(jit_opts *o, demo_run *d)
 {
-    int64_t seen_min = INT64_MAX, seen_max = INT64_MIN;
-    rep->agreed_dynamic_at = -1;
-    for (int s = 0; s < DEMO_STEPS; s++) {
-        int64_t v[2] = { batch_len(r, s), -batch_len(r, s) };
-        char label[40];
-        snprintf(label, sizeof label, "demo step %d", s);
-        ccol_comm_set_label(c, label);
-        if (ccol_allreduce_i64(c, v, 2, CCOL_OP_MAX) != CCOL_OK)
-            return -1;
-        if (v[0] > seen_max)
-            seen_max = v[0];
-        if (-v[1] < seen_min)
-            seen_min = -v[1];
-        if (rep->agreed_dynamic_at < 0 && seen_min != seen_max)
-            rep->agreed_dynamic_at = s;
-    }
-    rep->agreed_max_len = seen_max;
-    return 0;
-}
-
-/* Median latency of barrier, allreduce and a 1 KiB allgatherv. */
-static int
-measure(ccol_comm *c, rank_report *rep)
-{
-    static double t[3][DEMO_ITERS];
-    char blob[1024] = { 0 };
-    size_t lens[DEMO_MAX_RANKS];
-
-    ccol_comm_set_label(c, "demo latency");
-    for (int i = 0; i < DEMO_ITERS; i++) {
-        int64_t v = i;
-        void *out = NULL;
-        double t0 = now_s();
-        if (ccol_barrier(c) != CCOL_OK)
-            return -1;
-        double t1 = now_s();
-        if (ccol_allreduce_i64(c, &v, 1, CCOL_OP_SUM) != CCOL_OK)
-            return -1;
-        double t2 = now_s();
-        if (ccol_allgatherv(c, blob, sizeof blob, &out, lens) != CCOL_OK)
-            return -1;
-        t[0][i] = t1 - t0;
-        t[1][i] = t2 - t1;
-        t[2][i] = now_s() - t2;
-        ccol_free(out);
-    }
-    rep->barrier_us = median_us(t[0], DEMO_ITERS);
-    rep->allreduce_us = median_us(t[1], DEMO_ITERS);
-    rep->allgatherv_us = median_us(t[2], DEMO_ITERS);
-    return 0;
-}
-
-/* The stall scenario: the last rank sleeps past the 1 s deadline. */
-static void
-stall(ccol_comm *c, int r, int size, rank_report *rep)
-{
+    char err[512];
+    bool printer;
     double t0 = now_s();
-    ccol_comm_set_timeout(c, 1.0);
-    ccol_comm_set_label(c, "demo step 4");
-    if (r == size - 1) {
-        usleep(1800 * 1000);
-        rep->fail_status = CCOL_OK;
-        snprintf(rep->fail_msg, sizeof rep->fail_msg, "(stalled on purpose)");
-        return;
-    }
-    rep->fail_status = ccol_barrier(c);
-    rep->fail_after_s = now_s() - t0;
-    snprintf(rep->fail_msg, sizeof rep->fail_msg, "%s", ccol_comm_errmsg(c));
-}
 
-static int
-rank_main(rank_report *reps)
-{
-    ccol_comm *c = NULL;
-    int r, size;
-
-    if (ccol_comm_create_env(NULL, &c) != CCOL_OK) {
-        fprintf(stderr, "demo: %s\n", ccol_comm_errmsg(c));
-        ccol_comm_destroy(c);
-        return 1;
+    if (jit_job_run(o, &d->job, &printer, err, sizeof err) != 0) {
+        fprintf(stderr, "demo: %s\n", err);
+        return -1;
     }
-    r = ccol_comm_rank(c);
-    size = ccol_comm_size(c);
-    decide_alone(r, &reps[r]);
-    if (decide_together(c, r, &reps[r]) != 0 || measure(c, &reps[r]) != 0) {
-        fprintf(stderr, "demo rank %d: %s\n", r, ccol_comm_errmsg(c));
-        ccol_comm_destroy(c);
-        return 1;
-    }
-    stall(c, r, size, &reps[r]);
-    reps[r].done = 1;
-    ccol_comm_destroy(c);
+    d->wall_s = now_s() - t0;
     return 0;
 }
 
-static int
-free_port(void)
+static json_t *
+rank_entry(const demo_run *d, int r)
 {
-    struct sockaddr_in a = { 0 };
-    socklen_t len = sizeof a;
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+    return json_array_get(json_object_get(d->job, "ranks"), (size_t)r);
+}
 
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
+static json_int_t
+rank_int(const demo_run *d, int r, const char *key)
+{
+    return json_integer_value(json_object_get(rank_entry(d, r), key));
+}
+
+/* "yes" when the rank's frame decided the batch dim dynamic. */
+static bool
+batch_dynamic(const demo_run *d, int r)
+{
+    json_t *fr = json_array_get(json_object_get(rank_entry(d, r), "frames"),
+                                0);
+    json_t *dyn = json_object_get(fr, "dynamic"), *v;
+    size_t i;
+
+    json_array_foreach(dyn, i, v)
+        if (strcmp(json_string_value(v), "L['x'].size(0)") == 0)
+            return true;
+    return false;
+}
+
+/* The steps at which rank r compiled, after its first compile. */
+static void
+recompile_steps(const demo_run *d, int r, char *out, size_t len)
+{
+    json_t *calls = json_object_get(rank_entry(d, r), "compile_calls"), *v;
+    size_t i, off = 0;
+
+    out[0] = '\0';
+    json_array_foreach(calls, i, v)
+        if (i > 0 && off < len)
+            off += (size_t)snprintf(out + off, len - off, "%s%lld",
+                                    off ? "," : "",
+                                    (long long)json_integer_value(v));
+    if (off == 0)
+        snprintf(out, len, "-");
+}
+
+/* One row of the table: per mode, one short value per rank. */
+static void
+row(const char *label, const demo_run *runs, int n,
+    void (*cell)(const demo_run *, int, char *, size_t))
+{
+    printf("%-18s", label);
+    for (int m = 0; m < 3; m++) {
+        char buf[CELL + 1] = "", one[32];
+        size_t off = 0;
+        for (int r = 0; r < n && off < sizeof buf; r++) {
+            cell(&runs[m], r, one, sizeof one);
+            off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s",
+                                    r ? " " : "", one);
+        }
+        printf(" %-*s", CELL, buf);
+    }
+    printf("\n");
 }
 
 static void
-set_env_int(const char *name, int v)
+cell_compiles(const demo_run *d, int r, char *out, size_t len)
 {
-    char buf[32];
-    snprintf(buf, sizeof buf, "%d", v);
-    setenv(name, buf, 1);
-}
-
-/* Starts n ranks as processes with torchrun's variables. */
-static int
-spawn(int n, int port, rank_report *reps, pid_t *pids)
-{
-    fflush(stdout);
-    for (int r = 0; r < n; r++) {
-        pids[r] = fork();
-        if (pids[r] < 0)
-            return -1;
-        if (pids[r] == 0) {
-            set_env_int("RANK", r);
-            set_env_int("LOCAL_RANK", r);
-            set_env_int("WORLD_SIZE", n);
-            set_env_int("LOCAL_WORLD_SIZE", n);
-            set_env_int("MASTER_PORT", port);
-            setenv("MASTER_ADDR", "127.0.0.1", 1);
-            _exit(rank_main(reps));
-        }
-    }
-    return 0;
-}
-
-/* Waits for every rank for at most `limit` seconds; kills stragglers. */
-static int
-reap(int n, pid_t *pids, double limit)
-{
-    double end = now_s() + limit;
-    int bad = 0, left = n;
-
-    while (left > 0 && now_s() < end) {
-        int st;
-        pid_t p = waitpid(-1, &st, WNOHANG);
-        if (p > 0) {
-            left--;
-            bad += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-        } else {
-            usleep(10000);
-        }
-    }
-    for (int r = 0; left > 0 && r < n; r++)
-        kill(pids[r], SIGKILL);
-    while (left > 0 && waitpid(-1, NULL, 0) > 0)
-        left--;
-    return bad + left;
+    snprintf(out, len, "%lld", (long long)rank_int(d, r, "compiles"));
 }
 
 static void
-print_step_table(int n)
+cell_exchanges(const demo_run *d, int r, char *out, size_t len)
 {
-    printf("Batch length each rank sees per step (frame `train_step`, "
-           "input L['batch'] dim 0):\n\n        ");
+    snprintf(out, len, "%lld", (long long)rank_int(d, r, "exchanges"));
+}
+
+static void
+cell_dynamic(const demo_run *d, int r, char *out, size_t len)
+{
+    snprintf(out, len, "%s", batch_dynamic(d, r) ? "D" : "S");
+}
+
+static void
+cell_recompiled(const demo_run *d, int r, char *out, size_t len)
+{
+    recompile_steps(d, r, out, len);
+}
+
+static void
+cell_ok(const demo_run *d, int r, char *out, size_t len)
+{
+    json_t *err = json_object_get(rank_entry(d, r), "error");
+    const char *code = json_string_value(json_object_get(err, "code"));
+    snprintf(out, len, "%s", code ? code : "ok");
+}
+
+/* The outcome row: one word when every rank ended the same way. */
+static void
+row_outcome(const demo_run *runs, int n)
+{
+    printf("%-18s", "outcome");
+    for (int m = 0; m < 3; m++) {
+        char first[CELL - 7], one[CELL - 7], buf[CELL + 1];
+        bool same = true;
+        cell_ok(&runs[m], 0, first, sizeof first);
+        for (int r = 1; r < n; r++) {
+            cell_ok(&runs[m], r, one, sizeof one);
+            same = same && strcmp(one, first) == 0;
+        }
+        snprintf(buf, sizeof buf, "%s%s", same ? first : "mixed",
+                 same ? " on all" : "");
+        printf(" %-*s", CELL, buf);
+    }
+    printf("\n");
+}
+
+/* Prints `lead`, then text wrapped before 79 columns with continuation
+ * lines indented by `indent` spaces. */
+static void
+wrap(const char *lead, size_t indent, const char *text)
+{
+    size_t col = strlen(lead), start = col, width = 78;
+    const char *p = text;
+
+    fputs(lead, stdout);
+    while (*p != '\0') {
+        size_t w = strcspn(p, " ");
+        if (col > start && col + 1 + w > width) {
+            printf("\n%*s", (int)indent, "");
+            col = start = indent;
+        } else if (col > start) {
+            putchar(' ');
+            col++;
+        }
+        printf("%.*s", (int)w, p);
+        col += w;
+        p += w;
+        p += strspn(p, " ");
+    }
+    putchar('\n');
+}
+
+static void
+print_batches(int n)
+{
+    printf("Batch length each rank feeds to train_step(x, w1, w2, lr) "
+           "(L['x'] dim 0):\n\n        ");
     for (int s = 0; s < DEMO_STEPS; s++)
-        printf("  step %d", s);
+        printf(" step %d", s);
     printf("\n");
     for (int r = 0; r < n; r++) {
-        printf("rank %d ", r);
+        printf("rank %d  ", r);
         for (int s = 0; s < DEMO_STEPS; s++)
-            printf("  %6lld", (long long)batch_len(r, s));
+            printf(" %6d", batch_len(r, s));
         printf("\n");
     }
     printf("\n");
 }
 
 static void
-print_report(int n, const rank_report *reps)
+print_table(const demo_run *runs, int n)
 {
-    print_step_table(n);
-    printf("%-7s| %-24s| %-26s| %s\n", "", "deciding alone",
-           "deciding together (ccol)", "collective latency (median)");
-    printf("%-7s| %-24s| %-26s| %s\n", "rank", "L['batch'].size(0)",
-           "L['batch'].size(0)", "barrier  allreduce  allgatherv 1K");
-    for (int r = 0; r < n; r++) {
-        char alone[40], together[40];
-        const rank_report *p = &reps[r];
-        if (p->alone_dynamic_at < 0)
-            snprintf(alone, sizeof alone, "static (0 recompiles)");
-        else
-            snprintf(alone, sizeof alone, "dynamic at step %d",
-                     p->alone_dynamic_at);
-        snprintf(together, sizeof together, "dynamic at step %d",
-                 p->agreed_dynamic_at);
-        printf("rank %-2d| %-24s| %-26s| %5.0f us %6.0f us %8.0f us\n", r,
-               alone, together, p->barrier_us, p->allreduce_us,
-               p->allgatherv_us);
+    printf("%-18s", "per rank");
+    for (int m = 0; m < 3; m++)
+        printf(" %-*s", CELL, runs[m].title);
+    printf("\n");
+    row("compiles", runs, n, cell_compiles);
+    row("recompiled at step", runs, n, cell_recompiled);
+    row("compile exchanges", runs, n, cell_exchanges);
+    row("batch dim (S/D)", runs, n, cell_dynamic);
+    row_outcome(runs, n);
+    printf("%-18s", "wall time");
+    for (int m = 0; m < 3; m++) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "%.2f s", runs[m].wall_s);
+        printf(" %-*s", CELL, buf);
     }
-    printf("\nAlone, ranks disagree about the graph and recompile at "
-           "different steps;\nwhile one recompiles, the others wait in "
-           "their next collective.\nTogether, every rank makes the same "
-           "decision at the same step.\n\n");
-    printf("Rank %d stalls past a 1 s deadline; what each other rank gets:"
-           "\n", n - 1);
-    for (int r = 0; r < n - 1; r++)
-        printf("  rank %d after %.2f s: %s: %s\n", r, reps[r].fail_after_s,
-               ccol_status_name((ccol_status)reps[r].fail_status),
-               reps[r].fail_msg);
+    printf("\n\n");
+}
+
+/* What happened with collectives off: who recompiled when, and whether
+ * the ranks ended with different graphs. */
+static void
+explain_off(const demo_run *d, int n)
+{
+    char text[1024], steps[64];
+    size_t off = 0;
+    int nstatic = 0;
+
+    off += (size_t)snprintf(text, sizeof text, "each rank decides alone:");
+    for (int r = 0, first = 1; r < n && off < sizeof text; r++) {
+        recompile_steps(d, r, steps, sizeof steps);
+        if (strcmp(steps, "-") == 0)
+            continue;
+        off += (size_t)snprintf(text + off, sizeof text - off,
+                                "%s rank %d recompiled at step %s",
+                                first ? "" : ",", r, steps);
+        first = 0;
+    }
+    for (int r = 0; r < n; r++)
+        nstatic += !batch_dynamic(d, r);
+    if (nstatic > 0 && nstatic < n && off < sizeof text)
+        off += (size_t)snprintf(text + off, sizeof text - off,
+                                "; %d rank%s kept a static batch dim while "
+                                "%d went dynamic: different graphs",
+                                nstatic, nstatic == 1 ? "" : "s",
+                                n - nstatic);
+    if (off < sizeof text)
+        snprintf(text + off, sizeof text - off, ". In a real job each of "
+                 "those recompiles stalls the other ranks in their next "
+                 "all_reduce.");
+    wrap("off:      ", 10, text);
+}
+
+static void
+explain_compile(const demo_run *d)
+{
+    json_t *err = json_object_get(rank_entry(d, 0), "error");
+    char text[2048];
+
+    if (err == NULL || json_is_null(err)) {
+        printf("compile:  every rank succeeded.\n");
+        return;
+    }
+    snprintf(text, sizeof text, "compile collectives without guard "
+             "collectives: one rank's recompile met the others' all_reduce. "
+             "Paired by position (as PyTorch does) that is a hang or a "
+             "silent mix-up; ccol names it on every rank. Rank 0 got %s: %s",
+             json_string_value(json_object_get(err, "code")),
+             json_string_value(json_object_get(err, "message")));
+    wrap("compile:  ", 10, text);
+}
+
+static void
+explain_lockstep(const demo_run *d, int n)
+{
+    char steps[64];
+    int same = 1;
+
+    recompile_steps(d, 0, steps, sizeof steps);
+    for (int r = 1; r < n; r++) {
+        char other[64];
+        recompile_steps(d, r, other, sizeof other);
+        same = same && strcmp(steps, other) == 0 &&
+               batch_dynamic(d, r) == batch_dynamic(d, 0);
+    }
+    if (same && jit_summary_ok(d->job)) {
+        char text[256];
+        snprintf(text, sizeof text, "guard collectives keep the ranks "
+                 "together: every rank recompiled at step %s and made the "
+                 "same decisions, one graph everywhere.", steps);
+        wrap("lockstep: ", 10, text);
+    } else {
+        wrap("lockstep: ", 10, "the ranks did not agree.");
+    }
+}
+
+/* The stall scenario: the last rank sleeps past the deadline in the
+ * middle of the schedule; every other rank gets an error naming it. */
+static int
+stall(jit_opts *o, int n)
+{
+    demo_run d = { "stall", NULL, 0 };
+
+    o->mode = CCOL_SYNC_LOCKSTEP;
+    o->timeout_s = 1.0;
+    o->fault = JIT_FAULT_STALL;
+    o->fault_rank = n - 1;
+    o->fault_s = 2.5;
+    if (run_job(o, &d) != 0)
+        return -1;
+    printf("\nRank %d stalls for %.1f s at step %d, past the 1 s deadline. "
+           "What each other\nrank gets (%.2f s for the whole job):\n", n - 1,
+           o->fault_s, DEMO_STEPS / 2, d.wall_s);
+    for (int r = 0; r < n - 1; r++) {
+        json_t *err = json_object_get(rank_entry(&d, r), "error");
+        char text[2048];
+        snprintf(text, sizeof text, "rank %d: %s: %s", r,
+                 json_is_object(err)
+                     ? json_string_value(json_object_get(err, "code"))
+                     : "ok",
+                 json_is_object(err)
+                     ? json_string_value(json_object_get(err, "message"))
+                     : "(no error: the stall was not noticed)");
+        wrap("  ", 4, text);
+    }
+    json_decref(d.job);
+    return 0;
+}
+
+/* Runs the job in the three modes, prints the table and what it shows,
+ * then the stall scenario. */
+static int
+run_modes(jit_opts *o, demo_run *runs, int n)
+{
+    for (int m = 0; m < 3; m++) {
+        o->mode = m; /* CCOL_SYNC_OFF, _COMPILE, _LOCKSTEP */
+        if (run_job(o, &runs[m]) != 0)
+            return -1;
+    }
+    print_table(runs, n);
+    printf("What goes wrong without ccol, and what ccol does:\n\n");
+    explain_off(&runs[0], n);
+    explain_compile(&runs[1]);
+    explain_lockstep(&runs[2], n);
+    return stall(o, n);
+}
+
+static int
+parse_n(int argc, char **argv, int *n)
+{
+    char *end;
+
+    if (argc == 1)
+        return 0;
+    if (argc != 3 || strcmp(argv[1], "-n") != 0)
+        return -1;
+    *n = (int)strtol(argv[2], &end, 10);
+    return *end == '\0' && *n >= 2 && *n <= DEMO_MAX_RANKS ? 0 : -1;
 }
 
 int
 ccol_cmd_demo(int argc, char **argv)
 {
-    int n = 4, port;
-    rank_report *reps;
-    pid_t pids[DEMO_MAX_RANKS];
+    demo_run runs[3] = { { "off (alone)", NULL, 0 },
+                         { "compile", NULL, 0 },
+                         { "lockstep", NULL, 0 } };
+    jit_opts o = { .prog = "examples/mlp.tl", .prog_src = demo_prog,
+                   .prog_len = sizeof demo_prog - 1, .quiet = true,
+                   .timeout_s = DEMO_TIMEOUT_S };
+    schedule *s;
+    int n = 4, rc = 0;
 
     if (argc > 1 && strcmp(argv[1], "--help") == 0) {
         printf("usage: ccol demo [-n N]   (2 <= N <= %d, default 4)\n",
                DEMO_MAX_RANKS);
         return 0;
     }
-    if (argc == 3 && strcmp(argv[1], "-n") == 0)
-        n = atoi(argv[2]);
-    if ((argc != 1 && argc != 3) || n < 2 || n > DEMO_MAX_RANKS) {
+    if (parse_n(argc, argv, &n) != 0) {
         fprintf(stderr, "usage: ccol demo [-n N]   (2 <= N <= %d)\n",
                 DEMO_MAX_RANKS);
         return 2;
     }
-    port = free_port();
-    reps = mmap(NULL, sizeof *reps * DEMO_MAX_RANKS, PROT_READ | PROT_WRITE,
-                MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (port < 0 || reps == MAP_FAILED) {
-        fprintf(stderr, "demo: cannot set up local ranks\n");
+    if ((s = demo_schedule(n)) == NULL)
         return 1;
-    }
-    memset(reps, 0, sizeof *reps * DEMO_MAX_RANKS);
-    printf("ccol demo: %d ranks, each its own process, tcp on "
-           "127.0.0.1:%d\n\n", n, port);
-    if (spawn(n, port, reps, pids) != 0 || reap(n, pids, 60) != 0) {
-        fprintf(stderr, "demo: a rank failed (see above)\n");
-        return 1;
-    }
-    print_report(n, reps);
-    return 0;
+    o.sched = s;
+    o.nranks = n;
+    printf("ccol demo: %s on %d local ranks (processes over tcp), "
+           "through the tracing JIT\n\n", o.prog, n);
+    print_batches(n);
+    rc = run_modes(&o, runs, n);
+    if (rc == 0 && !jit_summary_ok(runs[2].job))
+        rc = 1;
+    for (int m = 0; m < 3; m++)
+        json_decref(runs[m].job);
+    sched_free(s);
+    return rc == 0 ? 0 : 1;
 }

@@ -13,9 +13,10 @@
 
 /* Where in the schedule we are, for messages. */
 typedef struct where {
-    char path[256];
-    char *err;
+    char path[256];  /* "call 3: argument 2 item 1", the current place */
+    char *err;       /* the caller's message buffer */
     size_t errlen;
+    size_t nargs;    /* arguments and list items parsed so far */
 } where;
 
 static int
@@ -173,6 +174,11 @@ static int
 parse_arg(where *w, json_t *j, sched_arg *a, int depth)
 {
     memset(a, 0, sizeof *a);
+    /* Each parsed argument costs far more memory than its text: bound the
+     * total so a large file of tiny arguments cannot exhaust memory. */
+    if (++w->nargs > SCHED_MAX_TOTAL_ARGS)
+        return fail(w, "the schedule has more than %d arguments and list "
+                    "items in all", SCHED_MAX_TOTAL_ARGS);
     if (json_is_null(j)) {
         a->kind = SARG_NONE;
     } else if (json_is_boolean(j)) {
@@ -193,6 +199,22 @@ parse_arg(where *w, json_t *j, sched_arg *a, int depth)
                     "{\"tensor\": [...]} or {\"list\": [...]}");
     }
     return 0;
+}
+
+/* Tensor storage elements of an argument, lists counted recursively;
+ * saturates at SIZE_MAX / 2 so sums cannot wrap. */
+static size_t
+arg_storage(const sched_arg *a)
+{
+    size_t n = 0;
+    if (a->kind == SARG_TENSOR)
+        return sched_storage(a);
+    for (size_t i = 0; a->kind == SARG_LIST && i < a->nitems; i++) {
+        n += arg_storage(&a->items[i]);
+        if (n > SIZE_MAX / 4)
+            return SIZE_MAX / 4;
+    }
+    return n;
 }
 
 static int
@@ -216,6 +238,12 @@ parse_args(where *w, json_t *j, sched_args *out)
             return -1;
     }
     w->path[len] = '\0';
+    size_t total = 0;
+    for (i = 0; i < out->n; i++)
+        total += arg_storage(&out->v[i]);
+    if (total > SCHED_MAX_CALL_NUMEL)
+        return fail(w, "the tensors of one call hold %zu elements; at most "
+                    "%d", total, SCHED_MAX_CALL_NUMEL);
     return 0;
 }
 
@@ -423,8 +451,14 @@ sched_for_rank(const schedule *s, size_t k, int rank, int world,
                const char **fn, const sched_args **args, char *err,
                size_t errlen)
 {
-    const sched_call *c = &s->calls[k];
+    const sched_call *c;
 
+    if (k >= s->ncalls || world < 1 || rank < 0 || rank >= world) {
+        snprintf(err, errlen, "call %zu: no such call for rank %d of %d "
+                 "(the schedule has %zu calls)", k, rank, world, s->ncalls);
+        return -1;
+    }
+    c = &s->calls[k];
     if (c->nfn > 1 && c->nfn != (size_t)world) {
         snprintf(err, errlen, "call %zu: \"fn\" names %zu functions for %d "
                  "ranks", k, c->nfn, world);
@@ -440,13 +474,26 @@ sched_for_rank(const schedule *s, size_t k, int rank, int world,
     return 0;
 }
 
+int
+sched_check(const schedule *s, int world, char *err, size_t errlen)
+{
+    const char *fn;
+    const sched_args *args;
+
+    for (size_t k = 0; k < s->ncalls; k++)
+        if (sched_for_rank(s, k, 0, world, &fn, &args, err, errlen) != 0)
+            return -1;
+    return 0;
+}
+
 size_t
 sched_storage(const sched_arg *a)
 {
     size_t span = 1;
-    for (int d = 0; d < a->ndim; d++) {
+    for (int d = 0; d < a->ndim; d++)
         if (a->sizes[d] == 0)
             return 0;
+    for (int d = 0; d < a->ndim; d++) {
         if (a->has_stride)
             span += (size_t)(a->sizes[d] - 1) * (size_t)a->strides[d];
         else

@@ -25,6 +25,8 @@
 #define SCHED_MAX_CALLS 100000    /* calls in a schedule */
 #define SCHED_MAX_ITEMS 4096      /* arguments, list items, ranks */
 #define SCHED_MAX_DEPTH 16        /* nesting of lists */
+#define SCHED_MAX_TOTAL_ARGS (1 << 20) /* arguments + list items in all */
+#define SCHED_MAX_CALL_NUMEL (1 << 26) /* tensor storage of one call */
 
 typedef enum sched_kind {
     SARG_NONE = 0,
@@ -81,6 +83,11 @@ void sched_free(schedule *s);
 int sched_for_rank(const schedule *s, size_t k, int rank, int world,
                    const char **fn, const sched_args **args, char *err,
                    size_t errlen);
+
+/* Checks that every call covers `world` ranks (a name per rank and
+ * per_rank lists have exactly `world` entries). Fails naming the first call
+ * that does not. */
+int sched_check(const schedule *s, int world, char *err, size_t errlen);
 
 /* Number of storage elements a tensor argument needs (its strides may
  * skip or overlap elements). */

@@ -15,6 +15,8 @@ typedef struct ccol_cmd {
 int ccol_cmd_demo(int argc, char **argv);
 int ccol_cmd_run(int argc, char **argv);
 int ccol_cmd_dyn(int argc, char **argv);
+int ccol_cmd_jit(int argc, char **argv);
 int ccol_cmd_bench(int argc, char **argv);
+int ccol_cmd_report(int argc, char **argv);
 
 #endif /* CCOL_TOOLS_H */

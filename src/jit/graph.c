@@ -1,0 +1,354 @@
+/*
+ * graph.c - the graph IR of a compiled entry and its interpreter backend.
+ *
+ * Nodes are SSA over values: inputs, sizes of inputs, constants, operators
+ * and builtin calls. The interpreter evaluates the nodes an entry needs in
+ * order with the front end's kernels (ccol__jit_binop, the builtin table),
+ * so a graph computes exactly what the eager interpreter would; the
+ * all_reduce nodes call libccol on the session's communicator.
+ */
+#include "tracer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int
+ccol__g_add(Graph *g, GKind kind, int op, int a, int b)
+{
+    if (g->n == g->cap) {
+        int cap = g->cap ? g->cap * 2 : 32;
+        GNode *p = realloc(g->nodes, (size_t)cap * sizeof(*p));
+        if (p == NULL)
+            return -1;
+        g->nodes = p;
+        g->cap = cap;
+    }
+    GNode *nd = &g->nodes[g->n];
+    memset(nd, 0, sizeof(*nd));
+    nd->kind = kind;
+    nd->op = op;
+    nd->a = a;
+    nd->b = b;
+    return g->n++;
+}
+
+int
+ccol__g_input(Graph *g, const char *name, int slot, const int *path,
+              int depth)
+{
+    for (int i = 0; i < g->nin; i++) {
+        if (strcmp(g->inputs[i].name, name) == 0)
+            return i;
+    }
+    if (g->nin == g->capin) {
+        int cap = g->capin ? g->capin * 2 : 8;
+        Input *p = realloc(g->inputs, (size_t)cap * sizeof(*p));
+        if (p == NULL)
+            return -1;
+        g->inputs = p;
+        g->capin = cap;
+    }
+    Input *in = &g->inputs[g->nin];
+    in->name = malloc(strlen(name) + 1);
+    in->path = malloc((size_t)(depth + 1) * sizeof(int));
+    if (in->name == NULL || in->path == NULL) {
+        free(in->name);
+        free(in->path);
+        return -1;
+    }
+    strcpy(in->name, name);
+    if (depth > 0)
+        memcpy(in->path, path, (size_t)depth * sizeof(int));
+    in->slot = slot;
+    in->depth = depth;
+    return g->nin++;
+}
+
+void
+ccol__g_free(Graph *g)
+{
+    for (int i = 0; i < g->n; i++) {
+        free(g->nodes[i].args);
+        ccol__v_unref(g->nodes[i].cv);
+    }
+    for (int i = 0; i < g->nin; i++) {
+        free(g->inputs[i].name);
+        free(g->inputs[i].path);
+    }
+    free(g->nodes);
+    free(g->inputs);
+    memset(g, 0, sizeof(*g));
+}
+
+void
+ccol__entry_free(Entry *e)
+{
+    if (e == NULL)
+        return;
+    ccol__g_free(&e->g);
+    for (size_t i = 0; i < e->ndyn; i++)
+        free(e->dyn[i]);
+    free(e->dyn);
+    free(e->guards);
+    free(e->outs);
+    free(e->run_need);
+    free(e->guard_need);
+    free(e);
+}
+
+static bool
+is_collective(const GNode *nd)
+{
+    return nd->kind == G_CALL &&
+           strcmp(ccol__jit_builtin(nd->op)->name, "all_reduce") == 0;
+}
+
+/* Marks node i and everything it reads. */
+static void
+mark(const Graph *g, bool *need, int i)
+{
+    if (i < 0 || need[i])
+        return;
+    need[i] = true;
+    const GNode *nd = &g->nodes[i];
+    switch (nd->kind) {
+    case G_SIZE:
+    case G_STRIDE:
+    case G_NEG:
+    case G_NOT:
+        mark(g, need, nd->a);
+        break;
+    case G_BINOP:
+        mark(g, need, nd->a);
+        mark(g, need, nd->b);
+        break;
+    case G_CALL:
+    case G_LIST:
+        for (int k = 0; k < nd->nargs; k++)
+            mark(g, need, nd->args[k]);
+        break;
+    default:
+        break;
+    }
+}
+
+bool
+ccol__entry_plan(Entry *e)
+{
+    size_t n = (size_t)e->g.n + 1;
+    e->run_need = calloc(n, sizeof(bool));
+    e->guard_need = calloc(n, sizeof(bool));
+    if (e->run_need == NULL || e->guard_need == NULL)
+        return false;
+    for (int i = 0; i < e->nouts; i++)
+        mark(&e->g, e->run_need, e->outs[i]);
+    for (int i = 0; i < e->g.n; i++) {
+        if (is_collective(&e->g.nodes[i]))
+            mark(&e->g, e->run_need, i);
+    }
+    for (int i = 0; i < e->nguards; i++) {
+        if (e->guards[i].kind == GD_EXPR)
+            mark(&e->g, e->guard_need, e->guards[i].node);
+    }
+    return true;
+}
+
+bool
+ccol__g_resolve(const Graph *g, Value *const *slots, int nslots,
+                Value **vals)
+{
+    for (int i = 0; i < g->nin; i++) {
+        const Input *in = &g->inputs[i];
+        Value *v = in->slot < nslots ? slots[in->slot] : NULL;
+        for (int d = 0; v != NULL && d < in->depth; d++) {
+            int k = in->path[d];
+            if (v->kind != CCOL_JIT_LIST || k < 0 ||
+                (size_t)k >= v->u.list.n)
+                v = NULL;
+            else
+                v = v->u.list.items[k];
+        }
+        if (v == NULL)
+            return false;
+        vals[i] = v;
+    }
+    return true;
+}
+
+static Value *
+eval_list(Interp *in, const GNode *nd, Value **vals)
+{
+    Value *l = ccol__v_list(in, (size_t)nd->nargs);
+    for (int k = 0; l != NULL && k < nd->nargs; k++)
+        l->u.list.items[k] = ccol__v_ref(vals[nd->args[k]]);
+    return l ? ccol__v_list_done(in, l) : NULL;
+}
+
+static Value *
+eval_call(Interp *in, const GNode *nd, Value **vals)
+{
+    Value *args[64];
+    const Builtin *b = ccol__jit_builtin(nd->op);
+    for (int k = 0; k < nd->nargs && k < 64; k++)
+        args[k] = vals[nd->args[k]];
+    in->cur = b->name;
+    return b->fn(in, args, nd->nargs);
+}
+
+static Value *
+size_of(Interp *in, const GNode *nd, Value **vals)
+{
+    const Value *t = vals[nd->a];
+    if (t->kind != CCOL_JIT_TENSOR || nd->op >= t->u.t.ndim)
+        return ccol__jit_fail(in, CCOL_ERR_INTERNAL,
+                              "internal: size of a non-tensor");
+    return ccol__v_int(in, nd->kind == G_SIZE ? t->u.t.size[nd->op]
+                                              : t->u.t.stride[nd->op]);
+}
+
+static Value *
+eval_node(Interp *in, const GNode *nd, Value *const *inputs, Value **vals)
+{
+    int t;
+    switch (nd->kind) {
+    case G_INPUT:
+        return ccol__v_ref(inputs[nd->op]);
+    case G_SIZE:
+    case G_STRIDE:
+        return size_of(in, nd, vals);
+    case G_CONST:
+        return ccol__v_ref(nd->cv);
+    case G_BINOP:
+        return ccol__jit_binop(in, nd->op, vals[nd->a], vals[nd->b]);
+    case G_NEG:
+        return ccol__jit_neg(in, vals[nd->a]);
+    case G_NOT:
+        t = ccol__v_truth(in, vals[nd->a]);
+        return t < 0 ? NULL : ccol__v_bool(in, !t);
+    case G_CALL:
+        return eval_call(in, nd, vals);
+    case G_LIST:
+        return eval_list(in, nd, vals);
+    }
+    return ccol__jit_fail(in, CCOL_ERR_INTERNAL, "internal: bad node");
+}
+
+bool
+ccol__g_eval(const Graph *g, const bool *need, Interp *in,
+             Value *const *inputs, Value **vals)
+{
+    for (int i = 0; i < g->n; i++) {
+        vals[i] = NULL;
+        if (!need[i])
+            continue;
+        const GNode *nd = &g->nodes[i];
+        vals[i] = eval_node(in, nd, inputs, vals);
+        if (vals[i] == NULL) {
+            if (!in->located && nd->line > 0) {
+                in->located = true;
+                in->line = nd->line;
+                in->col = nd->col;
+            }
+            for (int k = i + 1; k < g->n; k++)
+                vals[k] = NULL;
+            return false;
+        }
+    }
+    return true;
+}
+
+void
+ccol__g_release(const Graph *g, Value **vals)
+{
+    for (int i = 0; i < g->n; i++) {
+        ccol__v_unref(vals[i]);
+        vals[i] = NULL;
+    }
+}
+
+static const char *const gop_names[] = { "add", "sub", "mul", "truediv",
+                                         "floordiv", "mod", "matmul", "eq",
+                                         "ne", "lt", "le", "gt", "ge" };
+
+static void
+render_dims(const GNode *nd, Buf *b)
+{
+    ccol__jit_buf_puts(b, " : tensor[");
+    for (int d = 0; d < nd->ndim; d++) {
+        if (d > 0)
+            ccol__jit_buf_puts(b, ", ");
+        if (nd->dims[d].node < 0)
+            ccol__jit_buf_printf(b, "%lld", (long long)nd->dims[d].c);
+        else
+            ccol__jit_buf_printf(b, "%%%d", nd->dims[d].node);
+    }
+    ccol__jit_buf_puts(b, "]");
+}
+
+static void
+render_node(const Entry *e, int i, Buf *b)
+{
+    const GNode *nd = &e->g.nodes[i];
+    ccol__jit_buf_printf(b, "  %%%d = ", i);
+    switch (nd->kind) {
+    case G_INPUT:
+        ccol__jit_buf_printf(b, "input %s", e->g.inputs[nd->op].name);
+        break;
+    case G_SIZE:
+    case G_STRIDE:
+        ccol__jit_buf_printf(b, "%s(%%%d, %d)",
+                             nd->kind == G_SIZE ? "size" : "stride", nd->a,
+                             nd->op);
+        break;
+    case G_CONST:
+        ccol__jit_buf_puts(b, "const ");
+        ccol__v_repr(b, nd->cv, true);
+        break;
+    case G_BINOP:
+        ccol__jit_buf_printf(b, "%s(%%%d, %%%d)", gop_names[nd->op], nd->a,
+                             nd->b);
+        break;
+    case G_NEG:
+    case G_NOT:
+        ccol__jit_buf_printf(b, "%s(%%%d)", nd->kind == G_NEG ? "neg" : "not",
+                             nd->a);
+        break;
+    case G_CALL:
+    case G_LIST:
+        ccol__jit_buf_printf(b, "%s(", nd->kind == G_LIST
+                                           ? "list"
+                                           : ccol__jit_builtin(nd->op)->name);
+        for (int k = 0; k < nd->nargs; k++)
+            ccol__jit_buf_printf(b, "%s%%%d", k ? ", " : "", nd->args[k]);
+        ccol__jit_buf_puts(b, ")");
+        break;
+    }
+    if (nd->tensor)
+        render_dims(nd, b);
+    if (nd->symbol > 0)
+        ccol__jit_buf_printf(b, "  (s%d)", nd->symbol - 1);
+    ccol__jit_buf_puts(b, "\n");
+}
+
+void
+ccol__entry_render(const Entry *e, Buf *b)
+{
+    for (int i = 0; i < e->nguards; i++) {
+        ccol__jit_buf_puts(b, "guard ");
+        ccol__guard_render(e, &e->guards[i], b);
+        ccol__jit_buf_puts(b, "\n");
+    }
+    ccol__jit_buf_puts(b, "graph:\n");
+    for (int i = 0; i < e->g.n; i++) {
+        if (e->run_need == NULL || e->run_need[i] || e->guard_need[i])
+            render_node(e, i, b);
+    }
+    ccol__jit_buf_puts(b, "  return (");
+    for (int i = 0; i < e->nouts; i++)
+        ccol__jit_buf_printf(b, "%s%%%d", i ? ", " : "", e->outs[i]);
+    ccol__jit_buf_puts(b, ")");
+    if (e->brk)
+        ccol__jit_buf_printf(b, " then print (%d args) at line %d",
+                             e->nprint, e->resume.line);
+    ccol__jit_buf_puts(b, "\n");
+}

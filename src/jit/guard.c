@@ -1,0 +1,160 @@
+/*
+ * guard.c - the guards of a compiled entry and their check.
+ *
+ * Input guards (kind, rank, list length, static sizes, strides and scalars,
+ * symbol ranges) are checked first on the resolved inputs; then the int and
+ * bool nodes of the recorded branch guards are evaluated with the graph
+ * interpreter and must keep the truth value the trace saw. Any failure,
+ * including an error while evaluating, is a miss.
+ */
+#include "tracer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+bool
+ccol__guard_add(Entry *e, GuardKind kind, int input, int dim, int64_t i)
+{
+    if (e->nguards == e->capguards) {
+        int cap = e->capguards ? e->capguards * 2 : 16;
+        Guard *p = realloc(e->guards, (size_t)cap * sizeof(*p));
+        if (p == NULL)
+            return false;
+        e->guards = p;
+        e->capguards = cap;
+    }
+    Guard *g = &e->guards[e->nguards++];
+    memset(g, 0, sizeof(*g));
+    g->kind = kind;
+    g->input = input;
+    g->dim = dim;
+    g->node = kind == GD_EXPR ? dim : -1;
+    g->i = i;
+    return true;
+}
+
+/* One input guard on its resolved value. */
+static bool
+check_input(const Guard *g, const Value *v)
+{
+    const Tensor *t = &v->u.t;
+    switch (g->kind) {
+    case GD_KIND:
+        return (int64_t)v->kind == g->i;
+    case GD_NDIM:
+        return t->ndim == g->i;
+    case GD_LEN:
+        return (int64_t)v->u.list.n == g->i;
+    case GD_SIZE:
+        return t->size[g->dim] == g->i;
+    case GD_STRIDE:
+        return t->stride[g->dim] == g->i;
+    case GD_SIZE_GE2:
+        return t->size[g->dim] >= 2;
+    case GD_INT_NOT01:
+        return v->u.i != 0 && v->u.i != 1;
+    case GD_INT:
+        return v->u.i == g->i;
+    case GD_FLOAT:
+        return memcmp(&v->u.f, &g->f, sizeof(double)) == 0;
+    case GD_BOOL:
+        return (int64_t)v->u.b == g->i;
+    default:
+        return true;
+    }
+}
+
+/* Evaluates the branch guards' nodes; the index of the first guard whose
+ * truth changed (or that failed to evaluate), -1 when all hold. */
+static int
+check_exprs(const Entry *e, Interp *in, Value *const *inputs)
+{
+    Value **vals = calloc((size_t)e->g.n + 1, sizeof(*vals));
+    if (vals == NULL)
+        return 0;
+    bool ok = ccol__g_eval(&e->g, e->guard_need, in, inputs, vals);
+    int bad = -1;
+    for (int i = 0; bad < 0 && i < e->nguards; i++) {
+        const Guard *g = &e->guards[i];
+        if (g->kind != GD_EXPR)
+            continue;
+        int t = ok && vals[g->node] ? ccol__v_truth(in, vals[g->node]) : -1;
+        if (t < 0 || t != g->i)
+            bad = i;
+    }
+    ccol__g_release(&e->g, vals);
+    free(vals);
+    return bad;
+}
+
+int
+ccol__guard_check(const Entry *e, Interp *in, Value *const *slots,
+                  int nslots)
+{
+    Value **inputs = calloc((size_t)e->g.nin + 1, sizeof(*inputs));
+    if (inputs == NULL || !ccol__g_resolve(&e->g, slots, nslots, inputs)) {
+        free(inputs);
+        return 0;
+    }
+    int bad = -1;
+    bool exprs = false;
+    for (int i = 0; bad < 0 && i < e->nguards; i++) {
+        const Guard *g = &e->guards[i];
+        if (g->kind == GD_EXPR)
+            exprs = true;
+        else if (!check_input(g, inputs[g->input]))
+            bad = i;
+    }
+    if (bad < 0 && exprs) {
+        Interp scratch = { .m = in->m, .steps_left = in->m->params.max_steps };
+        bad = check_exprs(e, &scratch, inputs);
+    }
+    free(inputs);
+    return bad;
+}
+
+static const char *const kind_names[] = { "none", "bool", "int", "float",
+                                          "str", "list", "tensor" };
+
+void
+ccol__guard_render(const Entry *e, const Guard *g, Buf *b)
+{
+    const char *src = g->kind == GD_EXPR ? "" : e->g.inputs[g->input].name;
+    switch (g->kind) {
+    case GD_KIND:
+        ccol__jit_buf_printf(b, "type(%s) == %s", src, kind_names[g->i]);
+        break;
+    case GD_NDIM:
+        ccol__jit_buf_printf(b, "%s.dim() == %lld", src, (long long)g->i);
+        break;
+    case GD_LEN:
+        ccol__jit_buf_printf(b, "len(%s) == %lld", src, (long long)g->i);
+        break;
+    case GD_SIZE:
+    case GD_STRIDE:
+        ccol__jit_buf_printf(b, "%s.%s(%d) == %lld", src,
+                             g->kind == GD_SIZE ? "size" : "stride", g->dim,
+                             (long long)g->i);
+        break;
+    case GD_SIZE_GE2:
+        ccol__jit_buf_printf(b, "%s.size(%d) >= 2", src, g->dim);
+        break;
+    case GD_INT_NOT01:
+        ccol__jit_buf_printf(b, "%s not in (0, 1)", src);
+        break;
+    case GD_INT:
+    case GD_BOOL:
+        ccol__jit_buf_printf(b, "%s == %lld", src, (long long)g->i);
+        break;
+    case GD_FLOAT: {
+        char num[64];
+        ccol__fmt_double(num, sizeof num, g->f);
+        ccol__jit_buf_printf(b, "%s == %s", src, num);
+        break;
+    }
+    case GD_EXPR:
+        ccol__jit_buf_printf(b, "bool(%%%d) == %s", g->node,
+                             g->i ? "True" : "False");
+        break;
+    }
+}

@@ -1,0 +1,442 @@
+#!/usr/bin/env bash
+# test_cli.sh - `ccol jit` end to end (DESIGN.md 4.1): golden job summaries
+# of the scenarios of DESIGN.md 4 at 2 and 3 ranks in every mode, the same
+# results in every mode, --check on every example, malformed schedules and
+# command lines (each message), program errors, a rank calling a missing
+# function, ranks killed or stalled mid-schedule (the summary still comes
+# out, naming them), joining a job started by hand, readable output,
+# --explain and --trace. Every command runs under `timeout`.
+# Usage: bash test_cli.sh PATH-OF-CCOL SOURCE-DIR
+set -u
+CCOL=${1:?usage: test_cli.sh PATH-OF-CCOL SOURCE-DIR}
+SRC=$(cd "${2:?usage: test_cli.sh PATH-OF-CCOL SOURCE-DIR}" && pwd)
+G=$SRC/tests/jit/golden
+EX=$SRC/examples
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+pass=0
+fail=0
+RC=0
+
+ok() { pass=$((pass + 1)); echo "ok $1"; }
+bad() {
+    fail=$((fail + 1))
+    echo "not ok $1"
+    printf '%s\n' "$2" | head -40 | sed 's/^/  /'
+}
+
+# jit ARGS...: runs `ccol jit ARGS` (at most 120 s); stdout in $TMP/out,
+# stderr in $TMP/err, exit status in $RC.
+jit() {
+    timeout 120 "$CCOL" jit "$@" >"$TMP/out" 2>"$TMP/err"
+    RC=$?
+}
+
+details() {
+    printf 'rc=%s\nstdout: %s\nstderr: %s\n' "$RC" \
+        "$(head -c 3000 "$TMP/out")" "$(head -c 3000 "$TMP/err")"
+}
+
+# The checker: `match` compares a summary with an expectation (keys of
+# the expectation only; "message_has" lists substrings of "message").
+cat >"$TMP/lib.py" <<'EOF'
+import json, sys
+
+def match(exp, got, path="job"):
+    if isinstance(exp, dict):
+        if not isinstance(got, dict):
+            raise AssertionError(f"{path}: expected an object, got {got!r}")
+        for k, v in exp.items():
+            if k == "message_has":
+                for s in v:
+                    if s not in got.get("message", ""):
+                        raise AssertionError(f"{path}.message lacks {s!r}: "
+                                             f"{got.get('message')!r}")
+                continue
+            if k not in got:
+                raise AssertionError(f"{path}: no key {k!r}")
+            match(v, got[k], f"{path}.{k}")
+    elif isinstance(exp, list):
+        if not isinstance(got, list) or len(got) != len(exp):
+            raise AssertionError(f"{path}: expected {exp!r}, got {got!r}")
+        for i, (e, g) in enumerate(zip(exp, got)):
+            match(e, g, f"{path}[{i}]")
+    elif exp != got or type(exp) != type(got):
+        raise AssertionError(f"{path}: expected {exp!r}, got {got!r}")
+
+KEYS = ["rank", "ok", "error", "compiles", "exchanges", "frames", "results"]
+
+def load(path):
+    text = open(path).read()
+    lines = text.splitlines()
+    if len(lines) != 1:
+        raise AssertionError(f"stdout has {len(lines)} lines, not one")
+    j = json.loads(text)
+    if list(j) != ["ok", "world_size", "mode", "ranks"]:
+        raise AssertionError(f"job keys {list(j)}")
+    for r, e in enumerate(j["ranks"]):
+        if list(e) != KEYS or e["rank"] != r:
+            raise AssertionError(f"rank entry {r} keys {list(e)}")
+        for f in e["frames"]:
+            if f["dynamic"] != sorted(f["dynamic"]):
+                raise AssertionError(f"unsorted dynamic {f['dynamic']}")
+    return j
+EOF
+
+# pycheck NAME CODE: runs python CODE with `j` the JSON job on stdout and
+# `rc` the exit status; an assertion failing fails the test.
+pycheck() {
+    local name=$1 code=$2 msg
+    if msg=$(cd "$TMP" && python3 -S - "$TMP/out" "$RC" 2>&1 <<EOF
+import sys
+from lib import *
+rc = int(sys.argv[2])
+j = load(sys.argv[1])
+$code
+EOF
+    ); then
+        ok "$name"
+    else
+        bad "$name" "$msg
+$(details)"
+    fi
+}
+
+# golden NAME N MODE: the scenario's summary matches NAME.expect.json,
+# the exit status is 0 iff it expects ok, and the results are kept.
+golden() {
+    local name=$1 n=$2 mode=$3
+    jit "$G/step.tl" --schedule "$G/$name.$n.json" -n "$n" \
+        --collectives "$mode" --json --timeout 5
+    cp "$TMP/out" "$TMP/res.$name.$n.$mode"
+    pycheck "golden_${name}_${n}_$mode" "
+exp = json.load(open('$G/$name.expect.json'))['$n']['$mode']
+assert (j['world_size'], j['mode']) == ($n, '$mode'), j['mode']
+match(exp, j)
+assert (rc == 0) == exp['ok'], f'exit status {rc}'
+for e in j['ranks']:
+    assert e['ok'] == (e['error'] is None)
+    if e['ok']:
+        calls = json.load(open('$G/$name.$n.json'))['calls']
+        assert len(e['results']) == len(calls)"
+}
+
+for n in 2 3; do
+    for name in same skew late late_local divergent marks breaks missing \
+        lists; do
+        for mode in off compile lockstep; do
+            golden "$name" "$n" "$mode"
+        done
+    done
+    # Where every mode succeeds, every mode computes the same results.
+    for name in same skew marks lists; do
+        RC=0
+        cp "$TMP/res.$name.$n.lockstep" "$TMP/out"
+        pycheck "same_results_${name}_$n" "
+others = [load('$TMP/res.$name.$n.' + m) for m in ('off', 'compile')]
+for o in others:
+    for a, b in zip(j['ranks'], o['ranks']):
+        assert a['results'] == b['results'], (a['results'], b['results'])"
+    done
+done
+
+# The recompile limit: a dim marked static that changes at every call.
+jit "$G/step.tl" --schedule "$G/limit.json" -n 2 --recompile-limit 2 --json \
+    --timeout 5
+pycheck recompile_limit "
+assert rc == 0 and j['ok']
+for e in j['ranks']:
+    assert e['frames'] == [{'name': 'local', 'compiles': 2, 'dynamic': [],
+                            'eager': True}], e['frames']
+    assert len(e['results']) == 5"
+
+# --check on every example that has a schedule, with its number of ranks.
+for sched in "$EX"/*.json; do
+    prog=${sched%.json}.tl
+    name=$(basename "$sched" .json)
+    n=$(python3 -c "
+import json, sys
+calls = json.load(open(sys.argv[1]))['calls']
+print(max([len(c.get('per_rank', [])) for c in calls] +
+          [len(c['fn']) for c in calls if isinstance(c['fn'], list)] + [2]))" "$sched")
+    jit "$prog" --schedule "$sched" -n "$n" --check --json --timeout 10
+    pycheck "check_example_${name}_$n" "
+assert rc == 0 and j['ok'], [e['error'] for e in j['ranks']]
+assert j['world_size'] == $n"
+done
+
+# The demo's job (4 ranks) in each mode: lockstep agrees, off does not.
+jit "$EX/mlp.tl" --schedule "$EX/mlp.json" -n 4 --collectives off --json \
+    --timeout 10
+pycheck mlp_off_diverges "
+assert rc == 0
+assert [e['compiles'] for e in j['ranks']] == [1, 2, 2, 2]
+dyn = [e['frames'][0]['dynamic'] for e in j['ranks']]
+assert dyn[0] == [] and dyn[1] == [\"L['x'].size(0)\"], dyn"
+jit "$EX/mlp.tl" --schedule "$EX/mlp.json" -n 4 --collectives lockstep \
+    --json --timeout 10
+pycheck mlp_lockstep_agrees "
+assert rc == 0
+assert [e['compiles'] for e in j['ranks']] == [2, 2, 2, 2]
+for e in j['ranks']:
+    assert e['frames'][0]['dynamic'] == [\"L['x'].size(0)\"], e"
+
+# expect_err NAME RC NEEDLE ARGS...: exit status RC, NEEDLE on stderr,
+# nothing on stdout.
+expect_err() {
+    local name=$1 want=$2 needle=$3
+    shift 3
+    jit "$@"
+    if [ "$RC" -eq "$want" ] && grep -qF -- "$needle" "$TMP/err" &&
+        [ ! -s "$TMP/out" ]; then
+        ok "$name"
+    else
+        bad "$name" "want rc=$want and stderr containing: $needle
+$(details)"
+    fi
+}
+
+P=$G/step.tl
+S=$G/same.2.json
+expect_err usage_no_args 2 "missing the program"
+expect_err usage_no_schedule 2 "missing --schedule" "$P"
+expect_err usage_bad_n 2 "-n must be a number of ranks" "$P" --schedule "$S" -n 0
+expect_err usage_n_word 2 "-n must be a number of ranks" "$P" --schedule "$S" -n two
+expect_err usage_mode 2 "--collectives must be off, compile or lockstep" \
+    "$P" --schedule "$S" --collectives sometimes
+expect_err usage_timeout 2 "--timeout must be a number of seconds" \
+    "$P" --schedule "$S" --timeout -1
+expect_err usage_limit 2 "--recompile-limit must be an integer" \
+    "$P" --schedule "$S" --recompile-limit 0
+expect_err usage_unknown 2 "unknown option '--fast'" "$P" --schedule "$S" --fast
+expect_err usage_two_programs 2 "one program only" "$P" "$P" --schedule "$S"
+expect_err usage_missing_value 2 "--schedule needs a value" "$P" --schedule
+CCOL_JIT_TEST_KILL_RANK=x expect_err usage_hook 2 \
+    "CCOL_JIT_TEST_KILL_RANK must be" "$P" --schedule "$S"
+if timeout 10 "$CCOL" jit --help | grep -q "usage: ccol jit"; then
+    ok usage_help
+else
+    bad usage_help "no usage on stdout"
+fi
+
+# bad_sched NAME NEEDLE JSON: a malformed schedule is exit status 2 with a
+# message naming the call and argument.
+bad_sched() {
+    printf '%s' "$3" >"$TMP/bad.json"
+    expect_err "schedule_$1" 2 "$2" "$P" --schedule "$TMP/bad.json" -n 2
+}
+bad_sched not_json "line 1 column" '{"calls": [}'
+bad_sched not_object "must be an object {\"calls\"" '[1]'
+bad_sched no_calls "\"calls\" must be a list of calls" '{"calls": 3}'
+bad_sched extra_key "unknown key \"steps\"" '{"calls": [], "steps": 1}'
+bad_sched call_not_object "call 0: a call must be an object" '{"calls": [1]}'
+bad_sched no_fn "call 0: \"fn\" must be a function name" \
+    '{"calls": [{"args": []}]}'
+bad_sched empty_fn "call 0: \"fn\" must not be empty" \
+    '{"calls": [{"fn": "", "args": []}]}'
+bad_sched fn_item "call 1: \"fn\"[1] must be a function name" \
+    '{"calls": [{"fn": "f", "args": []}, {"fn": ["f", 2], "args": []}]}'
+bad_sched both_args "call 0: give exactly one of \"args\" and \"per_rank\"" \
+    '{"calls": [{"fn": "f", "args": [], "per_rank": [[], []]}]}'
+bad_sched args_type "call 0: \"args\" must be a list of arguments" \
+    '{"calls": [{"fn": "f", "args": 3}]}'
+bad_sched arg_kind "call 0: argument 1: expected a number, true, false" \
+    '{"calls": [{"fn": "f", "args": [1, "x"]}]}'
+bad_sched tensor_dim "call 0: argument 0: \"tensor\"[1] must be an integer" \
+    '{"calls": [{"fn": "f", "args": [{"tensor": [2, -1]}]}]}'
+bad_sched tensor_ndim "call 0: argument 0: \"tensor\" has 9 entries" \
+    '{"calls": [{"fn": "f", "args": [{"tensor": [1,1,1,1,1,1,1,1,1]}]}]}'
+bad_sched tensor_big "exceeds the limit" \
+    '{"calls": [{"fn": "f", "args": [{"tensor": [100000, 100000]}]}]}'
+bad_sched stride_len "call 0: argument 0: \"stride\" has 1 entries but the tensor has 2 dims" \
+    '{"calls": [{"fn": "f", "args": [{"tensor": [2, 3], "stride": [1]}]}]}'
+bad_sched mark_range "call 0: argument 0: \"mark_dynamic\"[0] must be a dim in [0, 2)" \
+    '{"calls": [{"fn": "f", "args": [{"tensor": [2, 3], "mark_dynamic": [2]}]}]}'
+bad_sched mark_both "call 0: argument 0: a dim is marked both dynamic and static" \
+    '{"calls": [{"fn": "f", "args": [{"tensor": [2, 3], "mark_dynamic": [0], "mark_static": [0]}]}]}'
+bad_sched tensor_key "call 0: argument 0: unknown key \"dtype\"" \
+    '{"calls": [{"fn": "f", "args": [{"tensor": [2], "dtype": "f16"}]}]}'
+bad_sched list_item "call 2: argument 0 item 1: expected a number" \
+    '{"calls": [{"fn": "f", "args": []}, {"fn": "f", "args": []}, {"fn": "f", "args": [{"list": [1, {}]}]}]}'
+bad_sched per_rank_arg "call 0: rank 1: argument 0: \"tensor\" must be a list" \
+    '{"calls": [{"fn": "f", "per_rank": [[1], [{"tensor": 3}]]}]}'
+bad_sched per_rank_count "call 0: \"per_rank\" has 3 argument lists for 2 ranks" \
+    '{"calls": [{"fn": "f", "per_rank": [[], [], []]}]}'
+bad_sched fn_count "call 1: \"fn\" names 3 functions for 2 ranks" \
+    '{"calls": [{"fn": "f", "args": []}, {"fn": ["f", "g", "h"], "args": []}]}'
+bad_sched duplicate "duplicate object key" \
+    '{"calls": [{"fn": "f", "args": [], "args": []}]}'
+expect_err schedule_missing_file 2 "cannot open the schedule" \
+    "$P" --schedule "$TMP/none.json" -n 2
+
+# Program errors: every rank reports them, exit status 1.
+printf 'def f(x):\n    return x +\n' >"$TMP/syntax.tl"
+jit "$TMP/syntax.tl" --schedule "$S" -n 2 --json --timeout 5
+pycheck program_syntax_error "
+assert rc == 1 and not j['ok']
+for e in j['ranks']:
+    assert e['error']['code'] == 'PROGRAM', e['error']
+    assert 'syntax.tl:2:' in e['error']['message'], e['error']"
+jit "$TMP/nothing.tl" --schedule "$S" -n 2 --json --timeout 5
+pycheck program_missing_file "
+assert rc == 1
+for e in j['ranks']:
+    assert e['error']['code'] == 'PROGRAM'
+    assert 'cannot open the program' in e['error']['message']"
+printf 'def f(x, n):\n    return x[100]\n' >"$TMP/runtime.tl"
+jit "$TMP/runtime.tl" --schedule "$S" -n 2 --json --timeout 5
+pycheck program_runtime_error "
+assert rc == 1
+for e in j['ranks']:
+    assert e['error']['code'] == 'PROGRAM', e['error']
+    m = e['error']['message']
+    assert 'call 0 (f)' in m and 'runtime.tl:2:' in m, m"
+
+# A rank killed mid-schedule: its entry says how it ended, the others'
+# errors name it, and nothing hangs.
+K=$G/kill.json
+CCOL_JIT_TEST_KILL_RANK=1 jit "$P" --schedule "$K" -n 3 --json --timeout 5
+pycheck killed_rank "
+assert rc == 1 and not j['ok']
+e = j['ranks'][1]['error']
+assert e['code'] == 'CRASHED', e
+assert 'rank 1 was killed by signal 9' in e['message'], e
+for r in (0, 2):
+    e = j['ranks'][r]['error']
+    assert e is not None and 'rank 1' in e['message'], e"
+CCOL_JIT_TEST_KILL_RANK=2:exit jit "$P" --schedule "$K" -n 3 --collectives off \
+    --json --timeout 5
+pycheck exited_rank "
+assert rc == 1
+e = j['ranks'][2]['error']
+assert e['code'] == 'CRASHED', e
+assert 'rank 2 exited with status 3' in e['message'], e
+for r in (0, 1):
+    e = j['ranks'][r]['error']
+    assert e is not None and 'rank 2' in e['message'], e"
+CCOL_JIT_TEST_KILL_RANK=0 jit "$P" --schedule "$K" -n 2 --timeout 5
+if [ "$RC" -eq 1 ] && grep -q "rank 0: CRASHED: rank 0 was killed by signal 9" \
+    "$TMP/out" && grep -q "^rank 1: .*rank 0" "$TMP/out"; then
+    ok killed_rank_text
+else
+    bad killed_rank_text "$(details)"
+fi
+# A rank stalled past the deadline: the others get TIMEOUT naming it.
+CCOL_JIT_TEST_KILL_RANK=1:stall=3 jit "$P" --schedule "$K" -n 2 --json \
+    --timeout 1
+pycheck stalled_rank "
+assert rc == 1
+e = j['ranks'][0]['error']
+assert e['code'] == 'TIMEOUT' and 'missing rank: 1' in e['message'], e
+assert j['ranks'][1]['error'] is not None"
+
+# --check fails naming the call, the rank and both values when a
+# compiled result is wrong (the hook adds 1 to rank 1's result of call 3).
+CCOL_JIT_TEST_KILL_RANK=1:skew jit "$P" --schedule "$K" -n 2 --check --json \
+    --timeout 5
+pycheck check_mismatch "
+assert rc == 1 and 'rank 1' in j['ranks'][0]['error']['message']
+e = j['ranks'][1]['error']
+assert e['code'] == 'MISMATCH', e
+assert e['message'].startswith('call 3 (f) on rank 1: compiled result '), e
+assert 'differs from the eager result' in e['message'], e
+assert len(j['ranks'][1]['results']) == 4"
+# Without --check the same wrong result goes unnoticed.
+CCOL_JIT_TEST_KILL_RANK=1:skew jit "$P" --schedule "$K" -n 2 --json --timeout 5
+pycheck check_off_unnoticed "
+assert rc == 0 and j['ok']"
+
+# Readable output.
+jit "$P" --schedule "$G/breaks.2.json" -n 2 --timeout 5
+if [ "$RC" -eq 0 ] && grep -q "^ccol jit: 2 ranks, collectives lockstep: ok" \
+    "$TMP/out" && grep -q "^rank 1: ok" "$TMP/out" &&
+    grep -q "frame logged: 2 compiles, dynamic: L\['x'\].size(0)" "$TMP/out" &&
+    grep -q "^\[rank 1\] rows 4" "$TMP/out"; then
+    ok readable_summary
+else
+    bad readable_summary "$(details)"
+fi
+# With --json, print() output goes to stderr.
+jit "$P" --schedule "$G/breaks.2.json" -n 2 --json --timeout 5
+if [ "$RC" -eq 0 ] && grep -q "^\[rank 0\] rows 6" "$TMP/err"; then
+    ok json_prints_to_stderr
+else
+    bad json_prints_to_stderr "$(details)"
+fi
+
+# --explain prints each rank's decisions to stderr; --trace must not fail.
+jit "$P" --schedule "$G/skew.2.json" -n 2 --explain --json --timeout 5 \
+    --trace "$TMP/trace"
+if [ "$RC" -eq 0 ] && grep -q "^\[rank 1\] .*L\['x'\]" "$TMP/err"; then
+    ok explain_and_trace
+else
+    bad explain_and_trace "$(details)"
+fi
+
+# One rank, no launcher: a job of one, mode off by default.
+jit "$P" --schedule "$G/same.2.json" --json
+pycheck single_rank "
+assert rc == 0 and j['world_size'] == 1 and j['mode'] == 'off'
+assert j['ranks'][0]['compiles'] == 1"
+
+# join2 SCHED ARGS...: starts 2 ranks by hand with torchrun's variables
+# (no launcher); rank 0's stdout in $TMP/out, its status in $RC, rank 1's
+# stdout in $TMP/join.1 and status in $RC1.
+join2() {
+    local sched=$1 port pids=() r
+    shift
+    port=$(python3 -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+    for r in 0 1; do
+        RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 \
+            MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 60 "$CCOL" jit \
+            "$P" --schedule "$sched" --json "$@" >"$TMP/join.$r" \
+            2>"$TMP/join.err.$r" &
+        pids+=($!)
+    done
+    wait "${pids[0]}"
+    RC=$?
+    wait "${pids[1]}"
+    RC1=$?
+    cp "$TMP/join.0" "$TMP/out"
+    cp "$TMP/join.err.0" "$TMP/err"
+}
+
+# Joining: rank 0 prints the job, rank 1 nothing on stdout.
+join2 "$G/skew.2.json" --timeout 10
+pycheck joined_job "
+assert rc == 0 and $RC1 == 0
+assert j['world_size'] == 2 and j['mode'] == 'lockstep'
+for e in j['ranks']:
+    assert e['frames'][0]['dynamic'] == [\"L['x'].size(0)\"], e
+assert open('$TMP/join.1').read() == ''"
+# A failed job: both entries still gathered (over a new communicator when
+# the failure poisoned the first); every rank exits 1.
+join2 "$G/missing.2.json" --timeout 5
+pycheck joined_failure "
+assert rc == 1 and $RC1 == 1
+assert j['ranks'][1]['error']['code'] == 'PROGRAM'
+assert j['ranks'][0]['error']['code'] == 'DIVERGED'
+assert 'rank 1' in j['ranks'][0]['error']['message']"
+# A rank killed: rank 0 prints what it knows, its own entry on stderr too.
+CCOL_JIT_TEST_KILL_RANK=1 join2 "$G/kill.json" --timeout 2
+pycheck joined_killed "
+assert rc == 1 and $RC1 == 137
+assert j['ranks'][0]['error']['code'] == 'PEER'
+assert 'rank 1' in j['ranks'][0]['error']['message']
+assert j['ranks'][1]['error']['code'] == 'UNKNOWN'
+assert '[rank 0] summary: {' in open('$TMP/err').read()"
+
+# Under the launcher: `ccol run` starts the ranks, rank 0 prints.
+timeout 60 "$CCOL" run -n 2 -- "$CCOL" jit "$P" --schedule "$G/skew.2.json" \
+    --timeout 5 >"$TMP/out" 2>"$TMP/err"
+RC=$?
+if [ "$RC" -eq 0 ] &&
+    grep -q "^\[rank 0\] ccol jit: 2 ranks, collectives lockstep: ok" "$TMP/out" &&
+    ! grep -q "^\[rank 1\] ccol jit" "$TMP/out"; then
+    ok under_ccol_run
+else
+    bad under_ccol_run "$(details)"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

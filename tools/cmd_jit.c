@@ -1,0 +1,266 @@
+/*
+ * cmd_jit.c - `ccol jit PROG.tl --schedule SCHED.json [options]`: runs a
+ * program's call schedule on every rank of a job through the tracing JIT
+ * and prints the job summary (DESIGN.md 4.1, docs/cli.md). This file reads
+ * the command line; the job itself is jit_job.c.
+ */
+#include "tools.h"
+
+#include "jit_job.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage_text[] =
+    "usage: ccol jit PROG.tl --schedule SCHED.json [-n N]\n"
+    "                [--collectives off|compile|lockstep] [--json]\n"
+    "                [--trace DIR] [--timeout S] [--recompile-limit K]\n"
+    "                [--check] [--explain]\n"
+    "\n"
+    "  -n N               start N local ranks (1..128); without it, join\n"
+    "                     the job of the environment (ccol run, torchrun,\n"
+    "                     mpirun)\n"
+    "  --collectives M    off, compile or lockstep (default: lockstep for\n"
+    "                     more than one rank)\n"
+    "  --json             print one JSON summary of the job on stdout\n"
+    "  --trace DIR        write each rank's trace log under DIR\n"
+    "  --timeout S        deadline of each collective, seconds\n"
+    "  --recompile-limit K  compiles per frame before it runs eagerly\n"
+    "  --check            also run each call eagerly and compare\n"
+    "  --explain          print each rank's decisions to stderr\n";
+
+static int
+usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Says what is wrong with the command line; exit status 2. */
+static int
+usage_error(const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, "ccol jit: ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n\n%s", usage_text);
+    return 2;
+}
+
+/* Parses a whole decimal integer in [lo, hi]. */
+static int
+parse_int(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Parses a positive number of seconds, at most a day. */
+static int
+parse_seconds(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno != 0 || end == s || *end != '\0' || !(v > 0) || v > 86400)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Parses the test hook CCOL_JIT_TEST_KILL_RANK="r", "r:exit", "r:skew"
+ * or "r:stall=S": rank r dies (SIGKILL), exits, computes a wrong result,
+ * or stalls S seconds in the middle of its schedule. */
+static int
+parse_fault(const char *s, jit_opts *o)
+{
+    char buf[64], *colon;
+    long r;
+
+    snprintf(buf, sizeof buf, "%s", s);
+    colon = strchr(buf, ':');
+    if (colon != NULL)
+        *colon++ = '\0';
+    if (parse_int(buf, 0, JIT_MAX_RANKS - 1, &r) != 0)
+        return -1;
+    o->fault_rank = (int)r;
+    o->fault = JIT_FAULT_KILL;
+    if (colon == NULL || strcmp(colon, "kill") == 0)
+        return 0;
+    o->fault = JIT_FAULT_EXIT;
+    if (strcmp(colon, "exit") == 0)
+        return 0;
+    o->fault = JIT_FAULT_SKEW;
+    if (strcmp(colon, "skew") == 0)
+        return 0;
+    o->fault = JIT_FAULT_STALL;
+    if (strncmp(colon, "stall=", 6) == 0)
+        return parse_seconds(colon + 6, &o->fault_s);
+    return -1;
+}
+
+/* Returns the value of option argv[*i] ("--x V" or "--x=V"), advancing
+ * *i, or NULL if it has none. */
+static const char *
+value_of(int argc, char **argv, int *i, const char *name)
+{
+    size_t n = strlen(name);
+    if (strncmp(argv[*i], name, n) == 0 && argv[*i][n] == '=')
+        return argv[*i] + n + 1;
+    if (*i + 1 >= argc)
+        return NULL;
+    return argv[++*i];
+}
+
+static bool
+is_opt(const char *arg, const char *name)
+{
+    size_t n = strlen(name);
+    return strncmp(arg, name, n) == 0 && (arg[n] == '\0' || arg[n] == '=');
+}
+
+/* Stores the value `v` of option `name`; 2 on a usage error. */
+static int
+apply_value(const char *name, const char *v, jit_opts *o,
+            const char **sched)
+{
+    long n;
+
+    if (strcmp(name, "-n") == 0) {
+        if (parse_int(v, 1, JIT_MAX_RANKS, &n) != 0)
+            return usage_error("-n must be a number of ranks in [1, %d], "
+                               "not '%s'", JIT_MAX_RANKS, v);
+        o->nranks = (int)n;
+    } else if (strcmp(name, "--schedule") == 0) {
+        *sched = v;
+    } else if (strcmp(name, "--collectives") == 0) {
+        if ((o->mode = jit_mode_parse(v)) < 0)
+            return usage_error("--collectives must be off, compile or "
+                               "lockstep, not '%s'", v);
+    } else if (strcmp(name, "--trace") == 0) {
+        o->trace_dir = v;
+    } else if (strcmp(name, "--timeout") == 0) {
+        if (parse_seconds(v, &o->timeout_s) != 0)
+            return usage_error("--timeout must be a number of seconds in "
+                               "(0, 86400], not '%s'", v);
+    } else {
+        if (parse_int(v, 1, 1000000, &n) != 0)
+            return usage_error("--recompile-limit must be an integer in "
+                               "[1, 1000000], not '%s'", v);
+        o->recompile_limit = (int)n;
+    }
+    return 0;
+}
+
+/* Options that take a value; returns 2 on a usage error, 0 if handled,
+ * 1 if `argv[*i]` is not one of them. */
+static int
+parse_valued(int argc, char **argv, int *i, jit_opts *o,
+             const char **sched)
+{
+    static const char *const names[] = { "-n", "--schedule",
+                                         "--collectives", "--trace",
+                                         "--timeout", "--recompile-limit",
+                                         NULL };
+    const char *v, *name = NULL;
+
+    for (int k = 0; names[k] != NULL && name == NULL; k++)
+        if (is_opt(argv[*i], names[k]))
+            name = names[k];
+    if (name == NULL)
+        return 1;
+    if ((v = value_of(argc, argv, i, name)) == NULL)
+        return usage_error("%s needs a value", name);
+    return apply_value(name, v, o, sched);
+}
+
+static int
+parse_args(int argc, char **argv, jit_opts *o, const char **sched)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int rc = parse_valued(argc, argv, &i, o, sched);
+        if (rc != 1) {
+            if (rc != 0)
+                return rc;
+        } else if (strcmp(a, "--json") == 0) {
+            o->json = true;
+        } else if (strcmp(a, "--check") == 0) {
+            o->check = true;
+        } else if (strcmp(a, "--explain") == 0) {
+            o->explain = true;
+        } else if (a[0] == '-' && a[1] != '\0') {
+            return usage_error("unknown option '%s'", a);
+        } else if (o->prog != NULL) {
+            return usage_error("one program only; '%s' is extra", a);
+        } else {
+            o->prog = a;
+        }
+    }
+    if (o->prog == NULL)
+        return usage_error("%s", "missing the program PROG.tl");
+    if (*sched == NULL)
+        return usage_error("%s", "missing --schedule SCHED.json");
+    return 0;
+}
+
+/* Runs the parsed job and prints its summary; the exit status. */
+static int
+run(const jit_opts *o, const char *sched_path)
+{
+    json_t *job = NULL;
+    bool printer = true;
+    char err[1024];
+    int rc = jit_job_run(o, &job, &printer, err, sizeof err);
+
+    if (rc != 0) {
+        if (rc == 1)
+            fprintf(stderr, "ccol jit: %s: %s\n", sched_path, err);
+        else
+            fprintf(stderr, "ccol jit: %s\n", err);
+        return rc == 1 ? 2 : 1;
+    }
+    if (printer)
+        jit_summary_print(job, o->json, stdout);
+    rc = jit_summary_ok(job) ? 0 : 1;
+    json_decref(job);
+    return rc;
+}
+
+int
+ccol_cmd_jit(int argc, char **argv)
+{
+    jit_opts o = { .mode = JIT_MODE_DEFAULT };
+    const char *sched_path = NULL, *hook;
+    schedule *s = NULL;
+    char err[1024];
+    int rc;
+
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(usage_text, stdout);
+            return 0;
+        }
+    if ((rc = parse_args(argc, argv, &o, &sched_path)) != 0)
+        return rc;
+    hook = getenv("CCOL_JIT_TEST_KILL_RANK");
+    if (hook != NULL && hook[0] != '\0' && parse_fault(hook, &o) != 0) {
+        fprintf(stderr, "ccol jit: CCOL_JIT_TEST_KILL_RANK must be R, "
+                "R:exit, R:skew or R:stall=S, not '%s'\n", hook);
+        return 2;
+    }
+    if (sched_load(sched_path, &s, err, sizeof err) != 0) {
+        fprintf(stderr, "ccol jit: %s\n", err);
+        return 2;
+    }
+    o.sched = s;
+    rc = run(&o, sched_path);
+    sched_free(s);
+    return rc;
+}

@@ -1,0 +1,219 @@
+/*
+ * jit_job.c - a whole `ccol jit` job: local ranks (jit_spawn.c) or joining
+ * the job the environment describes. When joining, every rank gathers
+ * every rank's entry with ccol_allgatherv, so each knows whether the job
+ * succeeded and rank 0 prints it; if the communicator no longer works,
+ * each rank prints its own entry to stderr and the job summary holds what
+ * is known.
+ */
+#include "jit_job.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const mode_names[] = { "off", "compile", "lockstep" };
+
+const char *
+jit_mode_name(int mode)
+{
+    return mode >= 0 && mode <= 2 ? mode_names[mode] : "default";
+}
+
+int
+jit_mode_parse(const char *s)
+{
+    for (int i = 0; i <= 2; i++)
+        if (strcmp(s, mode_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+int
+jit_mode_resolve(int mode, int world)
+{
+    if (mode != JIT_MODE_DEFAULT)
+        return mode;
+    return world > 1 ? CCOL_SYNC_LOCKSTEP : CCOL_SYNC_OFF;
+}
+
+static void
+set_env_double(const char *name, double v)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.17g", v);
+    setenv(name, buf, 1);
+}
+
+void
+jit_rank_env(const jit_opts *o)
+{
+    if (o->timeout_s > 0)
+        set_env_double("CCOL_TIMEOUT", o->timeout_s);
+    if (o->trace_dir != NULL)
+        setenv("CCOL_TRACE", o->trace_dir, 1);
+}
+
+/* Builds the job from the gathered bytes (rank order, lens[r] each). */
+static json_t *
+job_from_gather(const jit_opts *o, int world, const char *buf,
+                const size_t *lens)
+{
+    json_t **entries = calloc((size_t)world, sizeof *entries), *job;
+    size_t off = 0;
+
+    if (entries == NULL)
+        return NULL;
+    for (int r = 0; r < world; r++) {
+        entries[r] = jit_summary_decode(buf + off, lens[r], r);
+        if (entries[r] == NULL)
+            entries[r] = jit_rank_failed(r, "PEER", "its summary arrived "
+                                         "but could not be read");
+        off += lens[r];
+    }
+    job = jit_summary_job(world, o->mode, entries);
+    free(entries);
+    return job;
+}
+
+/* The job as one rank knows it when the gather failed: its own entry,
+ * and for every other rank the reason nothing is known. */
+static json_t *
+job_alone(const jit_opts *o, int rank, int world, json_t *mine,
+          const char *why)
+{
+    json_t **entries = calloc((size_t)world, sizeof *entries), *job;
+    char msg[1024];
+
+    if (entries == NULL) {
+        json_decref(mine);
+        return NULL;
+    }
+    for (int r = 0; r < world; r++) {
+        snprintf(msg, sizeof msg, "rank %d's summary could not be "
+                 "gathered: %s", r, why);
+        entries[r] = r == rank ? json_incref(mine)
+                               : jit_rank_failed(r, "UNKNOWN", msg);
+    }
+    json_decref(mine);
+    job = jit_summary_job(world, o->mode, entries);
+    free(entries);
+    return job;
+}
+
+static json_t *
+gather(const jit_opts *o, ccol_comm *comm, json_t *mine)
+{
+    int world = ccol_comm_size(comm), rank = ccol_comm_rank(comm);
+    size_t *lens = calloc((size_t)world, sizeof *lens);
+    char *enc = jit_summary_encode(mine), *all = NULL;
+    json_t *job = NULL;
+    ccol_status st = CCOL_ERR_NO_MEMORY;
+
+    ccol_comm_set_label(comm, "summary gather");
+    if (lens != NULL && enc != NULL)
+        st = ccol_allgatherv(comm, enc, strlen(enc), (void **)&all, lens);
+    if (st == CCOL_OK) {
+        job = job_from_gather(o, world, all, lens);
+        json_decref(mine);
+    } else {
+        fprintf(stderr, "[rank %d] summary: %s\n", rank,
+                enc ? enc : "(out of memory)");
+        job = job_alone(o, rank, world, mine,
+                        st == CCOL_ERR_NO_MEMORY ? "out of memory"
+                                                 : ccol_comm_errmsg(comm));
+    }
+    ccol_free(all);
+    free(enc);
+    free(lens);
+    return job;
+}
+
+/* A failed collective poisons a communicator, and failures reach every
+ * rank, so every rank comes here: the summaries are gathered over a new
+ * communicator of the same job. If that cannot be built either, the old
+ * one stays, and the gather reports what is known. */
+static ccol_comm *
+fresh_comm(ccol_comm *old)
+{
+    ccol_comm_params p = { .mask = CCOL_COMM_PARAM_RANK |
+                                   CCOL_COMM_PARAM_SIZE };
+    ccol_comm *c = NULL;
+
+    p.rank = ccol_comm_rank(old);
+    p.size = ccol_comm_size(old);
+    ccol_comm_destroy(old);
+    ccol_comm_create_env(&p, &c);
+    return c; /* if poisoned, the gather fails at once and says why */
+}
+
+/* Joins the job of the environment. Returns 1 when the schedule does not
+ * fit the job's size (err says why), else 0 with *out set. */
+static int
+join(const jit_opts *o, json_t **out, bool *printer, char *err,
+     size_t errlen)
+{
+    ccol_comm *comm = NULL;
+    ccol_status st;
+    json_t *mine;
+    int rank, world;
+
+    jit_rank_env(o);
+    st = ccol_comm_create_env(NULL, &comm);
+    if (st != CCOL_OK) {
+        snprintf(err, errlen, "cannot join the job: %s",
+                 comm ? ccol_comm_errmsg(comm) : ccol_status_str(st));
+        ccol_comm_destroy(comm);
+        return -1;
+    }
+    if (sched_check(o->sched, ccol_comm_size(comm), err, errlen) != 0) {
+        ccol_comm_destroy(comm);
+        return 1;
+    }
+    mine = jit_rank_run(o, comm);
+    if (mine == NULL)
+        mine = jit_rank_failed(ccol_comm_rank(comm), "NO_MEMORY",
+                               "out of memory");
+    rank = ccol_comm_rank(comm);
+    world = ccol_comm_size(comm);
+    *printer = rank == 0;
+    if (world > 1 && ccol_comm_status(comm) != CCOL_OK)
+        comm = fresh_comm(comm);
+    if (world == 1)
+        *out = jit_summary_job(1, o->mode, &mine);
+    else if (comm == NULL)
+        *out = job_alone(o, rank, world, mine, "out of memory");
+    else
+        *out = gather(o, comm, mine);
+    ccol_comm_destroy(comm);
+    return *out ? 0 : -1;
+}
+
+int
+jit_job_run(const jit_opts *o, json_t **out, bool *printer, char *err,
+            size_t errlen)
+{
+    json_t **entries;
+    char check[512];
+    int rc;
+
+    *out = NULL;
+    *printer = true;
+    if (o->nranks == 0)
+        return join(o, out, printer, err, errlen);
+    if (sched_check(o->sched, o->nranks, check, sizeof check) != 0) {
+        snprintf(err, errlen, "%s", check);
+        return 1;
+    }
+    entries = calloc((size_t)o->nranks + 1, sizeof *entries);
+    if (entries == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    rc = jit_spawn_run(o, entries, err, errlen);
+    if (rc == 0)
+        *out = jit_summary_job(o->nranks, o->mode, entries);
+    for (int r = 0; r < o->nranks; r++)
+        json_decref(entries[r]);
+    free(entries);
+    return rc == 0 && *out == NULL ? -1 : rc;
+}

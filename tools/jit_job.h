@@ -1,0 +1,128 @@
+/*
+ * jit_job.h - the machinery of `ccol jit` (DESIGN.md 4.1), shared with
+ * `ccol demo`: run a .tl program's call schedule on every rank of a job
+ * through the tracing JIT, and collect one summary for the whole job.
+ *
+ * A job either starts its own local ranks (nranks > 0: one forked process
+ * per rank over tcp, summaries sent to the parent through pipes, so a rank
+ * that crashes or is killed cannot take the summary down) or joins the job
+ * described by the environment (nranks == 0: ccol run, torchrun variables,
+ * mpirun; summaries gathered with ccol_allgatherv, printed by rank 0).
+ */
+#ifndef CCOL_JIT_JOB_H
+#define CCOL_JIT_JOB_H
+
+#include "schedule.h"
+
+#include "ccol.h"
+#include "ccol_jit.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#define JIT_MAX_RANKS 128 /* local ranks `-n` may start */
+
+/* The collective modes; JIT_MODE_DEFAULT picks lockstep for more than one
+ * rank, else off. The others equal ccol_sync_mode's values. */
+#define JIT_MODE_DEFAULT (-1)
+
+/* Test hooks: a rank that dies, stalls or computes a wrong result in the
+ * middle of its schedule (at call ncalls / 2). */
+typedef enum jit_fault {
+    JIT_FAULT_NONE = 0,
+    JIT_FAULT_KILL, /* raise SIGKILL on itself */
+    JIT_FAULT_EXIT, /* _exit(3) without a summary */
+    JIT_FAULT_STALL, /* sleep fault_s seconds, then go on */
+    JIT_FAULT_SKEW   /* add 1 to the compiled result (tests --check) */
+} jit_fault;
+
+typedef struct jit_opts {
+    const char *prog;       /* path of the .tl program */
+    const char *prog_src;   /* its text, or NULL to read the file */
+    size_t prog_len;        /* bytes of prog_src */
+    const schedule *sched;  /* the parsed schedule (borrowed) */
+    int nranks;             /* > 0: start that many local ranks; 0: join */
+    int mode;               /* JIT_MODE_DEFAULT or a ccol_sync_mode */
+    bool json;              /* --json: program output goes to stderr */
+    bool check;             /* --check: compare with eager calls */
+    bool explain;           /* --explain: print decisions to stderr */
+    bool quiet;             /* drop program output and logs (demo) */
+    const char *trace_dir;  /* --trace DIR, or NULL */
+    double timeout_s;       /* --timeout S, or 0 for the default */
+    int recompile_limit;    /* --recompile-limit K, or 0 for the default */
+    jit_fault fault;        /* test hook (CCOL_JIT_TEST_KILL_RANK, demo) */
+    int fault_rank;         /* the rank it applies to */
+    double fault_s;         /* JIT_FAULT_STALL: how long */
+} jit_opts;
+
+/*
+ * Runs the job. Returns 0 with the job summary in *out (a JSON object with
+ * the fields of DESIGN.md 4.1 plus internal ones, see jit_summary_public),
+ * also when ranks failed; *printer says whether this process prints it
+ * (false on ranks other than 0 of a joined job). Returns 1 when the
+ * schedule does not fit the job's size and -1 when the job could not be
+ * started (no free port, fork failed, no communicator), err saying why.
+ */
+int jit_job_run(const jit_opts *o, json_t **out, bool *printer, char *err,
+                size_t errlen);
+
+/* Sets the environment of a rank from the options (CCOL_TIMEOUT,
+ * CCOL_TRACE). */
+void jit_rank_env(const jit_opts *o);
+
+/* The mode name ("off", "compile", "lockstep") of a resolved mode. */
+const char *jit_mode_name(int mode);
+/* Parses a mode name; -1 if unknown. */
+int jit_mode_parse(const char *s);
+/* The mode a job of `world` ranks runs in. */
+int jit_mode_resolve(int mode, int world);
+
+/* ---- one rank (jit_rank.c) ---- */
+
+/* Runs this rank's schedule on `comm` (borrowed; its size is the world)
+ * and returns its summary entry (a new JSON object; NULL only when out of
+ * memory). Never exits, except through the fault hooks. */
+json_t *jit_rank_run(const jit_opts *o, ccol_comm *comm);
+
+/* An entry for a rank that could not report: ok false, the given code
+ * and message, no statistics. */
+json_t *jit_rank_failed(int rank, const char *code, const char *msg);
+
+/* ---- arguments (jit_args.c) ---- */
+
+/* Builds the values of `args` for call k on `rank` into vals[0..n). On
+ * failure nothing is left built, *bad is the argument that failed and the
+ * module's errmsg says why (CCOL_ERR_NO_MEMORY may leave it empty). */
+ccol_status jit_args_build(ccol_jit_module *m, const sched_args *args,
+                           int rank, size_t k, ccol_jit_value **vals,
+                           size_t *bad);
+/* Releases vals[0..n) and clears them. */
+void jit_args_release(ccol_jit_value **vals, size_t n);
+
+/* ---- summaries (jit_summary.c) ---- */
+
+/* Builds the job object from per-rank entries (stolen). */
+json_t *jit_summary_job(int world, int mode, json_t **entries);
+/* The job object with only the fields of DESIGN.md 4.1 (a new object). */
+json_t *jit_summary_public(const json_t *job);
+/* Prints the job as one JSON line (json) or as readable text. */
+void jit_summary_print(const json_t *job, bool json, FILE *f);
+/* Sorts a JSON array of strings in place (byte order). */
+void jit_sort_strings(json_t *arr);
+/* True when every rank of the job succeeded. */
+bool jit_summary_ok(const json_t *job);
+/* Serializes an entry for another process; NULL when out of memory. */
+char *jit_summary_encode(const json_t *entry);
+/* Decodes an entry that came from rank `rank` (untrusted bytes): NULL
+ * unless it is an object whose "rank" is `rank`. */
+json_t *jit_summary_decode(const char *buf, size_t len, int rank);
+
+/* ---- local ranks (jit_spawn.c) ---- */
+
+/* Starts o->nranks ranks as processes and collects their entries (every
+ * entries[r] set on success). */
+int jit_spawn_run(const jit_opts *o, json_t **entries, char *err,
+                  size_t errlen);
+
+#endif /* CCOL_JIT_JOB_H */

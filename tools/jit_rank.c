@@ -1,0 +1,416 @@
+/*
+ * jit_rank.c - one rank of a `ccol jit` job: loads the program, opens a
+ * JIT session on the job's communicator, makes every call of the schedule
+ * in order (stopping at the first failure), optionally checks each result
+ * against an eager call, meets the other ranks at the end of the schedule,
+ * and describes what happened as a JSON summary entry (DESIGN.md 4.1).
+ */
+#include "jit_job.h"
+
+#include "ccol_jit_session.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* One rank's handles and the parts of its entry under construction. */
+typedef struct rank_ctx {
+    const jit_opts *o;
+    ccol_comm *comm;
+    int rank;
+    ccol_jit_module *m;
+    ccol_jit_session *s;
+    json_t *results;       /* results[k] of the calls made */
+    json_t *compile_calls; /* calls during which this rank compiled */
+    json_t *error;         /* the first failure, or NULL */
+} rank_ctx;
+
+static void
+set_error(rank_ctx *c, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Records the first failure of the rank; later ones are consequences. */
+static void
+set_error(rank_ctx *c, const char *code, const char *fmt, ...)
+{
+    char msg[2048];
+    va_list ap;
+
+    if (c->error != NULL)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    c->error = json_pack("{s:s, s:s}", "code", code, "message", msg);
+}
+
+/* The error code of a failed call: a program's own mistakes (what the
+ * JIT reports as an invalid argument) are PROGRAM, the rest keep the
+ * status name (TIMEOUT, DIVERGED, PEER, ...). */
+static const char *
+code_of(ccol_status st)
+{
+    return st == CCOL_ERR_INVALID_ARG ? "PROGRAM" : ccol_status_name(st);
+}
+
+static double
+now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* print() output: stdout, or stderr when stdout carries the JSON. */
+static void
+print_line(void *ud, const char *line)
+{
+    FILE *f = ud;
+    fprintf(f, "%s\n", line);
+    fflush(f);
+}
+
+static void
+drop_line(void *ud, const char *line)
+{
+    (void)ud;
+    (void)line;
+}
+
+/* Session log lines (decisions, warnings) go to stderr with the rank. */
+static void
+log_line(void *ud, const char *line)
+{
+    const rank_ctx *c = ud;
+    fprintf(stderr, "[rank %d] %s\n", c->rank, line);
+}
+
+/* Reads the program text, at most CCOL_JIT_MAX_SOURCE + 1 bytes (the
+ * module reports a longer source itself). */
+static char *
+read_source(const char *path, size_t *len, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+
+    if (f == NULL) {
+        snprintf(err, errlen, "%s: cannot open the program: %s", path,
+                 strerror(errno));
+        return NULL;
+    }
+    buf = malloc((size_t)CCOL_JIT_MAX_SOURCE + 2);
+    if (buf != NULL) {
+        *len = fread(buf, 1, (size_t)CCOL_JIT_MAX_SOURCE + 1, f);
+        if (ferror(f)) {
+            free(buf);
+            buf = NULL;
+        }
+    }
+    if (buf == NULL)
+        snprintf(err, errlen, "%s: cannot read the program", path);
+    fclose(f);
+    return buf;
+}
+
+static int
+load_program(rank_ctx *c)
+{
+    ccol_jit_params p = { .mask = CCOL_JIT_PARAM_PRINT };
+    char err[512];
+    size_t len = 0;
+    char *src;
+    ccol_status st;
+
+    p.print = c->o->quiet ? drop_line : print_line;
+    p.print_ud = c->o->json ? stderr : stdout;
+    if (ccol_jit_module_create(&p, &c->m) != CCOL_OK) {
+        set_error(c, "NO_MEMORY", "cannot create the JIT module");
+        return -1;
+    }
+    if (c->o->prog_src != NULL) {
+        st = ccol_jit_module_load(c->m, c->o->prog_src, c->o->prog_len,
+                                  c->o->prog);
+    } else {
+        if ((src = read_source(c->o->prog, &len, err, sizeof err)) == NULL) {
+            set_error(c, "PROGRAM", "%s", err);
+            return -1;
+        }
+        st = ccol_jit_module_load(c->m, src, len, c->o->prog);
+        free(src);
+    }
+    if (st != CCOL_OK) {
+        set_error(c, code_of(st), "%s", ccol_jit_module_errmsg(c->m));
+        return -1;
+    }
+    return 0;
+}
+
+static int
+open_session(rank_ctx *c)
+{
+    ccol_jit_session_params p = { 0 };
+    ccol_status st;
+
+    p.mask = CCOL_JIT_SESSION_PARAM_MODE | CCOL_JIT_SESSION_PARAM_EXPLAIN;
+    p.mode = (ccol_sync_mode)jit_mode_resolve(c->o->mode,
+                                              ccol_comm_size(c->comm));
+    p.explain = c->o->explain;
+    if (c->o->recompile_limit > 0) {
+        p.mask |= CCOL_JIT_SESSION_PARAM_RECOMPILE_LIMIT;
+        p.recompile_limit = c->o->recompile_limit;
+    }
+    if (!c->o->quiet) {
+        p.mask |= CCOL_JIT_SESSION_PARAM_LOG;
+        p.log = log_line;
+        p.log_ud = c;
+    }
+    st = ccol_jit_session_create(c->m, c->comm, &p, &c->s);
+    if (st != CCOL_OK) {
+        set_error(c, code_of(st), "cannot start the JIT session: %s",
+                  c->s ? ccol_jit_session_errmsg(c->s)
+                       : ccol_status_str(st));
+        ccol_jit_session_destroy(c->s);
+        c->s = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* A number as JSON: null for None (and strings, which have no number),
+ * "nan" / "inf" / "-inf" for what JSON cannot spell. */
+static json_t *
+number(double v, bool none)
+{
+    if (none)
+        return json_null();
+    if (isnan(v))
+        return json_string("nan");
+    if (isinf(v))
+        return json_string(v > 0 ? "inf" : "-inf");
+    return json_real(v);
+}
+
+/* Reduces a result to one number (DESIGN.md 4.1). */
+static void
+reduce(const ccol_jit_value *v, double *out, bool *none)
+{
+    *none = false;
+    if (ccol_jit_value_reduce(v, out, none) != CCOL_OK) {
+        *out = NAN;
+        *none = true;
+    }
+}
+
+/* --check: the same call made eagerly must give the same number. */
+static int
+check_call(rank_ctx *c, size_t k, const char *fn, ccol_jit_value **vals,
+           size_t n, double got, bool got_none)
+{
+    ccol_jit_value *res = NULL;
+    double want;
+    bool want_none, same;
+    ccol_status st = ccol_jit_call(c->m, fn, vals, n, c->comm, &res);
+
+    if (st != CCOL_OK) {
+        set_error(c, code_of(st), "call %zu (%s) on rank %d: the eager "
+                  "check failed: %s", k, fn, c->rank,
+                  ccol_jit_module_errmsg(c->m));
+        return -1;
+    }
+    reduce(res, &want, &want_none);
+    ccol_jit_value_release(res);
+    same = got_none == want_none &&
+           (got_none || (isnan(got) && isnan(want)) || got == want ||
+            fabs(got - want) <= 1e-4 * (1 + fabs(want)));
+    if (!same) {
+        set_error(c, "MISMATCH", "call %zu (%s) on rank %d: compiled "
+                  "result %.9g differs from the eager result %.9g", k, fn,
+                  c->rank, got_none ? (double)NAN : got,
+                  want_none ? (double)NAN : want);
+        return -1;
+    }
+    return 0;
+}
+
+/* The test hooks: die or stall in the middle of the schedule (the
+ * skew hook acts on the result, in call_with). */
+static void
+maybe_fault(const rank_ctx *c, size_t k)
+{
+    const jit_opts *o = c->o;
+
+    if (o->fault == JIT_FAULT_NONE || o->fault == JIT_FAULT_SKEW ||
+        o->fault_rank != c->rank ||
+        k != o->sched->ncalls / 2)
+        return;
+    fflush(NULL);
+    if (o->fault == JIT_FAULT_KILL)
+        raise(SIGKILL);
+    if (o->fault == JIT_FAULT_EXIT)
+        _exit(3);
+    if (o->fault == JIT_FAULT_STALL) {
+        struct timespec ts = { .tv_sec = (time_t)o->fault_s };
+        ts.tv_nsec = (long)((o->fault_s - (double)ts.tv_sec) * 1e9);
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            continue;
+    }
+}
+
+/* Makes the session call and records its result; 0 on success. */
+static int
+call_with(rank_ctx *c, size_t k, const char *fn, ccol_jit_value **vals,
+          size_t n)
+{
+    ccol_jit_value *res = NULL;
+    uint64_t before = ccol_jit_session_compiles(c->s);
+    ccol_status st = ccol_jit_session_call(c->s, fn, vals, n, &res);
+    double v;
+    bool none;
+
+    if (ccol_jit_session_compiles(c->s) != before)
+        json_array_append_new(c->compile_calls, json_integer((json_int_t)k));
+    if (st != CCOL_OK) {
+        set_error(c, code_of(st), "call %zu (%s): %s", k, fn,
+                  ccol_jit_session_errmsg(c->s));
+        return -1;
+    }
+    reduce(res, &v, &none);
+    ccol_jit_value_release(res);
+    if (c->o->fault == JIT_FAULT_SKEW && c->o->fault_rank == c->rank &&
+        k == c->o->sched->ncalls / 2)
+        v += 1; /* the test hook that proves --check can fail */
+    json_array_append_new(c->results, number(v, none));
+    return c->o->check ? check_call(c, k, fn, vals, n, v, none) : 0;
+}
+
+static int
+run_call(rank_ctx *c, size_t k)
+{
+    int world = ccol_comm_size(c->comm);
+    const char *fn;
+    const sched_args *args;
+    ccol_jit_value **vals;
+    char err[512];
+    size_t bad = 0;
+    int rc;
+
+    if (sched_for_rank(c->o->sched, k, c->rank, world, &fn, &args, err,
+                       sizeof err) != 0) {
+        set_error(c, "SCHEDULE", "%s", err);
+        return -1;
+    }
+    maybe_fault(c, k);
+    if ((vals = calloc(args->n + 1, sizeof *vals)) == NULL) {
+        set_error(c, "NO_MEMORY", "call %zu (%s): out of memory", k, fn);
+        return -1;
+    }
+    if (jit_args_build(c->m, args, c->rank, k, vals, &bad) != CCOL_OK) {
+        set_error(c, "SCHEDULE", "call %zu (%s): argument %zu: %s", k, fn,
+                  bad, ccol_jit_module_errmsg(c->m));
+        free(vals);
+        return -1;
+    }
+    rc = call_with(c, k, fn, vals, args->n);
+    jit_args_release(vals, args->n);
+    free(vals);
+    return rc;
+}
+
+/* Every rank meets the others once its schedule is done (or failed), so
+ * a rank that died or went elsewhere is named on every rank. */
+static void
+finish(rank_ctx *c)
+{
+    ccol_status st;
+
+    if (ccol_comm_size(c->comm) < 2)
+        return;
+    ccol_comm_set_label(c->comm, "end of schedule");
+    st = ccol_barrier(c->comm);
+    if (st != CCOL_OK)
+        set_error(c, ccol_status_name(st), "end of schedule: %s",
+                  ccol_comm_errmsg(c->comm));
+}
+
+static json_t *
+frame_entry(const ccol_jit_session *s, size_t i)
+{
+    json_t *dyn = json_array();
+    size_t nd = ccol_jit_session_frame_ndynamic(s, i);
+
+    for (size_t j = 0; j < nd; j++)
+        json_array_append_new(dyn,
+            json_string(ccol_jit_session_frame_dynamic(s, i, j)));
+    jit_sort_strings(dyn);
+    return json_pack("{s:s, s:I, s:o, s:b}", "name",
+                     ccol_jit_session_frame_name(s, i), "compiles",
+                     (json_int_t)ccol_jit_session_frame_compiles(s, i),
+                     "dynamic", dyn, "eager",
+                     (int)ccol_jit_session_frame_eager(s, i));
+}
+
+/* Assembles the entry in the order of DESIGN.md 4.1, then the internal
+ * fields the demo reads. */
+static json_t *
+entry_of(rank_ctx *c, double wall_s)
+{
+    json_t *frames = json_array();
+    json_int_t compiles = 0, exchanges = 0;
+
+    if (c->s != NULL) {
+        compiles = (json_int_t)ccol_jit_session_compiles(c->s);
+        /* Compile collectives: with collectives off, or alone, the
+         * session's exchanges only fold this rank's observations. */
+        if (jit_mode_resolve(c->o->mode, ccol_comm_size(c->comm)) !=
+                CCOL_SYNC_OFF && ccol_comm_size(c->comm) > 1)
+            exchanges = (json_int_t)ccol_jit_session_exchanges(c->s);
+        for (size_t i = 0; i < ccol_jit_session_nframes(c->s); i++)
+            json_array_append_new(frames, frame_entry(c->s, i));
+    }
+    return json_pack("{s:i, s:b, s:o, s:I, s:I, s:o, s:o, s:o, s:f}",
+                     "rank", c->rank, "ok", c->error == NULL, "error",
+                     c->error ? json_incref(c->error) : json_null(),
+                     "compiles", compiles, "exchanges", exchanges, "frames",
+                     frames, "results", json_incref(c->results),
+                     "compile_calls", json_incref(c->compile_calls),
+                     "wall_s", wall_s);
+}
+
+json_t *
+jit_rank_run(const jit_opts *o, ccol_comm *comm)
+{
+    rank_ctx c = { .o = o, .comm = comm, .rank = ccol_comm_rank(comm) };
+    double t0 = now_s();
+    json_t *entry;
+
+    c.results = json_array();
+    c.compile_calls = json_array();
+    if (load_program(&c) == 0 && open_session(&c) == 0)
+        for (size_t k = 0; k < o->sched->ncalls; k++)
+            if (run_call(&c, k) != 0)
+                break;
+    if (o->sched->ncalls == 0)
+        maybe_fault(&c, 0);
+    finish(&c);
+    entry = entry_of(&c, now_s() - t0);
+    ccol_jit_session_destroy(c.s);
+    ccol_jit_module_destroy(c.m);
+    json_decref(c.results);
+    json_decref(c.compile_calls);
+    json_decref(c.error);
+    return entry;
+}
+
+json_t *
+jit_rank_failed(int rank, const char *code, const char *msg)
+{
+    return json_pack("{s:i, s:b, s:{s:s, s:s}, s:i, s:i, s:[], s:[], "
+                     "s:[], s:f}", "rank", rank, "ok", 0, "error", "code",
+                     code, "message", msg, "compiles", 0, "exchanges", 0,
+                     "frames", "results", "compile_calls", "wall_s", 0.0);
+}

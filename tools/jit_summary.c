@@ -1,0 +1,265 @@
+/*
+ * jit_summary.c - the summary of a `ccol jit` job (DESIGN.md 4.1): one
+ * entry per rank, the job object around them, the public view printed
+ * with --json, a readable rendering, and the encoding entries travel in
+ * between processes (decoded defensively: they are bytes from elsewhere).
+ */
+#include "jit_job.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The fields of a rank entry DESIGN.md 4.1 defines, in its order. */
+static const char *const public_keys[] = {
+    "rank", "ok", "error", "compiles", "exchanges", "frames", "results", NULL
+};
+
+static int
+cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+void
+jit_sort_strings(json_t *arr)
+{
+    size_t n = json_array_size(arr), i;
+    const char **v = calloc(n + 1, sizeof *v);
+    json_t *sorted = json_array(), *s;
+
+    if (v == NULL || sorted == NULL)
+        goto out;
+    json_array_foreach(arr, i, s)
+        v[i] = json_is_string(s) ? json_string_value(s) : "";
+    qsort(v, n, sizeof *v, cmp_str);
+    for (i = 0; i < n; i++)
+        json_array_append_new(sorted, json_string(v[i]));
+    json_array_clear(arr);
+    json_array_extend(arr, sorted);
+out:
+    json_decref(sorted);
+    free(v);
+}
+
+json_t *
+jit_summary_job(int world, int mode, json_t **entries)
+{
+    json_t *ranks = json_array();
+    bool ok = true;
+
+    for (int r = 0; r < world; r++) {
+        ok = ok && json_is_true(json_object_get(entries[r], "ok"));
+        json_array_append_new(ranks, entries[r]);
+        entries[r] = NULL;
+    }
+    return json_pack("{s:b, s:i, s:s, s:o}", "ok", ok, "world_size", world,
+                     "mode", jit_mode_name(jit_mode_resolve(mode, world)),
+                     "ranks", ranks);
+}
+
+bool
+jit_summary_ok(const json_t *job)
+{
+    return json_is_true(json_object_get(job, "ok"));
+}
+
+static json_t *
+public_entry(json_t *e)
+{
+    json_t *out = json_object();
+
+    for (int i = 0; public_keys[i] != NULL; i++)
+        json_object_set(out, public_keys[i],
+                        json_object_get(e, public_keys[i]));
+    return out;
+}
+
+json_t *
+jit_summary_public(const json_t *job)
+{
+    json_t *ranks = json_array(), *e;
+    size_t i;
+
+    json_array_foreach(json_object_get(job, "ranks"), i, e)
+        json_array_append_new(ranks, public_entry(e));
+    return json_pack("{s:O, s:O, s:O, s:o}", "ok",
+                     json_object_get(job, "ok"), "world_size",
+                     json_object_get(job, "world_size"), "mode",
+                     json_object_get(job, "mode"), "ranks", ranks);
+}
+
+/* Numbers as the JSON shows them: at most 10 significant digits. */
+static void
+print_number(FILE *f, const json_t *v)
+{
+    if (json_is_real(v))
+        fprintf(f, "%.10g", json_real_value(v));
+    else if (json_is_integer(v))
+        fprintf(f, "%lld", (long long)json_integer_value(v));
+    else if (json_is_string(v))
+        fputs(json_string_value(v), f);
+    else
+        fputs("None", f);
+}
+
+static void
+print_frame(FILE *f, const json_t *fr)
+{
+    json_t *dyn = json_object_get(fr, "dynamic"), *d;
+    json_int_t n = json_integer_value(json_object_get(fr, "compiles"));
+    size_t i;
+
+    fprintf(f, "  frame %s: %lld compile%s, ",
+            json_string_value(json_object_get(fr, "name")), (long long)n,
+            n == 1 ? "" : "s");
+    if (json_array_size(dyn) == 0)
+        fputs("all static", f);
+    json_array_foreach(dyn, i, d)
+        fprintf(f, "%s%s", i ? ", " : "dynamic: ", json_string_value(d));
+    if (json_is_true(json_object_get(fr, "eager")))
+        fputs(" (fell back to eager)", f);
+    fputc('\n', f);
+}
+
+static void
+print_rank(FILE *f, const json_t *e)
+{
+    json_t *err = json_object_get(e, "error"), *v;
+    size_t i;
+
+    fprintf(f, "rank %lld: ",
+            (long long)json_integer_value(json_object_get(e, "rank")));
+    if (json_is_object(err))
+        fprintf(f, "%s: %s\n",
+                json_string_value(json_object_get(err, "code")),
+                json_string_value(json_object_get(err, "message")));
+    else
+        fputs("ok\n", f);
+    if (json_array_size(json_object_get(e, "frames")) == 0 &&
+        json_array_size(json_object_get(e, "results")) == 0)
+        return; /* nothing ran (or nothing is known) */
+    json_int_t nc = json_integer_value(json_object_get(e, "compiles"));
+    json_int_t nx = json_integer_value(json_object_get(e, "exchanges"));
+    fprintf(f, "  %lld compile%s, %lld compile collective%s\n",
+            (long long)nc, nc == 1 ? "" : "s", (long long)nx,
+            nx == 1 ? "" : "s");
+    json_array_foreach(json_object_get(e, "frames"), i, v)
+        print_frame(f, v);
+    fputs("  results:", f);
+    json_array_foreach(json_object_get(e, "results"), i, v) {
+        fputc(' ', f);
+        print_number(f, v);
+    }
+    fputc('\n', f);
+}
+
+static void
+print_text(const json_t *job, FILE *f)
+{
+    json_t *ranks = json_object_get(job, "ranks"), *e;
+    size_t i, bad = 0;
+
+    json_array_foreach(ranks, i, e)
+        bad += !json_is_true(json_object_get(e, "ok"));
+    fprintf(f, "ccol jit: %lld rank%s, collectives %s: ",
+            (long long)json_integer_value(json_object_get(job, "world_size")),
+            json_array_size(ranks) == 1 ? "" : "s",
+            json_string_value(json_object_get(job, "mode")));
+    if (bad == 0)
+        fputs("ok\n", f);
+    else
+        fprintf(f, "FAILED on %zu of %zu ranks\n", bad,
+                json_array_size(ranks));
+    json_array_foreach(ranks, i, e)
+        print_rank(f, e);
+}
+
+void
+jit_summary_print(const json_t *job, bool json, FILE *f)
+{
+    json_t *pub;
+    char *s;
+
+    if (!json) {
+        print_text(job, f);
+        fflush(f);
+        return;
+    }
+    pub = jit_summary_public(job);
+    s = pub ? json_dumps(pub, JSON_REAL_PRECISION(10)) : NULL;
+    fprintf(f, "%s\n", s ? s : "{\"ok\": false, \"error\": \"out of "
+            "memory\"}");
+    fflush(f);
+    free(s);
+    json_decref(pub);
+}
+
+char *
+jit_summary_encode(const json_t *entry)
+{
+    return json_dumps(entry, JSON_COMPACT | JSON_REAL_PRECISION(17));
+}
+
+/* True when every result is a number, null, or one of the strings
+ * number() writes for non-finite values. */
+static bool
+valid_results(const json_t *res)
+{
+    json_t *v;
+    size_t i;
+
+    if (!json_is_array(res))
+        return false;
+    json_array_foreach(res, i, v)
+        if (!json_is_number(v) && !json_is_null(v) && !json_is_string(v))
+            return false;
+    return true;
+}
+
+static bool
+valid_frames(const json_t *frames)
+{
+    json_t *fr, *d;
+    size_t i, j;
+
+    if (!json_is_array(frames))
+        return false;
+    json_array_foreach(frames, i, fr) {
+        if (!json_is_string(json_object_get(fr, "name")) ||
+            !json_is_integer(json_object_get(fr, "compiles")) ||
+            !json_is_boolean(json_object_get(fr, "eager")) ||
+            !json_is_array(json_object_get(fr, "dynamic")))
+            return false;
+        json_array_foreach(json_object_get(fr, "dynamic"), j, d)
+            if (!json_is_string(d))
+                return false;
+    }
+    return true;
+}
+
+json_t *
+jit_summary_decode(const char *buf, size_t len, int rank)
+{
+    json_t *e = json_loadb(buf, len, 0, NULL), *err;
+
+    if (e == NULL)
+        return NULL;
+    err = json_object_get(e, "error");
+    if (!json_is_object(e) ||
+        json_integer_value(json_object_get(e, "rank")) != rank ||
+        !json_is_integer(json_object_get(e, "rank")) ||
+        !json_is_boolean(json_object_get(e, "ok")) ||
+        !(json_is_null(err) ||
+          (json_is_string(json_object_get(err, "code")) &&
+           json_is_string(json_object_get(err, "message")))) ||
+        !json_is_integer(json_object_get(e, "compiles")) ||
+        !json_is_integer(json_object_get(e, "exchanges")) ||
+        !valid_frames(json_object_get(e, "frames")) ||
+        !valid_results(json_object_get(e, "results")) ||
+        !json_is_array(json_object_get(e, "compile_calls"))) {
+        json_decref(e);
+        return NULL;
+    }
+    return e;
+}
