@@ -5,14 +5,17 @@
  * those compilers exchange what they observed and merge it the same way, so
  * every rank makes the same compile decisions at the same compile.
  *
- * This header is the manual. It has four parts:
+ * This header is the manual. Its parts:
  *   1. status codes, versions, logging and memory;
  *   2. the communicator (ccol_comm): small byte collectives with deadlines,
- *      named failures and desync detection, over inproc threads or TCP;
+ *      named failures and desync detection, over inproc threads, TCP, or
+ *      the caller's own all-gather (oob; MPI through ccol_mpi.h);
  *   3. the automatic-dynamic lattice and the compile collective (ccol_sync,
  *      ccol_compile), with PyTorch's semantics made safe;
+ *   3b. the lattice on its own (ccol_dyn), for offline merges and tools;
  *   4. decision helpers (sharded autotuning, estimate alignment, divergence
- *      checks, agreement on a flag).
+ *      checks, agreement on a flag);
+ *   5. the trace log (CCOL_TRACE).
  *
  * Conventions. Every fallible call returns ccol_status (0 ok, < 0 error) and
  * leaves a human-readable message on the handle it was called on, readable
@@ -561,6 +564,146 @@ CCOL_API ccol_status ccol_sync_render(ccol_sync *sync, const char *code_id,
  */
 CCOL_API ccol_status ccol_sync_guard(ccol_sync *sync, const char *code_id,
                                      bool hit, bool *all_hit);
+
+/* ------------------------------------------------------------------------ */
+/* 3b. The lattice on its own                                                */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A ccol_dyn is the automatic-dynamic lattice of section 3 without a
+ * communicator: one frame state (source -> entry {scalar, size, stride},
+ * PyTorch's FrameStateSizeEntry) plus witnesses saying which rank saw which
+ * value. A compiler that merges observations or profiles offline (one file
+ * per rank, a profile per run) feeds each rank's observations and reads the
+ * same renders, decisions and explanations the compile collective would
+ * produce for those ranks. `ccol dyn merge` is built on it; docs/lattice.md
+ * has the semantics and worked merges.
+ *
+ * Ranks and runs. Each observe/mark call names the rank that made it (>= 0,
+ * used by the witnesses). Consecutive calls with the same rank form a run:
+ * one rank's view, in which the last observation of a source wins and
+ * mark_dynamic survives a re-observation, like a compile's preflight. A run
+ * is joined into the state when a call names another rank, and when one of
+ * nsources, render, dynamic or explain is called. Since the join is
+ * commutative, associative and order-free on witnesses too, the result
+ * equals the rank-order fold whatever order the runs come in. A rank that
+ * comes back after its run was joined adds a second observation for it
+ * (joined, not replacing), as a second compile on that rank would.
+ *
+ * Names. Sources are non-empty strings of at most CCOL_DYN_MAX_NAME bytes,
+ * compared with strcmp. Decisions are named "<source>.size(<d>)",
+ * "<source>.stride(<d>)" and "<source>" (the scalar), as in
+ * ccol_compile_explain().
+ *
+ * Errors leave a message on the handle (ccol_dyn_errmsg()), e.g.
+ * "ccol_dyn_mark_dynamic(L['x'], 2): rank 1 observed L['x'] as a tensor of
+ * 2 dims in this run". An allocation failure while joining a run leaves the
+ * handle unusable: every later call returns CCOL_ERR_NO_MEMORY. Outputs
+ * (char **out) are written only on success and freed with ccol_free(). A
+ * handle is used by one thread at a time; different handles are independent.
+ */
+typedef struct ccol_dyn ccol_dyn;
+
+/* Largest tensor rank of an observation, and longest source name (bytes,
+ * without the NUL). */
+#define CCOL_DYN_MAX_DIMS 64
+#define CCOL_DYN_MAX_NAME 4096
+
+/* Creates an empty lattice (no sources). CCOL_ERR_INVALID_ARG if out is
+ * NULL, CCOL_ERR_NO_MEMORY (then *out is NULL). */
+CCOL_API ccol_status ccol_dyn_create(ccol_dyn **out);
+
+/* Frees the lattice. NULL is a no-op. */
+CCOL_API void ccol_dyn_destroy(ccol_dyn *d);
+
+/* The message of the last failed call ("" if none; "no handle" for NULL).
+ * Owned by the handle, valid until the next call on it. */
+CCOL_API const char *ccol_dyn_errmsg(const ccol_dyn *d);
+
+/*
+ * Records rank `rank`'s observation of a tensor input `source`: `ndim`
+ * (0..CCOL_DYN_MAX_DIMS) sizes and strides (strides NULL: contiguous),
+ * non-negative. Stored as make_tensor: {scalar: DYN, size: sizes, stride:
+ * the InferStride encoding}. Last write per source wins within the run.
+ * CCOL_ERR_INVALID_ARG for a negative rank, a bad source name, ndim out of
+ * range, sizes NULL with ndim > 0, or a negative size or stride (the
+ * message names the dim).
+ */
+CCOL_API ccol_status ccol_dyn_observe_tensor(ccol_dyn *d, int rank,
+                                             const char *source, int ndim,
+                                             const int64_t *sizes,
+                                             const int64_t *strides);
+
+/* Records an int or float input as make_scalar: {scalar: v, size: DYN,
+ * stride: DYN} (same rules). 3 and 3.0 are equal (static); a NaN is
+ * dynamic as soon as it meets another observation (nan != nan). */
+CCOL_API ccol_status ccol_dyn_observe_int(ccol_dyn *d, int rank,
+                                          const char *source, int64_t v);
+CCOL_API ccol_status ccol_dyn_observe_float(ccol_dyn *d, int rank,
+                                            const char *source, double v);
+
+/*
+ * mark_dynamic(dim) by `rank`: the current run must hold a tensor
+ * observation of `source` with more than `dim` dims (else
+ * CCOL_ERR_INVALID_ARG). When the run is joined, size[dim] becomes dynamic
+ * (entry |= make_size(DYN at dim), as PyTorch's builder does) and a witness
+ * records the mark. A mark survives a re-observation of the source in the
+ * same run if the new observation still has the dim; otherwise it is
+ * dropped. Marking twice is a no-op.
+ */
+CCOL_API ccol_status ccol_dyn_mark_dynamic(ccol_dyn *d, int rank,
+                                           const char *source, int dim);
+
+/*
+ * Joins the open run and writes the number of distinct sources observed so
+ * far. Afterwards ccol_dyn_source(d, i) for i < *out returns them in strcmp
+ * order.
+ */
+CCOL_API ccol_status ccol_dyn_nsources(ccol_dyn *d, size_t *out);
+
+/* The i-th source (strcmp order) as counted by the last ccol_dyn_nsources()
+ * call; owned by the handle, valid until the next observe or mark call.
+ * NULL if i is out of range or if observations were recorded since that
+ * call (call ccol_dyn_nsources() again). */
+CCOL_API const char *ccol_dyn_source(const ccol_dyn *d, size_t i);
+
+/*
+ * PyTorch's FrameStateSizeEntry.render() of the merged entry of `source`,
+ * byte for byte: "tensor size=[?, 10] stride=[S(1), 1]", "scalar 3",
+ * "fully dynamic scalar or tensor" or "unusual FrameStateSizeEntry(...)".
+ * Numbers print as Python's str(). A source nobody observed is
+ * CCOL_ERR_INVALID_ARG.
+ */
+CCOL_API ccol_status ccol_dyn_render(ccol_dyn *d, const char *source,
+                                     char **out);
+
+/*
+ * The dynamic decisions of `source`, sorted by strcmp and separated by
+ * '\n' ("" when everything is static), e.g. "L['x'].size(0)\nL['x'].stride(1)".
+ * Size and stride dims are asked up to the largest tensor rank any rank
+ * observed for the source (size dim d: size or size[d] dynamic; stride dim
+ * d: only when size is a tuple of ints, stride or stride[d] dynamic); the
+ * bare source is listed when some rank observed a number and the scalar is
+ * dynamic. Decisions do not apply the local rules of a compile
+ * (mark_static, 0/1 specialization). A source nobody observed is
+ * CCOL_ERR_INVALID_ARG.
+ */
+CCOL_API ccol_status ccol_dyn_dynamic(ccol_dyn *d, const char *source,
+                                      char **out);
+
+/*
+ * One line explaining the decision named `what`, from the witnesses, e.g.
+ * "L['x'].size(0) dynamic: 5 on rank 0, 6 on rank 1",
+ * "L['x'].size(1) static: 10" or
+ * "L['m'].size(0) dynamic: marked dynamic on rank 1; 3 on rank 0".
+ * A `what` equal to an observed source names its scalar decision; otherwise
+ * it must be "<source>.size(<d>)" or "<source>.stride(<d>)" with d in
+ * [0, CCOL_DYN_MAX_DIMS) and an observed source. Anything else, such as
+ * "L['x'].size(" or "L['x'].size(64)", is CCOL_ERR_INVALID_ARG with a
+ * message saying which forms are accepted.
+ */
+CCOL_API ccol_status ccol_dyn_explain(ccol_dyn *d, const char *what,
+                                      char **out);
 
 /* ------------------------------------------------------------------------ */
 /* 4. Decision helpers                                                        */

@@ -1,9 +1,10 @@
 /*
  * cmd_dyn.c - `ccol dyn merge OBS0.json OBS1.json ...`: folds per-rank
- * observation files in rank order (file i is rank i) with the lattice of
- * src/dyn, exactly as a compile collective does, and prints per source
- * PyTorch's render and the sorted list of dynamic decisions as JSON.
- * `--explain` adds one line per decision saying which ranks saw what.
+ * observation files in rank order (file i is rank i) with the public
+ * lattice API (ccol_dyn, the same lattice the compile collective runs) and
+ * prints per source PyTorch's render and the sorted list of dynamic
+ * decisions as JSON. `--explain` adds one line per decision saying which
+ * ranks saw what.
  */
 #include "tools.h"
 
@@ -16,21 +17,6 @@
 
 /* Distinct sources the fold accepts (each entry is ~3 KiB in memory). */
 #define MAX_SOURCES 65536
-
-/* What the fold knows about one source beyond its entry. */
-typedef struct src_info {
-    char *source;     /* malloc'd; sorted like the state map */
-    int max_ndim;     /* largest tensor rank observed, -1 if none */
-    bool number;      /* observed as an int or float on some rank */
-} src_info;
-
-/* The fold of all files. */
-typedef struct fold {
-    ccol__dyn_map state;  /* source -> joined entry */
-    ccol__dyn_wits wits;  /* witnesses */
-    src_info *info;       /* same keys and order as state.v */
-    size_t ninfo;         /* number of info records */
-} fold;
 
 static void
 usage(FILE *f)
@@ -47,124 +33,28 @@ usage(FILE *f)
             "\"stride\" is optional (contiguous); \"mark_dynamic\" too.\n");
 }
 
-/* Sorts the indices of a file's sources by name (qsort context). */
-static const ccol__obs_file *sort_file;
-
+/* Reports a failed lattice call and returns -1. */
 static int
-cmp_idx(const void *a, const void *b)
+lattice_error(ccol_dyn *d, const char *path)
 {
-    return strcmp(sort_file->v[*(const size_t *)a].source,
-                  sort_file->v[*(const size_t *)b].source);
-}
-
-/* Merges the file's sources (sorted by idx) into the info records, which
- * stay sorted like the state map: a linear merge. */
-static int
-merge_info(fold *fd, const ccol__obs_file *f, const size_t *idx)
-{
-    src_info *v = malloc((fd->ninfo + f->n + 1) * sizeof *v);
-    size_t i = 0, j = 0, o = 0;
-
-    if (v == NULL)
-        return -1;
-    while (i < fd->ninfo || j < f->n) {
-        const ccol__obs_src *s = j < f->n ? &f->v[idx[j]] : NULL;
-        int c = s == NULL ? -1 : i == fd->ninfo ? 1
-                                 : strcmp(fd->info[i].source, s->source);
-        if (c <= 0)
-            v[o] = fd->info[i++];
-        if (c > 0) {
-            v[o].source = ccol__strdup(s->source);
-            v[o].max_ndim = -1;
-            v[o].number = false;
-            if (v[o].source == NULL) { /* keep every record owned */
-                memcpy(v + o, fd->info + i, (fd->ninfo - i) * sizeof *v);
-                free(fd->info);
-                fd->info = v;
-                fd->ninfo = o + (fd->ninfo - i);
-                return -1;
-            }
-        }
-        if (c >= 0 && s->kind != CCOL__OBS_TENSOR)
-            v[o].number = true;
-        else if (c >= 0 && s->ndim > v[o].max_ndim)
-            v[o].max_ndim = s->ndim;
-        j += c >= 0;
-        o++;
-    }
-    free(fd->info);
-    fd->info = v;
-    fd->ninfo = o;
-    return 0;
-}
-
-/* Adds one observation (marks applied) to a file's sorted map and
- * witnesses; sources arrive in ascending order, so these are appends. */
-static ccol_status
-add_source(ccol__dyn_map *m, ccol__dyn_wits *w, const ccol__obs_src *s,
-           int rank)
-{
-    ccol__dyn_atom one = ccol__dyn_atom_int(1);
-    ccol__dyn_entry e = s->e;
-    ccol_status st = ccol__dyn_wits_add_obs(w, s->source, &e, rank);
-
-    for (int d = 0; st == CCOL_OK && d < s->ndim; d++) {
-        if (!(s->marks >> d & 1))
-            continue;
-        st = ccol__dyn_entry_mark_dynamic(&e, s->ndim, d);
-        if (st == CCOL_OK)
-            st = ccol__dyn_wits_add(w, s->source, CCOL__WIT_MARK, d, &one,
-                                    rank);
-    }
-    if (st == CCOL_OK)
-        st = ccol__dyn_map_set(m, s->source, &e);
-    return st;
-}
-
-/* Folds one rank's file: its sorted map and witnesses are joined into the
- * state with linear merges (many sources stay cheap). */
-static ccol_status
-fold_sorted(fold *fd, const ccol__obs_file *f, const size_t *idx, int rank)
-{
-    ccol__dyn_map m;
-    ccol__dyn_wits w;
-    ccol_status st = CCOL_OK;
-
-    ccol__dyn_map_init(&m);
-    ccol__dyn_wits_init(&w);
-    for (size_t k = 0; st == CCOL_OK && k < f->n; k++)
-        st = add_source(&m, &w, &f->v[idx[k]], rank);
-    if (st == CCOL_OK && merge_info(fd, f, idx) != 0)
-        st = CCOL_ERR_NO_MEMORY;
-    if (st == CCOL_OK)
-        st = ccol__dyn_map_join(&fd->state, &m);
-    if (st == CCOL_OK)
-        st = ccol__dyn_wits_join(&fd->wits, &w);
-    ccol__dyn_map_free(&m);
-    ccol__dyn_wits_free(&w);
-    return st;
+    if (path != NULL)
+        fprintf(stderr, "ccol dyn merge: %s: %s\n", path,
+                ccol_dyn_errmsg(d));
+    else
+        fprintf(stderr, "ccol dyn merge: %s\n", ccol_dyn_errmsg(d));
+    return -1;
 }
 
 /* Folds one rank's file; prints the reason and returns -1 on failure. */
 static int
-fold_file(fold *fd, const ccol__obs_file *f, int rank, const char *path)
+fold_file(ccol_dyn *d, const ccol__obs_file *f, int rank, const char *path)
 {
-    size_t *idx = malloc((f->n ? f->n : 1) * sizeof *idx);
-    ccol_status st = CCOL_ERR_NO_MEMORY;
+    size_t n;
 
-    if (idx != NULL) {
-        for (size_t k = 0; k < f->n; k++)
-            idx[k] = k;
-        sort_file = f;
-        qsort(idx, f->n, sizeof *idx, cmp_idx);
-        st = fold_sorted(fd, f, idx, rank);
-        free(idx);
-    }
-    if (st != CCOL_OK) {
-        fprintf(stderr, "ccol dyn merge: %s: out of memory\n", path);
-        return -1;
-    }
-    if (fd->state.n > MAX_SOURCES) {
+    if (ccol__obs_fold(f, d, rank) != CCOL_OK ||
+        ccol_dyn_nsources(d, &n) != CCOL_OK)
+        return lattice_error(d, path);
+    if (n > MAX_SOURCES) {
         fprintf(stderr, "ccol dyn merge: %s: more than %d distinct sources "
                 "across the files\n", path, MAX_SOURCES);
         return -1;
@@ -172,162 +62,177 @@ fold_file(fold *fd, const ccol__obs_file *f, int rank, const char *path)
     return 0;
 }
 
-static int
-cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Appends one decision name to the array. */
-static void
-add_name(json_t *arr, const char *source, const char *what, int dim)
-{
-    char buf[CCOL__DYN_MAX_NAME + 32];
-
-    if (what == NULL)
-        snprintf(buf, sizeof buf, "%s", source);
-    else
-        snprintf(buf, sizeof buf, "%s.%s(%d)", source, what, dim);
-    json_array_append_new(arr, json_string(buf));
-}
-
-/* The sorted dynamic decisions of one source. */
+/*
+ * Splits ccol_dyn_dynamic()'s text into a JSON array of names. Every name
+ * is the source followed by a suffix without '\n' ("", ".size(d)",
+ * ".stride(d)"), so this works for sources that hold a '\n' too.
+ */
 static json_t *
-decisions(const char *source, const ccol__dyn_entry *e, const src_info *in)
+split_names(const char *source, const char *text)
 {
     json_t *arr = json_array();
-    size_t n;
-    const char **names;
+    size_t sl = strlen(source);
+    const char *p = text;
 
-    if (in->number && ccol__dyn_entry_scalar_dynamic(e))
-        add_name(arr, source, NULL, 0);
-    for (int d = 0; d < in->max_ndim; d++)
-        if (ccol__dyn_entry_size_dynamic(e, d))
-            add_name(arr, source, "size", d);
-    for (int d = 0; d < in->max_ndim; d++)
-        if (ccol__dyn_entry_stride_dynamic(e, d))
-            add_name(arr, source, "stride", d);
-    n = json_array_size(arr);
-    names = calloc(n ? n : 1, sizeof *names);
-    if (names == NULL)
-        return arr;
-    for (size_t i = 0; i < n; i++)
-        names[i] = json_string_value(json_array_get(arr, i));
-    qsort(names, n, sizeof *names, cmp_str);
-    json_t *sorted = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(sorted, json_string(names[i]));
-    free(names);
-    json_decref(arr);
-    return sorted;
-}
-
-/* The explanations of the decisions in `dyn`. */
-static json_t *
-explanations(const fold *fd, const ccol__dyn_entry *e, const json_t *dyn)
-{
-    json_t *arr = json_array();
-    ccol__dyn_what q;
-
-    for (size_t i = 0; i < json_array_size(dyn); i++) {
-        ccol__buf b = { 0 };
-        if (ccol__dyn_what_parse(json_string_value(json_array_get(dyn, i)),
-                                 &q) != CCOL_OK)
-            continue;
-        ccol__dyn_explain(e, &fd->wits, &q, &b);
-        json_array_append_new(arr, json_stringn(b.p ? (char *)b.p : "",
-                                                b.len));
-        ccol__buf_free(&b);
+    while (arr != NULL && *p != '\0' && strncmp(p, source, sl) == 0) {
+        const char *end = strchr(p + sl, '\n');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        json_array_append_new(arr, json_stringn(p, len));
+        p += len + (end != NULL);
     }
     return arr;
 }
 
-/* Prints a JSON string, or an array of strings as ["a", "b"] (the
- * layout of DESIGN.md 4.2), and releases it. */
+/* The explanations of the decisions in `dyn`; NULL after a failure
+ * (reported). */
+static json_t *
+explanations(ccol_dyn *d, const json_t *dyn)
+{
+    json_t *arr = json_array();
+    char *line;
+
+    for (size_t i = 0; arr != NULL && i < json_array_size(dyn); i++) {
+        const char *what = json_string_value(json_array_get(dyn, i));
+        if (ccol_dyn_explain(d, what, &line) != CCOL_OK) {
+            lattice_error(d, NULL);
+            json_decref(arr);
+            return NULL;
+        }
+        json_array_append_new(arr, json_string(line));
+        ccol_free(line);
+    }
+    return arr;
+}
+
+/* Writes a JSON string, or an array of strings as ["a", "b"] (the
+ * layout of DESIGN.md 4.2), to `out` and releases it. */
 static void
-put_json(json_t *v)
+put_json(FILE *out, json_t *v)
 {
     char *s;
 
     if (json_is_array(v)) {
-        fputs("[", stdout);
+        fputs("[", out);
         for (size_t i = 0; i < json_array_size(v); i++) {
-            fputs(i ? ", " : "", stdout);
-            put_json(json_incref(json_array_get(v, i)));
+            fputs(i ? ", " : "", out);
+            put_json(out, json_incref(json_array_get(v, i)));
         }
-        fputs("]", stdout);
+        fputs("]", out);
         json_decref(v);
         return;
     }
     s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-    fputs(s ? s : "null", stdout);
+    fputs(s ? s : "null", out);
     free(s);
     json_decref(v);
 }
 
-/* Prints one source's line: "SOURCE": {"render": ..., "dynamic": [...]}. */
-static void
-print_source(const fold *fd, size_t i, bool explain)
+/* The JSON text of one source's line: "SOURCE": {"render": ...,
+ * "dynamic": [...]} (nothing printed yet); 0, or -1 after a reported
+ * failure. */
+static int
+source_json(ccol_dyn *d, const char *source, bool explain, json_t **render,
+            json_t **dyn, json_t **ex)
 {
-    const ccol__dyn_item *it = &fd->state.v[i];
-    ccol__buf r = { 0 };
-    json_t *dyn = decisions(it->source, &it->e, &fd->info[i]);
+    char *r = NULL, *names = NULL;
 
-    ccol__dyn_entry_render(&it->e, &r);
-    put_json(json_string(it->source));
-    fputs(": {\"render\": ", stdout);
-    put_json(json_stringn(r.p ? (char *)r.p : "", r.len));
-    fputs(", \"dynamic\": ", stdout);
-    if (explain) {
-        json_t *ex = explanations(fd, &it->e, dyn);
-        put_json(dyn);
-        fputs(", \"explain\": ", stdout);
-        put_json(ex);
-    } else {
-        put_json(dyn);
+    if (ccol_dyn_render(d, source, &r) != CCOL_OK ||
+        ccol_dyn_dynamic(d, source, &names) != CCOL_OK) {
+        ccol_free(r);
+        return lattice_error(d, NULL);
     }
-    fputs("}", stdout);
-    ccol__buf_free(&r);
+    *render = json_string(r);
+    *dyn = split_names(source, names);
+    ccol_free(r);
+    ccol_free(names);
+    *ex = explain ? explanations(d, *dyn) : NULL;
+    if (*render == NULL || *dyn == NULL || (explain && *ex == NULL)) {
+        if (*render == NULL || *dyn == NULL)
+            fprintf(stderr, "ccol dyn merge: out of memory\n");
+        json_decref(*render);
+        json_decref(*dyn);
+        json_decref(*ex);
+        return -1;
+    }
+    return 0;
 }
 
-/* Prints the whole result in the layout of DESIGN.md 4.2. */
-static void
-print_fold(const fold *fd, bool explain)
+/* Writes one source's line: "SOURCE": {"render": ..., "dynamic": [...]}
+ * (and "explain" with --explain); -1 after a reported failure. */
+static int
+put_source(FILE *out, ccol_dyn *d, size_t i, bool explain)
 {
-    fputs("{", stdout);
-    for (size_t i = 0; i < fd->state.n; i++) {
-        if (i > 0)
-            fputs(",\n ", stdout);
-        print_source(fd, i, explain);
+    const char *source = ccol_dyn_source(d, i);
+    json_t *render, *dyn, *ex;
+
+    if (source_json(d, source, explain, &render, &dyn, &ex) != 0)
+        return -1;
+    fputs(i > 0 ? ",\n " : "", out);
+    put_json(out, json_string(source));
+    fputs(": {\"render\": ", out);
+    put_json(out, render);
+    fputs(", \"dynamic\": ", out);
+    put_json(out, dyn);
+    if (explain) {
+        fputs(", \"explain\": ", out);
+        put_json(out, ex);
     }
-    fputs("}\n", stdout);
+    fputs("}", out);
+    return 0;
+}
+
+/* Prints the whole result in the layout of DESIGN.md 4.2. It is built in
+ * memory first, so a failure half-way prints nothing on stdout. */
+static int
+print_fold(ccol_dyn *d, bool explain)
+{
+    char *text = NULL;
+    size_t n, len = 0;
+    FILE *out = open_memstream(&text, &len);
+    int rc = out == NULL ? -1 : 0;
+
+    if (out == NULL)
+        fprintf(stderr, "ccol dyn merge: out of memory\n");
+    else if (ccol_dyn_nsources(d, &n) != CCOL_OK)
+        rc = lattice_error(d, NULL);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = put_source(out, d, i, explain);
+    if (out != NULL) {
+        fputs("}\n", out);
+        fclose(out);
+    }
+    if (rc == 0) {
+        fputs("{", stdout);
+        fwrite(text, 1, len, stdout);
+    }
+    free(text);
+    return rc;
 }
 
 static int
 merge(int nfiles, char **paths, bool explain)
 {
     ccol__obs_file file;
-    fold fd;
+    ccol_dyn *d;
     char err[1024];
     int rc = 0;
 
-    memset(&fd, 0, sizeof fd);
+    if (ccol_dyn_create(&d) != CCOL_OK) {
+        fprintf(stderr, "ccol dyn merge: out of memory\n");
+        return 1;
+    }
     for (int r = 0; r < nfiles && rc == 0; r++) {
         if (ccol__obs_load(paths[r], &file, err, sizeof err) != 0) {
             fprintf(stderr, "ccol dyn merge: %s\n", err);
             rc = 1;
         } else {
-            rc = fold_file(&fd, &file, r, paths[r]) != 0;
+            rc = fold_file(d, &file, r, paths[r]) != 0;
             ccol__obs_free(&file);
         }
     }
     if (rc == 0)
-        print_fold(&fd, explain);
-    for (size_t i = 0; i < fd.ninfo; i++)
-        free(fd.info[i].source);
-    free(fd.info);
-    ccol__dyn_map_free(&fd.state);
-    ccol__dyn_wits_free(&fd.wits);
+        rc = print_fold(d, explain) != 0;
+    ccol_dyn_destroy(d);
     return rc;
 }
 

@@ -3,7 +3,8 @@
  * each source into a lattice observation. Anything unexpected (wrong
  * types, unknown keys, negative sizes, length mismatches, out-of-range
  * marks, duplicate keys, bad JSON) is an error naming the file, the JSON
- * path ($["L['x']"].size[1]) and what was expected.
+ * path ($["L['x']"].size[1]) and what was expected. A loaded file is fed
+ * to the public lattice API as one rank's observations.
  */
 #include "obs_json.h"
 
@@ -148,12 +149,12 @@ parse_scalar(ctx *c, const json_t *v, ccol__obs_src *s)
 {
     if (json_is_integer(v)) {
         s->kind = CCOL__OBS_INT;
-        ccol__dyn_entry_int(&s->e, (int64_t)json_integer_value(v));
+        s->i = (int64_t)json_integer_value(v);
         return 0;
     }
     if (json_is_real(v)) {
         s->kind = CCOL__OBS_FLOAT;
-        ccol__dyn_entry_float(&s->e, json_real_value(v));
+        s->f = json_real_value(v);
         return 0;
     }
     return fail(c, ".scalar", "expected a number (integer or float), got %s",
@@ -163,17 +164,16 @@ parse_scalar(ctx *c, const json_t *v, ccol__obs_src *s)
 static int
 parse_tensor(ctx *c, const json_t *o, ccol__obs_src *s)
 {
-    int64_t size[CCOL__DYN_MAX_DIMS], stride[CCOL__DYN_MAX_DIMS];
-    int64_t marks[CCOL__DYN_MAX_DIMS];
+    int64_t marks[CCOL_DYN_MAX_DIMS];
     size_t n, ns, nm;
     const json_t *st = json_object_get(o, "stride");
     const json_t *mk = json_object_get(o, "mark_dynamic");
 
-    if (int_array(c, json_object_get(o, "size"), "size", 0, INT64_MAX, size,
-                  CCOL__DYN_MAX_DIMS, &n) != 0)
+    if (int_array(c, json_object_get(o, "size"), "size", 0, INT64_MAX,
+                  s->size, CCOL_DYN_MAX_DIMS, &n) != 0)
         return -1;
-    if (st != NULL && int_array(c, st, "stride", 0, INT64_MAX, stride,
-                                CCOL__DYN_MAX_DIMS, &ns) != 0)
+    if (st != NULL && int_array(c, st, "stride", 0, INT64_MAX, s->stride,
+                                CCOL_DYN_MAX_DIMS, &ns) != 0)
         return -1;
     if (st != NULL && ns != n)
         return fail(c, ".stride", "expected %zu strides (one per size), "
@@ -182,15 +182,24 @@ parse_tensor(ctx *c, const json_t *o, ccol__obs_src *s)
         return fail(c, ".mark_dynamic", "a 0-dim tensor has no dims to "
                     "mark");
     if (mk != NULL && int_array(c, mk, "mark_dynamic", 0, (int64_t)n - 1,
-                                marks, CCOL__DYN_MAX_DIMS, &nm) != 0)
+                                marks, CCOL_DYN_MAX_DIMS, &nm) != 0)
         return -1;
     s->kind = CCOL__OBS_TENSOR;
     s->ndim = (int)n;
+    s->has_stride = st != NULL;
     for (size_t i = 0; mk != NULL && i < nm; i++)
         s->marks |= 1ull << marks[i];
-    if (ccol__dyn_entry_tensor(&s->e, (int)n, size, st ? stride : NULL))
-        return fail(c, "", "invalid tensor");
     return 0;
+}
+
+/* A malloc'd copy of `s`, or NULL. */
+static char *
+dup_str(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = malloc(n);
+
+    return p != NULL ? memcpy(p, s, n) : NULL;
 }
 
 static int
@@ -199,15 +208,15 @@ parse_source(ctx *c, const char *source, json_t *o, ccol__obs_src *s)
     set_path(c, source);
     if (source[0] == '\0')
         return fail(c, "", "expected a non-empty source name");
-    if (strlen(source) > CCOL__DYN_MAX_NAME)
+    if (strlen(source) > CCOL_DYN_MAX_NAME)
         return fail(c, "", "source name longer than %d bytes",
-                    CCOL__DYN_MAX_NAME);
+                    CCOL_DYN_MAX_NAME);
     if (!json_is_object(o))
         return fail(c, "", "expected an object with \"size\"/\"stride\" or "
                     "\"scalar\", got %s", type_name(o));
     if (check_keys(c, o) != 0)
         return -1;
-    if ((s->source = ccol__strdup(source)) == NULL)
+    if ((s->source = dup_str(source)) == NULL)
         return fail(c, "", "out of memory");
     if (json_object_get(o, "scalar") != NULL)
         return parse_scalar(c, json_object_get(o, "scalar"), s);
@@ -314,6 +323,34 @@ ccol__obs_load(const char *path, ccol__obs_file *out, char *err,
     rc = ccol__obs_parse(text, len, path, out, err, errlen);
     free(text);
     return rc;
+}
+
+/* Records one source: its observation, then its marks. */
+static ccol_status
+fold_source(const ccol__obs_src *s, ccol_dyn *d, int rank)
+{
+    ccol_status st;
+
+    if (s->kind == CCOL__OBS_INT)
+        return ccol_dyn_observe_int(d, rank, s->source, s->i);
+    if (s->kind == CCOL__OBS_FLOAT)
+        return ccol_dyn_observe_float(d, rank, s->source, s->f);
+    st = ccol_dyn_observe_tensor(d, rank, s->source, s->ndim, s->size,
+                                 s->has_stride ? s->stride : NULL);
+    for (int dim = 0; st == CCOL_OK && dim < s->ndim; dim++)
+        if (s->marks >> dim & 1)
+            st = ccol_dyn_mark_dynamic(d, rank, s->source, dim);
+    return st;
+}
+
+ccol_status
+ccol__obs_fold(const ccol__obs_file *f, ccol_dyn *d, int rank)
+{
+    ccol_status st = CCOL_OK;
+
+    for (size_t i = 0; st == CCOL_OK && i < f->n; i++)
+        st = fold_source(&f->v[i], d, rank);
+    return st;
 }
 
 void

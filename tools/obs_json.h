@@ -3,15 +3,18 @@
  * `ccol dyn merge`: {"L['x']": {"size": [..], "stride": [..],
  * "mark_dynamic": [..]}, "L['y']": {"scalar": 3}}. Files are untrusted:
  * every failure names the file, the JSON path and what was expected.
+ * Loaded files are folded with the public lattice API (ccol_dyn).
  */
 #ifndef CCOL_OBS_JSON_H
 #define CCOL_OBS_JSON_H
 
-#include "dyn/dyn.h"
+#include "ccol.h"
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
-/* Sources one file may hold (each is ~3 KiB once loaded). */
+/* Sources one file may hold (each is ~1 KiB once loaded). */
 #define CCOL__OBS_MAX_SOURCES 65536
 
 /* What a source was observed as. */
@@ -21,13 +24,17 @@ enum {
     CCOL__OBS_FLOAT = 2
 };
 
-/* One source of an observation file. */
+/* One source of an observation file, as read (checked, not yet folded). */
 typedef struct ccol__obs_src {
-    char *source;       /* malloc'd source name */
-    int kind;           /* CCOL__OBS_* */
-    int ndim;           /* tensor rank (0 for numbers) */
-    ccol__dyn_entry e;  /* the observation, without marks */
-    uint64_t marks;     /* bit d set: mark_dynamic(d) */
+    char *source;                     /* malloc'd source name */
+    int kind;                         /* CCOL__OBS_* */
+    int ndim;                         /* tensor rank (0 for numbers) */
+    int64_t size[CCOL_DYN_MAX_DIMS];  /* sizes, >= 0 (tensors) */
+    int64_t stride[CCOL_DYN_MAX_DIMS]; /* strides, >= 0, if has_stride */
+    bool has_stride;                  /* false: contiguous */
+    int64_t i;                        /* the value of an INT */
+    double f;                         /* the value of a FLOAT */
+    uint64_t marks;                   /* bit d set: mark_dynamic(d) */
 } ccol__obs_src;
 
 /* One rank's file: sources in file order. */
@@ -47,6 +54,13 @@ int ccol__obs_parse(const char *text, size_t len, const char *name,
 /* Reads and parses the file at `path` (same contract; at most 64 MiB). */
 int ccol__obs_load(const char *path, ccol__obs_file *out, char *err,
                    size_t errlen);
+
+/*
+ * Records the file as rank `rank`'s observations in `d` (marks after the
+ * observation of their source). Returns the status of the first failed
+ * call; its message is in ccol_dyn_errmsg(d).
+ */
+ccol_status ccol__obs_fold(const ccol__obs_file *f, ccol_dyn *d, int rank);
 
 /* Frees the sources of *f and empties it. */
 void ccol__obs_free(ccol__obs_file *f);

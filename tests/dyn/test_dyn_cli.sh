@@ -111,6 +111,12 @@ expect zero_one "{\"L['x']\": {\"render\": \"tensor size=[?] stride=[1]\", \"dyn
 expect explain "{\"L['x']\": {\"render\": \"tensor size=[?, 10] stride=[S(1), 1]\", \"dynamic\": [\"L['x'].size(0)\"], \"explain\": [\"L['x'].size(0) dynamic: 5 on rank 0, 6 on rank 1\"]},
  \"L['y']\": {\"render\": \"scalar 3\", \"dynamic\": [], \"explain\": []}}" --explain r0.json r1.json
 
+# Odd source names still list and explain (an exact source name wins).
+write o0 '{"a.size(": {"scalar": 1}, "b.stride(0)": {"size": [4]}}'
+write o1 '{"a.size(": {"scalar": 2}, "b.stride(0)": {"size": [5]}}'
+expect odd_names "{\"a.size(\": {\"render\": \"fully dynamic scalar or tensor\", \"dynamic\": [\"a.size(\"], \"explain\": [\"a.size( dynamic: 1 on rank 0, 2 on rank 1\"]},
+ \"b.stride(0)\": {\"render\": \"tensor size=[?] stride=[1]\", \"dynamic\": [\"b.stride(0).size(0)\"], \"explain\": [\"b.stride(0).size(0) dynamic: 4 on rank 0, 5 on rank 1\"]}}" --explain o0.json o1.json
+
 write empty '{}'
 expect empty_file "{}" empty.json
 
