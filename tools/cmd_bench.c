@@ -14,6 +14,7 @@ static const ccol_cmd suites[] = {
     { "comm", ccol_bench_comm, "latency of each communicator operation" },
     { "sync", ccol_bench_sync, "compile exchange: join-reduce vs all-gather" },
     { "soak", ccol_bench_soak, "10,000 exchanges and guards: memory stays flat" },
+    { "faults", ccol_bench_faults, "random faults in real jobs: named errors" },
 };
 
 static void
