@@ -15,6 +15,7 @@ static const ccol_cmd suites[] = {
     { "sync", ccol_bench_sync, "compile exchange: join-reduce vs all-gather" },
     { "soak", ccol_bench_soak, "10,000 exchanges and guards: memory stays flat" },
     { "faults", ccol_bench_faults, "random faults in real jobs: named errors" },
+    { "jit", ccol_bench_jit, "cost of a cached frame call, with and without guards" },
 };
 
 static void
