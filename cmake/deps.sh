@@ -6,7 +6,7 @@
 #               baseline); what needs it says so clearly when it is absent.
 set -u
 required="build-essential cmake pkg-config libjansson-dev"
-optional="openmpi-bin libopenmpi-dev"
+optional="openmpi-bin libopenmpi-dev chromium"
 
 missing() {
     local out=""

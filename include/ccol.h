@@ -169,7 +169,7 @@ typedef struct ccol_comm_params {
     size_t max_payload;   /* largest accepted message (default 64 MiB) */
     const char *token;    /* job token; peers without it are refused */
     const char *name;     /* inproc: group name the threads join */
-    int tree_threshold;   /* above this size use a tree (default 256) */
+    int tree_threshold;   /* above this size use a tree (default 64) */
     int tree_fanout;      /* children per node of the tree (default 4) */
     const char *fault;    /* fault injection spec (docs/reliability.md);
                              default: CCOL_FAULT, else none */

@@ -73,6 +73,9 @@ log_changes(const ccol_compile *c, const ccol__dyn_map *old,
                            "automatic dynamic %s: %s -> %s", c->code_id,
                            (unsigned long long)c->index, it->source,
                            (const char *)a.p, (const char *)b.p);
+        if (!a.oom && !b.oom)
+            ccol__trace_state_change(c, it->source, (const char *)a.p,
+                                     (const char *)b.p);
     }
     ccol__buf_free(&a);
     ccol__buf_free(&b);
@@ -86,7 +89,8 @@ static ccol_status
 apply(ccol_compile *c, const ccol__dyn_map *prior, const ccol__dyn_map *obs)
 {
     ccol__dyn_map *m, old;
-    bool logging = ccol__log_enabled(CCOL_LOG_INFO);
+    bool logging = ccol__log_enabled(CCOL_LOG_INFO) ||
+                   ccol__trace_on(c->sync->trace);
     ccol_status st;
 
     ccol__dyn_map_init(&old);
@@ -256,6 +260,7 @@ ccol_compile_exchange(ccol_compile *c)
 {
     ccol_sync *s;
     ccol_status st;
+    ccol__trace_span span;
 
     if (c == NULL)
         return CCOL_ERR_INVALID_ARG;
@@ -265,15 +270,18 @@ ccol_compile_exchange(ccol_compile *c)
                             "%.200s (compile %llu): a second compile "
                             "exchange; exactly one runs per compile",
                             c->code_id, (unsigned long long)c->index);
+    ccol__trace_span_begin(s, &span);
     st = reapply_marks(c);
     if (st == CCOL_OK)
         st = ccol__sync_collective(s) ? exchange_coll(c) : exchange_local(c);
     if (st != CCOL_OK) {
         c->phase = CCOL__PHASE_FAILED;
+        ccol__trace_exchange(c, &span, st);
         return st;
     }
     c->phase = CCOL__PHASE_APPLIED;
     s->xseq++;
+    ccol__trace_exchange(c, &span, st);
     return CCOL_OK;
 }
 
@@ -302,6 +310,7 @@ ccol_compile_finish(ccol_compile *c, bool ok)
     ccol__sync_log(s, CCOL_LOG_DEBUG, "compile of %s (compile %llu) %s",
                    c->code_id, (unsigned long long)c->index,
                    ok ? "finished" : "abandoned");
+    ccol__trace_compile_end(c, ok, st);
     if (s->open == c)
         s->open = NULL;
     ccol__sync_compile_free(c);

@@ -75,11 +75,10 @@ frames_differ(ccol_sync *sync, const char *code_id)
                                "frames");
 }
 
-/* Public API (ccol.h, section 3): traffic only in lockstep mode with
- * peers; the comm's label names the frame while the allreduce runs. */
-ccol_status
-ccol_sync_guard(ccol_sync *sync, const char *code_id, bool hit,
-                bool *all_hit)
+/* The guard collective: traffic only in lockstep mode with peers; the
+ * comm's label names the frame while the allreduce runs. */
+static ccol_status
+guard_run(ccol_sync *sync, const char *code_id, bool hit, bool *all_hit)
 {
     int64_t v[3];
     char label[64];
@@ -110,4 +109,22 @@ ccol_sync_guard(ccol_sync *sync, const char *code_id, bool hit,
         return frames_differ(sync, code_id);
     *all_hit = v[2] == 1;
     return CCOL_OK;
+}
+
+/* Public API (ccol.h, section 3): the guard collective, traced (one
+ * "guard" event per call when CCOL_TRACE is set). */
+ccol_status
+ccol_sync_guard(ccol_sync *sync, const char *code_id, bool hit,
+                bool *all_hit)
+{
+    ccol__trace_span span;
+    ccol_status st;
+
+    if (sync == NULL)
+        return CCOL_ERR_INVALID_ARG;
+    ccol__trace_span_begin(sync, &span);
+    st = guard_run(sync, code_id, hit, all_hit);
+    ccol__trace_guard(sync, code_id, hit, all_hit ? *all_hit : false, &span,
+                      st);
+    return st;
 }

@@ -11,6 +11,7 @@
 
 #include "../core/core.h"
 #include "../dyn/dyn.h"
+#include "../trace/trace.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -34,6 +35,7 @@ struct ccol_sync {
     uint64_t ncoll;            /* of those, collectives over the comm */
     uint64_t nguard;           /* guard collectives run */
     ccol_compile *open;        /* the compile in progress, if any */
+    ccol_trace *trace;         /* CCOL_TRACE writer, NULL when off */
 };
 
 /* A user mark on one dim of a source. */

@@ -1,0 +1,204 @@
+/*
+ * sync_hooks.c - the trace events of the compile collective (src/sync
+ * calls these at each step, see docs/trace-format.md) and the public
+ * ccol_sync_trace* functions a compiler uses to add its own events. Every
+ * hook returns at once when the sync has no trace, so tracing off costs
+ * one branch per step.
+ */
+#include "trace.h"
+
+#include "../sync/sync.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *
+mode_name(ccol_sync_mode m)
+{
+    return m == CCOL_SYNC_LOCKSTEP  ? "lockstep"
+           : m == CCOL_SYNC_COMPILE ? "compile"
+                                    : "off";
+}
+
+void
+ccol__trace_sync_open(ccol_sync *s)
+{
+    int rank = s->comm ? ccol_comm_rank(s->comm) : 0;
+    int size = s->comm ? ccol_comm_size(s->comm) : 1;
+
+    s->trace = ccol__trace_from_env(rank, size);
+    ccol__trace_emit(
+        s->trace, "open", "mode:s collective:b transport:s version:s",
+        mode_name(s->mode), ccol__sync_collective(s),
+        s->comm ? ccol_comm_transport(s->comm) : "none", ccol_version_string());
+}
+
+void
+ccol__trace_sync_close(ccol_sync *s)
+{
+    ccol__trace_emit(s->trace, "close", "exchanges:u guards:u", s->xseq,
+                     s->nguard);
+    ccol__trace_close(s->trace);
+    s->trace = NULL;
+}
+
+void
+ccol__trace_compile_begin(const ccol_compile *c)
+{
+    ccol__trace_emit(c->sync->trace, "compile_begin",
+                     "frame:s index:u xseq:u reason:s", c->code_id, c->index,
+                     c->sync->xseq + 1,
+                     c->index == 1 ? "first compile" : "recompile");
+}
+
+void
+ccol__trace_observe(const ccol_compile *c, const char *source)
+{
+    const ccol__dyn_entry *e;
+    ccol__buf b = { 0 };
+
+    if (!ccol__trace_on(c->sync->trace))
+        return;
+    e = ccol__dyn_map_find(&c->x.obs, source);
+    if (e == NULL)
+        return;
+    ccol__dyn_entry_render(e, &b);
+    ccol__buf_u8(&b, 0);
+    if (!b.oom)
+        ccol__trace_emit(c->sync->trace, "observe",
+                         "frame:s index:u source:s render:s", c->code_id,
+                         c->index, source, (const char *)b.p);
+    ccol__buf_free(&b);
+}
+
+void
+ccol__trace_span_begin(const ccol_sync *s, ccol__trace_span *sp)
+{
+    memset(sp, 0, sizeof *sp);
+    if (!ccol__trace_on(s->trace))
+        return;
+    sp->t0 = ccol__now_ns();
+    if (s->comm != NULL)
+        ccol_comm_traffic(s->comm, &sp->sent, &sp->recv);
+}
+
+/* Emits an "error" event for a failed sync call. */
+static void
+trace_error(const ccol_sync *s, const char *frame, const char *where,
+            ccol_status st)
+{
+    ccol__trace_emit(s->trace, "error", "code:s message:s frame:s where:s",
+                     ccol_status_name(st), s->err.msg, frame, where);
+}
+
+void
+ccol__trace_exchange(const ccol_compile *c, const ccol__trace_span *sp,
+                     ccol_status st)
+{
+    const ccol_sync *s = c->sync;
+    uint64_t sent = 0, recv = 0;
+
+    if (!ccol__trace_on(s->trace))
+        return;
+    if (s->comm != NULL)
+        ccol_comm_traffic(s->comm, &sent, &recv);
+    ccol__trace_emit(s->trace, "exchange",
+                     "frame:s index:u xseq:u collective:b ranks:d "
+                     "bytes_sent:u bytes_recv:u dur_ns:i ok:b error:s",
+                     c->code_id, c->index, s->xseq + (st == CCOL_OK ? 0 : 1),
+                     ccol__sync_collective(s),
+                     s->comm ? ccol_comm_size(s->comm) : 1, sent - sp->sent,
+                     recv - sp->recv, ccol__now_ns() - sp->t0, st == CCOL_OK,
+                     st == CCOL_OK ? NULL : s->err.msg);
+    if (st != CCOL_OK)
+        trace_error(s, c->code_id, "exchange", st);
+}
+
+void
+ccol__trace_state_change(const ccol_compile *c, const char *source,
+                         const char *before, const char *after)
+{
+    ccol__trace_emit(c->sync->trace, "state_change",
+                     "frame:s index:u source:s before:s after:s", c->code_id,
+                     c->index, source, before, after);
+}
+
+void
+ccol__trace_decision(ccol_compile *c, const char *source, char kind, int dim,
+                     ccol_decision d)
+{
+    ccol_sync *s = c->sync;
+    char what[CCOL__DYN_MAX_NAME + 32], *why = NULL;
+    ccol__err saved;
+
+    if (!ccol__trace_on(s->trace) || d == CCOL_STATIC ||
+        c->phase != CCOL__PHASE_APPLIED)
+        return;
+    if (kind == 'v')
+        snprintf(what, sizeof what, "%s", source);
+    else
+        snprintf(what, sizeof what, "%s.%s(%d)", source,
+                 kind == 's' ? "size" : "stride", dim);
+    saved = s->err; /* explaining must not replace the last error */
+    if (ccol_compile_explain(c, what, &why) != CCOL_OK)
+        why = NULL;
+    s->err = saved;
+    ccol__trace_emit(s->trace, "decision",
+                     "frame:s index:u what:s decision:s explain:s", c->code_id,
+                     c->index, what,
+                     d == CCOL_DYNAMIC ? "dynamic" : "specialized_01", why);
+    ccol_free(why);
+}
+
+void
+ccol__trace_compile_end(const ccol_compile *c, bool ok, ccol_status st)
+{
+    ccol__trace_emit(c->sync->trace, "compile_end", "frame:s index:u ok:b",
+                     c->code_id, c->index, ok && st == CCOL_OK);
+    if (st != CCOL_OK)
+        trace_error(c->sync, c->code_id, "finish", st);
+}
+
+void
+ccol__trace_guard(const ccol_sync *s, const char *code_id, bool hit,
+                  bool all_hit, const ccol__trace_span *sp, ccol_status st)
+{
+    if (!ccol__trace_on(s->trace) || code_id == NULL)
+        return;
+    ccol__trace_emit(s->trace, "guard",
+                     "frame:s hit:b all_hit:b collective:b dur_ns:i ok:b",
+                     code_id, hit, st == CCOL_OK ? all_hit : false,
+                     s->mode == CCOL_SYNC_LOCKSTEP && ccol__sync_collective(s),
+                     ccol__now_ns() - sp->t0, st == CCOL_OK);
+    if (st != CCOL_OK)
+        trace_error(s, code_id, "guard", st);
+}
+
+/* ---- public API (ccol.h, section 5) ---- */
+
+ccol_status
+ccol_sync_trace(ccol_sync *s, const char *event, const char *fields_json)
+{
+    if (s == NULL)
+        return CCOL_ERR_INVALID_ARG;
+    return ccol__trace_emit_json(s->trace, event, fields_json, &s->err);
+}
+
+void
+ccol_sync_tracef(ccol_sync *s, const char *event, const char *fields, ...)
+{
+    va_list ap;
+
+    if (s == NULL || !ccol__trace_on(s->trace))
+        return;
+    va_start(ap, fields);
+    ccol__trace_vemit_checked(s->trace, event, fields, ap);
+    va_end(ap);
+}
+
+bool
+ccol_sync_tracing(const ccol_sync *s)
+{
+    return s != NULL && ccol__trace_on(s->trace);
+}

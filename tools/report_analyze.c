@@ -1,0 +1,473 @@
+/*
+ * report_analyze.c - finds where the ranks of a traced job diverge, the
+ * situations that make SPMD jobs hang or slow down: different compile
+ * counts, different decisions for the same frame and compile, different
+ * sequences of collectives, ranks that stopped early, failed or left no
+ * trace. Each finding is one warning line naming the ranks involved,
+ * grouped ("ranks 0-6: ...; rank 7: ...") so 64 ranks stay readable.
+ */
+#include "report.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Ranks that share one value of something. */
+typedef struct group {
+    char *key;  /* malloc'd value */
+    int *ranks; /* ranks, ascending */
+    size_t n;   /* their number */
+} group;
+
+/* A list of groups in order of first appearance. */
+typedef struct groups {
+    group *v;
+    size_t n;
+} groups;
+
+/* Adds `rank` to the group of `key` (copied). */
+static void
+groups_add(groups *g, const char *key, int rank)
+{
+    group *gr = NULL;
+    int *rs;
+
+    for (size_t i = 0; i < g->n && gr == NULL; i++)
+        if (strcmp(g->v[i].key, key) == 0)
+            gr = &g->v[i];
+    if (gr == NULL) {
+        group *v = realloc(g->v, (g->n + 1) * sizeof *v);
+        if (v == NULL)
+            return;
+        g->v = v;
+        gr = &g->v[g->n];
+        memset(gr, 0, sizeof *gr);
+        gr->key = strdup(key);
+        if (gr->key == NULL)
+            return;
+        g->n++;
+    }
+    rs = realloc(gr->ranks, (gr->n + 1) * sizeof *rs);
+    if (rs == NULL)
+        return;
+    gr->ranks = rs;
+    gr->ranks[gr->n++] = rank;
+}
+
+static void
+groups_free(groups *g)
+{
+    for (size_t i = 0; i < g->n; i++) {
+        free(g->v[i].key);
+        free(g->v[i].ranks);
+    }
+    free(g->v);
+    memset(g, 0, sizeof *g);
+}
+
+size_t
+ccol__report_world(const ccol__report *r)
+{
+    return r->size > 0 && (size_t)r->size > r->nranks ? (size_t)r->size
+                                                      : r->nranks;
+}
+
+void
+ccol__report_ranks(char *out, size_t outlen, const int *ranks, size_t n)
+{
+    size_t len =
+        (size_t)snprintf(out, outlen, "%s", n == 1 ? "rank " : "ranks ");
+
+    for (size_t i = 0; i < n && len < outlen; i++) {
+        size_t j = i;
+
+        while (j + 1 < n && ranks[j + 1] == ranks[j] + 1)
+            j++;
+        if (j < i + 2) /* runs of two are written as two ranks */
+            j = i;
+        if (j > i)
+            len += (size_t)snprintf(out + len, outlen - len, "%s%d-%d",
+                                    i ? ", " : "", ranks[i], ranks[j]);
+        else
+            len += (size_t)snprintf(out + len, outlen - len, "%s%d",
+                                    i ? ", " : "", ranks[i]);
+        i = j;
+    }
+}
+
+char *
+ccol__report_join(const ccol__strs *l, const char *empty)
+{
+    size_t n = 1;
+    char *s;
+
+    if (l->n == 0)
+        return strdup(empty != NULL ? empty : "");
+    for (size_t i = 0; i < l->n; i++)
+        n += strlen(l->v[i]) + 2;
+    s = malloc(n);
+    if (s == NULL)
+        return NULL;
+    s[0] = '\0';
+    for (size_t i = 0; i < l->n; i++) {
+        if (i > 0)
+            strcat(s, ", ");
+        strcat(s, l->v[i]);
+    }
+    return s;
+}
+
+/* Writes "<ranks>: <key>; <ranks>: <key>" for every group into a warning
+ * that starts with `head`. */
+static void
+warn_groups(ccol__report *r, const char *head, const groups *g)
+{
+    size_t cap = 256, len;
+    char *s, who[512];
+
+    for (size_t i = 0; i < g->n; i++)
+        cap += strlen(g->v[i].key) + sizeof who + 4;
+    s = malloc(cap);
+    if (s == NULL)
+        return;
+    len = (size_t)snprintf(s, cap, "%s: ", head);
+    for (size_t i = 0; i < g->n; i++) {
+        ccol__report_ranks(who, sizeof who, g->v[i].ranks, g->v[i].n);
+        len += (size_t)snprintf(s + len, cap - len, "%s%s: %s", i ? "; " : "",
+                                who, g->v[i].key);
+    }
+    ccol__strs_add(&r->warnings, "%s", s);
+    free(s);
+}
+
+/* Ranks that wrote at least one good line. */
+static bool
+active(const ccol__report *r, size_t i)
+{
+    return r->ranks[i].present && r->ranks[i].nevents > 0;
+}
+
+static void
+check_missing(ccol__report *r)
+{
+    size_t size = ccol__report_world(r);
+    int miss[CCOL__REPORT_MAX_RANKS];
+    size_t n = 0;
+    char who[512];
+
+    for (size_t i = 0; i < size && n < CCOL__REPORT_MAX_RANKS; i++)
+        if (i >= r->nranks || !active(r, i))
+            miss[n++] = (int)i;
+    if (n == 0)
+        return;
+    ccol__report_ranks(who, sizeof who, miss, n);
+    ccol__strs_add(&r->warnings,
+                   "%s of %zu left no trace events (never "
+                   "started tracing, or the file is missing or empty)",
+                   who, size);
+}
+
+static void
+check_counts(ccol__report *r)
+{
+    groups g = { 0 };
+    char key[64];
+
+    for (size_t i = 0; i < r->nranks; i++) {
+        if (!active(r, i))
+            continue;
+        snprintf(key, sizeof key, "%llu compile%s",
+                 (unsigned long long)r->ranks[i].ncompiles,
+                 r->ranks[i].ncompiles == 1 ? "" : "s");
+        groups_add(&g, key, (int)i);
+    }
+    if (g.n > 1)
+        warn_groups(r,
+                    "compile counts differ (the ranks recompiled at "
+                    "different times; collectives may not pair up)",
+                    &g);
+    groups_free(&g);
+}
+
+/* Groups every rank's decisions for one frame and compile index. */
+static void
+check_one_compile(ccol__report *r, const char *frame, uint64_t index)
+{
+    groups g = { 0 };
+    char head[512];
+
+    for (size_t i = 0; i < r->nranks; i++) {
+        const ccol__rep_compile *c =
+            ccol__report_find(&r->ranks[i], frame, index);
+        char *d;
+
+        if (c == NULL || c->state == 0)
+            continue;
+        d = ccol__report_join(&c->dynamic, "all static");
+        if (d != NULL)
+            groups_add(&g, d, (int)i);
+        free(d);
+    }
+    snprintf(head, sizeof head,
+             "decisions differ for frame %.300s "
+             "(compile %llu)",
+             frame, (unsigned long long)index);
+    if (g.n > 1)
+        warn_groups(r, head, &g);
+    groups_free(&g);
+}
+
+/* Has an earlier compile (on any rank up to `rank`, position `pos`) the
+ * same frame and index? Then it was already checked. */
+static bool
+seen_before(const ccol__report *r, size_t rank, size_t pos)
+{
+    const ccol__rep_compile *c = &r->ranks[rank].compiles[pos];
+
+    for (size_t i = 0; i <= rank; i++) {
+        size_t end = i == rank ? pos : r->ranks[i].ncomp;
+        for (size_t k = 0; k < end; k++)
+            if (r->ranks[i].compiles[k].index == c->index &&
+                strcmp(r->ranks[i].compiles[k].frame, c->frame) == 0)
+                return true;
+    }
+    return false;
+}
+
+static void
+check_decisions(ccol__report *r)
+{
+    for (size_t i = 0; i < r->nranks; i++)
+        for (size_t k = 0; k < r->ranks[i].ncomp; k++)
+            if (!seen_before(r, i, k))
+                check_one_compile(r, r->ranks[i].compiles[k].frame,
+                                  r->ranks[i].compiles[k].index);
+}
+
+/* First position where two sequences differ. */
+static size_t
+first_diff(const ccol__strs *a, const ccol__strs *b)
+{
+    size_t k = 0;
+
+    while (k < a->n && k < b->n && strcmp(a->v[k], b->v[k]) == 0)
+        k++;
+    return k;
+}
+
+/* Describes how rank `x`'s sequence departs from the reference `ref`. */
+static void
+describe_seq(ccol__report *r, const group *gx, size_t ref, const group *gr)
+{
+    const ccol__strs *a = &r->ranks[ref].seq;
+    const ccol__strs *b = &r->ranks[gx->ranks[0]].seq;
+    size_t k = first_diff(a, b);
+    char who[512], refwho[512];
+
+    ccol__report_ranks(who, sizeof who, gx->ranks, gx->n);
+    ccol__report_ranks(refwho, sizeof refwho, gr->ranks, gr->n);
+    if (k < a->n && k < b->n)
+        ccol__strs_add(&r->warnings,
+                       "collective sequences differ at "
+                       "collective #%zu: %s ran '%s' while %s ran '%s' "
+                       "(this is how jobs hang or time out)",
+                       k + 1, who, b->v[k], refwho, a->v[k]);
+    else
+        ccol__strs_add(&r->warnings,
+                       "collective sequences differ: %s ran "
+                       "%zu collectives, %s ran %zu; the first %zu agree, "
+                       "then '%s'",
+                       who, b->n, refwho, a->n, k,
+                       k < a->n ? a->v[k] : b->v[k]);
+}
+
+static void
+check_sequences(ccol__report *r)
+{
+    groups g = { 0 };
+    char key[32];
+
+    /* Group ranks by identical sequences; the key is the first rank of
+     * the group whose sequence is equal. */
+    for (size_t i = 0; i < r->nranks; i++) {
+        size_t j = 0;
+        if (!active(r, i))
+            continue;
+        for (; j < i; j++)
+            if (active(r, j) && r->ranks[j].seq.n == r->ranks[i].seq.n &&
+                first_diff(&r->ranks[j].seq, &r->ranks[i].seq) ==
+                    r->ranks[i].seq.n)
+                break;
+        snprintf(key, sizeof key, "%zu", j);
+        groups_add(&g, key, (int)i);
+    }
+    for (size_t i = 1; i < g.n; i++)
+        describe_seq(r, &g.v[i], (size_t)g.v[0].ranks[0], &g.v[0]);
+    groups_free(&g);
+}
+
+/* Ranks that died, failed, or stopped before the others. */
+static void
+check_stops(ccol__report *r)
+{
+    bool any_closed = false;
+
+    for (size_t i = 0; i < r->nranks; i++)
+        any_closed |= active(r, i) && r->ranks[i].closed;
+    for (size_t i = 0; i < r->nranks; i++) {
+        const ccol__rep_rank *rk = &r->ranks[i];
+        if (!active(r, i))
+            continue;
+        if (rk->truncated)
+            ccol__strs_add(&r->warnings,
+                           "rank %zu stopped early: its "
+                           "trace ends inside a line (it died while "
+                           "writing)",
+                           i);
+        else if (any_closed && !rk->closed)
+            ccol__strs_add(&r->warnings,
+                           "rank %zu stopped early: its "
+                           "trace ends at +%.3f s without the close event "
+                           "other ranks wrote (crashed or killed?)",
+                           i, (double)(rk->last_ns - r->t0) / 1e9);
+        if (rk->other_pid != 0)
+            ccol__strs_add(&r->warnings,
+                           "rank %zu's trace holds lines of several "
+                           "processes (pids %lld and %lld): did several "
+                           "jobs write to this directory? Use a fresh one "
+                           "per job",
+                           i, (long long)rk->pid, (long long)rk->other_pid);
+        if (rk->nerrors > 0)
+            ccol__strs_add(&r->warnings,
+                           "rank %zu reported %llu error%s; "
+                           "last: %.400s",
+                           i, (unsigned long long)rk->nerrors,
+                           rk->nerrors == 1 ? "" : "s",
+                           rk->last_error ? rk->last_error : "");
+    }
+}
+
+void
+ccol__report_analyze(ccol__report *r)
+{
+    ccol__strs_free(&r->warnings);
+    check_missing(r);
+    check_counts(r);
+    check_decisions(r);
+    check_sequences(r);
+    check_stops(r);
+}
+
+/* ---- rows of the frames table ---- */
+
+/* The row of `c`'s frame, index, state and decisions `d`, or NULL. */
+static ccol__rep_row *
+find_row(ccol__rep_row *rows, size_t n, const ccol__rep_compile *c,
+         const char *d)
+{
+    for (size_t i = 0; i < n; i++)
+        if (rows[i].index == c->index && rows[i].state == c->state &&
+            strcmp(rows[i].frame, c->frame) == 0 &&
+            strcmp(rows[i].decisions, d) == 0)
+            return &rows[i];
+    return NULL;
+}
+
+/* Appends a row, or adds `rank` (and its witnesses) to the row of the
+ * same compile with the same decisions. */
+static void
+add_row(ccol__rep_row **rows, size_t *n, const ccol__rep_compile *c, int rank)
+{
+    char *d = ccol__report_join(&c->dynamic, "all static");
+    ccol__rep_row *row, *v;
+    int *rs;
+
+    if (d == NULL)
+        return;
+    row = find_row(*rows, *n, c, d);
+    if (row == NULL && (v = realloc(*rows, (*n + 1) * sizeof *v))) {
+        *rows = v;
+        row = &v[(*n)++];
+        *row = (ccol__rep_row){ .frame = c->frame,
+                                .index = c->index,
+                                .state = c->state,
+                                .decisions = d };
+        d = NULL;
+    }
+    free(d);
+    if (row == NULL)
+        return;
+    for (size_t k = 0; k < c->why.n && row->why.n < 64; k++)
+        if (!ccol__strs_has(&row->why, c->why.v[k]))
+            ccol__strs_add(&row->why, "%s", c->why.v[k]);
+    for (size_t k = 0; k < c->changes.n && row->changes.n < 64; k++)
+        if (!ccol__strs_has(&row->changes, c->changes.v[k]))
+            ccol__strs_add(&row->changes, "%s", c->changes.v[k]);
+    rs = realloc(row->ranks, (row->n + 1) * sizeof *rs);
+    if (rs != NULL) {
+        row->ranks = rs;
+        rs[row->n++] = rank;
+    }
+}
+
+/* Orders rows by first appearance of their (frame, index), keeping the
+ * rows of one compile together, and flags compiles split over rows. */
+static void
+flag_diverged(ccol__rep_row *rows, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n; j++)
+            if (rows[j].index == rows[i].index &&
+                strcmp(rows[j].frame, rows[i].frame) == 0) {
+                rows[i].diverged = rows[j].diverged = true;
+                if (j > i + 1) { /* move row j right after row i */
+                    ccol__rep_row t = rows[j];
+                    memmove(&rows[i + 2], &rows[i + 1], (j - i - 1) * sizeof t);
+                    rows[i + 1] = t;
+                }
+            }
+}
+
+size_t
+ccol__report_rows(const ccol__report *r, ccol__rep_row **out)
+{
+    ccol__rep_row *rows = NULL;
+    size_t n = 0;
+
+    for (size_t i = 0; i < r->nranks; i++)
+        for (size_t k = 0; k < r->ranks[i].ncomp; k++)
+            add_row(&rows, &n, &r->ranks[i].compiles[k], (int)i);
+    flag_diverged(rows, n);
+    *out = rows;
+    return n;
+}
+
+void
+ccol__report_rows_free(ccol__rep_row *rows, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(rows[i].decisions);
+        free(rows[i].ranks);
+        ccol__strs_free(&rows[i].why);
+        ccol__strs_free(&rows[i].changes);
+    }
+    free(rows);
+}
+
+const char *
+ccol__report_status(const ccol__report *r, size_t i)
+{
+    bool any_closed = false;
+
+    if (i >= r->nranks || !r->ranks[i].present || r->ranks[i].nevents == 0)
+        return "missing";
+    if (r->ranks[i].truncated)
+        return "died";
+    if (r->ranks[i].nerrors > 0)
+        return "failed";
+    if (r->ranks[i].closed)
+        return "ok";
+    for (size_t k = 0; k < r->nranks; k++)
+        any_closed |= r->ranks[k].closed;
+    return any_closed ? "stopped" : "running";
+}

@@ -1,0 +1,376 @@
+/*
+ * report_html.c - `ccol report DIR -o report.html`: one self-contained
+ * page (inline CSS and SVG; no script, nothing fetched, and a Content
+ * Security Policy that forbids fetching): the warnings first, then a
+ * compile timeline of every rank on a shared time axis, the per-rank
+ * summary, and the frames with their decisions and witnesses. All text
+ * from trace files is HTML-escaped. Timeline marks are capped per rank to
+ * bound the page size.
+ */
+#include "report.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define PLOT_X    80.0   /* left edge of the plot (labels before it) */
+#define PLOT_W    1000.0 /* width of the plot */
+#define ROW_H     22.0   /* height of one rank's row */
+#define TOP       30.0   /* space above the first row (axis labels) */
+#define MAX_MARKS 4000   /* timeline marks drawn per rank */
+
+/* Writes s HTML-escaped (at most max bytes, then "..."). */
+static void
+esc(FILE *f, const char *s, size_t max)
+{
+    size_t i = 0;
+
+    for (; s[i] != '\0' && i < max; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '&')
+            fputs("&amp;", f);
+        else if (c == '<')
+            fputs("&lt;", f);
+        else if (c == '>')
+            fputs("&gt;", f);
+        else if (c == '"')
+            fputs("&quot;", f);
+        else if (c == '\'')
+            fputs("&#39;", f);
+        else if (c < 0x20 || c == 0x7f)
+            fputc('?', f);
+        else
+            fputc(c, f);
+    }
+    if (s[i] != '\0')
+        fputs("...", f);
+}
+
+static const char css[] =
+    "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}"
+    "h1{font-size:22px}h2{font-size:17px;margin-top:28px}"
+    "table{border-collapse:collapse;margin:8px 0}"
+    "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;"
+    "vertical-align:top}th{background:#f0f0f0}td.n{text-align:right}"
+    ".warn{background:#fff0e0;border-left:6px solid #e06000;padding:8px 12px;"
+    "margin:6px 0;font-weight:600}"
+    ".err{background:#fde8e8;border-left:6px solid #c00;padding:4px 12px;"
+    "margin:4px 0;font-family:monospace}"
+    ".good{background:#e8f6e8;border-left:6px solid #2a2;padding:8px 12px}"
+    "tr.div td{background:#fff4e0}.why{font-family:monospace;color:#555;"
+    "font-size:12px}.st-ok{color:#2a2}.st-died,.st-failed,.st-stopped,"
+    ".st-missing{color:#c00;font-weight:700}code{font-size:13px}"
+    ".legend span{display:inline-block;margin-right:14px}"
+    ".sw{display:inline-block;width:12px;height:12px;margin-right:4px;"
+    "vertical-align:-2px}.nw{white-space:nowrap}";
+
+static void
+html_head(const ccol__report *r, const char *title, FILE *f)
+{
+    size_t nactive = 0;
+
+    for (size_t i = 0; i < r->nranks; i++)
+        nactive += r->ranks[i].nevents > 0;
+    fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+          "\n<meta http-equiv=\"Content-Security-Policy\" content=\""
+          "default-src 'none'; style-src 'unsafe-inline'; img-src data:\">"
+          "\n<link rel=\"icon\" href=\"data:,\">\n<title>ccol report: ",
+          f);
+    esc(f, title, 300);
+    fprintf(f,
+            "</title>\n<style>%s</style></head>\n<body>\n"
+            "<h1>ccol report: ",
+            css);
+    esc(f, title, 300);
+    fprintf(f,
+            "</h1>\n<p id=\"meta\">%zu rank%s traced (world size %d), "
+            "%zu file%s, %zu events over %.3f s.</p>\n",
+            nactive, nactive == 1 ? "" : "s", (int)ccol__report_world(r),
+            r->nfiles, r->nfiles == 1 ? "" : "s", r->nlines,
+            r->t1 > r->t0 ? (double)(r->t1 - r->t0) / 1e9 : 0.0);
+    if (r->t0 > 0) {
+        time_t secs = (time_t)(r->t0 / 1000000000);
+        struct tm tm;
+        char when[64];
+
+        if (gmtime_r(&secs, &tm) != NULL &&
+            strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm) > 0)
+            fprintf(f, "<p>Time 0 s of the timeline is %s.</p>\n", when);
+    }
+}
+
+static void
+html_warnings(const ccol__report *r, FILE *f)
+{
+    fputs("<section id=\"warnings\"><h2>Divergence between ranks</h2>\n", f);
+    if (r->warnings.n == 0)
+        fputs("<p class=\"good\">No divergence between ranks found.</p>\n", f);
+    for (size_t i = 0; i < r->warnings.n; i++) {
+        fputs("<div class=\"warn\">&#9888; ", f);
+        esc(f, r->warnings.v[i], 4000);
+        fputs("</div>\n", f);
+    }
+    fputs("</section>\n", f);
+    if (r->errors.n == 0)
+        return;
+    fprintf(f,
+            "<section id=\"errors\"><h2>Unreadable trace lines (%zu)"
+            "</h2>\n",
+            r->errors.n + r->nerrors_dropped);
+    for (size_t i = 0; i < r->errors.n; i++) {
+        fputs("<div class=\"err\">", f);
+        esc(f, r->errors.v[i], 2000);
+        fputs("</div>\n", f);
+    }
+    if (r->nerrors_dropped > 0)
+        fprintf(f, "<div class=\"err\">... and %zu more</div>\n",
+                r->nerrors_dropped);
+    fputs("</section>\n", f);
+}
+
+static void
+html_summary(const ccol__report *r, FILE *f)
+{
+    fputs("<section id=\"summary\"><h2>Summary per rank</h2>\n<table>"
+          "<tr><th>rank</th><th>compiles</th><th>failed</th><th>exchanges"
+          "</th><th>guard hits</th><th>guard misses</th><th>restarts</th>"
+          "<th>recompiles</th><th>graph breaks</th><th>eager</th>"
+          "<th>errors</th><th>events</th><th>status</th>"
+          "<th>last event</th></tr>\n",
+          f);
+    for (size_t i = 0; i < ccol__report_world(r); i++) {
+        const ccol__rep_rank *k = i < r->nranks ? &r->ranks[i] : NULL;
+        const char *st = ccol__report_status(r, i);
+        static const ccol__rep_rank none;
+
+        if (k == NULL)
+            k = &none;
+        fprintf(
+            f,
+            "<tr><td>%zu</td><td class=\"n\">%llu</td>"
+            "<td class=\"n\">%llu</td><td class=\"n\">%llu</td>"
+            "<td class=\"n\">%llu</td><td class=\"n\">%llu</td>"
+            "<td class=\"n\">%llu</td><td class=\"n\">%llu</td>"
+            "<td class=\"n\">%llu</td><td class=\"n\">%llu</td>"
+            "<td class=\"n\">%llu</td><td class=\"n\">%zu</td>"
+            "<td class=\"st-%s\">%s</td>",
+            i, (unsigned long long)k->ncompiles, (unsigned long long)k->nfailed,
+            (unsigned long long)k->nexchanges, (unsigned long long)k->nhits,
+            (unsigned long long)k->nmisses, (unsigned long long)k->nrestarts,
+            (unsigned long long)k->nrecompiles, (unsigned long long)k->nbreaks,
+            (unsigned long long)k->neager, (unsigned long long)k->nerrors,
+            k->nevents, st, st);
+        if (k->nevents > 0) {
+            fprintf(f, "<td class=\"nw\">+%.3f s ",
+                    (double)(k->last_ns - r->t0) / 1e9);
+            esc(f, k->last_event, 80);
+            fputs("</td>", f);
+        } else {
+            fputs("<td></td>", f);
+        }
+        fputs("</tr>\n", f);
+    }
+    fputs("</table></section>\n", f);
+}
+
+/* ---- the timeline ---- */
+
+/* x coordinate of wall clock t. */
+static double
+xof(const ccol__report *r, int64_t t)
+{
+    double span = r->t1 > r->t0 ? (double)(r->t1 - r->t0) : 1.0;
+    double x = (double)(t - r->t0) / span;
+
+    if (x < 0)
+        x = 0;
+    if (x > 1)
+        x = 1;
+    return PLOT_X + x * PLOT_W;
+}
+
+/* Mark colours, indexed by CCOL__MARK_*. */
+static const char *const mark_color[CCOL__MARK_NKINDS] = {
+    "#f0a000", "#50b050", "#d00000", "#8040c0", "#c04080",
+    "#000000", "#805020", "#ff0000", "#00a0a0"
+};
+static const char *const mark_name[CCOL__MARK_NKINDS] = {
+    "exchange",       "guard hit", "guard miss",
+    "restart",        "recompile", "graph break",
+    "eager fallback", "error",     "in-graph collective"
+};
+
+static void
+svg_axis(const ccol__report *r, FILE *f, double h)
+{
+    double span = r->t1 > r->t0 ? (double)(r->t1 - r->t0) / 1e9 : 0.0;
+    double step = 1e-6;
+
+    while (span / step > 10)
+        step *= (span / step > 50) ? 10 : 2;
+    for (double s = 0; span > 0 && s <= span + 1e-12; s += step) {
+        double x = PLOT_X + s / span * PLOT_W;
+        fprintf(f,
+                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                "stroke=\"#ddd\"/><text x=\"%.1f\" y=\"%.1f\" "
+                "font-size=\"10\" text-anchor=\"middle\">%.4g s</text>\n",
+                x, TOP - 4, x, h, x, TOP - 8, s);
+    }
+}
+
+static void
+svg_compiles(const ccol__report *r, const ccol__rep_rank *k, double y, FILE *f)
+{
+    for (size_t c = 0; c < k->ncomp; c++) {
+        const ccol__rep_compile *cp = &k->compiles[c];
+        int64_t end = cp->end_ns ? cp->end_ns : k->last_ns;
+        double x0 = xof(r, cp->begin_ns), x1 = xof(r, end);
+        const char *fill = cp->state == 1   ? "#4a7fd0"
+                           : cp->state == 2 ? "#d04040"
+                                            : "#a0a0a0";
+
+        fprintf(f,
+                "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+                "height=\"12\" fill=\"%s\" opacity=\"0.75\"><title>compile ",
+                x0, y + 5, x1 - x0 < 1.5 ? 1.5 : x1 - x0, fill);
+        esc(f, cp->frame, 200);
+        fprintf(f, " (compile %llu) %s%s%.3f ms", (unsigned long long)cp->index,
+                cp->state == 1   ? "ok"
+                : cp->state == 2 ? "failed"
+                                 : "open",
+                ", ", (double)(end - cp->begin_ns) / 1e6);
+        if (cp->reason) {
+            fputs(": ", f);
+            esc(f, cp->reason, 300);
+        }
+        fputs("</title></rect>\n", f);
+    }
+}
+
+static void
+svg_marks(const ccol__report *r, const ccol__rep_rank *k, double y, FILE *f)
+{
+    for (size_t m = 0; m < k->nmarks && m < MAX_MARKS; m++) {
+        const ccol__rep_mark *mk = &k->marks[m];
+        double x0 = xof(r, mk->t_ns), x1 = xof(r, mk->t_ns + mk->dur_ns);
+        const char *col = mark_color[mk->kind];
+
+        if (mk->kind == CCOL__MARK_EXCHANGE ||
+            mk->kind == CCOL__MARK_COLLECTIVE)
+            fprintf(f,
+                    "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+                    "height=\"6\" fill=\"%s\">",
+                    x0, y + 8, x1 - x0 < 2 ? 2 : x1 - x0, col);
+        else if (mk->kind == CCOL__MARK_ERROR)
+            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"5\" fill=\"%s\">",
+                    x0, y + 11, col);
+        else
+            fprintf(f, "<path d=\"M%.1f %.1f l-4 -6 h8 z\" fill=\"%s\">", x0,
+                    y + 8, col);
+        fputs("<title>", f);
+        esc(f, mk->label ? mk->label : mark_name[mk->kind], 400);
+        fputs(mk->kind == CCOL__MARK_EXCHANGE ||
+                      mk->kind == CCOL__MARK_COLLECTIVE
+                  ? "</title></rect>\n"
+              : mk->kind == CCOL__MARK_ERROR ? "</title></circle>\n"
+                                             : "</title></path>\n",
+              f);
+    }
+}
+
+static void
+html_timeline(const ccol__report *r, FILE *f)
+{
+    size_t n = ccol__report_world(r);
+    double h = TOP + ROW_H * (double)n + 10;
+
+    fputs("<section id=\"timeline\"><h2>Compile timeline</h2>\n"
+          "<p class=\"legend\"><span><i class=\"sw\" style=\"background:"
+          "#4a7fd0\"></i>compile</span><span><i class=\"sw\" style=\""
+          "background:#d04040\"></i>failed compile</span>",
+          f);
+    for (int k = 0; k < CCOL__MARK_NKINDS; k++)
+        fprintf(f,
+                "<span><i class=\"sw\" style=\"background:%s\"></i>%s"
+                "</span>",
+                mark_color[k], mark_name[k]);
+    fprintf(f,
+            "</p>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
+            "width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+            "font-family=\"sans-serif\">\n",
+            PLOT_X + PLOT_W + 20, h, PLOT_X + PLOT_W + 20, h);
+    svg_axis(r, f, h);
+    for (size_t i = 0; i < n; i++) {
+        double y = TOP + ROW_H * (double)i;
+        const char *st = ccol__report_status(r, i);
+        bool bad = strcmp(st, "ok") != 0 && strcmp(st, "running") != 0;
+
+        fprintf(f,
+                "<text x=\"4\" y=\"%.1f\" font-size=\"12\" fill=\"%s\">"
+                "rank %zu</text><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
+                "y2=\"%.1f\" stroke=\"#eee\"/>\n",
+                y + 15, bad ? "#c00" : "#222", i, PLOT_X, y + 11,
+                PLOT_X + PLOT_W, y + 11);
+        if (i >= r->nranks || !r->ranks[i].present)
+            continue;
+        svg_compiles(r, &r->ranks[i], y, f);
+        svg_marks(r, &r->ranks[i], y, f);
+    }
+    fputs("</svg></section>\n", f);
+}
+
+/* ---- frames ---- */
+
+static void
+html_frames(const ccol__report *r, FILE *f)
+{
+    ccol__rep_row *rows;
+    size_t n = ccol__report_rows(r, &rows);
+    static const char *const state[] = { "open", "ok", "failed" };
+    char who[512];
+
+    fputs("<section id=\"frames\"><h2>Frames and decisions</h2>\n<table>"
+          "<tr><th>frame</th><th>compile</th><th>ranks</th><th>state</th>"
+          "<th>dynamic decisions</th><th>state changes</th>"
+          "<th>witnesses</th></tr>\n",
+          f);
+    for (size_t i = 0; i < n; i++) {
+        ccol__report_ranks(who, sizeof who, rows[i].ranks, rows[i].n);
+        fprintf(f, "<tr%s><td><code>",
+                rows[i].diverged ? " class=\"div\"" : "");
+        esc(f, rows[i].frame, 300);
+        fprintf(f,
+                "</code></td><td class=\"n\">%llu</td><td>%s%s</td>"
+                "<td>%s</td><td><code>",
+                (unsigned long long)rows[i].index,
+                rows[i].diverged ? "&#9888; " : "", who, state[rows[i].state]);
+        esc(f, rows[i].decisions, 4000);
+        fputs("</code></td><td class=\"why\">", f);
+        for (size_t k = 0; k < rows[i].changes.n && k < 50; k++) {
+            esc(f, rows[i].changes.v[k], 600);
+            fputs("<br>", f);
+        }
+        fputs("</td><td class=\"why\">", f);
+        for (size_t k = 0; k < rows[i].why.n && k < 50; k++) {
+            esc(f, rows[i].why.v[k], 600);
+            fputs("<br>", f);
+        }
+        fputs("</td></tr>\n", f);
+    }
+    fputs("</table></section>\n", f);
+    ccol__report_rows_free(rows, n);
+}
+
+int
+ccol__report_html(const ccol__report *r, const char *title, FILE *f)
+{
+    html_head(r, title, f);
+    html_warnings(r, f);
+    html_timeline(r, f);
+    html_summary(r, f);
+    html_frames(r, f);
+    fputs("<footer><p>Generated by ccol report from trace format version 1 "
+          "(docs/trace-format.md).</p></footer>\n</body></html>\n",
+          f);
+    return ferror(f) ? -1 : 0;
+}

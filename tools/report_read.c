@@ -1,0 +1,729 @@
+/*
+ * report_read.c - reads trace files (docs/trace-format.md) into the report
+ * model: splits lines, checks each one (a JSON object, version 1, rank,
+ * event, clock), and folds the events of each rank into compiles, counts,
+ * timeline marks and the collective sequence. Every problem is an error
+ * "file:line: what"; the line is skipped and reading goes on.
+ */
+#include "report.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* ---- string lists ---- */
+
+void
+ccol__strs_add(ccol__strs *l, const char *fmt, ...)
+{
+    va_list ap;
+    char *s = NULL;
+    int n;
+
+    va_start(ap, fmt);
+    n = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 8;
+        char **v = realloc(l->v, cap * sizeof *v);
+        if (v == NULL) {
+            free(s);
+            return;
+        }
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = s;
+}
+
+bool
+ccol__strs_has(const ccol__strs *l, const char *s)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (strcmp(l->v[i], s) == 0)
+            return true;
+    return false;
+}
+
+void
+ccol__strs_free(ccol__strs *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+static int
+cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* ---- one line's context ---- */
+
+/* Where a line came from and what it said. */
+typedef struct line {
+    ccol__report *r;    /* the report */
+    const char *name;   /* file name for messages */
+    size_t no;          /* line number, from 1 */
+    json_t *o;          /* the parsed object */
+    const char *event;  /* its event name */
+    int64_t t;          /* its wall clock */
+    ccol__rep_rank *rk; /* its rank */
+} line;
+
+static void error_at(ccol__report *r, const char *name, size_t no,
+                     const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void
+error_at(ccol__report *r, const char *name, size_t no, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+
+    if (r->errors.n >= CCOL__REPORT_MAX_ERRORS) {
+        r->nerrors_dropped++;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (no > 0)
+        ccol__strs_add(&r->errors, "%s:%zu: %s", name, no, msg);
+    else
+        ccol__strs_add(&r->errors, "%s: %s", name, msg);
+}
+
+/* A string field, or NULL with an error when `need` and missing. */
+static const char *
+str_field(line *l, const char *key, bool need)
+{
+    json_t *v = json_object_get(l->o, key);
+
+    if (json_is_string(v))
+        return json_string_value(v);
+    if (need || (v != NULL && !json_is_null(v)))
+        error_at(l->r, l->name, l->no, "%s: field '%s' must be a string",
+                 l->event, key);
+    return NULL;
+}
+
+/* An integer field (0 when missing and not needed); false on error. */
+static bool
+int_field(line *l, const char *key, bool need, int64_t *out)
+{
+    json_t *v = json_object_get(l->o, key);
+
+    *out = 0;
+    if (json_is_integer(v)) {
+        *out = (int64_t)json_integer_value(v);
+        return true;
+    }
+    if (v == NULL && !need)
+        return true;
+    error_at(l->r, l->name, l->no, "%s: field '%s' must be an integer",
+             l->event, key);
+    return false;
+}
+
+/* A boolean field, `dflt` when missing. */
+static bool
+bool_field(line *l, const char *key, bool dflt)
+{
+    json_t *v = json_object_get(l->o, key);
+
+    return json_is_boolean(v) ? json_is_true(v) : dflt;
+}
+
+/* The rank slot for `rank`, growing the table; NULL when out of memory. */
+static ccol__rep_rank *
+rank_slot(ccol__report *r, int rank)
+{
+    if ((size_t)rank >= r->nranks) {
+        size_t n = (size_t)rank + 1;
+        ccol__rep_rank *v = realloc(r->ranks, n * sizeof *v);
+        if (v == NULL)
+            return NULL;
+        memset(v + r->nranks, 0, (n - r->nranks) * sizeof *v);
+        r->ranks = v;
+        r->nranks = n;
+    }
+    r->ranks[rank].present = true;
+    return &r->ranks[rank];
+}
+
+/* ---- compiles and marks ---- */
+
+static ccol__rep_compile *
+find_compile(ccol__rep_rank *rk, const char *frame, uint64_t index)
+{
+    for (size_t i = rk->ncomp; i-- > 0;)
+        if (rk->compiles[i].index == index &&
+            strcmp(rk->compiles[i].frame, frame) == 0)
+            return &rk->compiles[i];
+    return NULL;
+}
+
+const ccol__rep_compile *
+ccol__report_find(const ccol__rep_rank *rk, const char *frame, uint64_t index)
+{
+    for (size_t i = rk->ncomp; i-- > 0;)
+        if (rk->compiles[i].index == index &&
+            strcmp(rk->compiles[i].frame, frame) == 0)
+            return &rk->compiles[i];
+    return NULL;
+}
+
+static ccol__rep_compile *
+add_compile(ccol__rep_rank *rk, const char *frame, uint64_t index)
+{
+    ccol__rep_compile *c;
+
+    if (rk->ncomp == rk->capcomp) {
+        size_t cap = rk->capcomp ? rk->capcomp * 2 : 8;
+        c = realloc(rk->compiles, cap * sizeof *c);
+        if (c == NULL)
+            return NULL;
+        rk->compiles = c;
+        rk->capcomp = cap;
+    }
+    c = &rk->compiles[rk->ncomp];
+    memset(c, 0, sizeof *c);
+    c->frame = strdup(frame);
+    if (c->frame == NULL)
+        return NULL;
+    c->index = index;
+    rk->ncomp++;
+    return c;
+}
+
+static void add_mark(line *l, int kind, int64_t dur, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void
+add_mark(line *l, int kind, int64_t dur, const char *fmt, ...)
+{
+    ccol__rep_rank *rk = l->rk;
+    ccol__rep_mark *m;
+    va_list ap;
+    char *label = NULL;
+
+    if (rk->nmarks == rk->capmarks) {
+        size_t cap = rk->capmarks ? rk->capmarks * 2 : 16;
+        m = realloc(rk->marks, cap * sizeof *m);
+        if (m == NULL)
+            return;
+        rk->marks = m;
+        rk->capmarks = cap;
+    }
+    va_start(ap, fmt);
+    if (vasprintf(&label, fmt, ap) < 0)
+        label = NULL;
+    va_end(ap);
+    m = &rk->marks[rk->nmarks++];
+    m->kind = kind;
+    m->dur_ns = dur > 0 && dur < l->t ? dur : 0;
+    m->t_ns = l->t - m->dur_ns;
+    m->label = label;
+}
+
+/* The frame and compile index an event refers to; false after an error. */
+static bool
+frame_index(line *l, const char **frame, int64_t *index)
+{
+    *frame = str_field(l, "frame", true);
+    if (*frame == NULL || !int_field(l, "index", true, index))
+        return false;
+    if (*index < 1) {
+        error_at(l->r, l->name, l->no, "%s: index %lld is not >= 1", l->event,
+                 (long long)*index);
+        return false;
+    }
+    return true;
+}
+
+/* The compile an event refers to, created when its begin is missing
+ * (a file that starts mid-compile). */
+static ccol__rep_compile *
+event_compile(line *l)
+{
+    const char *frame;
+    int64_t index;
+    ccol__rep_compile *c;
+
+    if (!frame_index(l, &frame, &index))
+        return NULL;
+    c = find_compile(l->rk, frame, (uint64_t)index);
+    if (c == NULL) {
+        c = add_compile(l->rk, frame, (uint64_t)index);
+        if (c != NULL)
+            c->begin_ns = l->t;
+    }
+    return c;
+}
+
+/* ---- events ---- */
+
+static void
+on_compile_begin(line *l)
+{
+    const char *frame, *reason;
+    int64_t index;
+    ccol__rep_compile *c;
+
+    if (!frame_index(l, &frame, &index))
+        return;
+    reason = str_field(l, "reason", false);
+    c = add_compile(l->rk, frame, (uint64_t)index);
+    if (c == NULL)
+        return;
+    c->begin_ns = l->t;
+    c->reason = reason != NULL ? strdup(reason) : NULL;
+}
+
+static void
+on_compile_end(line *l)
+{
+    ccol__rep_compile *c = event_compile(l);
+    json_t *dyn = json_object_get(l->o, "dynamic"), *v;
+    size_t i;
+
+    if (c == NULL)
+        return;
+    c->end_ns = l->t;
+    c->state = bool_field(l, "ok", true) ? 1 : 2;
+    if (c->state == 1)
+        l->rk->ncompiles++;
+    else
+        l->rk->nfailed++;
+    if (dyn != NULL && !json_is_array(dyn)) {
+        error_at(l->r, l->name, l->no,
+                 "compile_end: field 'dynamic' must "
+                 "be an array of strings");
+        return;
+    }
+    json_array_foreach(
+        dyn, i, v) if (json_is_string(v) &&
+                       !ccol__strs_has(&c->dynamic, json_string_value(v)))
+        ccol__strs_add(&c->dynamic, "%s", json_string_value(v));
+    if (c->dynamic.n > 1)
+        qsort(c->dynamic.v, c->dynamic.n, sizeof(char *), cmp_str);
+}
+
+static void
+on_decision(line *l)
+{
+    ccol__rep_compile *c = event_compile(l);
+    const char *what, *dec, *why;
+
+    if (c == NULL)
+        return;
+    what = str_field(l, "what", true);
+    dec = str_field(l, "decision", true);
+    why = str_field(l, "explain", false);
+    if (what == NULL || dec == NULL)
+        return;
+    if (strcmp(dec, "static") != 0 && !ccol__strs_has(&c->dynamic, what)) {
+        ccol__strs_add(&c->dynamic, "%s", what);
+        qsort(c->dynamic.v, c->dynamic.n, sizeof(char *), cmp_str);
+    }
+    if (why != NULL && !ccol__strs_has(&c->why, why))
+        ccol__strs_add(&c->why, "%s", why);
+}
+
+static void
+on_state_change(line *l)
+{
+    ccol__rep_compile *c = event_compile(l);
+    const char *src, *before, *after;
+
+    if (c == NULL)
+        return;
+    src = str_field(l, "source", true);
+    before = str_field(l, "before", false);
+    after = str_field(l, "after", true);
+    if (src != NULL && after != NULL && c->changes.n < 256)
+        ccol__strs_add(&c->changes, "%s: %s -> %s", src,
+                       before ? before : "(new)", after);
+}
+
+static void
+on_exchange(line *l)
+{
+    const char *frame;
+    int64_t index, sent, recv, dur;
+    bool coll;
+
+    if (!frame_index(l, &frame, &index) ||
+        !int_field(l, "bytes_sent", false, &sent) ||
+        !int_field(l, "bytes_recv", false, &recv) ||
+        !int_field(l, "dur_ns", false, &dur))
+        return;
+    coll = bool_field(l, "collective", true);
+    add_mark(l, CCOL__MARK_EXCHANGE, dur,
+             "%s exchange %s (compile %lld): %lld B sent, %lld B received, "
+             "%.3f ms%s",
+             coll ? "collective" : "local", frame, (long long)index,
+             (long long)sent, (long long)recv, (double)dur / 1e6,
+             bool_field(l, "ok", true) ? "" : ", FAILED");
+    /* A local exchange (mode off, one rank) pairs with nothing and is not
+     * a compile collective. */
+    if (!coll)
+        return;
+    l->rk->nexchanges++;
+    ccol__strs_add(&l->rk->seq, "exchange %s (compile %lld)", frame,
+                   (long long)index);
+}
+
+static void
+on_guard(line *l)
+{
+    const char *frame = str_field(l, "frame", true);
+    bool hit = bool_field(l, "hit", true);
+    bool all = bool_field(l, "all_hit", hit);
+    int64_t dur;
+
+    if (frame == NULL || !int_field(l, "dur_ns", false, &dur))
+        return;
+    if (all)
+        l->rk->nhits++;
+    else
+        l->rk->nmisses++;
+    add_mark(l, all ? CCOL__MARK_GUARD_HIT : CCOL__MARK_GUARD_MISS, dur,
+             "guard %s: %s here, %s", frame, hit ? "hit" : "miss",
+             all ? "all ranks hit" : "recompile on every rank");
+    if (bool_field(l, "collective", false))
+        ccol__strs_add(&l->rk->seq, "guard %s", frame);
+}
+
+/* restart, recompile, graph_break, eager_fallback: a counted mark. */
+static void
+on_compiler(line *l, int kind, uint64_t *count)
+{
+    const char *frame = str_field(l, "frame", false);
+    const char *reason = str_field(l, "reason", false);
+    int64_t lno = 0;
+    char at[40] = "";
+
+    if (int_field(l, "line", false, &lno) && lno > 0)
+        snprintf(at, sizeof at, " line %lld", (long long)lno);
+    (*count)++;
+    add_mark(l, kind, 0, "%s %s%s%s%s", l->event, frame ? frame : "", at,
+             reason ? ": " : "", reason ? reason : "");
+}
+
+static void
+on_error(line *l)
+{
+    const char *code = str_field(l, "code", false);
+    const char *msg = str_field(l, "message", false);
+
+    l->rk->nerrors++;
+    free(l->rk->last_error);
+    if (asprintf(&l->rk->last_error, "%s%s%s", code ? code : "",
+                 code && msg ? ": " : "", msg ? msg : "") < 0)
+        l->rk->last_error = NULL;
+    add_mark(l, CCOL__MARK_ERROR, 0, "error %s",
+             l->rk->last_error ? l->rk->last_error : "");
+}
+
+static void
+on_collective(line *l)
+{
+    const char *name = str_field(l, "name", true);
+    int64_t dur;
+
+    if (name == NULL || !int_field(l, "dur_ns", false, &dur))
+        return;
+    add_mark(l, CCOL__MARK_COLLECTIVE, dur, "collective %s", name);
+    ccol__strs_add(&l->rk->seq, "collective %s", name);
+}
+
+/* Folds one checked line into its rank. */
+static void
+dispatch(line *l)
+{
+    const char *e = l->event;
+    ccol__rep_rank *rk = l->rk;
+
+    if (strcmp(e, "compile_begin") == 0)
+        on_compile_begin(l);
+    else if (strcmp(e, "compile_end") == 0)
+        on_compile_end(l);
+    else if (strcmp(e, "decision") == 0)
+        on_decision(l);
+    else if (strcmp(e, "state_change") == 0)
+        on_state_change(l);
+    else if (strcmp(e, "exchange") == 0)
+        on_exchange(l);
+    else if (strcmp(e, "guard") == 0)
+        on_guard(l);
+    else if (strcmp(e, "restart") == 0)
+        on_compiler(l, CCOL__MARK_RESTART, &rk->nrestarts);
+    else if (strcmp(e, "recompile") == 0)
+        on_compiler(l, CCOL__MARK_RECOMPILE, &rk->nrecompiles);
+    else if (strcmp(e, "graph_break") == 0)
+        on_compiler(l, CCOL__MARK_GRAPH_BREAK, &rk->nbreaks);
+    else if (strcmp(e, "eager_fallback") == 0)
+        on_compiler(l, CCOL__MARK_EAGER, &rk->neager);
+    else if (strcmp(e, "error") == 0)
+        on_error(l);
+    else if (strcmp(e, "collective") == 0)
+        on_collective(l);
+    else if (strcmp(e, "close") == 0)
+        rk->closed = true;
+    /* Other events (open, observe, trace_dropped, ...) only count. */
+}
+
+/* Checks the fields every line has; fills l->event, l->t and l->rk. */
+static bool
+check_header(line *l, int file_rank)
+{
+    int64_t v, rank, size, pid;
+
+    if (!int_field(l, "v", true, &v))
+        return false;
+    if (v != 1) {
+        error_at(l->r, l->name, l->no,
+                 "unsupported trace version %lld "
+                 "(this ccol reads version 1)",
+                 (long long)v);
+        return false;
+    }
+    l->event = str_field(l, "event", true);
+    if (l->event == NULL || !int_field(l, "rank", true, &rank) ||
+        !int_field(l, "wall_ns", true, &l->t) ||
+        !int_field(l, "size", false, &size))
+        return false;
+    if (rank < 0 || rank >= CCOL__REPORT_MAX_RANKS ||
+        (file_rank >= 0 && rank != file_rank)) {
+        error_at(l->r, l->name, l->no,
+                 "rank %lld does not belong in this "
+                 "file",
+                 (long long)rank);
+        return false;
+    }
+    if (size > 0 && size <= CCOL__REPORT_MAX_RANKS && size > l->r->size)
+        l->r->size = (int)size;
+    l->rk = rank_slot(l->r, (int)rank);
+    if (l->rk != NULL && int_field(l, "pid", false, &pid) && pid > 0) {
+        if (l->rk->pid == 0)
+            l->rk->pid = pid;
+        else if (pid != l->rk->pid)
+            l->rk->other_pid = pid;
+    }
+    return l->rk != NULL;
+}
+
+/* Parses and folds the line text p[0..n). */
+static void
+feed_line(line *l, int file_rank, const char *p, size_t n)
+{
+    json_error_t je;
+
+    l->o = json_loadb(p, n, JSON_REJECT_DUPLICATES, &je);
+    if (l->o == NULL || !json_is_object(l->o)) {
+        error_at(l->r, l->name, l->no, "not a JSON object: %s",
+                 l->o == NULL ? je.text : "another JSON value");
+        json_decref(l->o);
+        return;
+    }
+    l->event = "line";
+    if (check_header(l, file_rank)) {
+        ccol__report *r = l->r;
+        l->rk->nevents++;
+        r->nlines++;
+        if (r->t0 == 0 || l->t < r->t0)
+            r->t0 = l->t;
+        if (l->t > r->t1)
+            r->t1 = l->t;
+        if (l->rk->first_ns == 0 || l->t < l->rk->first_ns)
+            l->rk->first_ns = l->t;
+        if (l->t >= l->rk->last_ns) {
+            l->rk->last_ns = l->t;
+            snprintf(l->rk->last_event, sizeof l->rk->last_event, "%s",
+                     l->event);
+        }
+        dispatch(l);
+    }
+    json_decref(l->o);
+}
+
+void
+ccol__report_feed(ccol__report *r, const char *name, int file_rank,
+                  const char *data, size_t len)
+{
+    line l = { .r = r, .name = name };
+    size_t off = 0;
+
+    r->nfiles++;
+    if (file_rank >= 0 && rank_slot(r, file_rank) != NULL &&
+        r->ranks[file_rank].file == NULL)
+        r->ranks[file_rank].file = strdup(name);
+    if (len == 0) {
+        error_at(r, name, 0, "empty trace file (the rank wrote no event)");
+        return;
+    }
+    while (off < len) {
+        const char *p = data + off;
+        const char *nl = memchr(p, '\n', len - off);
+        size_t n = nl != NULL ? (size_t)(nl - p) : len - off;
+
+        l.no++;
+        off += n + (nl != NULL);
+        if (nl == NULL) {
+            error_at(r, name, l.no,
+                     "truncated line (no newline at the end "
+                     "of the file: the rank may have died while writing)");
+            if (file_rank >= 0 && (size_t)file_rank < r->nranks)
+                r->ranks[file_rank].truncated = true;
+            break;
+        }
+        if (n == 0 || (n == 1 && p[0] == '\r'))
+            continue;
+        feed_line(&l, file_rank, p, n);
+    }
+}
+
+/* ---- files ---- */
+
+/* Is `name` "rank-<digits>.jsonl"? Sets *rank. */
+static bool
+trace_name(const char *name, int *rank)
+{
+    const char *p = name + 5;
+    long v = 0;
+
+    if (strncmp(name, "rank-", 5) != 0 || *p < '0' || *p > '9')
+        return false;
+    while (*p >= '0' && *p <= '9' && v < CCOL__REPORT_MAX_RANKS)
+        v = v * 10 + (*p++ - '0');
+    if (strcmp(p, ".jsonl") != 0 || v >= CCOL__REPORT_MAX_RANKS)
+        return false;
+    *rank = (int)v;
+    return true;
+}
+
+/* Reads one file (at most CCOL__REPORT_MAX_FILE bytes) and feeds it. */
+static void
+read_file(ccol__report *r, const char *path, int rank)
+{
+    struct stat st;
+    FILE *f;
+    char *buf;
+    size_t n = 0, cap = 1 << 16, got;
+
+    /* Only regular files: a FIFO or a device must not hang the report. */
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+        error_at(r, path, 0, "not a regular file");
+        return;
+    }
+    f = fopen(path, "rb");
+    if (f == NULL) {
+        error_at(r, path, 0, "cannot open: %s", strerror(errno));
+        return;
+    }
+    buf = malloc(cap);
+    while (buf != NULL && (got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap && cap < CCOL__REPORT_MAX_FILE) {
+            char *b = realloc(buf, cap * 2);
+            if (b == NULL)
+                break;
+            buf = b;
+            cap *= 2;
+        } else if (n == cap) {
+            error_at(r, path, 0,
+                     "larger than %u MiB: only the start is "
+                     "read",
+                     CCOL__REPORT_MAX_FILE >> 20);
+            break;
+        }
+    }
+    if (ferror(f))
+        error_at(r, path, 0, "read error: %s", strerror(errno));
+    fclose(f);
+    if (buf == NULL)
+        error_at(r, path, 0, "out of memory");
+    else
+        ccol__report_feed(r, path, rank, buf, n);
+    free(buf);
+}
+
+static int
+cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+
+    return (x > y) - (x < y);
+}
+
+int
+ccol__report_read_dir(ccol__report *r, const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    int ranks[CCOL__REPORT_MAX_RANKS], rank;
+    size_t n = 0;
+    char path[4096];
+
+    if (d == NULL) {
+        error_at(r, dir, 0, "cannot read the trace directory: %s",
+                 strerror(errno));
+        return -1;
+    }
+    while ((de = readdir(d)) != NULL && n < CCOL__REPORT_MAX_RANKS)
+        if (trace_name(de->d_name, &rank))
+            ranks[n++] = rank;
+    closedir(d);
+    if (n == 0) {
+        error_at(r, dir, 0,
+                 "no trace files (rank-<r>.jsonl) in the "
+                 "directory");
+        return -1;
+    }
+    qsort(ranks, n, sizeof ranks[0], cmp_int);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s/rank-%d.jsonl", dir, ranks[i]);
+        read_file(r, path, ranks[i]);
+    }
+    return 0;
+}
+
+static void
+free_rank(ccol__rep_rank *rk)
+{
+    for (size_t i = 0; i < rk->ncomp; i++) {
+        free(rk->compiles[i].frame);
+        free(rk->compiles[i].reason);
+        ccol__strs_free(&rk->compiles[i].dynamic);
+        ccol__strs_free(&rk->compiles[i].why);
+        ccol__strs_free(&rk->compiles[i].changes);
+    }
+    for (size_t i = 0; i < rk->nmarks; i++)
+        free(rk->marks[i].label);
+    free(rk->compiles);
+    free(rk->marks);
+    free(rk->file);
+    free(rk->last_error);
+    ccol__strs_free(&rk->seq);
+}
+
+void
+ccol__report_free(ccol__report *r)
+{
+    for (size_t i = 0; i < r->nranks; i++)
+        free_rank(&r->ranks[i]);
+    free(r->ranks);
+    ccol__strs_free(&r->errors);
+    ccol__strs_free(&r->warnings);
+    memset(r, 0, sizeof *r);
+}
