@@ -177,4 +177,7 @@ CCOL_API char *ccol_jit_value_repr(const ccol_jit_value *v);
 }
 #endif
 
+/* Compiled calls through the tracing JIT: sessions, marks, statistics. */
+#include "ccol_jit_session.h"
+
 #endif /* CCOL_JIT_H */

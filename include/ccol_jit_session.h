@@ -43,9 +43,11 @@ typedef struct ccol_jit_session_params {
 } ccol_jit_session_params;
 
 /*
- * Creates a session over module `m` (borrowed, must outlive the session)
- * and communicator `comm` (borrowed, may be NULL: rank 0 of 1). print()
- * output goes to the module's print sink, prefixed "[rank R]".
+ * Creates a session over module `m` (borrowed, must outlive the session
+ * and must not be reloaded while the session exists: compiled entries
+ * point into its program) and communicator `comm` (borrowed, may be NULL:
+ * rank 0 of 1). print() output goes to the module's print sink, prefixed
+ * "[rank R]".
  */
 CCOL_API ccol_status ccol_jit_session_create(ccol_jit_module *m,
                                              ccol_comm *comm,

@@ -11,6 +11,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#define G_MAXARGS 65 /* a method's receiver and 64 arguments */
 
 int
 ccol__g_add(Graph *g, GKind kind, int op, int a, int b)
@@ -103,32 +106,28 @@ is_collective(const GNode *nd)
            strcmp(ccol__jit_builtin(nd->op)->name, "all_reduce") == 0;
 }
 
-/* Marks node i and everything it reads. */
+/* Marks node i and everything it reads (iteratively: graphs of unrolled
+ * loops are long chains). `stack` holds g->n ints. */
 static void
-mark(const Graph *g, bool *need, int i)
+mark(const Graph *g, bool *need, int i, int *stack)
 {
+    int top = 0;
     if (i < 0 || need[i])
         return;
     need[i] = true;
-    const GNode *nd = &g->nodes[i];
-    switch (nd->kind) {
-    case G_SIZE:
-    case G_STRIDE:
-    case G_NEG:
-    case G_NOT:
-        mark(g, need, nd->a);
-        break;
-    case G_BINOP:
-        mark(g, need, nd->a);
-        mark(g, need, nd->b);
-        break;
-    case G_CALL:
-    case G_LIST:
-        for (int k = 0; k < nd->nargs; k++)
-            mark(g, need, nd->args[k]);
-        break;
-    default:
-        break;
+    stack[top++] = i;
+    while (top > 0) {
+        const GNode *nd = &g->nodes[stack[--top]];
+        int ops[2] = { nd->a, nd->b };
+        int n = nd->kind == G_CALL || nd->kind == G_LIST ? nd->nargs : 0;
+        for (int k = 0; k < 2 + n; k++) {
+            int m = k < 2 ? ops[k] : nd->args[k - 2];
+            if (nd->kind == G_INPUT || nd->kind == G_CONST || m < 0 ||
+                need[m])
+                continue;
+            need[m] = true;
+            stack[top++] = m;
+        }
     }
 }
 
@@ -136,20 +135,24 @@ bool
 ccol__entry_plan(Entry *e)
 {
     size_t n = (size_t)e->g.n + 1;
+    int *stack = malloc(n * sizeof(int));
     e->run_need = calloc(n, sizeof(bool));
     e->guard_need = calloc(n, sizeof(bool));
-    if (e->run_need == NULL || e->guard_need == NULL)
+    if (stack == NULL || e->run_need == NULL || e->guard_need == NULL) {
+        free(stack);
         return false;
+    }
     for (int i = 0; i < e->nouts; i++)
-        mark(&e->g, e->run_need, e->outs[i]);
+        mark(&e->g, e->run_need, e->outs[i], stack);
     for (int i = 0; i < e->g.n; i++) {
         if (is_collective(&e->g.nodes[i]))
-            mark(&e->g, e->run_need, i);
+            mark(&e->g, e->run_need, i, stack);
     }
     for (int i = 0; i < e->nguards; i++) {
         if (e->guards[i].kind == GD_EXPR)
-            mark(&e->g, e->guard_need, e->guards[i].node);
+            mark(&e->g, e->guard_need, e->guards[i].node, stack);
     }
+    free(stack);
     return true;
 }
 
@@ -187,9 +190,12 @@ eval_list(Interp *in, const GNode *nd, Value **vals)
 static Value *
 eval_call(Interp *in, const GNode *nd, Value **vals)
 {
-    Value *args[64];
+    Value *args[G_MAXARGS];
     const Builtin *b = ccol__jit_builtin(nd->op);
-    for (int k = 0; k < nd->nargs && k < 64; k++)
+    if (nd->nargs > G_MAXARGS)
+        return ccol__jit_fail(in, CCOL_ERR_INTERNAL,
+                              "internal: %d arguments", nd->nargs);
+    for (int k = 0; k < nd->nargs; k++)
         args[k] = vals[nd->args[k]];
     in->cur = b->name;
     return b->fn(in, args, nd->nargs);
@@ -233,16 +239,41 @@ eval_node(Interp *in, const GNode *nd, Value *const *inputs, Value **vals)
     return ccol__jit_fail(in, CCOL_ERR_INTERNAL, "internal: bad node");
 }
 
+static uint64_t
+now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Runs an all_reduce node, traced as a "collective" event. */
+static Value *
+eval_collective(Interp *in, const GNode *nd, Value *const *inputs,
+                Value **vals, ccol_sync *trace)
+{
+    uint64_t t0 = trace && ccol_sync_tracing(trace) ? now_ns() : 0;
+    Value *v = eval_node(in, nd, inputs, vals);
+    if (t0 != 0 && v != NULL) {
+        uint64_t n = v->kind == CCOL_JIT_TENSOR ? ccol__t_numel(&v->u.t) : 1;
+        ccol_sync_tracef(trace, "collective", "name:s bytes:u dur_ns:i",
+                         "all_reduce", n * 8, (int64_t)(now_ns() - t0));
+    }
+    return v;
+}
+
 bool
 ccol__g_eval(const Graph *g, const bool *need, Interp *in,
-             Value *const *inputs, Value **vals)
+             Value *const *inputs, Value **vals, ccol_sync *trace)
 {
     for (int i = 0; i < g->n; i++) {
         vals[i] = NULL;
         if (!need[i])
             continue;
         const GNode *nd = &g->nodes[i];
-        vals[i] = eval_node(in, nd, inputs, vals);
+        vals[i] = is_collective(nd)
+                      ? eval_collective(in, nd, inputs, vals, trace)
+                      : eval_node(in, nd, inputs, vals);
         if (vals[i] == NULL) {
             if (!in->located && nd->line > 0) {
                 in->located = true;

@@ -72,7 +72,7 @@ check_exprs(const Entry *e, Interp *in, Value *const *inputs)
     Value **vals = calloc((size_t)e->g.n + 1, sizeof(*vals));
     if (vals == NULL)
         return 0;
-    bool ok = ccol__g_eval(&e->g, e->guard_need, in, inputs, vals);
+    bool ok = ccol__g_eval(&e->g, e->guard_need, in, inputs, vals, NULL);
     int bad = -1;
     for (int i = 0; bad < 0 && i < e->nguards; i++) {
         const Guard *g = &e->guards[i];

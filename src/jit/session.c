@@ -84,6 +84,8 @@ static ccol_status
 run_err(ccol_jit_session *s, const Interp *in)
 {
     ccol_status st = ccol__trace_report(s->m, in);
+    ccol_sync_tracef(s->sync, "error", "code:s message:s",
+                     ccol_status_name(st), ccol_jit_module_errmsg(s->m));
     return seterr(s, st, "%s", ccol_jit_module_errmsg(s->m));
 }
 
@@ -199,6 +201,8 @@ static void
 go_eager(ccol_jit_session *s, Frame *f, const char *why)
 {
     f->eager = true;
+    ccol_sync_tracef(s->sync, "eager_fallback", "frame:s reason:s",
+                     f->code_id, why);
     logf_(s, "warning: rank %d: frame %s: %s; it runs eagerly from now on",
           my_rank(s), f->code_id, why);
 }
@@ -215,6 +219,22 @@ trace_failed(ccol_jit_session *s, Frame *f, ccol_compile *c,
         return run_err(s, &out->in);
     go_eager(s, f, out->in.msg);
     return CCOL_OK;
+}
+
+/* Logs (explain) and traces a compiled graph break. */
+static void
+graph_break_event(ccol_jit_session *s, const Frame *f, const Entry *e)
+{
+    char id[TR_NAMEMAX];
+    snprintf(id, sizeof id, "resume_in_%s_at_%d",
+             s->m->funcs[f->fc.func]->name, e->resume.line);
+    if (s->p.explain)
+        logf_(s, "rank %d: frame %s (compile %d): graph break at line %d "
+              "(print); the rest is frame %s", my_rank(s), f->code_id,
+              f->compiles, e->resume.line, id);
+    ccol_sync_tracef(s->sync, "graph_break",
+                     "frame:s line:d reason:s resume:s", f->code_id,
+                     e->resume.line, "print", id);
 }
 
 /* Preflight, exchange, retrace, finish; *e NULL when the frame skips. */
@@ -240,6 +260,9 @@ compile(ccol_jit_session *s, Frame *f, Value *const *slots, int nslots,
         ccol_compile_finish(c, false);
         return st;
     }
+    ccol_sync_tracef(s->sync, "restart", "frame:s index:d reason:s",
+                     f->code_id, f->compiles + 1,
+                     "compile collective: retrace with merged decisions");
     ctx.preflight = false;
     ccol__trace(&ctx, &f->fc, slots, nslots, &out);
     if (out.end == TR_ERROR || out.end == TR_SKIP)
@@ -253,6 +276,8 @@ compile(ccol_jit_session *s, Frame *f, Value *const *slots, int nslots,
     f->compiles++;
     s->compiles++;
     *e = out.e;
+    if (out.e->brk)
+        graph_break_event(s, f, out.e);
     return CCOL_OK;
 }
 
@@ -312,7 +337,7 @@ run_entry(ccol_jit_session *s, Frame *f, const Entry *e,
         st = seterr(s, CCOL_ERR_NO_MEMORY, "out of memory");
     else if (!ccol__g_resolve(&e->g, slots, nslots, inputs))
         st = seterr(s, CCOL_ERR_INTERNAL, "internal: unresolved input");
-    else if (!ccol__g_eval(&e->g, e->run_need, &in, inputs, vals))
+    else if (!ccol__g_eval(&e->g, e->run_need, &in, inputs, vals, s->sync))
         st = run_err(s, &in);
     else if (!e->brk)
         *result = ccol__v_ref(vals[e->outs[0]]);
@@ -354,10 +379,9 @@ lookup(ccol_jit_session *s, const Frame *f, Value *const *slots, int nslots,
  * in lockstep mode. */
 static ccol_status
 cache_lookup(ccol_jit_session *s, Frame *f, Value *const *slots, int nslots,
-             Entry **out)
+             Entry **out, char *why, size_t cap)
 {
-    char why[512] = "";
-    Entry *e = lookup(s, f, slots, nslots, why, sizeof why);
+    Entry *e = lookup(s, f, slots, nslots, why, cap);
     *out = NULL;
     if (f->nentries == 0)
         return CCOL_OK;
@@ -366,7 +390,7 @@ cache_lookup(ccol_jit_session *s, Frame *f, Value *const *slots, int nslots,
     if (st != CCOL_OK)
         return sync_err(s, st);
     if (!all && e != NULL)
-        snprintf(why, sizeof why, "another rank missed (guard collective)");
+        snprintf(why, cap, "another rank missed (guard collective)");
     if (all) {
         *out = e;
         return CCOL_OK;
@@ -383,17 +407,21 @@ frame_call(ccol_jit_session *s, Frame *f, Value *const *slots, int nslots,
 {
     Entry *e = NULL;
     ccol_status st = CCOL_OK;
+    char why[512] = "";
     if (!f->eager)
-        st = cache_lookup(s, f, slots, nslots, &e);
+        st = cache_lookup(s, f, slots, nslots, &e, why, sizeof why);
     if (st != CCOL_OK)
         return st;
     if (!f->eager && e == NULL && f->compiles >= s->p.recompile_limit) {
-        char why[96];
-        snprintf(why, sizeof why, "recompile_limit (%d) reached",
+        char limit[96];
+        snprintf(limit, sizeof limit, "recompile_limit (%d) reached",
                  s->p.recompile_limit);
-        go_eager(s, f, why);
+        go_eager(s, f, limit);
     }
     if (!f->eager && e == NULL) {
+        if (f->nentries > 0)
+            ccol_sync_tracef(s->sync, "recompile", "frame:s entries:d "
+                             "reason:s", f->code_id, f->nentries, why);
         st = compile(s, f, slots, nslots, &e);
         if (st != CCOL_OK)
             return st;

@@ -655,6 +655,7 @@ free_tracer(Tracer *t)
         free(t->dyn[i]);
     free(t->dyn);
     free(t->pend);
+    free(t->data);
     ccol__entry_free(t->e);
 }
 
@@ -692,7 +693,7 @@ ccol__trace_report(ccol_jit_module *m, const Interp *in)
     ccol_status st = in->status != CCOL_OK ? in->status : CCOL_ERR_INTERNAL;
     bool program = st == CCOL_ERR_INVALID_ARG || st == CCOL_ERR_NO_MEMORY ||
                    st == CCOL_ERR_INTERNAL;
-    if (program && in->located)
+    if (in->located)
         ccol__jit_diag(m, in->line, in->col, in->msg);
     else if (program)
         ccol__jit_seterr(m, st, "%s: %s", m->file, in->msg);

@@ -23,6 +23,21 @@ is(const char *name, const char *want)
     return strcmp(name, want) == 0;
 }
 
+/* An int or bool argument (already checked by the builtin) as int64. */
+static int64_t
+ival(const Value *v)
+{
+    return v->kind == CCOL_JIT_INT ? v->u.i : v->u.b;
+}
+
+/* A dim argument normalized against nd (already checked). */
+static int
+dim_arg(const Value *v, int nd)
+{
+    int64_t d = ival(v);
+    return (int)(d < 0 ? d + nd : d);
+}
+
 /* Dims of sizes given as int args[first..n) or one list of ints. */
 static int
 size_args(Value **args, int first, int n, Dim *out)
@@ -34,8 +49,7 @@ size_args(Value **args, int first, int n, Dim *out)
         cnt = (int)args[first]->u.list.n;
     }
     for (int d = 0; d < cnt && d < JIT_MAXD; d++) {
-        int64_t c = src[d]->kind == CCOL_JIT_INT ? src[d]->u.i : src[d]->u.b;
-        out[d] = (Dim){ src[d]->sym >= 0 ? src[d]->sym : -1, c };
+        out[d] = (Dim){ src[d]->sym >= 0 ? src[d]->sym : -1, ival(src[d]) };
     }
     return cnt;
 }
@@ -92,9 +106,8 @@ static int
 cat_rule(Tracer *t, Value **args, int n, const Value *r, Dim *out)
 {
     const Value *l = args[0];
-    int64_t dim = n == 2 ? args[1]->u.i : 0;
     int nd = ccol__tr_dims(t, l->u.list.items[0], out);
-    int d = (int)(dim < 0 ? dim + nd : dim);
+    int d = n == 2 ? dim_arg(args[1], nd) : 0;
     Dim sum = out[d];
     for (size_t i = 1; i < l->u.list.n; i++) {
         Dim o[JIT_MAXD];
@@ -137,8 +150,7 @@ reduce_rule(Tracer *t, Value **args, int n, Dim *out)
     int ni = ccol__tr_dims(t, args[0], in), nd = 0;
     if (n == 1)
         return 0;
-    int64_t dim = args[1]->kind == CCOL_JIT_INT ? args[1]->u.i : args[1]->u.b;
-    int d = (int)(dim < 0 ? dim + ni : dim);
+    int d = dim_arg(args[1], ni);
     for (int i = 0; i < ni; i++) {
         if (i != d)
             out[nd++] = in[i];
@@ -158,8 +170,8 @@ transpose_rule(Tracer *t, Value **args, int n, Value *r, int node)
     }
     int i = 0, j = nd > 1 ? 1 : 0;
     if (n == 3) {
-        i = (int)(args[1]->u.i < 0 ? args[1]->u.i + nd : args[1]->u.i);
-        j = (int)(args[2]->u.i < 0 ? args[2]->u.i + nd : args[2]->u.i);
+        i = dim_arg(args[1], nd);
+        j = dim_arg(args[2], nd);
     }
     Dim x = dims[i], y = st[i];
     dims[i] = dims[j];

@@ -261,38 +261,32 @@ is_data(const GNode *nd)
 }
 
 /* True when node n reads tensor data or a collective's result: values
- * known only when the graph runs. Iterative, each node visited once. */
+ * known only when the graph runs. Operands precede their nodes, so the
+ * flags are computed once per node, in order, and kept in t->data. */
 static bool
 data_dependent(Tracer *t, int n)
 {
     const Graph *g = &t->e->g;
-    unsigned char *seen = calloc((size_t)g->n + 1, 1);
-    int *stack = malloc(((size_t)g->n + 1) * sizeof(int));
-    int top = 0;
-    bool dep = false;
-    if (seen == NULL || stack == NULL) {
-        free(seen);
-        free(stack);
-        return false;
+    if (n >= t->capdata) {
+        int cap = g->cap > n ? g->cap : n + 1;
+        unsigned char *p = realloc(t->data, (size_t)cap);
+        if (p == NULL)
+            return false;
+        t->data = p;
+        t->capdata = cap;
     }
-    stack[top++] = n;
-    seen[n] = 1;
-    while (top > 0 && !dep) {
-        const GNode *nd = &g->nodes[stack[--top]];
+    for (; t->ndata <= n; t->ndata++) {
+        const GNode *nd = &g->nodes[t->ndata];
         int ops[2] = { nd->a, nd->b };
-        dep = is_data(nd);
-        for (int k = 0; k < 2 + nd->nargs && nd->kind != G_SIZE &&
+        bool dep = is_data(nd);
+        for (int k = 0; !dep && k < 2 + nd->nargs && nd->kind != G_SIZE &&
                         nd->kind != G_STRIDE; k++) {
             int m = k < 2 ? ops[k] : nd->args[k - 2];
-            if (m >= 0 && !seen[m]) {
-                seen[m] = 1;
-                stack[top++] = m;
-            }
+            dep = m >= 0 && t->data[m];
         }
+        t->data[t->ndata] = dep;
     }
-    free(seen);
-    free(stack);
-    return dep;
+    return t->data[n] != 0;
 }
 
 static bool

@@ -135,9 +135,10 @@ bool ccol__entry_plan(Entry *e);
 bool ccol__g_resolve(const Graph *g, Value *const *slots, int nslots,
                      Value **vals);
 /* Evaluates the nodes marked in `need` into vals (new references); false
- * with the error on `in` (position in line/col of the failing node). */
+ * with the error on `in` (position in line/col of the failing node). Each
+ * all_reduce is a "collective" event of `trace` (may be NULL). */
 bool ccol__g_eval(const Graph *g, const bool *need, Interp *in,
-                  Value *const *inputs, Value **vals);
+                  Value *const *inputs, Value **vals, ccol_sync *trace);
 void ccol__g_release(const Graph *g, Value **vals);
 /* Renders the entry (guards, then one node per line) into b. */
 void ccol__entry_render(const Entry *e, Buf *b);
@@ -203,8 +204,10 @@ typedef struct TraceOut {
 void ccol__trace(const TraceCtx *ctx, const FrameCode *fc,
                  Value *const *slots, int nslots, TraceOut *out);
 
-/* Formats the error of a trace or a run into m->errmsg: a program error
- * with file:line:col and a caret, a collective failure as is. */
+/* Formats the error of a trace or a run into m->errmsg: file:line:col and
+ * a caret when the failing node is known (a collective failure keeps the
+ * communicator's status and message after the location), else the
+ * message alone. */
 ccol_status ccol__trace_report(ccol_jit_module *m, const Interp *in);
 
 /* ---- the tracer's own state (trace*.c) ---- */
@@ -229,6 +232,8 @@ typedef struct Tracer {
     Pending *pend;
     int npend, cappend;
     int nsym;                   /* symbols s0, s1, ... made so far */
+    unsigned char *data;        /* per node: depends on data (trace_ops.c) */
+    int ndata, capdata;
     char **dyn;
     size_t ndyn, capdyn;
     bool skip;                  /* a graph break that cannot be resumed */

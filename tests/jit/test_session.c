@@ -48,6 +48,7 @@ typedef struct Scn {
     int ncalls;
     int limit;                   /* recompile limit, 0: default */
     bool compare;                /* compare with the eager interpreter */
+    bool explain;                /* log every decision */
     args_fn args;
     Res *res;                    /* shared with forked ranks */
 } Scn;
@@ -172,9 +173,10 @@ scn_body(ccol_comm *comm, int r, void *arg)
                                       "prog.tl"), CCOL_OK);
     ccol_jit_session_params p = {
         .mask = CCOL_JIT_SESSION_PARAM_MODE | CCOL_JIT_SESSION_PARAM_LOG |
+                CCOL_JIT_SESSION_PARAM_EXPLAIN |
                 (sc->limit ? CCOL_JIT_SESSION_PARAM_RECOMPILE_LIMIT : 0),
-        .mode = sc->mode, .recompile_limit = sc->limit, .log = on_log,
-        .log_ud = &k };
+        .mode = sc->mode, .recompile_limit = sc->limit,
+        .explain = sc->explain, .log = on_log, .log_ud = &k };
     ccol_jit_session *s = NULL;
     CHECK_STATUS(ccol_jit_session_create(k.m, comm, &p, &s), CCOL_OK);
     int c = 0;
@@ -280,6 +282,11 @@ CCOL_TEST(sizes_differ_off_diverge_3)
 CCOL_TEST(sizes_differ_lockstep_tcp)
 {
     sizes_differ(CCOL_SYNC_LOCKSTEP, 2, CCOL_TEST_TCP);
+}
+
+CCOL_TEST(sizes_differ_compile_tcp_3)
+{
+    sizes_differ(CCOL_SYNC_COMPILE, 3, CCOL_TEST_TCP);
 }
 
 /* ---- a scalar that changes at different calls on different ranks ---- */
@@ -463,6 +470,9 @@ one_rank_fails(ccol_test_transport tp)
         CHECK_CONTAINS(res->msg[r], "rank");
         CHECK(res->secs[r][c] < timeout * 3 + 1);
     }
+    /* rank 0 failed in its graph's all_reduce: located in the program */
+    CHECK_CONTAINS(res->msg[0], "prog.tl:3:");
+    CHECK_CONTAINS(res->msg[1], "compile exchange of f (compile 2)");
 }
 
 CCOL_TEST(one_rank_recompile_compile_mode_fails_named)
@@ -493,6 +503,22 @@ CCOL_TEST(one_rank_recompile_caught_at_end)
           res->status[1][1] == CCOL_ERR_TIMEOUT);
     CHECK_CONTAINS(res->msg[0], "rank 1");
     CHECK_CONTAINS(res->msg[1], "rank 0");
+}
+
+/* ---- explanations name the ranks that differ ---- */
+
+CCOL_TEST(explain_names_witness_ranks)
+{
+    Scn sc = { .src = ALLRED, .fn = "f", .mode = CCOL_SYNC_COMPILE,
+               .ncalls = 1, .compare = true, .explain = true,
+               .args = sizes_args };
+    Res *res = run_scn(&sc, 2, CCOL_TEST_INPROC, 10);
+    all_ok(res, 2, 1);
+    for (int r = 0; r < 2; r++) {
+        CHECK_CONTAINS(res->log[r], "L['x'].size(0)");
+        CHECK_CONTAINS(res->log[r], "4 on rank 0");
+        CHECK_CONTAINS(res->log[r], "5 on rank 1");
+    }
 }
 
 /* ---- 0/1 specialization stays local ---- */
@@ -610,6 +636,7 @@ CCOL_TEST_MAIN(CCOL_T(sizes_differ_compile_2),
                CCOL_T(sizes_differ_lockstep_3),
                CCOL_T(sizes_differ_off_diverge_3),
                CCOL_T(sizes_differ_lockstep_tcp),
+               CCOL_T(sizes_differ_compile_tcp_3),
                CCOL_T(scalar_changes_compile),
                CCOL_T(scalar_changes_lockstep),
                CCOL_T(graph_break_empty_lockstep_2),
@@ -622,6 +649,7 @@ CCOL_TEST_MAIN(CCOL_T(sizes_differ_compile_2),
                CCOL_T(one_rank_recompile_compile_mode_fails_tcp),
                CCOL_T(one_rank_recompile_caught_at_end),
                CCOL_T(zero_one_specialized_locally),
+               CCOL_T(explain_names_witness_ranks),
                CCOL_T(one_rank_recompile_lockstep_together),
                CCOL_T(one_rank_recompile_lockstep_tcp),
                CCOL_T(recompile_limit_lockstep),

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct Fix {
     ccol_jit_module *m;
@@ -649,7 +650,7 @@ CCOL_TEST(graph_break_inside_if)
                      "            print('loss', y.sum())\n"
                      "            y = y + 1\n"
                      "        y = y * 3\n"
-                     "    return y.sum()\n", 0, false);
+                     "    return y.sum()\n", 0, true);
     ccol_jit_value *a[2];
     for (int it = 0; it < 6; it++) {
         a[0] = t1(f, 3);
@@ -663,6 +664,8 @@ CCOL_TEST(graph_break_inside_if)
     CHECK(compiles(f, "resume_in_f_at_7") >= 1);
     CHECK(compiles(f, "resume_in_f_at_5") >= 1);
     CHECK(!ccol_jit_session_frame_eager(f->s, 0));
+    CHECK_CONTAINS(f->log, "frame f (compile 1): graph break at line 7 "
+                           "(print); the rest is frame resume_in_f_at_7");
     fix_free(f);
 }
 
@@ -702,6 +705,106 @@ CCOL_TEST(huge_unrolled_loop_runs_eagerly)
     fix_free(f);
 }
 
+CCOL_TEST(float_scalar_branch_guard)
+{
+    Fix *f = fix_new("def f(x, lr):\n"
+                     "    if lr > 0.05:\n"
+                     "        return x * lr\n"
+                     "    return x - lr\n", 0, false);
+    double lrs[] = { 0.1, 0.2, 0.3, 0.01, 0.02, 0.5 };
+    int want[] = { 1, 2, 2, 3, 3, 3 };
+    for (int i = 0; i < 6; i++) {
+        ccol_jit_value *a[2] = { t1(f, 3), flt(f, lrs[i]) };
+        call(f, "f", a, 2);
+        CHECK_EQ(compiles(f, "f"), want[i]);
+    }
+    CHECK_STR_EQ(dyn(f, "f"), "L['lr'],");
+    fix_free(f);
+}
+
+CCOL_TEST(api_arguments)
+{
+    ccol_jit_module *m = NULL;
+    ccol_jit_session *s = NULL;
+    CHECK_STATUS(ccol_jit_module_create(NULL, &m), CCOL_OK);
+    ccol_jit_session_params p = { .mask = CCOL_JIT_SESSION_PARAM_MODE,
+                                  .mode = (ccol_sync_mode)7 };
+    CHECK_STATUS(ccol_jit_session_create(m, NULL, &p, &s),
+                 CCOL_ERR_INVALID_ARG);
+    CHECK(s == NULL);
+    p = (ccol_jit_session_params){
+        .mask = CCOL_JIT_SESSION_PARAM_RECOMPILE_LIMIT, .recompile_limit = -1 };
+    CHECK_STATUS(ccol_jit_session_create(m, NULL, &p, &s),
+                 CCOL_ERR_INVALID_ARG);
+    CHECK_STATUS(ccol_jit_session_create(NULL, NULL, NULL, &s),
+                 CCOL_ERR_INVALID_ARG);
+    CHECK_STATUS(ccol_jit_session_create(m, NULL, NULL, &s), CCOL_OK);
+    ccol_jit_value *r = NULL;
+    CHECK_STATUS(ccol_jit_session_call(s, "f", NULL, 0, &r),
+                 CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ccol_jit_session_errmsg(s), "no program");
+    CHECK_STATUS(ccol_jit_session_call(s, NULL, NULL, 0, &r),
+                 CCOL_ERR_INVALID_ARG);
+    CHECK_STATUS(ccol_jit_session_call(NULL, "f", NULL, 0, &r),
+                 CCOL_ERR_INVALID_ARG);
+    CHECK_STATUS(ccol_jit_tensor_mark(NULL, 0, true), CCOL_ERR_INVALID_ARG);
+    CHECK_EQ(ccol_jit_session_nframes(s), 0);
+    CHECK(ccol_jit_session_frame_name(s, 0) == NULL);
+    CHECK(ccol_jit_session_frame_dynamic(s, 0, 0) == NULL);
+    CHECK(ccol_jit_session_frame_graph(s, 3) == NULL);
+    CHECK_STATUS(ccol_jit_session_end(s), CCOL_OK);
+    CHECK_EQ(ccol_jit_session_compiles(NULL), 0);
+    ccol_jit_session_destroy(s);
+    ccol_jit_session_destroy(NULL);
+    ccol_jit_module_destroy(m);
+}
+
+/* Reads a whole file into a malloc'd string (NULL if missing). */
+static char *
+slurp(const char *path)
+{
+    FILE *fp = fopen(path, "rb");
+    if (fp == NULL)
+        return NULL;
+    char *buf = calloc(1, 1 << 16);
+    size_t n = fread(buf, 1, (1 << 16) - 1, fp);
+    buf[n] = '\0';
+    fclose(fp);
+    return buf;
+}
+
+CCOL_TEST(trace_log_events)
+{
+    char dir[] = "/tmp/ccol_jit_traceXXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    setenv("CCOL_TRACE", dir, 1);
+    Fix *f = fix_new("def f(x, n):\n"
+                     "    y = all_reduce(x * n)\n"
+                     "    print('y', y.sum())\n"
+                     "    return y\n", 2, false);
+    int64_t ns[] = { 2, 3, 0 }; /* static, dynamic, then past the limit */
+    for (int i = 0; i < 3; i++) {
+        ccol_jit_value *a[2] = { t1(f, 3), num(f, ns[i]) };
+        call(f, "f", a, 2);
+    }
+    fix_free(f);
+    unsetenv("CCOL_TRACE");
+    char path[128];
+    snprintf(path, sizeof path, "%s/rank-0.jsonl", dir);
+    char *log = slurp(path);
+    CHECK_CONTAINS(log, "\"event\":\"restart\",\"frame\":\"f\"");
+    CHECK_CONTAINS(log, "\"event\":\"graph_break\",\"frame\":\"f\","
+                        "\"line\":3");
+    CHECK_CONTAINS(log, "\"resume\":\"resume_in_f_at_3\"");
+    CHECK_CONTAINS(log, "\"event\":\"collective\",\"name\":\"all_reduce\"");
+    CHECK_CONTAINS(log, "\"event\":\"recompile\",\"frame\":\"f\"");
+    CHECK_CONTAINS(log, "guard failed: L['n'] == 2");
+    CHECK_CONTAINS(log, "\"event\":\"eager_fallback\",\"frame\":\"f\"");
+    free(log);
+    unlink(path);
+    rmdir(dir);
+}
+
 CCOL_TEST_MAIN(CCOL_T(static_then_dynamic),
                CCOL_T(branch_on_shape_records_guard),
                CCOL_T(scalar_dynamic_and_01),
@@ -723,4 +826,7 @@ CCOL_TEST_MAIN(CCOL_T(static_then_dynamic),
                CCOL_T(inferred_strides_follow_sizes),
                CCOL_T(graph_break_inside_if),
                CCOL_T(lists_of_traced_values),
-               CCOL_T(huge_unrolled_loop_runs_eagerly))
+               CCOL_T(huge_unrolled_loop_runs_eagerly),
+               CCOL_T(float_scalar_branch_guard),
+               CCOL_T(api_arguments),
+               CCOL_T(trace_log_events))
