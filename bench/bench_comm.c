@@ -8,7 +8,9 @@
  * into a shared array (process-shared memory for tcp).
  */
 #include "bench.h"
+#include "bench_mpi.h"
 #include "bench_util.h"
+#include "mpi_glue.h"
 
 #include "ccol.h"
 
@@ -56,7 +58,7 @@ typedef struct bcase {
 /* Options of one invocation. */
 typedef struct opts {
     int n;                    /* only this rank count, 0 = 2, 4, 8 */
-    int transports;           /* bit 0: inproc, bit 1: tcp */
+    int transports;           /* bit 0: inproc, 1: tcp, 2: mpi (alone) */
     size_t sizes[MAX_SIZES];  /* payload sizes */
     int nsizes;
     int iters;                /* timed calls per row */
@@ -554,7 +556,7 @@ static void
 usage(FILE *f)
 {
     fprintf(f,
-            "usage: ccol bench comm [-n N] [--transport inproc|tcp] "
+            "usage: ccol bench comm [-n N] [--transport inproc|tcp|mpi] "
             "[--sizes 64,1024,65536]\n"
             "                       [--iters K] [--json] [--no-tree] "
             "[--no-mpi]\n\n"
@@ -564,7 +566,13 @@ usage(FILE *f)
             "in the same run when installed.\n"
             "  -n N          only N ranks (2..%d)\n"
             "  --transport T inproc (threads) or tcp (processes); "
-            "default both\n"
+            "default both;\n"
+            "                mpi: ccol over MPI against raw MPI in the "
+            "same mpirun job\n"
+            "                (starts `mpirun -n N` itself when not under "
+            "mpirun;\n"
+            "                the default under mpirun when built with "
+            "MPI)\n"
             "  --sizes LIST  payload bytes per rank, up to %d sizes "
             "(default 64,1024,65536)\n"
             "  --iters K     timed calls per row (default 200)\n"
@@ -647,6 +655,8 @@ parse_opt(int argc, char **argv, int *i, opts *o)
         o->transports = 1;
     else if (strcmp(a, "--transport") == 0 && strcmp(v, "tcp") == 0)
         o->transports = 2;
+    else if (strcmp(a, "--transport") == 0 && strcmp(v, "mpi") == 0)
+        o->transports = 4;
     else {
         fprintf(stderr, "ccol bench comm: bad value '%s' for %s\n", v, a);
         return false;
@@ -1031,6 +1041,12 @@ ccol_bench_comm(int argc, char **argv)
     if (rc != 0) {
         usage(rc < 0 ? stdout : stderr);
         return rc < 0 ? 0 : rc;
+    }
+    if (o.transports == 3 && mpi_glue_auto())
+        o.transports = 4; /* under mpirun: no --transport means mpi */
+    if (o.transports == 4) {
+        bench_mpi_opts m = { o.n, o.sizes, o.nsizes, o.iters, o.json };
+        return ccol_bench_comm_mpi(&m, argc, argv);
     }
     root = json_object();
     if (root == NULL)

@@ -2,11 +2,13 @@
  * cmd_jit.c - `ccol jit PROG.tl --schedule SCHED.json [options]`: runs a
  * program's call schedule on every rank of a job through the tracing JIT
  * and prints the job summary (DESIGN.md 4.1, docs/cli.md). This file reads
- * the command line; the job itself is jit_job.c.
+ * the command line and picks the transport of a joined job (MPI under
+ * mpirun when built with it); the job itself is jit_job.c.
  */
 #include "tools.h"
 
 #include "jit_job.h"
+#include "mpi_glue.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -17,7 +19,7 @@ static const char usage_text[] =
     "usage: ccol jit PROG.tl --schedule SCHED.json [-n N]\n"
     "                [--collectives off|compile|lockstep] [--json]\n"
     "                [--trace DIR] [--timeout S] [--recompile-limit K]\n"
-    "                [--check] [--explain]\n"
+    "                [--check] [--explain] [--transport tcp|mpi]\n"
     "\n"
     "  -n N               start N local ranks (1..128); without it, join\n"
     "                     the job of the environment (ccol run, torchrun,\n"
@@ -29,7 +31,11 @@ static const char usage_text[] =
     "  --timeout S        deadline of each collective, seconds\n"
     "  --recompile-limit K  compiles per frame before it runs eagerly\n"
     "  --check            also run each call eagerly and compare\n"
-    "  --explain          print each rank's decisions to stderr\n";
+    "  --explain          print each rank's decisions to stderr\n"
+    "  --transport T      of a joined job: tcp (ccol's rendezvous,\n"
+    "                     MASTER_ADDR/MASTER_PORT) or mpi (MPI_COMM_WORLD);\n"
+    "                     default mpi under mpirun without MASTER_PORT when\n"
+    "                     built with MPI, else tcp\n";
 
 static int
 usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -143,6 +149,11 @@ apply_value(const char *name, const char *v, jit_opts *o,
         if ((o->mode = jit_mode_parse(v)) < 0)
             return usage_error("--collectives must be off, compile or "
                                "lockstep, not '%s'", v);
+    } else if (strcmp(name, "--transport") == 0) {
+        if (strcmp(v, "tcp") != 0 && strcmp(v, "mpi") != 0)
+            return usage_error("--transport must be tcp or mpi, not '%s'",
+                               v);
+        o->transport = v[0] == 'm' ? JIT_TRANSPORT_MPI : JIT_TRANSPORT_ENV;
     } else if (strcmp(name, "--trace") == 0) {
         o->trace_dir = v;
     } else if (strcmp(name, "--timeout") == 0) {
@@ -166,6 +177,7 @@ parse_valued(int argc, char **argv, int *i, jit_opts *o,
 {
     static const char *const names[] = { "-n", "--schedule",
                                          "--collectives", "--trace",
+                                         "--transport",
                                          "--timeout", "--recompile-limit",
                                          NULL };
     const char *v, *name = NULL;
@@ -210,6 +222,29 @@ parse_args(int argc, char **argv, jit_opts *o, const char **sched)
     return 0;
 }
 
+/* Resolves the transport of a joined job and initializes MPI when it is
+ * chosen; 0, or the exit status of an error. */
+static int
+pick_transport(jit_opts *o)
+{
+    char err[256];
+
+    if (o->nranks > 0 && o->transport == JIT_TRANSPORT_MPI)
+        return usage_error("%s", "--transport mpi joins an mpirun job; "
+                           "-n N starts local ranks over tcp");
+    if (o->transport == JIT_TRANSPORT_AUTO)
+        o->transport = o->nranks == 0 && mpi_glue_auto()
+                           ? JIT_TRANSPORT_MPI : JIT_TRANSPORT_ENV;
+    if (o->transport != JIT_TRANSPORT_MPI)
+        return 0;
+    if (mpi_glue_init(err, sizeof err) != 0) {
+        fprintf(stderr, "ccol jit: --transport mpi: %s\n", err);
+        return 2;
+    }
+    o->leave = mpi_glue_leave;
+    return 0;
+}
+
 /* Runs the parsed job and prints its summary; the exit status. */
 static int
 run(const jit_opts *o, const char *sched_path)
@@ -236,7 +271,8 @@ run(const jit_opts *o, const char *sched_path)
 int
 ccol_cmd_jit(int argc, char **argv)
 {
-    jit_opts o = { .mode = JIT_MODE_DEFAULT };
+    jit_opts o = { .mode = JIT_MODE_DEFAULT,
+                   .transport = JIT_TRANSPORT_AUTO };
     const char *sched_path = NULL, *hook;
     schedule *s = NULL;
     char err[1024];
@@ -260,7 +296,9 @@ ccol_cmd_jit(int argc, char **argv)
         return 2;
     }
     o.sched = s;
-    rc = run(&o, sched_path);
+    rc = pick_transport(&o);
+    if (rc == 0)
+        rc = run(&o, sched_path);
     sched_free(s);
     return rc;
 }

@@ -4,9 +4,11 @@
  * every rank's entry with ccol_allgatherv, so each knows whether the job
  * succeeded and rank 0 prints it; if the communicator no longer works,
  * each rank prints its own entry to stderr and the job summary holds what
- * is known.
+ * is known. Over MPI (--transport mpi) the communicator rides on a
+ * duplicate of MPI_COMM_WORLD instead of the tcp rendezvous.
  */
 #include "jit_job.h"
+#include "mpi_glue.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -130,20 +132,46 @@ gather(const jit_opts *o, ccol_comm *comm, json_t *mine)
 
 /* A failed collective poisons a communicator, and failures reach every
  * rank, so every rank comes here: the summaries are gathered over a new
- * communicator of the same job. If that cannot be built either, the old
- * one stays, and the gather reports what is known. */
+ * communicator of the same job. If that cannot be built either (over MPI:
+ * a rank left, so duplicating the world times out), the gather over the
+ * poisoned one fails at once and reports what is known. */
 static ccol_comm *
-fresh_comm(ccol_comm *old)
+fresh_comm(const jit_opts *o, ccol_comm *old)
 {
     ccol_comm_params p = { .mask = CCOL_COMM_PARAM_RANK |
                                    CCOL_COMM_PARAM_SIZE };
     ccol_comm *c = NULL;
+    char err[512];
 
     p.rank = ccol_comm_rank(old);
     p.size = ccol_comm_size(old);
+    if (o->transport != JIT_TRANSPORT_MPI) {
+        ccol_comm_destroy(old); /* frees the rendezvous port first */
+        ccol_comm_create_env(&p, &c);
+        return c;
+    }
+    if (mpi_glue_comm(o->timeout_s, &c, err, sizeof err) != CCOL_OK) {
+        fprintf(stderr, "[rank %d] summary gather: %s\n", p.rank, err);
+        ccol_comm_destroy(c);
+        return old;
+    }
     ccol_comm_destroy(old);
-    ccol_comm_create_env(&p, &c);
-    return c; /* if poisoned, the gather fails at once and says why */
+    return c;
+}
+
+/* Connects this rank to the job over the chosen transport. */
+static ccol_status
+connect_job(const jit_opts *o, ccol_comm **c, char *err, size_t errlen)
+{
+    ccol_status st;
+
+    if (o->transport == JIT_TRANSPORT_MPI)
+        return mpi_glue_comm(o->timeout_s, c, err, errlen);
+    st = ccol_comm_create_env(NULL, c);
+    if (st != CCOL_OK)
+        snprintf(err, errlen, "%s", *c != NULL ? ccol_comm_errmsg(*c)
+                                               : ccol_status_str(st));
+    return st;
 }
 
 /* Joins the job of the environment. Returns 1 when the schedule does not
@@ -153,15 +181,13 @@ join(const jit_opts *o, json_t **out, bool *printer, char *err,
      size_t errlen)
 {
     ccol_comm *comm = NULL;
-    ccol_status st;
     json_t *mine;
     int rank, world;
+    char why[512];
 
     jit_rank_env(o);
-    st = ccol_comm_create_env(NULL, &comm);
-    if (st != CCOL_OK) {
-        snprintf(err, errlen, "cannot join the job: %s",
-                 comm ? ccol_comm_errmsg(comm) : ccol_status_str(st));
+    if (connect_job(o, &comm, why, sizeof why) != CCOL_OK) {
+        snprintf(err, errlen, "cannot join the job: %s", why);
         ccol_comm_destroy(comm);
         return -1;
     }
@@ -177,7 +203,7 @@ join(const jit_opts *o, json_t **out, bool *printer, char *err,
     world = ccol_comm_size(comm);
     *printer = rank == 0;
     if (world > 1 && ccol_comm_status(comm) != CCOL_OK)
-        comm = fresh_comm(comm);
+        comm = fresh_comm(o, comm);
     if (world == 1)
         *out = jit_summary_job(1, o->mode, &mine);
     else if (comm == NULL)

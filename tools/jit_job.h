@@ -27,6 +27,15 @@
  * rank, else off. The others equal ccol_sync_mode's values. */
 #define JIT_MODE_DEFAULT (-1)
 
+/* How a joining rank reaches the others: ccol_comm_create_env (tcp
+ * rendezvous and the variables of ccol run / torchrun / mpirun), or the
+ * MPI adapter over MPI_COMM_WORLD (mpi_glue.h). */
+typedef enum jit_transport {
+    JIT_TRANSPORT_AUTO = -1, /* resolved by the command line (cmd_jit.c) */
+    JIT_TRANSPORT_ENV = 0,
+    JIT_TRANSPORT_MPI
+} jit_transport;
+
 /* Test hooks: a rank that dies, stalls or computes a wrong result in the
  * middle of its schedule (at call ncalls / 2). */
 typedef enum jit_fault {
@@ -54,6 +63,9 @@ typedef struct jit_opts {
     jit_fault fault;        /* test hook (CCOL_JIT_TEST_KILL_RANK, demo) */
     int fault_rank;         /* the rank it applies to */
     double fault_s;         /* JIT_FAULT_STALL: how long */
+    jit_transport transport; /* of a joined job (nranks == 0) */
+    void (*leave)(int status); /* JIT_FAULT_EXIT: how the rank leaves;
+                                * NULL: _exit(status) */
 } jit_opts;
 
 /*

@@ -251,6 +251,8 @@ maybe_fault(const rank_ctx *c, size_t k)
     fflush(NULL);
     if (o->fault == JIT_FAULT_KILL)
         raise(SIGKILL);
+    if (o->fault == JIT_FAULT_EXIT && o->leave != NULL)
+        o->leave(3);
     if (o->fault == JIT_FAULT_EXIT)
         _exit(3);
     if (o->fault == JIT_FAULT_STALL) {
