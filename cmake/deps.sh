@@ -30,8 +30,8 @@ fi
 echo "ccol: installing$need" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq >/dev/null 2>&1 || apt-get update
-apt-get install -y -qq --no-install-recommends $need >/dev/null ||
-    apt-get install -y --no-install-recommends $need
+apt-get install -y -qq $need >/dev/null ||
+    apt-get install -y $need
 still=$(missing $want)
 if [ -n "$still" ]; then
     echo "ccol: could not install:$still" >&2
