@@ -270,8 +270,11 @@ int main(int argc, char **argv)
     return 0;
 }
 CEOF
+    # A sanitizer build of libccol.a needs the sanitizer runtimes to link.
     "$cc" -I"$src/include" "$TMP/job.c" "$lib" -lpthread -lm -o "$TMP/job" \
         2>"$TMP/ccerr" ||
+        "$cc" -fsanitize=address,undefined -I"$src/include" "$TMP/job.c" \
+            "$lib" -lpthread -lm -o "$TMP/job" 2>"$TMP/ccerr" ||
         { bad comm_job "compile: $(cat "$TMP/ccerr")"; return; }
     OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=2 run -n 4 -- "$TMP/job"
     [ "$RC" = 0 ] || { bad comm_job "exit $RC: $OUT $ERR"; return; }
