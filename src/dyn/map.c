@@ -5,8 +5,68 @@
  */
 #include "dyn.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+/*
+ * Frame states and whole states are both arrays of records sorted by a
+ * malloc'd name that is the record's first member; the helpers below serve
+ * both. name_pos returns the index of `key` or of where it would go.
+ */
+_Static_assert(offsetof(ccol__dyn_item, source) == 0, "name first");
+_Static_assert(offsetof(ccol__dyn_frame, code_id) == 0, "name first");
+static size_t
+name_pos(const void *v, size_t n, size_t size, const char *key, bool *found)
+{
+    size_t lo = 0, hi = n;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const char *name = *(char *const *)((const char *)v + mid * size);
+        int c = strcmp(name, key);
+        if (c == 0) {
+            *found = true;
+            return mid;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *found = false;
+    return lo;
+}
+
+/* Makes room for one more record in array `v` of n records (capacity
+ * *cap, first growth to `first`). Returns the array, maybe moved, or NULL
+ * when out of memory (v is then unchanged). */
+static void *
+name_grow(void *v, size_t n, size_t *cap, size_t size, size_t first)
+{
+    size_t c;
+    void *grown;
+
+    if (n < *cap)
+        return v;
+    c = *cap ? *cap * 2 : first;
+    grown = realloc(v, c * size);
+    if (grown != NULL)
+        *cap = c;
+    return grown;
+}
+
+/* Opens a zeroed record at index i of array v (room for n + 1 records)
+ * and gives it the name `copy`. */
+static void *
+name_open(void *v, size_t n, size_t size, size_t i, char *copy)
+{
+    char *rec = (char *)v + i * size;
+    memmove(rec + size, rec, (n - i) * size);
+    memset(rec, 0, size);
+    memcpy(rec, &copy, sizeof copy);
+    return rec;
+}
 
 void
 ccol__dyn_map_init(ccol__dyn_map *m)
@@ -23,26 +83,10 @@ ccol__dyn_map_free(ccol__dyn_map *m)
     memset(m, 0, sizeof *m);
 }
 
-/* Index of `source` or of where it would be inserted; *found says which. */
 static size_t
 map_pos(const ccol__dyn_map *m, const char *source, bool *found)
 {
-    size_t lo = 0, hi = m->n;
-
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(m->v[mid].source, source);
-        if (c == 0) {
-            *found = true;
-            return mid;
-        }
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    *found = false;
-    return lo;
+    return name_pos(m->v, m->n, sizeof m->v[0], source, found);
 }
 
 ccol__dyn_entry *
@@ -59,25 +103,20 @@ ccol__dyn_map_get(ccol__dyn_map *m, const char *source,
 {
     bool found;
     size_t i = map_pos(m, source, &found);
-    char *copy;
 
     if (!found) {
+        ccol__dyn_item *v, *it;
+        char *copy;
         if (strlen(source) > CCOL__DYN_MAX_NAME)
             return CCOL_ERR_INVALID_ARG;
-        if (m->n == m->cap) {
-            size_t cap = m->cap ? m->cap * 2 : 8;
-            ccol__dyn_item *v = realloc(m->v, cap * sizeof *v);
-            if (v == NULL)
-                return CCOL_ERR_NO_MEMORY;
-            m->v = v;
-            m->cap = cap;
-        }
+        v = name_grow(m->v, m->n, &m->cap, sizeof *v, 8);
+        if (v == NULL)
+            return CCOL_ERR_NO_MEMORY;
+        m->v = v;
         if ((copy = ccol__strdup(source)) == NULL)
             return CCOL_ERR_NO_MEMORY;
-        memmove(&m->v[i + 1], &m->v[i], (m->n - i) * sizeof m->v[0]);
-        m->v[i].source = copy;
-        ccol__dyn_entry_init(&m->v[i].e);
-        m->n++;
+        it = name_open(m->v, m->n++, sizeof *it, i, copy);
+        ccol__dyn_entry_init(&it->e);
     }
     *out = &m->v[i].e;
     return CCOL_OK;
@@ -307,22 +346,7 @@ ccol__dyn_state_free(ccol__dyn_state *s)
 static size_t
 state_pos(const ccol__dyn_state *s, const char *code_id, bool *found)
 {
-    size_t lo = 0, hi = s->n;
-
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(s->v[mid].code_id, code_id);
-        if (c == 0) {
-            *found = true;
-            return mid;
-        }
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    *found = false;
-    return lo;
+    return name_pos(s->v, s->n, sizeof s->v[0], code_id, found);
 }
 
 ccol__dyn_map *
@@ -339,25 +363,20 @@ ccol__dyn_state_get(ccol__dyn_state *s, const char *code_id,
 {
     bool found;
     size_t i = state_pos(s, code_id, &found);
-    char *copy;
 
     if (!found) {
+        ccol__dyn_frame *v, *f;
+        char *copy;
         if (strlen(code_id) > CCOL__DYN_MAX_NAME)
             return CCOL_ERR_INVALID_ARG;
-        if (s->n == s->cap) {
-            size_t cap = s->cap ? s->cap * 2 : 4;
-            ccol__dyn_frame *v = realloc(s->v, cap * sizeof *v);
-            if (v == NULL)
-                return CCOL_ERR_NO_MEMORY;
-            s->v = v;
-            s->cap = cap;
-        }
+        v = name_grow(s->v, s->n, &s->cap, sizeof *v, 4);
+        if (v == NULL)
+            return CCOL_ERR_NO_MEMORY;
+        s->v = v;
         if ((copy = ccol__strdup(code_id)) == NULL)
             return CCOL_ERR_NO_MEMORY;
-        memmove(&s->v[i + 1], &s->v[i], (s->n - i) * sizeof s->v[0]);
-        s->v[i].code_id = copy;
-        ccol__dyn_map_init(&s->v[i].map);
-        s->n++;
+        f = name_open(s->v, s->n++, sizeof *f, i, copy);
+        ccol__dyn_map_init(&f->map);
     }
     *out = &s->v[i].map;
     return CCOL_OK;
