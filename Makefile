@@ -3,6 +3,7 @@
 #   make test   build and run the whole test suite
 # Other targets: make build, make asan (suite under ASan+UBSan), make fuzz,
 # make install PREFIX=/usr/local, make clean.
+MAKEFLAGS += --no-print-directory
 BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?=
