@@ -68,6 +68,7 @@ typedef enum ccol_status {
     CCOL_ERR_CLOSED = -7,      /* connection closed or handle shut down */
     CCOL_ERR_BUSY = -8,        /* resource in use */
     CCOL_ERR_IO = -9,          /* a local system call failed */
+    CCOL_ERR_INTERRUPTED = -10, /* the caller's interrupt hook said stop */
     CCOL_ERR_INTERNAL = -100   /* a bug in libccol */
 } ccol_status;
 
@@ -157,6 +158,19 @@ typedef enum ccol_transport {
 #define CCOL_COMM_PARAM_TREE_THRESHOLD (1u << 9)
 #define CCOL_COMM_PARAM_TREE_FANOUT (1u << 10)
 #define CCOL_COMM_PARAM_FAULT (1u << 11)
+#define CCOL_COMM_PARAM_INTERRUPT (1u << 12)
+
+/*
+ * An interrupt hook: returns nonzero when the operation waiting on this
+ * thread should stop (for example because the user pressed Ctrl-C). While
+ * an operation or the creation of a communicator waits, the library calls
+ * the hook on the waiting thread about every 50 ms (never during an
+ * operation that completes sooner). When it returns nonzero the operation
+ * fails with CCOL_ERR_INTERRUPTED, "... interrupted by the caller", and the
+ * communicator is poisoned: the other ranks see this rank leave or time out
+ * as usual.
+ */
+typedef int (*ccol_interrupt_fn)(void *ud);
 
 typedef struct ccol_comm_params {
     uint64_t mask;        /* CCOL_COMM_PARAM_* bits of the fields set */
@@ -173,6 +187,8 @@ typedef struct ccol_comm_params {
     int tree_fanout;      /* children per node of the tree (default 4) */
     const char *fault;    /* fault injection spec (docs/reliability.md);
                              default: CCOL_FAULT, else none */
+    ccol_interrupt_fn interrupt; /* see ccol_interrupt_fn; default none */
+    void *interrupt_ud;   /* passed to interrupt */
 } ccol_comm_params;
 
 /*
@@ -273,6 +289,11 @@ CCOL_API ccol_status ccol_comm_set_timeout(ccol_comm *comm, double seconds);
  * "compile exchange f (compile 2)". NULL clears it.
  */
 CCOL_API void ccol_comm_set_label(ccol_comm *comm, const char *label);
+
+/* Installs (or with NULL removes) the interrupt hook of later operations;
+ * see ccol_interrupt_fn. */
+CCOL_API void ccol_comm_set_interrupt(ccol_comm *comm, ccol_interrupt_fn fn,
+                                      void *ud);
 
 /* Number of operations completed or failed on this communicator. */
 CCOL_API uint64_t ccol_comm_seq(const ccol_comm *comm);

@@ -109,6 +109,10 @@ apply_params(ccol_comm *c, const ccol_comm_params *p)
         c->threshold = p->tree_threshold;
     if (m & CCOL_COMM_PARAM_TREE_FANOUT)
         c->fanout = p->tree_fanout;
+    if (m & CCOL_COMM_PARAM_INTERRUPT) {
+        c->intr_fn = p->interrupt;
+        c->intr_ud = p->interrupt_ud;
+    }
 }
 
 /* Chooses the transport and joins the other ranks. */
@@ -177,8 +181,15 @@ ccol_comm_create(const ccol_comm_params *params, ccol_comm **out)
                                       : getenv("CCOL_FAULT"));
     if (st == CCOL_OK)
         st = ccol__tree_setup(c);
-    if (st == CCOL_OK)
+    if (st == CCOL_OK) {
+        ccol__intr prev = ccol__intr_begin(c->intr_fn, c->intr_ud);
         st = attach(c, p);
+        if (ccol__intr_end(prev) && st != CCOL_OK)
+            st = ccol__seterr(&c->err, CCOL_ERR_INTERRUPTED,
+                              "rank %d/%d: joining the job was interrupted "
+                              "by the caller",
+                              c->rank, c->size);
+    }
     if (st != CCOL_OK)
         c->poisoned = true;
     return st;
@@ -345,6 +356,7 @@ check_usable(ccol_comm *c)
 static ccol_status
 run_op(ccol_comm *c, ccol__coll *op)
 {
+    ccol__intr prev;
     ccol_status st = check_usable(c);
     if (st != CCOL_OK)
         return st;
@@ -354,9 +366,28 @@ run_op(ccol_comm *c, ccol__coll *op)
                             "(%zu)",
                             op->len, c->max_payload);
     ccol__clrerr(&c->err);
+    prev = ccol__intr_begin(c->intr_fn, c->intr_ud);
     if (c->ops != NULL && c->ops->run != NULL)
-        return c->ops->run(c, op);
-    return ccol__tree_run(c, op);
+        st = c->ops->run(c, op);
+    else
+        st = ccol__tree_run(c, op);
+    if (ccol__intr_end(prev) && st != CCOL_OK) {
+        char what[96];
+        ccol__op_describe(op->op, op->arg, c->seq, what, sizeof what);
+        st = ccol__comm_fail(c, CCOL_ERR_INTERRUPTED,
+                             "%s interrupted by the caller on rank %d", what,
+                             c->rank);
+    }
+    return st;
+}
+
+void
+ccol_comm_set_interrupt(ccol_comm *c, ccol_interrupt_fn fn, void *ud)
+{
+    if (c == NULL)
+        return;
+    c->intr_fn = fn;
+    c->intr_ud = ud;
 }
 
 /* ---- allgatherv: result = u32 count, u64 lens[count], data ---- */

@@ -123,6 +123,8 @@ struct ccol_comm {
     struct ccol__fault *faults; /* injected faults (testing), or NULL */
     int nfaults;
     uint64_t nsent;            /* frames sent, for msg-numbered faults */
+    ccol_interrupt_fn intr_fn; /* the caller's interrupt hook, or NULL */
+    void *intr_ud;
 };
 
 /*

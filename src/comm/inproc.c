@@ -152,16 +152,24 @@ to_timespec(int64_t ns, struct timespec *ts)
     ts->tv_nsec = (long)(ns % 1000000000);
 }
 
+/* Waits (mutex held) for a wake-up of `rank` until the deadline, waking
+ * early to poll the caller's interrupt hook. True when the deadline passed
+ * or the hook asked to stop. */
+static bool
+wait_turn(group *g, int rank, int64_t deadline)
+{
+    struct timespec ts;
+    to_timespec(ccol__intr_wake(deadline), &ts);
+    (void)pthread_cond_timedwait(&g->cv[rank], &g->mu, &ts);
+    return ccol__past(deadline);
+}
+
 /* Waits (mutex held) until every rank joined or the deadline passed. */
 static ccol_status
 await_all(ccol_comm *c, group *g, int64_t deadline)
 {
-    struct timespec ts;
-    to_timespec(deadline, &ts);
     while (g->joined < g->size) {
-        if (pthread_cond_timedwait(&g->cv[c->rank], &g->mu, &ts) ==
-                ETIMEDOUT &&
-            g->joined < g->size) {
+        if (wait_turn(g, c->rank, deadline) && g->joined < g->size) {
             ccol__buf b = { 0 };
             for (int r = 0, n = 0; r < g->size; r++)
                 if (!g->present[r] && !g->departed[r])
@@ -299,11 +307,9 @@ inproc_recv(ccol_comm *c, const int *peers, int n, int64_t deadline,
             int *from, ccol__msg *msg)
 {
     group *g = ((ilink *)c->link)->g;
-    struct timespec ts;
     qframe *f;
     ccol_status st;
 
-    to_timespec(deadline, &ts);
     pthread_mutex_lock(&g->mu);
     while ((f = dequeue(g, c->rank, peers, n)) == NULL) {
         int gone = departed_peer(g, peers, n);
@@ -315,8 +321,7 @@ inproc_recv(ccol_comm *c, const int *peers, int n, int64_t deadline,
                                 "while this rank waited for it",
                                 gone);
         }
-        if (pthread_cond_timedwait(&g->cv[c->rank], &g->mu, &ts) ==
-                ETIMEDOUT &&
+        if (wait_turn(g, c->rank, deadline) &&
             (f = dequeue(g, c->rank, peers, n)) == NULL) {
             pthread_mutex_unlock(&g->mu);
             return CCOL_ERR_TIMEOUT;

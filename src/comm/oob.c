@@ -90,7 +90,7 @@ gather(ccol_comm *c, const uint8_t *mine, size_t len, int64_t deadline,
                             what, phase);
     }
     while ((done = s->oob.test(s->oob.ctx, req)) == 0) {
-        if (ccol__now_ns() > deadline)
+        if (ccol__past(deadline))
             break;
         if (polls++ < SPIN_POLLS) {
             sched_yield(); /* brief: peers are usually a few us behind */

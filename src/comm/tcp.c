@@ -171,7 +171,7 @@ tcp_recv(ccol_comm *c, const int *peers, int n, int64_t deadline, int *from,
         i = r > 0 ? pick_ready(t, n) : -1;
         st = i >= 0 ? read_from(c, peers[i], deadline, from, msg)
                     : CCOL_ERR_TIMEOUT;
-        if (st != CCOL_ERR_TIMEOUT || ccol__now_ns() >= deadline)
+        if (st != CCOL_ERR_TIMEOUT || ccol__past(deadline))
             return st;
     }
 }

@@ -43,7 +43,7 @@ ccol__tcp_deadline(double seconds)
 int
 ccol__tcp_ms_left(int64_t deadline)
 {
-    int64_t left = deadline - ccol__now_ns();
+    int64_t left = ccol__intr_wake(deadline) - ccol__now_ns();
 
     if (left <= 0)
         return 0;
@@ -79,7 +79,7 @@ wait_fd(int fd, short events, int64_t deadline, int *err)
 
         if (r > 0)
             return CCOL__IO_OK;
-        if (r == 0 && (ms == 0 || ccol__now_ns() >= deadline))
+        if (r == 0 && ccol__past(deadline))
             return CCOL__IO_TIMEOUT;
         if (r < 0 && errno != EINTR) {
             *err = errno;
@@ -333,9 +333,9 @@ ccol__tcp_connect(const char *host, int port, int64_t deadline, int *fd,
                 return CCOL_OK;
             }
         }
-        if (ccol__now_ns() >= deadline)
+        if (ccol__past(deadline))
             break;
-        nap(backoff, deadline);
+        nap(backoff, ccol__intr_wake(deadline));
         backoff = backoff * 2 > BACKOFF_MAX_NS ? BACKOFF_MAX_NS : backoff * 2;
     }
     freeaddrinfo(ai);

@@ -538,7 +538,7 @@ serve_loop(server *s)
         int ms = ccol__tcp_ms_left(s->deadline), n = 1, r;
         bool full = s->np == PEND_MAX;
 
-        if (ms == 0)
+        if (ms == 0 && ccol__past(s->deadline))
             return serve_timeout(s);
         if (full) {
             evict_idle(s);

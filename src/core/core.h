@@ -47,6 +47,25 @@ bool ccol__log_enabled(ccol_log_level level);
 int64_t ccol__now_ns(void);
 int64_t ccol__wall_ns(void);
 
+/* The caller's interrupt hook (interrupt.c), installed on the calling
+ * thread for the length of one operation. Waits wake up by
+ * ccol__intr_wake(deadline) at the latest (the hook is called about every
+ * 50 ms) and stop when ccol__past(deadline): the deadline passed or the hook
+ * asked to stop. ccol__intr_end() restores the previous hook and says
+ * whether this one fired. */
+typedef struct ccol__intr {
+    ccol_interrupt_fn fn; /* NULL: no hook */
+    void *ud;
+    int64_t next;         /* when the hook is due again */
+    bool hit;             /* the hook asked to stop */
+} ccol__intr;
+
+ccol__intr ccol__intr_begin(ccol_interrupt_fn fn, void *ud);
+bool ccol__intr_end(ccol__intr prev);
+bool ccol__intr_hit(void);
+int64_t ccol__intr_wake(int64_t deadline);
+bool ccol__past(int64_t deadline);
+
 /* Checksums and hashes. crc32c is the Castagnoli CRC used on the wire;
  * hash64 is FNV-1a for fingerprints and digests that need no secrecy. */
 uint32_t ccol__crc32c(uint32_t crc, const void *data, size_t len);

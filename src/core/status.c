@@ -23,6 +23,7 @@ ccol_status_name(ccol_status st)
     case CCOL_ERR_CLOSED: return "CLOSED";
     case CCOL_ERR_BUSY: return "BUSY";
     case CCOL_ERR_IO: return "IO";
+    case CCOL_ERR_INTERRUPTED: return "INTERRUPTED";
     case CCOL_ERR_INTERNAL: return "INTERNAL";
     }
     return "UNKNOWN";
@@ -42,6 +43,7 @@ ccol_status_str(ccol_status st)
     case CCOL_ERR_CLOSED: return "closed";
     case CCOL_ERR_BUSY: return "busy";
     case CCOL_ERR_IO: return "system call failed";
+    case CCOL_ERR_INTERRUPTED: return "interrupted by the caller";
     case CCOL_ERR_INTERNAL: return "internal error";
     }
     return "unknown status";

@@ -478,10 +478,86 @@ CCOL_TEST(env_resolution)
     ccol_comm_destroy(c);
 }
 
+/* The interrupt hook: says stop on its third call (about 150 ms into the
+ * wait), well before the 30 s deadline. */
+static int
+stop_on_third_call(void *ud)
+{
+    int *calls = ud;
+    return ++*calls >= 3;
+}
+
+/* Rank 0 waits in a barrier its peers never join, with a hook that fires:
+ * it gets INTERRUPTED promptly, the communicator stays poisoned. */
+static void
+interrupt_body(ccol_comm *c, int rank, void *arg)
+{
+    fail_info *fi = arg;
+    int calls = 0;
+    double t0 = ccol_test_now();
+
+    if (rank != 0) {
+        usleep(1500 * 1000); /* never calls; leaves after rank 0 gave up */
+        return;
+    }
+    ccol_comm_set_interrupt(c, stop_on_third_call, &calls);
+    record(fi, rank, ccol_barrier(c), c, t0);
+    fi->status[1] = calls;
+    fi->status[2] = ccol_barrier(c); /* poisoned: fails fast */
+    ccol_comm_set_interrupt(c, NULL, NULL);
+}
+
+static void
+run_interrupt(ccol_test_transport t)
+{
+    ccol_test_job job = { .size = 3, .transport = t, .timeout_s = 30 };
+    fail_info *fi = ccol_test_shared(sizeof *fi);
+
+    ccol_test_ranks(&job, interrupt_body, fi);
+    CHECK_STATUS((ccol_status)fi->status[0], CCOL_ERR_INTERRUPTED);
+    CHECK_CONTAINS(fi->msg[0], "barrier #1 interrupted by the caller");
+    CHECK_EQ(fi->status[1], 3);
+    CHECK(fi->took[0] < 1.0);
+    CHECK_STATUS((ccol_status)fi->status[2], CCOL_ERR_INTERRUPTED);
+}
+
+CCOL_TEST(inproc_interrupt_hook_stops_a_wait)
+{
+    run_interrupt(CCOL_TEST_INPROC);
+}
+
+CCOL_TEST(tcp_interrupt_hook_stops_a_wait)
+{
+    run_interrupt(CCOL_TEST_TCP);
+}
+
+/* A hook on an operation that completes at once is never called. */
+static void
+quiet_body(ccol_comm *c, int rank, void *arg)
+{
+    int *calls = arg;
+    int mine = 0;
+    (void)rank;
+    ccol_comm_set_interrupt(c, stop_on_third_call, &mine);
+    for (int i = 0; i < 20; i++)
+        CHECK_OK(ccol_barrier(c), c);
+    __atomic_add_fetch(calls, mine, __ATOMIC_SEQ_CST);
+}
+
+CCOL_TEST(interrupt_hook_is_quiet_on_fast_operations)
+{
+    ccol_test_job job = { .size = 3, .transport = CCOL_TEST_INPROC,
+                          .timeout_s = 30 };
+    int *calls = ccol_test_shared(sizeof *calls);
+    ccol_test_ranks(&job, quiet_body, calls);
+    CHECK(*calls < 3);
+}
+
 CCOL_TEST(status_names)
 {
     CHECK_STR_EQ(ccol_status_name(CCOL_ERR_TIMEOUT), "TIMEOUT");
     CHECK_STR_EQ(ccol_status_name(CCOL_ERR_DIVERGED), "DIVERGED");
+    CHECK_STR_EQ(ccol_status_name(CCOL_ERR_INTERRUPTED), "INTERRUPTED");
     CHECK_STR_EQ(ccol_status_name((ccol_status)-55), "UNKNOWN");
     CHECK_EQ(ccol_version(), CCOL_VERSION_HEX);
     CHECK_EQ(ccol_protocol_version(), CCOL_PROTOCOL_VERSION);
@@ -498,4 +574,8 @@ CCOL_TEST_MAIN(CCOL_T(inproc_all_ops), CCOL_T(inproc_all_ops_tree),
                CCOL_T(bad_params_are_rejected),
                CCOL_T(single_rank_needs_no_network),
                CCOL_T(inproc_wrong_size_and_duplicate_rank),
-               CCOL_T(env_resolution), CCOL_T(status_names))
+               CCOL_T(env_resolution),
+               CCOL_T(inproc_interrupt_hook_stops_a_wait),
+               CCOL_T(tcp_interrupt_hook_stops_a_wait),
+               CCOL_T(interrupt_hook_is_quiet_on_fast_operations),
+               CCOL_T(status_names))
