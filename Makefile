@@ -1,14 +1,19 @@
 # Convenience front end over CMake. The README's two commands:
 #   make demo   build and run the demonstration job on 4 local ranks
-#   make test   build and run the whole test suite
-# Other targets: make build, make asan (suite under ASan+UBSan), make fuzz,
-# make install PREFIX=/usr/local, make clean.
+#   make test   build and run the whole test suite: the C suite (CTest),
+#               then the Python package's (pytest, in .venv)
+# Other targets: make build, make ctest, make python (build the package
+# into .venv), make pytest, make asan (C suite under ASan+UBSan),
+# make fuzz, make install PREFIX=/usr/local, make clean.
 MAKEFLAGS += --no-print-directory
 BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?=
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST_FLAGS ?=
 
-.PHONY: all deps build demo test asan fuzz install clean
+.PHONY: all deps build demo test ctest python pytest asan fuzz install clean
 
 all: build
 
@@ -22,11 +27,23 @@ build: deps
 demo: build
 	$(BUILD)/ccol demo
 
-test: build
+test: ctest pytest
+
+ctest: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 
+# The package builds libccol from this tree into its own extension
+# (scikit-build-core drives CMake; see pyproject.toml).
+python:
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -r python/requirements-test.txt
+	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation .
+
+pytest: build python
+	CCOL_TOOL=$(abspath $(BUILD))/ccol $(PY) -m pytest $(PYTEST_FLAGS) python/tests
+
 asan:
-	$(MAKE) test BUILD=build-asan CMAKE_FLAGS="-DCCOL_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS)"
+	$(MAKE) ctest BUILD=build-asan CMAKE_FLAGS="-DCCOL_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS)"
 
 fuzz: deps
 	CC=clang cmake -S . -B build-fuzz -DCCOL_FUZZ=ON -DCCOL_BUILD_TESTS=OFF >/dev/null
@@ -36,4 +53,4 @@ install: build
 	cmake --install $(BUILD) --prefix $(or $(PREFIX),/usr/local)
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-fuzz build-py $(VENV)

@@ -1,0 +1,386 @@
+/*
+ * module.c - the module ccol._ccol: exceptions, the status -> exception
+ * mapping, the interrupt hook and the argument converters every file uses.
+ */
+#include "module.h"
+
+#include <string.h>
+
+PyObject *ccolpy_Error;
+PyObject *ccolpy_Decision;
+
+/* One exception class per status. `extra` is a builtin base next to
+ * ccol.Error, so `except TimeoutError` and `except ValueError` work too. */
+typedef struct exc_def {
+    ccol_status st;
+    const char *name;
+    const char *doc;
+    PyObject **extra;
+    PyObject *type;
+} exc_def;
+
+static exc_def excs[] = {
+    { CCOL_ERR_INVALID_ARG, "InvalidError",
+      "libccol refused an argument (also a ValueError).",
+      &PyExc_ValueError, NULL },
+    { CCOL_ERR_NO_MEMORY, "NoMemoryError", "An allocation failed.",
+      &PyExc_MemoryError, NULL },
+    { CCOL_ERR_TIMEOUT, "TimeoutError",
+      "A deadline passed; the message names the ranks that did not arrive "
+      "and what each was last doing (also a builtin TimeoutError).",
+      &PyExc_TimeoutError, NULL },
+    { CCOL_ERR_PEER, "PeerError",
+      "A remote rank failed, left, or sent bad data; the message names it.",
+      NULL, NULL },
+    { CCOL_ERR_DIVERGED, "DivergedError",
+      "Ranks disagree about what they are doing (different operations, "
+      "frames or compiles); the message names both sides.",
+      NULL, NULL },
+    { CCOL_ERR_VERSION, "VersionError",
+      "Ranks run different protocol or library versions.", NULL, NULL },
+    { CCOL_ERR_CLOSED, "ClosedError",
+      "A connection closed or the handle was shut down.", NULL, NULL },
+    { CCOL_ERR_BUSY, "BusyError", "The resource is in use.", NULL, NULL },
+    { CCOL_ERR_IO, "IOError", "A local system call failed.", NULL, NULL },
+    { CCOL_ERR_INTERRUPTED, "InterruptedError",
+      "The wait was interrupted (Ctrl-C raises KeyboardInterrupt instead).",
+      NULL, NULL },
+    { CCOL_ERR_INTERNAL, "InternalError", "A bug in libccol.", NULL, NULL },
+};
+
+static PyObject *
+exc_type(ccol_status st)
+{
+    for (size_t i = 0; i < sizeof excs / sizeof excs[0]; i++)
+        if (excs[i].st == st)
+            return excs[i].type;
+    return ccolpy_Error;
+}
+
+/* Builds the ccol exception instance for st/msg with its attributes. */
+static PyObject *
+make_exc(ccol_status st, const char *msg)
+{
+    PyObject *exc = PyObject_CallFunction(exc_type(st), "s", msg);
+    PyObject *code, *status;
+
+    if (exc == NULL)
+        return NULL;
+    code = PyUnicode_FromString(ccol_status_name(st));
+    status = PyLong_FromLong((long)st);
+    if (code == NULL || status == NULL ||
+        PyObject_SetAttrString(exc, "code", code) < 0 ||
+        PyObject_SetAttrString(exc, "status", status) < 0)
+        Py_CLEAR(exc);
+    Py_XDECREF(code);
+    Py_XDECREF(status);
+    return exc;
+}
+
+/* Takes the raised exception out of the thread state, normalized, with its
+ * traceback attached. */
+static PyObject *
+fetch_exception(void)
+{
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    PyErr_NormalizeException(&t, &v, &tb);
+    if (tb != NULL && v != NULL)
+        PyException_SetTraceback(v, tb);
+    Py_XDECREF(t);
+    Py_XDECREF(tb);
+    return v;
+}
+
+PyObject *
+ccolpy_raise(ccol_status st, const char *msg)
+{
+    PyObject *cause = NULL, *exc;
+
+    if (PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception))
+            return NULL; /* KeyboardInterrupt, SystemExit: as they are */
+        cause = fetch_exception();
+    }
+    exc = make_exc(st, msg && msg[0] ? msg : ccol_status_str(st));
+    if (exc == NULL) {
+        Py_XDECREF(cause);
+        return NULL;
+    }
+    if (cause != NULL)
+        PyException_SetCause(exc, cause); /* steals cause */
+    PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+    Py_DECREF(exc);
+    return NULL;
+}
+
+int
+ccolpy_interrupt(void *ud)
+{
+    PyGILState_STATE g;
+    int stop;
+
+    (void)ud;
+    g = PyGILState_Ensure();
+    /* Runs pending signal handlers (main thread only); a raised
+     * KeyboardInterrupt stays set for the caller to propagate. */
+    stop = PyErr_Occurred() != NULL || PyErr_CheckSignals() != 0;
+    PyGILState_Release(g);
+    return stop;
+}
+
+/* ---- converters ---- */
+
+static int
+dims_from(PyObject *o, ccolpy_dims *d)
+{
+    PyObject *seq = PySequence_Fast(o, "sizes and strides must be a "
+                                       "sequence of ints");
+    Py_ssize_t n;
+
+    if (seq == NULL)
+        return 0;
+    n = PySequence_Fast_GET_SIZE(seq);
+    if (n > CCOL_DYN_MAX_DIMS) {
+        PyErr_Format(PyExc_ValueError, "%zd dims: at most %d are supported",
+                     n, CCOL_DYN_MAX_DIMS);
+        Py_DECREF(seq);
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PySequence_Fast_GET_ITEM(seq, i);
+        int overflow = 0;
+        long long v;
+
+        if (!PyLong_Check(x)) {
+            PyErr_Format(PyExc_TypeError, "dim %zd: expected an int, got %s",
+                         i, Py_TYPE(x)->tp_name);
+            Py_DECREF(seq);
+            return 0;
+        }
+        v = PyLong_AsLongLongAndOverflow(x, &overflow);
+        if (overflow != 0 || v < 0) {
+            PyErr_Format(PyExc_ValueError, "dim %zd: %R is not in [0, 2**63)",
+                         i, x);
+            Py_DECREF(seq);
+            return 0;
+        }
+        d->v[i] = (int64_t)v;
+    }
+    d->n = (int)n;
+    Py_DECREF(seq);
+    return 1;
+}
+
+int
+ccolpy_conv_dims(PyObject *o, void *out)
+{
+    return dims_from(o, out);
+}
+
+int
+ccolpy_conv_dims_opt(PyObject *o, void *out)
+{
+    if (o == Py_None) {
+        ((ccolpy_dims *)out)->n = -1;
+        return 1;
+    }
+    return dims_from(o, out);
+}
+
+int
+ccolpy_conv_name(PyObject *o, void *out)
+{
+    Py_ssize_t n;
+    const char *s;
+
+    if (!PyUnicode_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "expected a str, got %s",
+                     Py_TYPE(o)->tp_name);
+        return 0;
+    }
+    s = PyUnicode_AsUTF8AndSize(o, &n);
+    if (s == NULL)
+        return 0;
+    if (n == 0 || (size_t)n != strlen(s)) {
+        PyErr_SetString(PyExc_ValueError,
+                        n == 0 ? "a name must not be empty"
+                               : "a name must not contain NUL characters");
+        return 0;
+    }
+    *(const char **)out = s;
+    return 1;
+}
+
+PyObject *
+ccolpy_list_i64(const int64_t *v, size_t n)
+{
+    PyObject *l = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; l != NULL && i < n; i++) {
+        PyObject *x = PyLong_FromLongLong(v[i]);
+        if (x == NULL) {
+            Py_CLEAR(l);
+            break;
+        }
+        PyList_SET_ITEM(l, (Py_ssize_t)i, x);
+    }
+    return l;
+}
+
+PyObject *
+ccolpy_split_lines(const char *s)
+{
+    PyObject *l = PyList_New(0);
+    const char *p = s;
+
+    while (l != NULL && *p) {
+        const char *e = strchr(p, '\n');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        PyObject *x = PyUnicode_FromStringAndSize(p, (Py_ssize_t)n);
+        if (x == NULL || PyList_Append(l, x) < 0)
+            Py_CLEAR(l);
+        Py_XDECREF(x);
+        p += n + (e != NULL);
+    }
+    return l;
+}
+
+char *
+ccolpy_json_dumps(PyObject *fields, bool *none)
+{
+    PyObject *json, *s;
+    const char *u;
+    char *copy = NULL;
+
+    *none = fields == NULL || fields == Py_None;
+    if (*none)
+        return NULL;
+    if (!PyDict_Check(fields)) {
+        PyErr_Format(PyExc_TypeError, "trace fields must be a dict, got %s",
+                     Py_TYPE(fields)->tp_name);
+        return NULL;
+    }
+    json = PyImport_ImportModule("json");
+    s = json ? PyObject_CallMethod(json, "dumps", "O", fields) : NULL;
+    u = s ? PyUnicode_AsUTF8(s) : NULL;
+    if (u != NULL) {
+        copy = PyMem_Malloc(strlen(u) + 1);
+        if (copy == NULL)
+            PyErr_NoMemory();
+        else
+            strcpy(copy, u);
+    }
+    Py_XDECREF(s);
+    Py_XDECREF(json);
+    return copy;
+}
+
+/* ---- module ---- */
+
+static int
+add_exceptions(PyObject *m)
+{
+    ccolpy_Error = PyErr_NewExceptionWithDoc(
+        "ccol.Error",
+        "Base class of every libccol failure: `status` is the ccol_status "
+        "int, `code` its name (\"TIMEOUT\", ...), str() the message.",
+        NULL, NULL);
+    if (ccolpy_Error == NULL || PyModule_AddObjectRef(m, "Error",
+                                                      ccolpy_Error) < 0)
+        return -1;
+    for (size_t i = 0; i < sizeof excs / sizeof excs[0]; i++) {
+        char qual[64];
+        PyObject *bases = excs[i].extra
+                              ? PyTuple_Pack(2, ccolpy_Error, *excs[i].extra)
+                              : PyTuple_Pack(1, ccolpy_Error);
+        if (bases == NULL)
+            return -1;
+        snprintf(qual, sizeof qual, "ccol.%s", excs[i].name);
+        excs[i].type = PyErr_NewExceptionWithDoc(qual, excs[i].doc, bases,
+                                                 NULL);
+        Py_DECREF(bases);
+        if (excs[i].type == NULL ||
+            PyModule_AddObjectRef(m, excs[i].name, excs[i].type) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int
+add_decision(PyObject *m)
+{
+    PyObject *enm = PyImport_ImportModule("enum");
+    PyObject *t = enm ? PyObject_CallMethod(
+                            enm, "IntEnum", "s[(si)(si)(si)]", "Decision",
+                            "STATIC", CCOL_STATIC, "DYNAMIC", CCOL_DYNAMIC,
+                            "SPECIALIZED_01", CCOL_SPECIALIZED_01)
+                      : NULL;
+    PyObject *modname = PyUnicode_FromString("ccol");
+    int rc = -1;
+    if (t != NULL && modname != NULL &&
+        PyObject_SetAttrString(t, "__module__", modname) == 0) {
+        ccolpy_Decision = t;
+        rc = PyModule_AddObjectRef(m, "Decision", t);
+    } else {
+        Py_XDECREF(t);
+    }
+    Py_XDECREF(modname);
+    Py_XDECREF(enm);
+    return rc;
+}
+
+static PyObject *
+py_status_name(PyObject *self, PyObject *arg)
+{
+    long v = PyLong_AsLong(arg);
+    (void)self;
+    if (v == -1 && PyErr_Occurred())
+        return NULL;
+    return PyUnicode_FromString(ccol_status_name((ccol_status)v));
+}
+
+static PyMethodDef module_methods[] = {
+    { "status_name", py_status_name, METH_O,
+      "status_name(status: int) -> str\n\nThe name of a ccol_status "
+      "(\"TIMEOUT\", ...), \"UNKNOWN\" for other values." },
+    { NULL, NULL, 0, NULL }
+};
+
+static int
+module_exec(PyObject *m)
+{
+    if (add_exceptions(m) < 0 || add_decision(m) < 0)
+        return -1;
+    if (PyModule_AddStringConstant(m, "__version__",
+                                   ccol_version_string()) < 0 ||
+        PyModule_AddIntConstant(m, "PROTOCOL_VERSION",
+                                (long)ccol_protocol_version()) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_DIMS", CCOL_DYN_MAX_DIMS) < 0)
+        return -1;
+    if (ccolpy_comm_init(m) < 0 || ccolpy_sync_init(m) < 0 ||
+        ccolpy_dyn_init(m) < 0 || ccolpy_trace_init(m) < 0)
+        return -1;
+    return 0;
+}
+
+static PyModuleDef_Slot module_slots[] = {
+    { Py_mod_exec, module_exec },
+    { 0, NULL }
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "ccol._ccol",
+    .m_doc = "The C extension of the ccol package: bindings of libccol.",
+    .m_size = 0,
+    .m_methods = module_methods,
+    .m_slots = module_slots,
+};
+
+PyMODINIT_FUNC PyInit__ccol(void);
+
+PyMODINIT_FUNC
+PyInit__ccol(void)
+{
+    return PyModuleDef_Init(&module_def);
+}

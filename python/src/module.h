@@ -1,0 +1,100 @@
+/*
+ * module.h - what the files of the ccol._ccol extension share.
+ *
+ * The extension is written against the public headers only (ccol.h). Each
+ * file owns one part of the Python surface and registers its types from
+ * ccolpy_*_init(), called once by the module's exec slot:
+ *   module.c  the module, exceptions, status -> exception mapping, argument
+ *             converters shared by every file;
+ *   comm.c    ccol.Comm: creation, the byte collectives, decision helpers;
+ *   sync.c    ccol.Sync and ccol.Compile: the compile collective, guard
+ *             collective, renders and explanations;
+ *   dyn.c     ccol._ccol.Lattice: the offline lattice behind ccol.dyn;
+ *   trace.c   ccol.Trace: the per-rank trace writer.
+ *
+ * Blocking calls release the GIL. While they wait, libccol calls
+ * ccolpy_interrupt() about every 50 ms, which lets Python run its signal
+ * handlers: Ctrl-C then stops the wait with KeyboardInterrupt and leaves the
+ * communicator poisoned.
+ */
+#ifndef CCOLPY_MODULE_H
+#define CCOLPY_MODULE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "ccol.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* ---- module.c ---- */
+
+/* The exception classes, indexed by -status (INTERNAL last). */
+extern PyObject *ccolpy_Error;
+
+/*
+ * Raises the exception of `st` with message `msg` (ccol.TimeoutError for
+ * CCOL_ERR_TIMEOUT, ...), with attributes `status` (the int) and `code`
+ * (the status name). If a Python exception is already set (raised by a
+ * callback or by a signal handler while the call waited), that exception
+ * wins: KeyboardInterrupt propagates as is; an Exception raised by a
+ * callback becomes the __cause__ of the ccol error. Returns NULL.
+ */
+PyObject *ccolpy_raise(ccol_status st, const char *msg);
+
+/* The interrupt hook installed on every communicator (see above). */
+int ccolpy_interrupt(void *ud);
+
+/*
+ * Converters for PyArg_Parse "O&": each returns 1 on success, 0 with a
+ * TypeError/ValueError set. */
+/* A sequence of at most CCOL_DYN_MAX_DIMS ints into int64 (dims). */
+typedef struct ccolpy_dims {
+    int n;
+    int64_t v[CCOL_DYN_MAX_DIMS];
+} ccolpy_dims;
+int ccolpy_conv_dims(PyObject *o, void *out);
+/* Like ccolpy_conv_dims, but None gives n = -1 (not given). */
+int ccolpy_conv_dims_opt(PyObject *o, void *out);
+/* A non-empty str without NUL bytes, as UTF-8 (borrowed from o). */
+int ccolpy_conv_name(PyObject *o, void *out);
+
+/* Builds a tuple or list of Python ints from int64 values. */
+PyObject *ccolpy_list_i64(const int64_t *v, size_t n);
+
+/* Splits "a\nb\nc" into a list of str ("" gives []). */
+PyObject *ccolpy_split_lines(const char *s);
+
+/* json.dumps(fields) as a new UTF-8 string (PyMem_Free), or NULL with an
+ * exception set; fields NULL or None gives NULL without an exception and
+ * *none = true. */
+char *ccolpy_json_dumps(PyObject *fields, bool *none);
+
+/* The ccol.Decision enum (an IntEnum), created at module init. */
+extern PyObject *ccolpy_Decision;
+
+/* ---- comm.c ---- */
+
+/* The Python object of a communicator. `busy` is set (under the GIL)
+ * while a call runs with the GIL released: a second thread calling on the
+ * same Comm gets RuntimeError instead of racing inside libccol. */
+typedef struct ccolpy_comm {
+    PyObject_HEAD
+    ccol_comm *comm; /* NULL once closed */
+    int busy;
+} ccolpy_comm;
+
+extern PyTypeObject *ccolpy_CommType;
+
+/* Checks that `o` is an open Comm not in use and marks it busy; 0 with an
+ * exception set otherwise. ccolpy_comm_release() clears the mark. */
+int ccolpy_comm_acquire(ccolpy_comm *o);
+void ccolpy_comm_release(ccolpy_comm *o);
+
+int ccolpy_comm_init(PyObject *m);
+int ccolpy_sync_init(PyObject *m);
+int ccolpy_dyn_init(PyObject *m);
+int ccolpy_trace_init(PyObject *m);
+
+#endif /* CCOLPY_MODULE_H */

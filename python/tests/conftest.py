@@ -1,0 +1,139 @@
+"""Test harness of the Python package: ranks as processes over tcp.
+
+`ranks(n, fn, *args)` runs fn(comm, *args) on n forked processes, each with
+its own ccol.Comm over tcp on a fresh port, and returns every rank's result
+(or the exception it raised, as a RankError) in rank order. Every run has a
+deadline: a rank still running then is killed and the test fails naming it,
+so a multi-rank bug is a failure with the test's name, never a hang.
+"""
+
+import multiprocessing as mp
+import os
+import pickle
+import socket
+import traceback
+
+import pytest
+
+import ccol
+
+# Forked ranks start fast and inherit the test's functions.
+_CTX = mp.get_context("fork")
+_SCALE = float(os.environ.get("CCOL_TEST_TIMEOUT_MULT", "1"))
+
+
+def free_port():
+    """A port nothing listens on now (the kernel's choice)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RankError:
+    """What a rank raised: its type name, message and traceback text."""
+
+    def __init__(self, exc):
+        self.type = type(exc).__name__
+        self.exc = exc if _picklable(exc) else None
+        self.message = str(exc)
+        self.code = getattr(exc, "code", None)
+        self.trace = traceback.format_exc()
+
+    def __repr__(self):
+        return f"RankError({self.type}: {self.message})"
+
+
+def _picklable(obj):
+    try:
+        pickle.dumps(obj)
+        return True
+    except Exception:
+        return False
+
+
+def _rank_main(conn, rank, size, port, timeout, fn, args, env):
+    os.environ.update(env)
+    try:
+        if size == 0:  # fn builds its own Comm (from_env tests)
+            result = fn(rank, *args)
+        else:
+            with ccol.Comm(rank, size, transport="tcp", port=port,
+                           timeout=timeout) as comm:
+                result = fn(comm, *args)
+    except BaseException as e:  # noqa: B902 - every failure is reported
+        result = RankError(e)
+    try:
+        conn.send(result)
+    except Exception as e:
+        conn.send(RankError(e))
+    conn.close()
+    os._exit(0)
+
+
+def run_ranks(n, fn, *args, timeout=5.0, deadline=None, env=None,
+              own_comm=False):
+    """Runs fn on n ranks; returns their results in rank order.
+
+    timeout is each Comm's operation deadline; deadline (default
+    3 * timeout + 10 s) bounds the whole run. With own_comm, fn(rank, *args)
+    creates its own Comm (environment set from env).
+    """
+    port = free_port()
+    deadline = (deadline or 3 * timeout + 10) * _SCALE
+    procs, pipes = [], []
+    for r in range(n):
+        parent, child = _CTX.Pipe(duplex=False)
+        renv = dict(env(r) if callable(env) else (env or {}))
+        p = _CTX.Process(target=_rank_main, args=(
+            child, r, 0 if own_comm else n, port, timeout, fn, args, renv))
+        p.start()
+        child.close()
+        procs.append(p)
+        pipes.append(parent)
+    results = [None] * n
+    hung = []
+    import time
+    end = time.monotonic() + deadline
+    for r, (p, c) in enumerate(zip(procs, pipes)):
+        left = max(0.0, end - time.monotonic())
+        if c.poll(left):
+            try:
+                results[r] = c.recv()
+            except EOFError:
+                results[r] = RankError(RuntimeError(
+                    f"rank {r} died (exit code {p.exitcode})"))
+        else:
+            hung.append(r)
+        p.join(max(0.0, end - time.monotonic()) if r not in hung else 0)
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+            p.join()
+    if hung:
+        pytest.fail(f"ranks {hung} of {n} did not finish within "
+                    f"{deadline:.0f} s (a hang)")
+    return results
+
+
+def ok(results):
+    """Asserts no rank failed; returns the results."""
+    bad = [(r, x) for r, x in enumerate(results) if isinstance(x, RankError)]
+    assert not bad, "ranks failed: " + "; ".join(
+        f"rank {r}: {x.type}: {x.message}\n{x.trace}" for r, x in bad)
+    return results
+
+
+@pytest.fixture
+def ranks():
+    return run_ranks
+
+
+def ccol_tool():
+    """The `ccol` command built from this tree."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.environ.get("CCOL_TOOL") or os.path.join(
+        here, "..", "..", "build", "ccol")
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"the ccol command is not built at {path}: run "
+                    "`make build` (or set CCOL_TOOL)")
+    return path
