@@ -37,7 +37,8 @@ ctest: build
 python:
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -r python/requirements-test.txt
-	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation .
+	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation \
+		--config-settings=cmake.define.CCOL_WERROR=ON .
 
 pytest: build python
 	CCOL_TOOL=$(abspath $(BUILD))/ccol $(PY) -m pytest $(PYTEST_FLAGS) python/tests
@@ -45,7 +46,8 @@ pytest: build python
 asan:
 	$(MAKE) ctest BUILD=build-asan CMAKE_FLAGS="-DCCOL_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS)"
 
-fuzz: deps
+fuzz:
+	@cmake/deps.sh --fuzz
 	CC=clang cmake -S . -B build-fuzz -DCCOL_FUZZ=ON -DCCOL_BUILD_TESTS=OFF >/dev/null
 	cmake --build build-fuzz -j$(JOBS)
 

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # deps.sh - makes sure the Debian packages the build needs are installed.
 # As root it installs what is missing with apt-get; otherwise it names the
-# exact command to run and fails. Usage: cmake/deps.sh [--optional]
+# exact command to run and fails. Usage: cmake/deps.sh [--optional|--fuzz]
 #   --optional  also installs what benchmarks use (Open MPI for the MPI
 #               baseline); what needs it says so clearly when it is absent.
+#   --fuzz      also installs clang and its libFuzzer runtime (make fuzz).
 set -u
 required="build-essential cmake pkg-config libjansson-dev"
 optional="openmpi-bin libopenmpi-dev chromium"
+fuzz="clang libclang-rt-14-dev"
 
 missing() {
     local out=""
@@ -19,6 +21,7 @@ missing() {
 
 want="$required"
 [ "${1:-}" = "--optional" ] && want="$required $optional"
+[ "${1:-}" = "--fuzz" ] && want="$required $fuzz"
 need=$(missing $want)
 [ -z "$need" ] && exit 0
 

@@ -358,7 +358,8 @@ module_exec(PyObject *m)
         PyModule_AddIntConstant(m, "MAX_DIMS", CCOL_DYN_MAX_DIMS) < 0)
         return -1;
     if (ccolpy_comm_init(m) < 0 || ccolpy_sync_init(m) < 0 ||
-        ccolpy_dyn_init(m) < 0 || ccolpy_trace_init(m) < 0)
+        ccolpy_dyn_init(m) < 0 || ccolpy_trace_init(m) < 0 ||
+        ccolpy_bench_init(m) < 0)
         return -1;
     return 0;
 }

@@ -10,7 +10,9 @@
  *   sync.c    ccol.Sync and ccol.Compile: the compile collective, guard
  *             collective, renders and explanations;
  *   dyn.c     ccol._ccol.Lattice: the offline lattice behind ccol.dyn;
- *   trace.c   ccol.Trace: the per-rank trace writer.
+ *   trace.c   ccol.Trace: the per-rank trace writer;
+ *   bench.c   ccol._ccol._time_c: a collective timed in a C loop, the
+ *             baseline of bench/python/.
  *
  * Blocking calls release the GIL. While they wait, libccol calls
  * ccolpy_interrupt() about every 50 ms, which lets Python run its signal
@@ -96,5 +98,6 @@ int ccolpy_comm_init(PyObject *m);
 int ccolpy_sync_init(PyObject *m);
 int ccolpy_dyn_init(PyObject *m);
 int ccolpy_trace_init(PyObject *m);
+int ccolpy_bench_init(PyObject *m);
 
 #endif /* CCOLPY_MODULE_H */
