@@ -218,38 +218,34 @@ static char *comm_kwlist[] = { "rank", "size", "transport", "addr", "port",
                                "timeout", "token", "name", "max_payload",
                                NULL };
 
+/* Parses the keywords (fmt says which may be positional) and creates. */
 static PyObject *
-comm_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+parse_create(PyTypeObject *type, PyObject *args, PyObject *kwds,
+             const char *fmt, bool from_env)
 {
     comm_kw k = { 0 };
     ccol_comm_params p = { 0 };
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OO$OOOOOOO:Comm",
-                                     comm_kwlist, &k.rank, &k.size,
-                                     &k.transport, &k.addr, &k.port,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, fmt, comm_kwlist, &k.rank,
+                                     &k.size, &k.transport, &k.addr, &k.port,
                                      &k.timeout, &k.token, &k.name,
-                                     &k.max_payload))
+                                     &k.max_payload) ||
+        !fill_params(&k, &p))
         return NULL;
-    if (!fill_params(&k, &p))
-        return NULL;
-    return create(type, &p, false);
+    return create(type, &p, from_env);
+}
+
+static PyObject *
+comm_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    return parse_create(type, args, kwds, "|OO$OOOOOOO:Comm", false);
 }
 
 static PyObject *
 comm_from_env(PyObject *cls, PyObject *args, PyObject *kwds)
 {
-    comm_kw k = { 0 };
-    ccol_comm_params p = { 0 };
-
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$OOOOOOOOO:from_env",
-                                     comm_kwlist, &k.rank, &k.size,
-                                     &k.transport, &k.addr, &k.port,
-                                     &k.timeout, &k.token, &k.name,
-                                     &k.max_payload))
-        return NULL;
-    if (!fill_params(&k, &p))
-        return NULL;
-    return create((PyTypeObject *)cls, &p, true);
+    return parse_create((PyTypeObject *)cls, args, kwds,
+                        "|$OOOOOOOOO:from_env", true);
 }
 
 static void

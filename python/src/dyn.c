@@ -159,34 +159,18 @@ lat_observe(lattice_obj *o, PyObject *args)
 {
     int rank;
     const char *src;
-    PyObject *v, *a = NULL, *b = NULL, *r = NULL;
-    ccolpy_dims sz, sd;
-    int64_t x;
+    PyObject *v;
+    ccolpy_obs ob;
 
     if (!PyArg_ParseTuple(args, "O&O&O:observe", conv_rank, &rank,
-                          ccolpy_conv_name, &src, &v))
+                          ccolpy_conv_name, &src, &v) ||
+        !ccolpy_read_obs(v, src, &ob))
         return NULL;
-    if (PyLong_Check(v))
-        return int64_of(v, src, &x)
-                   ? lat_done(o, ccol_dyn_observe_int(o->d, rank, src, x))
-                   : NULL;
-    if (PyFloat_Check(v))
-        return lat_done(o, ccol_dyn_observe_float(o->d, rank, src,
-                                                  PyFloat_AS_DOUBLE(v)));
-    if (!PyObject_HasAttrString(v, "size") ||
-        !PyObject_HasAttrString(v, "stride")) {
-        PyErr_Format(PyExc_TypeError, "%s: cannot observe a %s (expected "
-                     "an int, a float or a tensor with size() and stride())",
-                     src, Py_TYPE(v)->tp_name);
-        return NULL;
-    }
-    a = PyObject_CallMethod(v, "size", NULL);
-    b = a ? PyObject_CallMethod(v, "stride", NULL) : NULL;
-    if (b != NULL && ccolpy_conv_dims(a, &sz) && ccolpy_conv_dims(b, &sd))
-        r = observe_tensor(o, rank, src, &sz, &sd);
-    Py_XDECREF(a);
-    Py_XDECREF(b);
-    return r;
+    if (ob.kind == CCOLPY_OBS_INT)
+        return lat_done(o, ccol_dyn_observe_int(o->d, rank, src, ob.i));
+    if (ob.kind == CCOLPY_OBS_FLOAT)
+        return lat_done(o, ccol_dyn_observe_float(o->d, rank, src, ob.f));
+    return observe_tensor(o, rank, src, &ob.size, &ob.stride);
 }
 
 static PyObject *

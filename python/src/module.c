@@ -212,6 +212,47 @@ ccolpy_conv_name(PyObject *o, void *out)
     return 1;
 }
 
+/* value.size() and value.stride() of a tensor-like object, as dims. */
+static int
+tensor_dims(PyObject *v, ccolpy_dims *sz, ccolpy_dims *sd)
+{
+    PyObject *a = PyObject_CallMethod(v, "size", NULL);
+    PyObject *b = a ? PyObject_CallMethod(v, "stride", NULL) : NULL;
+    int ok = b != NULL && dims_from(a, sz) && dims_from(b, sd);
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    return ok;
+}
+
+int
+ccolpy_read_obs(PyObject *v, const char *source, ccolpy_obs *out)
+{
+    int overflow = 0;
+
+    if (PyLong_Check(v)) {
+        out->kind = CCOLPY_OBS_INT;
+        out->i = (int64_t)PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow)
+            PyErr_Format(PyExc_ValueError, "%s: %R does not fit in int64",
+                         source, v);
+        return !overflow && !PyErr_Occurred();
+    }
+    if (PyFloat_Check(v)) {
+        out->kind = CCOLPY_OBS_FLOAT;
+        out->f = PyFloat_AS_DOUBLE(v);
+        return 1;
+    }
+    if (PyObject_HasAttrString(v, "size") &&
+        PyObject_HasAttrString(v, "stride")) {
+        out->kind = CCOLPY_OBS_TENSOR;
+        return tensor_dims(v, &out->size, &out->stride);
+    }
+    PyErr_Format(PyExc_TypeError, "%s: cannot observe a %s (expected an "
+                 "int, a float or a tensor with size() and stride())",
+                 source, Py_TYPE(v)->tp_name);
+    return 0;
+}
+
 PyObject *
 ccolpy_list_i64(const int64_t *v, size_t n)
 {

@@ -62,6 +62,19 @@ int ccolpy_conv_dims_opt(PyObject *o, void *out);
 /* A non-empty str without NUL bytes, as UTF-8 (borrowed from o). */
 int ccolpy_conv_name(PyObject *o, void *out);
 
+/* An observed input value: an int (int64), a float, or a tensor-like
+ * object with size() and stride() (a torch.Tensor). */
+typedef struct ccolpy_obs {
+    enum { CCOLPY_OBS_INT, CCOLPY_OBS_FLOAT, CCOLPY_OBS_TENSOR } kind;
+    int64_t i;
+    double f;
+    ccolpy_dims size, stride;
+} ccolpy_obs;
+
+/* Reads `v` observed as `source`: 1, or 0 with a TypeError/ValueError
+ * naming the source. */
+int ccolpy_read_obs(PyObject *v, const char *source, ccolpy_obs *out);
+
 /* Builds a tuple or list of Python ints from int64 values. */
 PyObject *ccolpy_list_i64(const int64_t *v, size_t n);
 

@@ -370,52 +370,22 @@ cp_observe_float(compile_obj *o, PyObject *args)
     return done(o, ccol_compile_observe_float(o->c, src, v));
 }
 
-/* value.size() and value.stride() of a tensor-like object, as dims. */
-static int
-tensor_dims(PyObject *v, ccolpy_dims *sz, ccolpy_dims *sd)
-{
-    PyObject *a = PyObject_CallMethod(v, "size", NULL);
-    PyObject *b = a ? PyObject_CallMethod(v, "stride", NULL) : NULL;
-    int ok = b != NULL && ccolpy_conv_dims(a, sz) && ccolpy_conv_dims(b, sd);
-    Py_XDECREF(a);
-    Py_XDECREF(b);
-    return ok;
-}
-
 static PyObject *
 cp_observe(compile_obj *o, PyObject *args)
 {
     const char *src;
     PyObject *v;
-    ccolpy_dims sz, sd;
+    ccolpy_obs ob;
 
     if (!PyArg_ParseTuple(args, "O&O:observe", ccolpy_conv_name, &src, &v) ||
-        !live(o))
+        !live(o) || !ccolpy_read_obs(v, src, &ob))
         return NULL;
-    if (PyLong_Check(v)) {
-        int overflow = 0;
-        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-        if (overflow) {
-            PyErr_Format(PyExc_ValueError, "%s: %R does not fit in int64",
-                         src, v);
-            return NULL;
-        }
-        return done(o, ccol_compile_observe_int(o->c, src, (int64_t)x));
-    }
-    if (PyFloat_Check(v))
-        return done(o, ccol_compile_observe_float(o->c, src,
-                                                  PyFloat_AS_DOUBLE(v)));
-    if (PyObject_HasAttrString(v, "size") &&
-        PyObject_HasAttrString(v, "stride")) {
-        if (!tensor_dims(v, &sz, &sd))
-            return NULL;
-        return done(o, ccol_compile_observe_tensor(o->c, src, sz.n, sz.v,
-                                                   sd.v));
-    }
-    PyErr_Format(PyExc_TypeError, "%s: cannot observe a %s (expected an "
-                 "int, a float or a tensor with size() and stride())",
-                 src, Py_TYPE(v)->tp_name);
-    return NULL;
+    if (ob.kind == CCOLPY_OBS_INT)
+        return done(o, ccol_compile_observe_int(o->c, src, ob.i));
+    if (ob.kind == CCOLPY_OBS_FLOAT)
+        return done(o, ccol_compile_observe_float(o->c, src, ob.f));
+    return done(o, ccol_compile_observe_tensor(o->c, src, ob.size.n,
+                                               ob.size.v, ob.stride.v));
 }
 
 static PyObject *

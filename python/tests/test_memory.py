@@ -19,6 +19,18 @@ def rss():
         return int(f.read().split()[1]) * PAGE
 
 
+def growth(body):
+    """RSS growth over CALLS calls of body(i), after a warm-up of 1,000."""
+    for i in range(1000):
+        body(i)
+    gc.collect()
+    before = rss()
+    for i in range(CALLS):
+        body(i)
+    gc.collect()
+    return rss() - before
+
+
 def _loop(comm):
     sync = ccol.Sync(comm, mode="lockstep")
     blob = bytes(64)
@@ -43,14 +55,7 @@ def _loop(comm):
                 c.explain("L['x'].size(0)")
             sync.render("f")
 
-    for i in range(1000):
-        body(i)
-    gc.collect()
-    before = rss()
-    for i in range(CALLS):
-        body(i)
-    gc.collect()
-    return rss() - before
+    return growth(body)
 
 
 def test_collectives_loop_keeps_rss_flat():
@@ -76,14 +81,7 @@ def _errors_loop(_rank):
         except ccol.InternalError:
             pass
 
-    for i in range(1000):
-        body(i)
-    gc.collect()
-    before = rss()
-    for i in range(CALLS):
-        body(i)
-    gc.collect()
-    return rss() - before
+    return growth(body)
 
 
 def test_errors_and_lattice_loop_keeps_rss_flat():
