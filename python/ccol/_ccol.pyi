@@ -1,8 +1,9 @@
 """Type stubs of the C extension ccol._ccol (see docs/python.md)."""
 
+import builtins
 import enum
 from types import TracebackType
-from typing import Callable, Literal, Optional, Sequence, Union, overload
+from typing import Callable, Literal, Optional, Sequence, Union, final, overload
 
 from typing_extensions import Buffer, Self
 
@@ -18,7 +19,7 @@ class Error(Exception):
 
 class InvalidError(Error, ValueError): ...
 class NoMemoryError(Error, MemoryError): ...
-class TimeoutError(Error, TimeoutError): ...  # noqa: A001
+class TimeoutError(Error, builtins.TimeoutError): ...  # noqa: A001
 class PeerError(Error): ...
 class DivergedError(Error): ...
 class VersionError(Error): ...
@@ -37,9 +38,10 @@ _Transport = Literal["default", "tcp", "inproc"]
 _OpName = Literal["sum", "min", "max", "and", "or"]
 _Num = Union[int, float]
 
+@final
 class Comm:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         rank: Optional[int] = None,
         size: Optional[int] = None,
         *,
@@ -50,7 +52,7 @@ class Comm:
         token: Optional[str] = None,
         name: Optional[str] = None,
         max_payload: Optional[int] = None,
-    ) -> None: ...
+    ) -> Self: ...
     @classmethod
     def from_env(
         cls,
@@ -112,6 +114,7 @@ class Comm:
         tb: Optional[TracebackType],
     ) -> None: ...
 
+@final
 class Compile:
     @property
     def code_id(self) -> str: ...
@@ -139,12 +142,13 @@ class Compile:
         tb: Optional[TracebackType],
     ) -> Literal[False]: ...
 
+@final
 class Sync:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         comm: Optional[Comm] = None,
         mode: Optional[Literal["off", "compile", "lockstep"]] = None,
-    ) -> None: ...
+    ) -> Self: ...
     @property
     def mode(self) -> str: ...
     @property
@@ -160,8 +164,9 @@ class Sync:
     def render(self, code_id: str) -> str: ...
     def trace(self, event: str, **fields: object) -> None: ...
 
+@final
 class Trace:
-    def __init__(self, dir: str, rank: int, size: int = 0) -> None: ...
+    def __new__(cls, dir: str, rank: int, size: int = 0) -> Self: ...
     @property
     def path(self) -> str: ...
     @property
@@ -176,8 +181,9 @@ class Trace:
         tb: Optional[TracebackType],
     ) -> None: ...
 
+@final
 class Lattice:
-    def __init__(self) -> None: ...
+    def __new__(cls) -> Self: ...
     def observe_tensor(
         self,
         rank: int,
