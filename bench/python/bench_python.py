@@ -6,7 +6,7 @@
    from C (ccol._ccol._time_c) by the same processes, alternating rounds.
 2. ccol.Comm.allgather against torch.distributed.all_gather_object over
    gloo, at 2 and 4 ranks, same payloads, same processes, alternating
-   rounds (needs torch==2.13.0: pip install -r python/requirements-bench.txt).
+   rounds (needs torch==2.13.0: pip install -r python/requirements-test.txt).
 
 Ranks are local processes over tcp (2 shared cores: quote medians; the
 ratios are what to compare across machines).
@@ -152,7 +152,7 @@ def main():
         import torch  # noqa: F401
     except ImportError:
         sys.exit("bench: torch is not installed (pip install -r "
-                 "python/requirements-bench.txt), or pass --skip-torch")
+                 "python/requirements-test.txt), or pass --skip-torch")
     sizes = [64, 4096, 65536]
     print("\nccol.Comm.allgather vs torch.distributed.all_gather_object "
           "(gloo), us per call; ratio gloo/ccol")

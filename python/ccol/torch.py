@@ -1,0 +1,336 @@
+"""torch.compile's compiler collective and guard collective through ccol.
+
+``ccol.torch.enable()`` (or ``CCOL_TORCH=1`` with ``import ccol.torch``)
+makes every compile of a multi-rank job exchange Dynamo's per-compile
+observations through ccol instead of ``all_gather_object`` on a c10d group:
+
+- one ccol collective per compile, carrying the frame (function, file:line),
+  the per-frame compile index and the job-wide exchange number: ranks at
+  different frames or compiles get ``ccol.DivergedError`` naming both sides
+  on every rank, where upstream pairs positionally;
+- the communicator's deadline: a rank that never reaches the compile is a
+  ``ccol.TimeoutError`` naming it on every other rank;
+- Dynamo's own ``LocalState`` objects, rebuilt on every rank and handed to
+  Dynamo exactly as upstream does (index = rank), so the decisions are
+  upstream's for the same per-rank inputs. They cross the wire as JSON
+  checked field by field, never as pickles;
+- optionally the guard collective (lockstep recompiles), one AND over
+  ranks per call of a compiled frame.
+
+Hook points (torch 2.13, all Python): the name ``get_compile_pg`` that
+``torch._dynamo.convert_frame`` looks up at each compile, and the method
+``OutputGraph.run_compiler_collective``. The first returns a stand-in
+process group while ccol is enabled (so Dynamo builds its
+``DistributedState`` and runs its preflight/restart protocol unchanged);
+the second does the exchange when the state is ours and defers to
+upstream otherwise. The guard collective is installed with
+``torch._C._dynamo.eval_frame.set_guard_complete_hook``, the call
+``torch.compiler.set_enable_guard_collectives`` makes. See docs/torch.md.
+"""
+
+import json
+import math
+import os
+import threading
+
+import ccol
+
+SUPPORTED_TORCH = ("2.13.0",)
+
+_lock = threading.Lock()
+_job = None  # the enabled _Job, or None
+
+
+class _CcolCompileGroup:
+    """Stands in for the compile process group inside Dynamo's
+    DistributedState: Dynamo only carries it to run_compiler_collective."""
+
+    def __init__(self, comm):
+        self.comm = comm
+
+    def rank(self):
+        return self.comm.rank
+
+    def size(self):
+        return self.comm.size
+
+
+class _Job:
+    def __init__(self, comm, guard_collectives):
+        self.comm = comm
+        self.group = _CcolCompileGroup(comm)
+        self.guard_collectives = guard_collectives
+        self.compiles = {}  # frame -> compile index of its last exchange
+        self.exchanges = 0
+        self.saved = {}
+
+
+def _check_version(torch):
+    version = torch.__version__.split("+")[0]
+    if version not in SUPPORTED_TORCH:
+        raise RuntimeError(
+            f"ccol.torch supports torch {', '.join(SUPPORTED_TORCH)}; this "
+            f"is torch {torch.__version__} (install torch==2.13.0)")
+
+
+def enable(timeout=None, guard_collectives=True, comm=None):
+    """Routes torch.compile's compiler collectives through ccol.
+
+    Call before the first compile. Ranks come from the launcher's
+    environment (torchrun, ``ccol run``, mpirun) unless `comm` is given;
+    `timeout` is the deadline of each exchange in seconds. A one-rank job
+    changes nothing. Returns the Comm in use.
+    """
+    import torch
+    _check_version(torch)
+    global _job
+    with _lock:
+        if _job is not None:
+            return _job.comm
+        comm = comm or ccol.Comm.from_env(timeout=timeout)
+        job = _Job(comm, guard_collectives)
+        if comm.size > 1:
+            _install(job)
+        _job = job
+        return comm
+
+
+def disable():
+    """Restores upstream's behaviour (and closes nothing: the Comm stays)."""
+    global _job
+    with _lock:
+        if _job is not None and _job.saved:
+            _uninstall(_job)
+        _job = None
+
+
+def enabled():
+    """True between enable() and disable()."""
+    return _job is not None
+
+
+def exchanges():
+    """Compile exchanges run through ccol so far."""
+    return _job.exchanges if _job is not None else 0
+
+
+def _install(job):
+    from torch._dynamo import convert_frame
+    from torch._dynamo.output_graph import OutputGraph
+
+    upstream_pg = convert_frame.get_compile_pg
+    upstream_run = OutputGraph.run_compiler_collective
+    job.saved = {"pg": upstream_pg, "run": upstream_run}
+
+    def get_compile_pg():
+        return job.group
+
+    def run_compiler_collective(self):
+        tx = self.root_tx
+        ds = tx.distributed_state if tx is not None else None
+        if ds is None or ds.compile_pg is not job.group:
+            return upstream_run(self)
+        if ds.all_states is None:
+            ds.all_states = _exchange(job, tx.f_code, ds.local_state)
+            tx.speculation_log.clear()
+            from torch._dynamo import exc
+            raise exc.CompileCollectiveRestartAnalysis
+
+    convert_frame.get_compile_pg = get_compile_pg
+    OutputGraph.run_compiler_collective = run_compiler_collective
+    if job.guard_collectives:
+        from torch._C._dynamo.eval_frame import set_guard_complete_hook
+        job.saved["guard"] = set_guard_complete_hook(_guard_hook(job))
+
+
+def _uninstall(job):
+    from torch._dynamo import convert_frame
+    from torch._dynamo.output_graph import OutputGraph
+    convert_frame.get_compile_pg = job.saved["pg"]
+    OutputGraph.run_compiler_collective = job.saved["run"]
+    if "guard" in job.saved:
+        from torch._C._dynamo.eval_frame import set_guard_complete_hook
+        set_guard_complete_hook(job.saved["guard"])
+    job.saved = {}
+
+
+def _guard_hook(job):
+    def hook(hit):
+        job.comm.set_label("guard collective")
+        return job.comm.agree_all(bool(hit))
+    return hook
+
+
+# ---- the exchange ----
+
+def frame_name(code):
+    """How a frame is named in messages: function (file:line)."""
+    return f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
+
+
+def _exchange(job, code, local_state):
+    frame = frame_name(code)
+    k = job.compiles.get(frame, 0) + 1
+    job.compiles[frame] = k
+    job.exchanges += 1
+    mine = {"v": 1, "frame": frame, "compile": k, "seq": job.exchanges,
+            "state": encode_state(local_state)}
+    job.comm.set_label(f"compile {code.co_name} (compile {k})")
+    blobs = job.comm.allgather(json.dumps(mine).encode())
+    got = [_decode_rank(r, b) for r, b in enumerate(blobs)]
+    _check_pairing(got)
+    return [decode_state(g["state"], r) for r, g in enumerate(got)]
+
+
+def _decode_rank(rank, blob):
+    try:
+        g = json.loads(blob)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise _peer_error(f"rank {rank} sent an unreadable compile "
+                          f"exchange: {e}") from None
+    if (not isinstance(g, dict) or g.get("v") != 1
+            or not isinstance(g.get("frame"), str)
+            or not isinstance(g.get("compile"), int)
+            or not isinstance(g.get("seq"), int)
+            or not isinstance(g.get("state"), dict)):
+        raise _peer_error(f"rank {rank} sent a compile exchange of another "
+                          "format (version 1 expected)")
+    return g
+
+
+def _error(cls, code, status, msg):
+    e = cls(msg)
+    e.code, e.status = code, status
+    return e
+
+
+def _peer_error(msg):
+    return _error(ccol.PeerError, "PEER", -4, msg)
+
+
+def _check_pairing(got):
+    """Every rank sees the same headers, so every rank raises the same
+    message when they differ."""
+    keys = [(g["frame"], g["compile"], g["seq"]) for g in got]
+    if all(k == keys[0] for k in keys):
+        return
+    first = next(r for r, k in enumerate(keys) if k != keys[0])
+    f0, c0, s0 = keys[0]
+    f1, c1, s1 = keys[first]
+    if (f0, c0) == (f1, c1):
+        what = (f"rank {first} is at compile exchange {s1} while rank 0 is "
+                f"at exchange {s0} (a rank skipped or added a compile)")
+    else:
+        what = (f"rank {first} is compiling {f1} (compile {c1}) while rank 0 "
+                f"is compiling {f0} (compile {c0})")
+    raise _error(ccol.DivergedError, "DIVERGED", -5,
+                 f"torch.compile compiler collective: {what}")
+
+
+# ---- LocalState <-> JSON ----
+# An atom is an int, a float, {"dyn": 1}, {"unset": 1} or (strides only)
+# {"infer": dim}; a size or stride is an atom marker or a list of atoms.
+
+def _atom_out(v, pgo):
+    if v is pgo.auto_dynamic:
+        return {"dyn": 1}
+    if v is pgo.auto_unset:
+        return {"unset": 1}
+    if isinstance(v, pgo.InferStride):
+        return {"infer": v.dim}
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError(f"cannot send a {type(v).__name__} in a "
+                        "FrameStateSizeEntry")
+    if isinstance(v, float) and not math.isfinite(v):
+        return {"float": repr(v)}
+    return v
+
+
+def _seq_out(v, pgo):
+    if isinstance(v, tuple):
+        return [_atom_out(x, pgo) for x in v]
+    return _atom_out(v, pgo)
+
+
+def encode_state(local_state):
+    """LocalState -> a JSON-able dict."""
+    from torch._dynamo import pgo
+    out = {}
+    for name, e in local_state.automatic_dynamic.items():
+        out[name] = {
+            "scalar": _atom_out(e.scalar, pgo),
+            "size": _seq_out(e.size, pgo),
+            "stride": _seq_out(e.stride, pgo),
+            "excluded_sizes": (None if e.excluded_sizes is None
+                               else list(e.excluded_sizes)),
+            "excluded_scalar": e.excluded_scalar,
+        }
+    return out
+
+
+def _atom_in(v, pgo, where, infer_ok):
+    if isinstance(v, bool):
+        raise _peer_error(f"{where}: a boolean is not a size")
+    if isinstance(v, (int, float)):
+        return v
+    if isinstance(v, dict) and len(v) == 1:
+        if v.get("dyn") == 1:
+            return pgo.auto_dynamic
+        if v.get("unset") == 1:
+            return pgo.auto_unset
+        if infer_ok and isinstance(v.get("infer"), int) \
+                and not isinstance(v.get("infer"), bool):
+            return pgo.InferStride(v["infer"])
+        if isinstance(v.get("float"), str) and v["float"] in ("nan", "inf",
+                                                              "-inf"):
+            return float(v["float"])
+    raise _peer_error(f"{where}: unexpected value {v!r}")
+
+
+def _seq_in(v, pgo, where, infer_ok):
+    if isinstance(v, list):
+        if len(v) > ccol.MAX_DIMS:
+            raise _peer_error(f"{where}: {len(v)} dims")
+        return tuple(_atom_in(x, pgo, f"{where}[{i}]", infer_ok)
+                     for i, x in enumerate(v))
+    return _atom_in(v, pgo, where, infer_ok)
+
+
+def _opt_ints(v, where, allow_none_items):
+    if v is None:
+        return None
+    if isinstance(v, list) and all(
+            (x is None and allow_none_items) or
+            (isinstance(x, int) and not isinstance(x, bool)) for x in v):
+        return tuple(v)
+    raise _peer_error(f"{where}: expected a list of ints or null")
+
+
+def decode_state(d, rank):
+    """A JSON-able dict from rank `rank` -> LocalState, checked."""
+    from torch._dynamo import pgo
+    from torch._dynamo.symbolic_convert import LocalState
+    st = LocalState()
+    for name, e in d.items():
+        where = f"rank {rank}: {name}"
+        if not isinstance(e, dict) or set(e) != {
+                "scalar", "size", "stride", "excluded_sizes",
+                "excluded_scalar"}:
+            raise _peer_error(f"{where}: malformed entry")
+        xs = e["excluded_scalar"]
+        if xs is not None and (isinstance(xs, bool) or
+                               not isinstance(xs, int)):
+            raise _peer_error(f"{where}.excluded_scalar: expected an int")
+        st.automatic_dynamic[name] = pgo.FrameStateSizeEntry(
+            scalar=_atom_in(e["scalar"], pgo, f"{where}.scalar", False),
+            size=_seq_in(e["size"], pgo, f"{where}.size", False),
+            stride=_seq_in(e["stride"], pgo, f"{where}.stride", True),
+            excluded_sizes=_opt_ints(e["excluded_sizes"],
+                                     f"{where}.excluded_sizes", True),
+            excluded_scalar=xs,
+        )
+    return st
+
+
+if os.environ.get("CCOL_TORCH", "") not in ("", "0"):
+    enable()

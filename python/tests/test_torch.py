@@ -1,0 +1,333 @@
+"""ccol.torch under real torch.compile (torch 2.13, CPU, backend eager).
+
+Each scenario runs in 2 or 3 processes. Where upstream's compiler
+collectives are compared, they run over gloo with one change made by this
+test: the device step of OutputGraph.run_compiler_collective (it pins an
+accelerator, and a CPU-only gloo job has none) is left out; everything
+else, all_gather_object of Dynamo's LocalState included, is upstream's.
+"""
+
+import os
+import time
+
+import pytest
+import torch
+
+import ccol
+from conftest import RankError, free_port, ok, run_ranks
+
+
+def _env(port):
+    def env(r):
+        return {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    return env
+
+
+def _upstream_on(rank, size, gport):
+    """Upstream compiler collectives over gloo, device step left out."""
+    import torch.distributed as dist
+    from torch._dynamo import config, exc
+    from torch._dynamo.output_graph import OutputGraph
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{gport}",
+                            rank=rank, world_size=size)
+    config.enable_compiler_collectives = True
+
+    def run_compiler_collective(self):
+        tx = self.root_tx
+        if (ds := tx.distributed_state) is not None and ds.all_states is None:
+            all_states = [None] * ds.compile_pg.size()
+            dist.all_gather_object(all_states, ds.local_state,
+                                   group=ds.compile_pg)
+            ds.all_states = all_states
+            tx.speculation_log.clear()
+            raise exc.CompileCollectiveRestartAnalysis
+    OutputGraph.run_compiler_collective = run_compiler_collective
+
+
+def _setup(rank, size, mode, gport, cport, guards=False):
+    import ccol.torch
+    torch._dynamo.reset()
+    if mode == "upstream":
+        _upstream_on(rank, size, gport)
+        torch.compiler.set_enable_guard_collectives(guards)
+    elif mode == "ccol":
+        comm = ccol.Comm(rank, size, port=cport, timeout=10)
+        ccol.torch.enable(comm=comm, guard_collectives=guards)
+
+
+class Counting:
+    """A backend that counts graphs and records placeholder shapes."""
+
+    def __init__(self):
+        self.graphs = []
+
+    def __call__(self, gm, example_inputs):
+        self.graphs.append([
+            str(getattr(n.meta["example_value"], "shape",
+                        n.meta["example_value"]))
+            for n in gm.graph.nodes if n.op == "placeholder"])
+        return gm.forward
+
+
+def _scenario_tensor(rank, size, mode, gport, cport):
+    _setup(rank, size, mode, gport, cport)
+    be = Counting()
+
+    @torch.compile(backend=be, fullgraph=True)
+    def f(x):
+        return x * 2
+
+    f(torch.randn(4 + rank, 3))
+    f(torch.randn(4 + rank, 3))
+    return be.graphs
+
+
+def _scenario_scalar_and_break(rank, size, mode, gport, cport):
+    _setup(rank, size, mode, gport, cport)
+    be = Counting()
+
+    @torch.compile(backend=be)
+    def f(x, n):
+        y = x.sum() * n
+        torch._dynamo.graph_break()
+        return y + x.shape[0]
+
+    f(torch.randn(3, 2 + rank), 2 + rank)
+    return be.graphs
+
+
+@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize("scenario", [_scenario_tensor,
+                                      _scenario_scalar_and_break])
+def test_same_decisions_as_upstream(n, scenario):
+    results = {}
+    for mode in ("upstream", "ccol"):
+        gport, cport = free_port(), free_port()
+        results[mode] = ok(run_ranks(n, scenario, n, mode, gport, cport,
+                                     own_comm=True, deadline=120))
+    assert results["ccol"] == results["upstream"]
+    # And they are not what each rank alone would compile.
+    alone = ok(run_ranks(n, scenario, n, "off", 0, 0, own_comm=True,
+                         deadline=120))
+    assert alone != results["ccol"]
+    for graphs in results["ccol"]:
+        assert graphs == results["ccol"][0]
+
+
+def _scenario_guard_miss(rank, size, mode, gport, cport):
+    """Rank 1's guards miss on the second call, the others' hit: with guard
+    collectives every rank recompiles with it."""
+    _setup(rank, size, mode, gport, cport, guards=True)
+    be = Counting()
+
+    @torch.compile(backend=be)
+    def f(x):
+        return x * 3
+
+    f(torch.randn(4, 3))
+    f(torch.randn(5 if rank == 1 else 4, 3))
+    f(torch.randn(4, 3))
+    return be.graphs
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_guard_collective_recompiles_in_lockstep(n):
+    results = {}
+    for mode in ("upstream", "ccol"):
+        results[mode] = ok(run_ranks(n, _scenario_guard_miss, n, mode,
+                                     free_port(), free_port(), own_comm=True,
+                                     deadline=120))
+    assert results["ccol"] == results["upstream"]
+    for graphs in results["ccol"]:
+        assert len(graphs) == 2  # every rank compiled twice, together
+
+
+def _with_dist(rank, size, gport, cport):
+    """ccol with torch.distributed initialised too: ccol still carries the
+    exchange (upstream's collectives stay off)."""
+    import torch.distributed as dist
+    import ccol.torch
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{gport}",
+                            rank=rank, world_size=size)
+    graphs = _scenario_tensor(rank, size, "ccol", gport, cport)
+    dist.destroy_process_group()
+    return graphs, ccol.torch.exchanges()
+
+
+def test_works_with_torch_distributed_initialised():
+    res = ok(run_ranks(2, _with_dist, 2, free_port(), free_port(),
+                       own_comm=True, deadline=120))
+    for graphs, exchanges in res:
+        assert exchanges == 1 and "s" in graphs[0][0]
+
+
+def _skips_a_compile(rank, size, cport):
+    """Rank 0 recompiles (its input changed), rank 1 does not and goes on
+    to other work: rank 0's exchange names rank 1 within the deadline."""
+    _setup(rank, size, "ccol", 0, cport)
+    import ccol.torch
+    ccol.torch._job.comm.timeout = 2
+
+    @torch.compile(backend="eager")
+    def f(x):
+        return x + 1
+
+    try:
+        f(torch.randn(3))
+        f(torch.randn(3, 2) if rank == 0 else torch.randn(3))
+    except Exception as e:
+        return _find(e, ccol.Error)
+    if rank == 1:
+        time.sleep(4)  # busy elsewhere, alive
+    return "no error"
+
+
+def test_a_rank_that_skips_a_recompile_is_named():
+    res = run_ranks(2, _skips_a_compile, 2, free_port(), own_comm=True,
+                    deadline=120)
+    assert "missing rank: 1" in res[0], res
+    assert "compile f (compile 2)" in res[0]
+
+
+def _killed(rank, size, cport):
+    _setup(rank, size, "ccol", 0, cport)
+
+    @torch.compile(backend="eager")
+    def f(x):
+        return x + 1
+
+    f(torch.randn(3))
+    if rank == 1:
+        os.kill(os.getpid(), 9)
+    try:
+        f(torch.randn(4, 2))
+    except Exception as e:
+        return _find(e, ccol.Error)
+    return "no error"
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_rank_killed_mid_job_is_named_on_survivors(n):
+    res = run_ranks(n, _killed, n, free_port(), own_comm=True, deadline=120)
+    assert isinstance(res[1], RankError)
+    for r in [0] + list(range(2, n)):
+        assert res[r] is not None and "rank 1" in res[r], res
+
+
+def _different_frames(rank, size, cport):
+    _setup(rank, size, "ccol", 0, cport)
+
+    @torch.compile(backend="eager")
+    def f(x):
+        return x + 1
+
+    @torch.compile(backend="eager")
+    def g(x):
+        return x - 1
+
+    t0 = time.monotonic()
+    try:
+        (g if rank == 1 else f)(torch.randn(3))
+    except Exception as e:
+        return _find(e, ccol.DivergedError), time.monotonic() - t0
+    return "no error", 0
+
+
+def _find(e, cls):
+    """The ccol error inside what torch.compile raised."""
+    while e is not None and not isinstance(e, cls):
+        e = e.__cause__ or e.__context__
+    return str(e) if e is not None else None
+
+
+def test_ranks_compiling_different_frames_are_named():
+    res = ok(run_ranks(2, _different_frames, 2, free_port(), own_comm=True,
+                       deadline=120))
+    for msg, took in res:
+        assert msg is not None, res
+        assert "rank 1 is compiling g (" in msg
+        assert "while rank 0 is compiling f (" in msg
+        assert took < 10
+
+
+def _stalled(rank, size, cport):
+    _setup(rank, size, "ccol", 0, cport)
+    import ccol.torch
+    ccol.torch._job.comm.timeout = 2
+
+    @torch.compile(backend="eager")
+    def f(x):
+        return x + 1
+
+    if rank == 1:
+        time.sleep(6)
+        return None
+    t0 = time.monotonic()
+    try:
+        f(torch.randn(3))
+    except Exception as e:
+        return _find(e, ccol.TimeoutError), time.monotonic() - t0
+    return "no error", 0
+
+
+def test_a_rank_that_never_compiles_is_named_within_the_deadline():
+    res = run_ranks(2, _stalled, 2, free_port(), own_comm=True, deadline=120)
+    msg, took = res[0]
+    assert msg is not None and "missing rank: 1" in msg, res
+    assert "[compile f (compile 1)]" in msg
+    assert took < 2 + 3
+
+
+def _single(rank, mode):
+    import ccol.torch
+    for v in ("RANK", "WORLD_SIZE", "MASTER_PORT"):
+        os.environ.pop(v, None)
+    torch._dynamo.reset()
+    if mode == "ccol":
+        ccol.torch.enable()
+    be = Counting()
+
+    @torch.compile(backend=be)
+    def f(x, k):
+        return x * k
+
+    for i in range(4):
+        f(torch.randn(2 + i, 3), 1 + (i % 2))
+    return be.graphs, ccol.torch.exchanges()
+
+
+def test_one_process_behaves_as_without_ccol():
+    off = ok(run_ranks(1, _single, "off", own_comm=True))[0]
+    on = ok(run_ranks(1, _single, "ccol", own_comm=True))[0]
+    assert on == off and on[1] == 0
+
+
+def test_unsupported_versions_are_refused(monkeypatch):
+    import ccol.torch
+    monkeypatch.setattr(torch, "__version__", "2.99.0")
+    with pytest.raises(RuntimeError, match="supports torch 2.13.0"):
+        ccol.torch.enable()
+
+
+def test_state_codec_refuses_bad_bytes():
+    import ccol.torch as ct
+    from torch._dynamo import pgo
+    from torch._dynamo.symbolic_convert import LocalState
+    st = LocalState()
+    st.automatic_dynamic["L['x']"] = pgo.FrameStateSizeEntry.make_tensor(
+        (4, 3), (pgo.InferStride(1), 1))
+    st.automatic_dynamic["L['n']"] = pgo.FrameStateSizeEntry.make_scalar(2)
+    back = ct.decode_state(ct.encode_state(st), 0)
+    assert back.render() == st.render()
+    for bad in [{"L['x']": 3}, {"L['x']": {"scalar": 1}},
+                {"L['x']": {"scalar": True, "size": {"dyn": 1},
+                            "stride": {"dyn": 1}, "excluded_sizes": None,
+                            "excluded_scalar": None}},
+                {"L['x']": {"scalar": {"dyn": 1}, "size": [{"infer": 0}],
+                            "stride": [1], "excluded_sizes": None,
+                            "excluded_scalar": None}},
+                {"L['x']": {"scalar": {"dyn": 1}, "size": [1] * 65,
+                            "stride": {"dyn": 1}, "excluded_sizes": None,
+                            "excluded_scalar": None}}]:
+        with pytest.raises(ccol.PeerError, match="rank 0"):
+            ct.decode_state(bad, 0)
