@@ -96,22 +96,93 @@ def _scenario_scalar_and_break(rank, size, mode, gport, cport):
     return be.graphs
 
 
-@pytest.mark.parametrize("n", [2, 3])
-@pytest.mark.parametrize("scenario", [_scenario_tensor,
-                                      _scenario_scalar_and_break])
-def test_same_decisions_as_upstream(n, scenario):
+# PyTorch's own compiler-collective scenarios, re-expressed for CPU and
+# backend eager: rank 0 and rank 1 feed different shapes or scalars through
+# the same compiled function; every rank must compile the same number of
+# times with the same graphs.
+
+def _per_rank(rank, lists):
+    return lists[0] if rank == 0 else lists[1]
+
+
+def _scenario_linear_batches(rank, size, mode, gport, cport):
+    _setup(rank, size, mode, gport, cport)
+    be = Counting()
+    torch.manual_seed(0)
+    model = torch.nn.Linear(10, 2)
+    fwd = torch.compile(model.forward, backend=be)
+    for s in _per_rank(rank, ([5, 8, 6], [6, 6, 3])):
+        fwd(torch.randn(s, 10)).sum().backward()
+    return be.graphs, len(torch._dynamo.utils.get_compilation_metrics())
+
+
+def _scenario_scalar_size(rank, size, mode, gport, cport):
+    _setup(rank, size, mode, gport, cport)
+    be = Counting()
+
+    @torch.compile(backend=be)
+    def f(x, y):
+        return x + torch.ones(y).sum()
+
+    for y in _per_rank(rank, ([3, 3, 7], [3, 4, 9])):
+        f(torch.randn(5), y)
+    return be.graphs, len(torch._dynamo.utils.get_compilation_metrics())
+
+
+def _scenario_speculation(rank, size, mode, gport, cport):
+    _setup(rank, size, mode, gport, cport)
+    be = Counting()
+
+    @torch.compile(backend=be)
+    def f(x, y):
+        zx = x.shape  # noqa: F841 - read shapes, as upstream's test does
+        zy = y.shape  # noqa: F841
+        return x.sum() + y.sum()
+
+    for n in _per_rank(rank, ([4, 4], [3, 4])):
+        f(torch.randn(n), torch.randn(n))
+    return be.graphs, len(torch._dynamo.utils.get_compilation_metrics())
+
+
+def _scenario_empty_graph_break(rank, size, mode, gport, cport):
+    _setup(rank, size, mode, gport, cport)
+    be = Counting()
+
+    @torch.compile(backend=be)
+    def f(x, y):
+        z = y  # noqa: F841
+        print("graph break", flush=True)
+        zx = x.shape  # noqa: F841
+        zy = y.shape  # noqa: F841
+        return x.sum() + y.sum()
+
+    for n in _per_rank(rank, ([5, 5, 6], [3, 4, 5])):
+        f(torch.randn(n), torch.randn(n))
+    return be.graphs, len(torch._dynamo.utils.get_compilation_metrics())
+
+
+CASES = [(_scenario_tensor, 2), (_scenario_tensor, 3),
+         (_scenario_scalar_and_break, 2), (_scenario_scalar_and_break, 3),
+         (_scenario_linear_batches, 2), (_scenario_scalar_size, 2),
+         (_scenario_speculation, 2), (_scenario_empty_graph_break, 3)]
+
+
+@pytest.mark.parametrize("scenario, n", CASES,
+                         ids=[f"{c.__name__[10:]}-{n}" for c, n in CASES])
+def test_same_decisions_as_upstream(scenario, n):
     results = {}
     for mode in ("upstream", "ccol"):
         gport, cport = free_port(), free_port()
         results[mode] = ok(run_ranks(n, scenario, n, mode, gport, cport,
                                      own_comm=True, deadline=120))
     assert results["ccol"] == results["upstream"]
-    # And they are not what each rank alone would compile.
-    alone = ok(run_ranks(n, scenario, n, "off", 0, 0, own_comm=True,
-                         deadline=120))
-    assert alone != results["ccol"]
     for graphs in results["ccol"]:
-        assert graphs == results["ccol"][0]
+        assert graphs == results["ccol"][0]  # same on every rank
+    if scenario in (_scenario_tensor, _scenario_scalar_and_break):
+        # And not what each rank alone would compile.
+        alone = ok(run_ranks(n, scenario, n, "off", 0, 0, own_comm=True,
+                             deadline=120))
+        assert alone != results["ccol"]
 
 
 def _scenario_guard_miss(rank, size, mode, gport, cport):
