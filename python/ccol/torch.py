@@ -25,13 +25,17 @@ process group while ccol is enabled (so Dynamo builds its
 the second does the exchange when the state is ours and defers to
 upstream otherwise. The guard collective is installed with
 ``torch._C._dynamo.eval_frame.set_guard_complete_hook``, the call
-``torch.compiler.set_enable_guard_collectives`` makes. See docs/torch.md.
+``torch.compiler.set_enable_guard_collectives`` makes. With CCOL_TRACE=DIR,
+``convert_frame._compile`` is wrapped too, only to write each compile's end
+to DIR/rank-<r>.jsonl (docs/trace-format.md), which ``ccol report`` reads.
+See docs/torch.md.
 """
 
 import json
 import math
 import os
 import threading
+import time
 
 import ccol
 
@@ -63,6 +67,13 @@ class _Job:
         self.compiles = {}  # frame -> compile index of its last exchange
         self.exchanges = 0
         self.saved = {}
+        self.trace = None   # a ccol.Trace under CCOL_TRACE
+        self.current = None  # (frame, index) of the compile in progress
+        self.guards = 0
+
+    def event(self, name, **fields):
+        if self.trace is not None:
+            self.trace.event(name, **fields)
 
 
 def _check_version(torch):
@@ -91,6 +102,7 @@ def enable(timeout=None, guard_collectives=True, comm=None):
         job = _Job(comm, guard_collectives)
         if comm.size > 1:
             _install(job)
+            _open_trace(job)
         _job = job
         return comm
 
@@ -101,6 +113,9 @@ def disable():
     with _lock:
         if _job is not None and _job.saved:
             _uninstall(_job)
+        if _job is not None and _job.trace is not None:
+            _job.event("close", exchanges=_job.exchanges, guards=_job.guards)
+            _job.trace.close()
         _job = None
 
 
@@ -148,6 +163,8 @@ def _uninstall(job):
     from torch._dynamo.output_graph import OutputGraph
     convert_frame.get_compile_pg = job.saved["pg"]
     OutputGraph.run_compiler_collective = job.saved["run"]
+    if "compile" in job.saved:
+        convert_frame._compile = job.saved["compile"]
     if "guard" in job.saved:
         from torch._C._dynamo.eval_frame import set_guard_complete_hook
         set_guard_complete_hook(job.saved["guard"])
@@ -157,8 +174,51 @@ def _uninstall(job):
 def _guard_hook(job):
     def hook(hit):
         job.comm.set_label("guard collective")
-        return job.comm.agree_all(bool(hit))
+        t0 = time.monotonic_ns()
+        all_hit = job.comm.agree_all(bool(hit))
+        job.guards += 1
+        job.event("guard", frame="torch.compile", hit=bool(hit),
+                  all_hit=all_hit, collective=True,
+                  dur_ns=time.monotonic_ns() - t0, ok=True)
+        return all_hit
     return hook
+
+
+def _open_trace(job):
+    """CCOL_TRACE=DIR: the events of docs/trace-format.md for this rank,
+    and each compile's end (convert_frame._compile wrapped for that)."""
+    where = os.environ.get("CCOL_TRACE", "")
+    if not where:
+        return
+    from torch._dynamo import convert_frame
+    job.trace = ccol.Trace(where, job.comm.rank, job.comm.size)
+    job.event("open", mode="lockstep" if job.guard_collectives else "compile",
+              collective=True, transport=job.comm.transport,
+              version=ccol.__version__, compiler="torch.compile")
+    upstream = convert_frame._compile
+    job.saved["compile"] = upstream
+
+    def _compile(*args, **kwargs):
+        job.current = None
+        try:
+            result = upstream(*args, **kwargs)
+        except BaseException as e:
+            _end_compile(job, False, e)
+            raise
+        _end_compile(job, True, None)
+        return result
+    convert_frame._compile = _compile
+
+
+def _end_compile(job, ok, exc):
+    if job.current is None:
+        return  # no exchange ran: Dynamo skipped the frame
+    frame, index = job.current
+    job.current = None
+    if exc is not None:
+        job.event("error", code=getattr(exc, "code", type(exc).__name__),
+                  message=str(exc)[:2000], frame=frame, where="exchange")
+    job.event("compile_end", frame=frame, index=index, ok=ok)
 
 
 # ---- the exchange ----
@@ -173,13 +233,77 @@ def _exchange(job, code, local_state):
     k = job.compiles.get(frame, 0) + 1
     job.compiles[frame] = k
     job.exchanges += 1
+    job.current = (frame, k)
+    job.event("compile_begin", frame=frame, index=k, xseq=job.exchanges,
+              reason="first compile" if k == 1 else "recompile")
+    for source, entry in local_state.automatic_dynamic.items():
+        job.event("observe", frame=frame, index=k, source=source,
+                  render=entry.render())
     mine = {"v": 1, "frame": frame, "compile": k, "seq": job.exchanges,
             "state": encode_state(local_state)}
     job.comm.set_label(f"compile {code.co_name} (compile {k})")
-    blobs = job.comm.allgather(json.dumps(mine).encode())
-    got = [_decode_rank(r, b) for r, b in enumerate(blobs)]
-    _check_pairing(got)
-    return [decode_state(g["state"], r) for r, g in enumerate(got)]
+    sent0, recv0 = job.comm.traffic
+    t0 = time.monotonic_ns()
+    try:
+        blobs = job.comm.allgather(json.dumps(mine).encode())
+        got = [_decode_rank(r, b) for r, b in enumerate(blobs)]
+        _check_pairing(got)
+        states = [decode_state(g["state"], r) for r, g in enumerate(got)]
+    except ccol.Error as e:
+        _trace_exchange(job, frame, k, sent0, recv0, t0, e)
+        raise
+    _trace_exchange(job, frame, k, sent0, recv0, t0, None)
+    if job.trace is not None:
+        _trace_decisions(job, frame, k, states)
+    job.event("restart", frame=frame,
+              reason="compile collective: retrace with merged decisions")
+    return states
+
+
+def _trace_exchange(job, frame, k, sent0, recv0, t0, err):
+    if job.trace is None:
+        return
+    sent, recv = job.comm.traffic if err is None else (sent0, recv0)
+    job.event("exchange", frame=frame, index=k, xseq=job.exchanges,
+              collective=True, ranks=job.comm.size, bytes_sent=sent - sent0,
+              bytes_recv=recv - recv0, dur_ns=time.monotonic_ns() - t0,
+              ok=err is None, error=None if err is None else str(err))
+
+
+def _trace_decisions(job, frame, k, states):
+    """A decision event per dim or scalar this exchange makes dynamic (the
+    join of every rank's entry), with the values each rank saw."""
+    import copy
+    from torch._dynamo import pgo
+    names = sorted({n for st in states for n in st.automatic_dynamic})
+    for name in names:
+        seen = [(r, st.automatic_dynamic[name]) for r, st in enumerate(states)
+                if name in st.automatic_dynamic]
+        merged = copy.deepcopy(seen[0][1])
+        for _, e in seen[1:]:
+            merged |= e
+        for what, values in _dynamic_parts(name, merged, seen, pgo):
+            shown = ", ".join(f"{v} on rank {r}" for r, v in values[:4])
+            job.event("decision", frame=frame, index=k, what=what,
+                      decision="dynamic", explain=f"{what} dynamic: {shown}")
+
+
+def _dynamic_parts(name, merged, seen, pgo):
+    """(what, [(rank, value seen)]) for each dynamic part of an entry."""
+    def render(v):
+        return "a number" if v is pgo.auto_dynamic else str(v)
+    if merged.scalar is pgo.auto_dynamic and any(
+            e.size is pgo.auto_dynamic for _, e in seen):
+        yield name, [(r, "a tensor" if e.size is not pgo.auto_dynamic
+                      else render(e.scalar)) for r, e in seen]
+    ndim = max((len(e.size) for _, e in seen if isinstance(e.size, tuple)),
+               default=0)
+    for d in range(ndim):
+        if merged.size is pgo.auto_dynamic or merged.size[d] is \
+                pgo.auto_dynamic:
+            yield f"{name}.size({d})", [
+                (r, e.size[d] if isinstance(e.size, tuple) and
+                 d < len(e.size) else "no such dim") for r, e in seen]
 
 
 def _decode_rank(rank, blob):

@@ -402,3 +402,36 @@ def test_state_codec_refuses_bad_bytes():
                             "excluded_scalar": None}}]:
         with pytest.raises(ccol.PeerError, match="rank 0"):
             ct.decode_state(bad, 0)
+
+
+def _traced(rank, size, cport):
+    import ccol.torch
+    graphs = _scenario_scalar_and_break(rank, size, "ccol", 0, cport)
+    ccol.torch.disable()  # writes the close event
+    return graphs
+
+
+def test_trace_of_a_torch_job_reaches_ccol_report(tmp_path):
+    import json
+    import subprocess
+    from conftest import ccol_tool
+    where = str(tmp_path / "trace")
+    ok(run_ranks(2, _traced, 2, free_port(), own_comm=True, deadline=120,
+                 env={"CCOL_TRACE": where}))
+    for r in range(2):
+        lines = [json.loads(x) for x in open(f"{where}/rank-{r}.jsonl")]
+        events = [x["event"] for x in lines]
+        assert events[0] == "open" and events[-1] == "close"
+        ends = [x for x in lines if x["event"] == "compile_end"]
+        assert len(ends) == 2 and all(x["ok"] for x in ends)  # f + resume
+        assert ends[0]["frame"].startswith("f (") and "test_torch.py:" in \
+            ends[0]["frame"]
+        xs = [x for x in lines if x["event"] == "exchange"]
+        assert all(x["ok"] and x["bytes_recv"] > 0 for x in xs)
+    out = subprocess.run([ccol_tool(), "report", where, "--text"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "test_torch.py:" in out.stdout
+    assert "no divergence between ranks found" in out.stdout, out.stdout
+    assert "L['n'] dynamic: 2 on rank 0, 3 on rank 1" in out.stdout, \
+        out.stdout
