@@ -49,20 +49,21 @@ class _CcolCompileGroup:
     """Stands in for the compile process group inside Dynamo's
     DistributedState: Dynamo only carries it to run_compiler_collective."""
 
-    def __init__(self, comm):
-        self.comm = comm
+    def __init__(self, job):
+        self.job = job
 
     def rank(self):
-        return self.comm.rank
+        return self.job.comm.rank
 
     def size(self):
-        return self.comm.size
+        return self.job.comm.size
 
 
 class _Job:
-    def __init__(self, comm, guard_collectives):
-        self.comm = comm
-        self.group = _CcolCompileGroup(comm)
+    def __init__(self, comm, guard_collectives, make_comm=None):
+        self._comm = comm
+        self._make_comm = make_comm  # creates the Comm at first use
+        self.group = _CcolCompileGroup(self)
         self.guard_collectives = guard_collectives
         self.compiles = {}  # frame -> compile index of its last exchange
         self.exchanges = 0
@@ -70,10 +71,52 @@ class _Job:
         self.trace = None   # a ccol.Trace under CCOL_TRACE
         self.current = None  # (frame, index) of the compile in progress
         self.guards = 0
+        self.exchange_ns = 0  # time spent in compile exchanges
+
+    @property
+    def comm(self):
+        if self._comm is None:
+            self._comm = self._make_comm()
+        return self._comm
 
     def event(self, name, **fields):
         if self.trace is not None:
             self.trace.event(name, **fields)
+
+
+def _env_world_size():
+    """The world size the launcher's variables announce, in libccol's
+    order (torchrun, Open MPI, PMI, Slurm); 1 without a launcher. Only a
+    hint for enable_from_env(): the Comm itself validates them."""
+    for rank, size in (("RANK", "WORLD_SIZE"),
+                       ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+                       ("PMI_RANK", "PMI_SIZE"),
+                       ("SLURM_PROCID", "SLURM_NTASKS")):
+        if os.environ.get(rank) and os.environ.get(size):
+            try:
+                return int(os.environ[size])
+            except ValueError:
+                return 2  # let the Comm report the bad value
+    return 1
+
+
+def enable_from_env():
+    """What CCOL_TORCH=1 does at interpreter start-up: installs the hooks
+    when the launcher announces several ranks, and joins the job only at
+    the first compile exchange or guard collective, so helper processes
+    that inherit the environment but never compile never join.
+    CCOL_TIMEOUT sets the deadline; CCOL_TORCH_GUARDS=0 turns the guard
+    collective off."""
+    import torch
+    _check_version(torch)
+    global _job
+    with _lock:
+        if _job is not None or _env_world_size() < 2:
+            return
+        guards = os.environ.get("CCOL_TORCH_GUARDS", "1") != "0"
+        job = _Job(None, guards, make_comm=ccol.Comm.from_env)
+        _install(job)
+        _job = job
 
 
 def _check_version(torch):
@@ -127,6 +170,11 @@ def enabled():
 def exchanges():
     """Compile exchanges run through ccol so far."""
     return _job.exchanges if _job is not None else 0
+
+
+def exchange_seconds():
+    """Seconds spent in compile exchanges so far."""
+    return _job.exchange_ns / 1e9 if _job is not None else 0.0
 
 
 def _install(job):
@@ -188,7 +236,7 @@ def _open_trace(job):
     """CCOL_TRACE=DIR: the events of docs/trace-format.md for this rank,
     and each compile's end (convert_frame._compile wrapped for that)."""
     where = os.environ.get("CCOL_TRACE", "")
-    if not where:
+    if not where or job._comm is None:
         return
     from torch._dynamo import convert_frame
     job.trace = ccol.Trace(where, job.comm.rank, job.comm.size)
@@ -252,6 +300,7 @@ def _exchange(job, code, local_state):
     except ccol.Error as e:
         _trace_exchange(job, frame, k, sent0, recv0, t0, e)
         raise
+    job.exchange_ns += time.monotonic_ns() - t0
     _trace_exchange(job, frame, k, sent0, recv0, t0, None)
     if job.trace is not None:
         _trace_decisions(job, frame, k, states)
@@ -457,4 +506,4 @@ def decode_state(d, rank):
 
 
 if os.environ.get("CCOL_TORCH", "") not in ("", "0"):
-    enable()
+    enable_from_env()

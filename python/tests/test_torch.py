@@ -435,3 +435,65 @@ def test_trace_of_a_torch_job_reaches_ccol_report(tmp_path):
     assert "no divergence between ranks found" in out.stdout, out.stdout
     assert "L['n'] dynamic: 2 on rank 0, 3 on rank 1" in out.stdout, \
         out.stdout
+
+
+UNMODIFIED = """
+import torch
+seen = []
+def backend(gm, example_inputs):
+    seen.append([str(getattr(n.meta["example_value"], "shape", ""))
+                 for n in gm.graph.nodes if n.op == "placeholder"])
+    return gm.forward
+@torch.compile(backend=backend)
+def f(x):
+    return x * 2
+import os
+f(torch.randn(4 + int(os.environ.get("RANK", "0")), 3))
+print("graphs", seen, flush=True)
+"""
+
+
+def test_ccol_torch_env_switch_for_unmodified_scripts(tmp_path):
+    import subprocess
+    import sys
+    from conftest import ccol_tool
+    script = tmp_path / "unmodified.py"
+    script.write_text(UNMODIFIED)
+    env = {**os.environ, "CCOL_TORCH": "1", "CCOL_TIMEOUT": "30"}
+    out = subprocess.run([ccol_tool(), "run", "-n", "2", "--", sys.executable,
+                          str(script)], capture_output=True, text=True,
+                         timeout=180, env=env)
+    assert out.returncode == 0, out.stderr
+    lines = [x for x in out.stdout.splitlines() if "graphs" in x]
+    assert len(lines) == 2
+    for x in lines:  # one graph, dim 0 dynamic on both ranks
+        assert "torch.Size([s" in x and x.count("torch.Size") == 1, x
+    # Alone (no launcher), the switch changes nothing.
+    env.pop("RANK", None)
+    env.pop("WORLD_SIZE", None)
+    alone = subprocess.run([sys.executable, str(script)], capture_output=True,
+                           text=True, timeout=180, env=env)
+    assert alone.returncode == 0, alone.stderr
+    assert "torch.Size([4, 3])" in alone.stdout
+
+
+def test_example_train_step_agrees_with_upstream():
+    import json
+    import subprocess
+    import sys
+    from conftest import ccol_tool
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                        "..")
+    out = subprocess.run(
+        [ccol_tool(), "run", "-n", "2", "--", sys.executable,
+         os.path.join(root, "examples", "torch", "train_step.py"), "--json",
+         "--steps", "3"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    line = next(x for x in out.stdout.splitlines() if "{" in x)
+    job = json.loads(line.split("] ", 1)[1])
+    for rank in job["ranks"]:
+        modes = {r["mode"]: r for r in rank}
+        assert modes["ccol"]["graphs"] == modes["upstream on"]["graphs"]
+        assert modes["ccol"]["compiles"] == modes["upstream on"]["compiles"]
+        assert modes["ccol"]["exchanges"] >= 1
+    assert job["ranks"][0][2]["graphs"] == job["ranks"][1][2]["graphs"]
