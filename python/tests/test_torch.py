@@ -261,15 +261,22 @@ def test_a_rank_that_skips_a_recompile_is_named():
 
 
 def _killed(rank, size, cport):
+    """Rank 1 dies while Dynamo traces its second compile (before the
+    exchange): the survivors, waiting in that exchange, name it."""
+    from torch._dynamo.comptime import comptime
     _setup(rank, size, "ccol", 0, cport)
+
+    def die_on_rank_1(ctx):
+        if rank == 1:
+            os.kill(os.getpid(), 9)
 
     @torch.compile(backend="eager")
     def f(x):
+        if x.dim() == 2:
+            comptime(die_on_rank_1)
         return x + 1
 
     f(torch.randn(3))
-    if rank == 1:
-        os.kill(os.getpid(), 9)
     try:
         f(torch.randn(4, 2))
     except Exception as e:
@@ -278,7 +285,7 @@ def _killed(rank, size, cport):
 
 
 @pytest.mark.parametrize("n", [2, 3])
-def test_a_rank_killed_mid_job_is_named_on_survivors(n):
+def test_a_rank_killed_mid_compile_is_named_on_survivors(n):
     res = run_ranks(n, _killed, n, free_port(), own_comm=True, deadline=120)
     assert isinstance(res[1], RankError)
     for r in [0] + list(range(2, n)):
