@@ -11,15 +11,25 @@ Bytes: for ccol, what the communicator received (headers included); for
 upstream, the pickled LocalState objects of the other ranks
 (all_gather_object's payload, without gloo's own framing).
 
+Inside torch.compile an exchange's time is mostly the wait for the
+slowest rank to reach the compile, so the second part times the exchange
+itself: the same Dynamo LocalState (8 tensor inputs, 2 scalars) exchanged
+200 times per round in the same processes, alternating ccol.torch's
+exchange (encode, ccol allgather, decode, pairing check) with upstream's
+all_gather_object over gloo; medians of 10 round means.
+
     python bench/python/bench_torch.py [--ranks 2,4] [--steps 6]
 """
 
 import argparse
 import json
+import multiprocessing as mp
 import os
+import socket
 import statistics
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
@@ -51,6 +61,79 @@ def med(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def exchange_rank(rank, size, cport, gport, rounds, iters, conn):
+    import torch.distributed as dist
+    from torch._dynamo import pgo
+    from torch._dynamo.symbolic_convert import LocalState
+    import ccol
+    import ccol.torch as ct
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{gport}",
+                            rank=rank, world_size=size)
+    comm = ccol.Comm(rank, size, port=cport, timeout=60)
+    job = ct._Job(comm, False)
+    st = LocalState()
+    for i in range(8):
+        st.automatic_dynamic[f"L['x{i}']"] = pgo.FrameStateSizeEntry.make_tensor(
+            (16 + rank, 64, 3), (pgo.InferStride(1), pgo.InferStride(2), 1))
+    st.automatic_dynamic["L['lr']"] = pgo.FrameStateSizeEntry.make_scalar(0.1)
+    st.automatic_dynamic["L['n']"] = pgo.FrameStateSizeEntry.make_scalar(3)
+
+    class Code:
+        co_name, co_filename, co_firstlineno = "step", "train.py", 1
+
+    def ours():
+        ct._exchange(job, Code, st)
+
+    def theirs():
+        out = [None] * size
+        dist.all_gather_object(out, st)
+
+    res = ([], [], [], [])
+    for _ in range(rounds):
+        r0 = comm.traffic[1]
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            ours()
+        res[0].append((time.perf_counter() - t0) / iters)
+        res[2].append((comm.traffic[1] - r0) / iters)
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            theirs()
+        res[1].append((time.perf_counter() - t0) / iters)
+    import pickle
+    res[3].append(sum(len(pickle.dumps(st)) for _ in range(size - 1)))
+    comm.close()
+    dist.destroy_process_group()
+    if rank == 0:
+        conn.send(res)
+
+
+def exchange_bench(n, rounds=10, iters=200):
+    ctx = mp.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+    cport, gport = free_port(), free_port()
+    procs = [ctx.Process(target=exchange_rank, args=(r, n, cport, gport,
+                                                    rounds, iters, child))
+             for r in range(n)]
+    for p in procs:
+        p.start()
+    child.close()
+    res = parent.recv() if parent.poll(600) else None
+    for p in procs:
+        p.join(60)
+        if p.is_alive():
+            p.kill()
+    if res is None:
+        sys.exit(f"bench: the exchange benchmark failed at {n} ranks")
+    return res
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", default="2,4")
@@ -74,6 +157,15 @@ def main():
         up, cc = per["upstream on"], per["ccol"]
         print(f"{n:<6}{'upstream/ccol':<14}{'':>5}{up[0] / cc[0]:>10.2f}"
               f"{up[1] / cc[1]:>13.2f}{up[2] / cc[2]:>11.2f}")
+    print("\nthe exchange alone (same LocalState, same processes), us per "
+          "exchange; bytes received per exchange")
+    print(f"{'ranks':<6}{'ccol':>9}{'upstream':>10}{'up/ccol':>9}"
+          f"{'ccol B':>8}{'pickle B':>9}")
+    for n in [int(x) for x in a.ranks.split(",")]:
+        ours, theirs, recv, pick = exchange_bench(n)
+        print(f"{n:<6}{med(ours) * 1e6:>9.1f}{med(theirs) * 1e6:>10.1f}"
+              f"{med(theirs) / med(ours):>9.2f}{med(recv):>8.0f}"
+              f"{pick[0]:>9}")
 
 
 if __name__ == "__main__":
