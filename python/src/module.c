@@ -61,9 +61,13 @@ exc_type(ccol_status st)
 static PyObject *
 make_exc(ccol_status st, const char *msg)
 {
-    PyObject *exc = PyObject_CallFunction(exc_type(st), "s", msg);
+    /* libccol may cut a long name mid-character: replace, never fail. */
+    PyObject *text = PyUnicode_DecodeUTF8(msg, (Py_ssize_t)strlen(msg),
+                                          "replace");
+    PyObject *exc = text ? PyObject_CallOneArg(exc_type(st), text) : NULL;
     PyObject *code, *status;
 
+    Py_XDECREF(text);
     if (exc == NULL)
         return NULL;
     code = PyUnicode_FromString(ccol_status_name(st));
