@@ -77,6 +77,7 @@ class _Job:
     def comm(self):
         if self._comm is None:
             self._comm = self._make_comm()
+            _start_trace(self)
         return self._comm
 
     def event(self, name, **fields):
@@ -145,7 +146,7 @@ def enable(timeout=None, guard_collectives=True, comm=None):
         job = _Job(comm, guard_collectives)
         if comm.size > 1:
             _install(job)
-            _open_trace(job)
+            _start_trace(job)
         _job = job
         return comm
 
@@ -201,6 +202,7 @@ def _install(job):
 
     convert_frame.get_compile_pg = get_compile_pg
     OutputGraph.run_compiler_collective = run_compiler_collective
+    _trace_compiles(job)
     if job.guard_collectives:
         from torch._C._dynamo.eval_frame import set_guard_complete_hook
         job.saved["guard"] = set_guard_complete_hook(_guard_hook(job))
@@ -232,17 +234,12 @@ def _guard_hook(job):
     return hook
 
 
-def _open_trace(job):
-    """CCOL_TRACE=DIR: the events of docs/trace-format.md for this rank,
-    and each compile's end (convert_frame._compile wrapped for that)."""
-    where = os.environ.get("CCOL_TRACE", "")
-    if not where or job._comm is None:
+def _trace_compiles(job):
+    """CCOL_TRACE=DIR: wraps convert_frame._compile to write each compile's
+    end; the file itself opens with the communicator (_start_trace)."""
+    if not os.environ.get("CCOL_TRACE", ""):
         return
     from torch._dynamo import convert_frame
-    job.trace = ccol.Trace(where, job.comm.rank, job.comm.size)
-    job.event("open", mode="lockstep" if job.guard_collectives else "compile",
-              collective=True, transport=job.comm.transport,
-              version=ccol.__version__, compiler="torch.compile")
     upstream = convert_frame._compile
     job.saved["compile"] = upstream
 
@@ -256,6 +253,19 @@ def _open_trace(job):
         _end_compile(job, True, None)
         return result
     convert_frame._compile = _compile
+
+
+def _start_trace(job):
+    """Opens DIR/rank-<r>.jsonl (docs/trace-format.md) once the rank is
+    known."""
+    where = os.environ.get("CCOL_TRACE", "")
+    if not where or job.trace is not None:
+        return
+    comm = job._comm
+    job.trace = ccol.Trace(where, comm.rank, comm.size)
+    job.event("open", mode="lockstep" if job.guard_collectives else "compile",
+              collective=True, transport=comm.transport,
+              version=ccol.__version__, compiler="torch.compile")
 
 
 def _end_compile(job, ok, exc):
@@ -277,6 +287,7 @@ def frame_name(code):
 
 
 def _exchange(job, code, local_state):
+    comm = job.comm  # joins the job first (lazy mode), then traces
     frame = frame_name(code)
     k = job.compiles.get(frame, 0) + 1
     job.compiles[frame] = k
@@ -289,11 +300,11 @@ def _exchange(job, code, local_state):
                   render=entry.render())
     mine = {"v": 1, "frame": frame, "compile": k, "seq": job.exchanges,
             "state": encode_state(local_state)}
-    job.comm.set_label(f"compile {code.co_name} (compile {k})")
-    sent0, recv0 = job.comm.traffic
+    comm.set_label(f"compile {code.co_name} (compile {k})")
+    sent0, recv0 = comm.traffic
     t0 = time.monotonic_ns()
     try:
-        blobs = job.comm.allgather(json.dumps(mine).encode())
+        blobs = comm.allgather(json.dumps(mine).encode())
         got = [_decode_rank(r, b) for r, b in enumerate(blobs)]
         _check_pairing(got)
         states = [decode_state(g["state"], r) for r, g in enumerate(got)]

@@ -461,12 +461,15 @@ print("graphs", seen, flush=True)
 
 
 def test_ccol_torch_env_switch_for_unmodified_scripts(tmp_path):
+    import json
     import subprocess
     import sys
     from conftest import ccol_tool
     script = tmp_path / "unmodified.py"
     script.write_text(UNMODIFIED)
-    env = {**os.environ, "CCOL_TORCH": "1", "CCOL_TIMEOUT": "30"}
+    where = tmp_path / "trace"
+    env = {**os.environ, "CCOL_TORCH": "1", "CCOL_TIMEOUT": "30",
+           "CCOL_TRACE": str(where)}
     out = subprocess.run([ccol_tool(), "run", "-n", "2", "--", sys.executable,
                           str(script)], capture_output=True, text=True,
                          timeout=180, env=env)
@@ -475,6 +478,11 @@ def test_ccol_torch_env_switch_for_unmodified_scripts(tmp_path):
     assert len(lines) == 2
     for x in lines:  # one graph, dim 0 dynamic on both ranks
         assert "torch.Size([s" in x and x.count("torch.Size") == 1, x
+    for r in range(2):  # the lazily joined job traces too
+        events = [json.loads(x)["event"] for x in
+                  open(where / f"rank-{r}.jsonl")]
+        assert events[0] == "open" and "compile_end" in events, events
+    env.pop("CCOL_TRACE")
     # Alone (no launcher), the switch changes nothing.
     env.pop("RANK", None)
     env.pop("WORLD_SIZE", None)
