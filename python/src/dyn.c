@@ -120,11 +120,8 @@ static PyObject *
 observe_tensor(lattice_obj *o, int rank, const char *src,
                const ccolpy_dims *sz, const ccolpy_dims *sd)
 {
-    if (sd->n >= 0 && sd->n != sz->n) {
-        PyErr_Format(PyExc_ValueError, "%s: %d sizes but %d strides", src,
-                     sz->n, sd->n);
+    if (!ccolpy_check_strides(src, sz, sd))
         return NULL;
-    }
     return lat_done(o, ccol_dyn_observe_tensor(o->d, rank, src, sz->n,
                                                sz->v,
                                                sd->n >= 0 ? sd->v : NULL));
@@ -147,29 +144,6 @@ lat_observe_tensor(lattice_obj *o, PyObject *args, PyObject *kwds)
     return observe_tensor(o, rank, src, &sz, &sd);
 }
 
-/* The int value of `source` (bools are ints, as in Python): TypeError for
- * anything else, ValueError when it does not fit int64. */
-static int
-int64_of(PyObject *v, const char *src, int64_t *out)
-{
-    int overflow = 0;
-    long long x;
-
-    if (!PyLong_Check(v)) {
-        PyErr_Format(PyExc_TypeError, "%s: value must be an int, not %s",
-                     src, Py_TYPE(v)->tp_name);
-        return 0;
-    }
-    x = PyLong_AsLongLongAndOverflow(v, &overflow);
-    if (overflow != 0) {
-        PyErr_Format(PyExc_ValueError, "%s: %R does not fit in int64", src,
-                     v);
-        return 0;
-    }
-    *out = (int64_t)x;
-    return !(x == -1 && PyErr_Occurred());
-}
-
 static PyObject *
 lat_observe_int(lattice_obj *o, PyObject *args, PyObject *kwds)
 {
@@ -182,7 +156,7 @@ lat_observe_int(lattice_obj *o, PyObject *args, PyObject *kwds)
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O&O&O:observe_int", kwlist,
                                      conv_rank, &rank, ccolpy_conv_name,
                                      &src, &v) ||
-        !int64_of(v, src, &x))
+        !ccolpy_int64(v, src, &x))
         return NULL;
     return lat_done(o, ccol_dyn_observe_int(o->d, rank, src, x));
 }

@@ -229,17 +229,43 @@ tensor_dims(PyObject *v, ccolpy_dims *sz, ccolpy_dims *sd)
 }
 
 int
-ccolpy_read_obs(PyObject *v, const char *source, ccolpy_obs *out)
+ccolpy_check_strides(const char *source, const ccolpy_dims *sz,
+                     const ccolpy_dims *sd)
+{
+    if (sd->n < 0 || sd->n == sz->n)
+        return 1;
+    PyErr_Format(PyExc_ValueError, "%s: %d sizes but %d strides", source,
+                 sz->n, sd->n);
+    return 0;
+}
+
+int
+ccolpy_int64(PyObject *v, const char *source, int64_t *out)
 {
     int overflow = 0;
+    long long x;
 
+    if (!PyLong_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "%s: value must be an int, not %s",
+                     source, Py_TYPE(v)->tp_name);
+        return 0;
+    }
+    x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow != 0) {
+        PyErr_Format(PyExc_ValueError, "%s: %R does not fit in int64",
+                     source, v);
+        return 0;
+    }
+    *out = (int64_t)x;
+    return !(x == -1 && PyErr_Occurred());
+}
+
+int
+ccolpy_read_obs(PyObject *v, const char *source, ccolpy_obs *out)
+{
     if (PyLong_Check(v)) {
         out->kind = CCOLPY_OBS_INT;
-        out->i = (int64_t)PyLong_AsLongLongAndOverflow(v, &overflow);
-        if (overflow)
-            PyErr_Format(PyExc_ValueError, "%s: %R does not fit in int64",
-                         source, v);
-        return !overflow && !PyErr_Occurred();
+        return ccolpy_int64(v, source, &out->i);
     }
     if (PyFloat_Check(v)) {
         out->kind = CCOLPY_OBS_FLOAT;
@@ -249,7 +275,8 @@ ccolpy_read_obs(PyObject *v, const char *source, ccolpy_obs *out)
     if (PyObject_HasAttrString(v, "size") &&
         PyObject_HasAttrString(v, "stride")) {
         out->kind = CCOLPY_OBS_TENSOR;
-        return tensor_dims(v, &out->size, &out->stride);
+        return tensor_dims(v, &out->size, &out->stride) &&
+               ccolpy_check_strides(source, &out->size, &out->stride);
     }
     PyErr_Format(PyExc_TypeError, "%s: cannot observe a %s (expected an "
                  "int, a float or a tensor with size() and stride())",

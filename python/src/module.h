@@ -62,6 +62,15 @@ int ccolpy_conv_dims_opt(PyObject *o, void *out);
 /* A non-empty str without NUL bytes, as UTF-8 (borrowed from o). */
 int ccolpy_conv_name(PyObject *o, void *out);
 
+/* 1 when the strides `sd` (n = -1: none given, contiguous) fit the sizes
+ * `sz`; 0 with a ValueError naming `source` when their numbers differ. */
+int ccolpy_check_strides(const char *source, const ccolpy_dims *sz,
+                         const ccolpy_dims *sd);
+
+/* The int value `v` observed as `source`: 1, or 0 with a TypeError (not an
+ * int) or a ValueError (does not fit int64) naming the source. */
+int ccolpy_int64(PyObject *v, const char *source, int64_t *out);
+
 /* An observed input value: an int (int64), a float, or a tensor-like
  * object with size() and stride() (a torch.Tensor). */
 typedef struct ccolpy_obs {

@@ -333,13 +333,8 @@ cp_observe_tensor(compile_obj *o, PyObject *args, PyObject *kwds)
                                      kwlist, ccolpy_conv_name, &src,
                                      ccolpy_conv_dims, &sz,
                                      ccolpy_conv_dims_opt, &sd) ||
-        !live(o))
+        !live(o) || !ccolpy_check_strides(src, &sz, &sd))
         return NULL;
-    if (sd.n >= 0 && sd.n != sz.n) {
-        PyErr_Format(PyExc_ValueError, "%s: %d sizes but %d strides", src,
-                     sz.n, sd.n);
-        return NULL;
-    }
     return done(o, ccol_compile_observe_tensor(o->c, src, sz.n, sz.v,
                                                sd.n >= 0 ? sd.v : NULL));
 }

@@ -11,6 +11,7 @@ import multiprocessing as mp
 import os
 import pickle
 import socket
+import time
 import traceback
 
 import pytest
@@ -92,7 +93,6 @@ def run_ranks(n, fn, *args, timeout=5.0, deadline=None, env=None,
         pipes.append(parent)
     results = [None] * n
     hung = []
-    import time
     end = time.monotonic() + deadline
     for r, (p, c) in enumerate(zip(procs, pipes)):
         left = max(0.0, end - time.monotonic())
