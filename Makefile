@@ -4,7 +4,8 @@
 #               then the Python package's (pytest, in .venv)
 # Other targets: make build, make ctest, make python (build the package
 # into .venv), make pytest, make asan (C suite under ASan+UBSan),
-# make fuzz, make install PREFIX=/usr/local, make clean.
+# make fuzz, make install PREFIX=/usr/local, make clean, make conformance
+# (the long differential run against PyTorch; the suite runs a bounded one).
 MAKEFLAGS += --no-print-directory
 BUILD ?= build
 JOBS ?= 2
@@ -13,7 +14,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_FLAGS ?=
 
-.PHONY: all deps build demo test ctest python pytest asan fuzz install clean
+.PHONY: all deps build demo test ctest python pytest conformance asan fuzz install \
+	clean
 
 all: build
 
@@ -42,6 +44,11 @@ python:
 
 pytest: build python
 	CCOL_TOOL=$(abspath $(BUILD))/ccol $(PY) -m pytest $(PYTEST_FLAGS) python/tests
+
+# Many more random cases of the PyTorch-oracle tests; prints the figures.
+conformance: build python
+	CCOL_CONFORMANCE=long CCOL_TOOL=$(abspath $(BUILD))/ccol $(PY) -m pytest \
+		-q -p no:timeout $(PYTEST_FLAGS) python/tests/test_conformance_*.py
 
 asan:
 	$(MAKE) ctest BUILD=build-asan CMAKE_FLAGS="-DCCOL_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS)"

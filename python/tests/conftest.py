@@ -137,3 +137,23 @@ def ccol_tool():
         pytest.fail(f"the ccol command is not built at {path}: run "
                     "`make build` (or set CCOL_TOOL)")
     return path
+
+
+# ---- figures of the conformance tests (printed at the end of the run) ----
+
+_FIGURES = {}
+
+
+def conformance_figures(title):
+    """A {variant: Counter} that the run's summary prints under `title`."""
+    from collections import Counter, defaultdict
+    return _FIGURES.setdefault(title, defaultdict(Counter))
+
+
+def pytest_terminal_summary(terminalreporter):
+    for title, variants in _FIGURES.items():
+        for variant, counts in variants.items():
+            if counts:
+                terminalreporter.write_line(
+                    f"conformance, {title}, {variant}: " + ", ".join(
+                        f"{v} {k}" for k, v in counts.items()))
