@@ -48,7 +48,7 @@ pytest: build python
 # Many more random cases of the PyTorch-oracle tests; prints the figures.
 conformance: build python
 	CCOL_CONFORMANCE=long CCOL_TOOL=$(abspath $(BUILD))/ccol $(PY) -m pytest \
-		-q -p no:timeout $(PYTEST_FLAGS) python/tests/test_conformance_*.py
+		-q --timeout=3600 $(PYTEST_FLAGS) python/tests/test_conformance_*.py
 
 asan:
 	$(MAKE) ctest BUILD=build-asan CMAKE_FLAGS="-DCCOL_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS)"
