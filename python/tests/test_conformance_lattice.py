@@ -139,10 +139,11 @@ def number_specs(json_safe):
 
 
 def _capped(sizes):
-    """Sizes whose product stays below 2**40 (every layout's storage then
-    fits int64 comfortably)."""
-    return tuple(min(s, 64) for s in sizes) if math.prod(sizes) > 1 << 40 \
-        else tuple(sizes)
+    """Sizes whose product (0 counted as 1) stays below 2**36, so that
+    every layout's storage, the sliced one's (up to 4x per dim) included,
+    fits int64 comfortably."""
+    big = math.prod(max(s, 1) for s in sizes) > 1 << 36
+    return tuple(min(s, 64) for s in sizes) if big else tuple(sizes)
 
 
 @st.composite
@@ -176,11 +177,10 @@ def observation_specs(json_safe):
 
 
 @st.composite
-def cases(draw, json_safe=False):
+def cases(draw, json_safe=False, max_ranks=16, names=source_names):
     """(prior, ranks): lists of {source: (spec, marks)}."""
-    sources = draw(st.lists(source_names, min_size=1, max_size=4,
-                            unique=True))
-    nranks = draw(st.integers(1, 16))
+    sources = draw(st.lists(names, min_size=1, max_size=4, unique=True))
+    nranks = draw(st.integers(1, max_ranks))
     nprior = draw(st.sampled_from([0, 0, 1, 2, 3]))
     pools = {}
     for s in sources:
@@ -411,3 +411,91 @@ def test_pytorch_does_not_track_bools():
     assert any("L['x']" in s for s in states)
     with pytest.raises(ValueError, match="expected a number"):
         ccol.dyn.merge([{"L['flag']": {"scalar": True}}])
+
+
+# ---- the compile collective itself (join-reduce over tcp) ----
+
+def _feed(c, obs_set):
+    for source, o in obs_set.items():
+        if "scalar" in o:
+            c.observe(source, o["scalar"])
+            continue
+        c.observe_tensor(source, o["size"], o.get("stride"))
+        for d in o.get("mark_dynamic", []):
+            c.mark_dynamic(source, d)
+
+
+def _decisions(c, obs_set):
+    """This rank's decisions for its own sources, named as ccol names
+    them. A decision other than STATIC is dynamic in the merged state
+    (SPECIALIZED_01 is the local 0/1 rule applied to a dynamic entry; the
+    value passed only matters for that rule)."""
+    out = []
+    for source, o in obs_set.items():
+        if "scalar" in o:
+            v = o["scalar"] if type(o["scalar"]) is int else 0
+            out += [source] if c.decide_scalar(source, v) else []
+            continue
+        for d, v in enumerate(o["size"]):
+            if c.decide_size(source, d, v):
+                out.append(f"{source}.size({d})")
+            if c.decide_stride(source, d):
+                out.append(f"{source}.stride({d})")
+    return sorted(out, key=str.encode)
+
+
+def _compile_collective(comm, prior_sets, rank_sets):
+    """Every rank compiles frame f once per prior set (all observing it:
+    that builds the same prior state everywhere), then once with its own
+    observations; returns the frame state as the Sync renders it and this
+    rank's decisions in the last compile."""
+    sync = ccol.Sync(comm, mode="compile")
+    for obs_set in prior_sets:
+        with sync.begin("f") as c:
+            _feed(c, obs_set)
+            c.exchange()
+    with sync.begin("f") as c:
+        _feed(c, rank_sets[comm.rank])
+        c.exchange()
+        decisions = _decisions(c, rank_sets[comm.rank])
+    return sync.render("f"), decisions
+
+
+def _pytorch_decisions(entries, o_set):
+    """What this rank's Dynamo decides from the merged entries for its own
+    sources."""
+    out = []
+    for source, o in o_set.items():
+        e = entries[source]
+        if o["kind"] != "tensor":
+            out += [source] if e.scalar is pgo_oracle.pgo.auto_dynamic else []
+            continue
+        for d in range(o["tensor"].dim()):
+            if e.is_size_dynamic(d):
+                out.append(f"{source}.size({d})")
+            if e.is_stride_dynamic(d):
+                out.append(f"{source}.stride({d})")
+    return sorted(out, key=str.encode)
+
+
+def _render_lines(text):
+    return dict(line.split(": ", 1) for line in text.splitlines())
+
+
+@_settings(suite=20, long=400)
+@given(cases(json_safe=True, max_ranks=8 if LONG else 3,
+             names=st.sampled_from(NAMES)))
+def test_compile_collective_renders_and_decides_as_pytorch(case):
+    want, entries, o_prior, o_ranks, c_sets = merge_all(*case)
+    prior_sets, rank_sets = c_sets[:len(o_prior)], c_sets[len(o_prior):]
+    res = conftest.ok(conftest.run_ranks(
+        len(rank_sets), _compile_collective, prior_sets, rank_sets))
+    assert all(r[0] == res[0][0] for r in res), "ranks render differently"
+    for rank, (_, decisions) in enumerate(res):
+        assert decisions == _pytorch_decisions(entries, o_ranks[rank]), (
+            f"rank {rank} decides differently from PyTorch")
+    # The frame state: every source's render (decisions checked above).
+    got = {s: {"render": r, "dynamic": want[s]["dynamic"]}
+           for s, r in _render_lines(res[0][0]).items()}
+    check(got, want, entries, o_prior, o_ranks,
+          FIGURES["compile collective over tcp"])
