@@ -31,18 +31,16 @@ import math
 import os
 import subprocess
 import tempfile
-from collections import Counter
 
 import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-pytest.importorskip("torch")  # noqa: E402 - the oracle needs PyTorch
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-import ccol.dyn  # noqa: E402
-import conftest  # noqa: E402
-import pgo_oracle  # noqa: E402
-import torch  # noqa: E402
+import ccol
+import ccol.dyn
+import conftest
+import pgo_oracle
 
 LONG = os.environ.get("CCOL_CONFORMANCE") == "long"
 FIGURES = conftest.conformance_figures("lattice against torch._dynamo.pgo")
