@@ -120,6 +120,10 @@ json_t *jit_summary_job(int world, int mode, json_t **entries);
 json_t *jit_summary_public(const json_t *job);
 /* Prints the job as one JSON line (json) or as readable text. */
 void jit_summary_print(const json_t *job, bool json, FILE *f);
+/* A JSON string of text from outside (a program's source, a path): bytes
+ * that are not valid UTF-8 become U+FFFD each, so the summary stays valid
+ * JSON whatever the input holds. NULL only when out of memory. */
+json_t *jit_json_text(const char *s);
 /* Sorts a JSON array of strings in place (byte order). */
 void jit_sort_strings(json_t *arr);
 /* True when every rank of the job succeeded. */

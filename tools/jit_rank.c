@@ -46,7 +46,10 @@ set_error(rank_ctx *c, const char *code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    c->error = json_pack("{s:s, s:s}", "code", code, "message", msg);
+    /* The message may quote the program's bytes (a source line): made
+     * valid UTF-8 so the entry always serializes. */
+    c->error = json_pack("{s:s, s:o*}", "code", code, "message",
+                         jit_json_text(msg));
 }
 
 /* The error code of a failed call: a program's own mistakes (what the
@@ -347,10 +350,11 @@ frame_entry(const ccol_jit_session *s, size_t i)
 
     for (size_t j = 0; j < nd; j++)
         json_array_append_new(dyn,
-            json_string(ccol_jit_session_frame_dynamic(s, i, j)));
+            jit_json_text(ccol_jit_session_frame_dynamic(s, i, j)));
     jit_sort_strings(dyn);
-    return json_pack("{s:s, s:I, s:o, s:b}", "name",
-                     ccol_jit_session_frame_name(s, i), "compiles",
+    return json_pack("{s:o*, s:I, s:o, s:b}", "name",
+                     jit_json_text(ccol_jit_session_frame_name(s, i)),
+                     "compiles",
                      (json_int_t)ccol_jit_session_frame_compiles(s, i),
                      "dynamic", dyn, "eager",
                      (int)ccol_jit_session_frame_eager(s, i));
@@ -374,8 +378,11 @@ entry_of(rank_ctx *c, double wall_s)
         for (size_t i = 0; i < ccol_jit_session_nframes(c->s); i++)
             json_array_append_new(frames, frame_entry(c->s, i));
     }
+    bool ok = c->error == NULL &&
+              json_array_size(c->results) == c->o->sched->ncalls;
+
     return json_pack("{s:i, s:b, s:o, s:I, s:I, s:o, s:o, s:o, s:f}",
-                     "rank", c->rank, "ok", c->error == NULL, "error",
+                     "rank", c->rank, "ok", ok, "error",
                      c->error ? json_incref(c->error) : json_null(),
                      "compiles", compiles, "exchanges", exchanges, "frames",
                      frames, "results", json_incref(c->results),
@@ -398,6 +405,11 @@ jit_rank_run(const jit_opts *o, ccol_comm *comm)
                 break;
     if (o->sched->ncalls == 0)
         maybe_fault(&c, 0);
+    /* A rank is ok only if every call ran: never report success for a
+     * schedule that stopped early without a recorded reason. */
+    if (json_array_size(c.results) != o->sched->ncalls)
+        set_error(&c, "INTERNAL", "only %zu of the %zu calls ran",
+                  json_array_size(c.results), o->sched->ncalls);
     finish(&c);
     entry = entry_of(&c, now_s() - t0);
     ccol_jit_session_destroy(c.s);

@@ -42,6 +42,64 @@ out:
     free(v);
 }
 
+/* Length of the valid UTF-8 sequence at s (1 to 4 bytes), or 0 when the
+ * byte there does not start one: a stray continuation byte, an overlong
+ * form, a surrogate, a code point above U+10FFFF or a cut sequence. */
+static size_t
+utf8_seq(const unsigned char *s)
+{
+    size_t n;
+    unsigned cp;
+
+    if (s[0] < 0x80)
+        return 1;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf)
+        n = 2, cp = s[0] & 0x1fu;
+    else if (s[0] >= 0xe0 && s[0] <= 0xef)
+        n = 3, cp = s[0] & 0x0fu;
+    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+        n = 4, cp = s[0] & 0x07u;
+    else
+        return 0;
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (s[i] & 0x3fu);
+    }
+    if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+        return 0;
+    return n;
+}
+
+json_t *
+jit_json_text(const char *s)
+{
+    const unsigned char *u = (const unsigned char *)(s ? s : "");
+    size_t len = strlen((const char *)u), o = 0;
+    char *buf = malloc(3 * len + 1);
+    json_t *j;
+
+    if (buf == NULL)
+        return NULL;
+    for (size_t i = 0; i < len;) {
+        size_t n = utf8_seq(u + i);
+        if (n == 0) {
+            memcpy(buf + o, "\xef\xbf\xbd", 3); /* U+FFFD */
+            o += 3;
+            i++;
+            continue;
+        }
+        memcpy(buf + o, u + i, n);
+        o += n;
+        i += n;
+    }
+    buf[o] = '\0';
+    j = json_stringn(buf, o);
+    free(buf);
+    return j;
+}
+
 json_t *
 jit_summary_job(int world, int mode, json_t **entries)
 {

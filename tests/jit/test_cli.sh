@@ -292,6 +292,33 @@ for e in j['ranks']:
     m = e['error']['message']
     assert 'call 0 (f)' in m and 'runtime.tl:2:' in m, m"
 
+# Bytes that are not UTF-8 in the program: the summary stays one valid
+# JSON object, a failed call is never ok, and --check does not pass it.
+printf 'def f(x, n):\n    # caf\xe9\n    return x[100] # \xe9\xff\n' \
+    >"$TMP/latin1.tl"
+for extra in "" --check; do
+    jit "$TMP/latin1.tl" --schedule "$S" -n 2 --json --timeout 5 $extra
+    pycheck "program_latin1_error${extra:+_check}" "
+assert rc == 1 and not j['ok'], j
+for e in j['ranks']:
+    assert not e['ok'] and e['error']['code'] == 'PROGRAM', e
+    assert 'latin1.tl:3:' in e['error']['message'], e['error']
+    assert '\ufffd' in e['error']['message'], e['error']"
+done
+printf '\x80\x01\xfe\n\xc3(\x00\xed\xa0\x80 def\n' >"$TMP/binary.tl"
+jit "$TMP/binary.tl" --schedule "$S" -n 2 --json --check --timeout 5
+pycheck program_binary "
+assert rc == 1 and not j['ok'], j
+for e in j['ranks']:
+    assert e['error']['code'] == 'PROGRAM' and e['results'] == [], e"
+printf 'def f(x, n):\n    # caf\xe9\n    return x.sum() * n\n' \
+    >"$TMP/latin1_ok.tl"
+jit "$TMP/latin1_ok.tl" --schedule "$S" -n 2 --json --timeout 5
+pycheck program_latin1_comment_ok "
+assert rc == 0 and j['ok'], j
+for e in j['ranks']:
+    assert len(e['results']) == 3, e"
+
 # A rank killed mid-schedule: its entry says how it ended, the others'
 # errors name it, and nothing hangs.
 K=$G/kill.json
