@@ -11,9 +11,12 @@
 #include "mpi_glue.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char usage_text[] =
     "usage: ccol jit PROG.tl --schedule SCHED.json [-n N]\n"
@@ -245,6 +248,61 @@ pick_transport(jit_opts *o)
     return 0;
 }
 
+/* libccol's warnings (a trace file that cannot be written, ...) on
+ * stderr: the library is silent unless a callback is installed. */
+static void
+log_warning(void *ud, ccol_log_level level, const char *component,
+            const char *msg)
+{
+    (void)ud;
+    fprintf(stderr, "ccol jit: %s (%s): %s\n",
+            level == CCOL_LOG_ERROR ? "error" : "warning", component, msg);
+}
+
+/* Why the trace directory cannot take the ranks' files (creating it if
+ * it is missing, one level, as the writer would), or NULL when it can:
+ * a probe file is created in it and removed. */
+static const char *
+trace_dir_problem(const char *dir, int *err)
+{
+    char probe[4096];
+    struct stat st;
+    int fd;
+
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return *err = errno, "cannot create the directory";
+    if (stat(dir, &st) != 0)
+        return *err = errno, "cannot use the directory";
+    if (!S_ISDIR(st.st_mode))
+        return *err = ENOTDIR, "cannot use the directory";
+    if ((size_t)snprintf(probe, sizeof probe, "%s/.ccol-probe-%ld", dir,
+                         (long)getpid()) >= sizeof probe)
+        return *err = ENAMETOOLONG, "cannot use the directory";
+    fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return *err = errno, "cannot create files in the directory";
+    close(fd);
+    unlink(probe);
+    return NULL;
+}
+
+/* --trace DIR that cannot be written gives the one warning the trace
+ * format promises, and the job goes on without tracing. */
+static void
+check_trace_dir(jit_opts *o)
+{
+    const char *why;
+    int err = 0;
+
+    if (o->trace_dir == NULL)
+        return;
+    if ((why = trace_dir_problem(o->trace_dir, &err)) == NULL)
+        return;
+    fprintf(stderr, "ccol jit: warning: --trace %s: %s: %s; tracing "
+            "disabled, the job goes on\n", o->trace_dir, why, strerror(err));
+    o->trace_dir = NULL;
+}
+
 /* Runs the parsed job and prints its summary; the exit status. */
 static int
 run(const jit_opts *o, const char *sched_path)
@@ -296,6 +354,8 @@ ccol_cmd_jit(int argc, char **argv)
         return 2;
     }
     o.sched = s;
+    ccol_log_set(log_warning, NULL, CCOL_LOG_WARN);
+    check_trace_dir(&o);
     rc = pick_transport(&o);
     if (rc == 0)
         rc = run(&o, sched_path);

@@ -428,6 +428,21 @@ join2() {
     cp "$TMP/join.err.0" "$TMP/err"
 }
 
+# A trace directory that cannot be written: one warning on stderr naming
+# it, and the job goes on (the trace format's promise).
+for d in /proc/ccol-nope "$TMP/missing/sub" "$P"; do
+    jit "$P" --schedule "$S" -n 2 --json --timeout 5 --trace "$d"
+    if [ "$RC" -eq 0 ] &&
+        [ "$(grep -c "warning: --trace $d: .*tracing disabled" "$TMP/err")" = 1 ]
+    then
+        pycheck "trace_unwritable_$(basename "$d")" "assert j['ok']"
+    else
+        bad "trace_unwritable_$(basename "$d")" "$(details)"
+    fi
+done
+[ ! -e "$TMP/missing" ] && ok trace_unwritable_nothing_made ||
+    bad trace_unwritable_nothing_made "$(ls -R "$TMP/missing")"
+
 # Joining: rank 0 prints the job, rank 1 nothing on stdout.
 join2 "$G/skew.2.json" --timeout 10
 pycheck joined_job "
