@@ -91,6 +91,42 @@ resolve_rank(ccol__err *err, int *rank, int *size, int *used)
     return CCOL_OK;
 }
 
+/* The names CCOL_TRANSPORT accepts, in the order messages list them. */
+static const struct {
+    const char *name;
+    ccol_transport transport;
+} transport_names[] = {
+    { "inproc", CCOL_TRANSPORT_INPROC },
+    { "tcp", CCOL_TRANSPORT_TCP },
+};
+
+#define NTRANSPORTS (sizeof transport_names / sizeof transport_names[0])
+
+/* Reads CCOL_TRANSPORT into p (unset or empty: the default); an unknown
+ * name is an error naming it and the accepted ones. */
+static ccol_status
+read_transport(ccol__err *err, ccol_comm_params *p)
+{
+    const char *v = getenv("CCOL_TRANSPORT");
+    char names[128] = "";
+
+    if (v == NULL || v[0] == '\0')
+        return CCOL_OK;
+    for (size_t i = 0; i < NTRANSPORTS; i++) {
+        if (strcmp(v, transport_names[i].name) == 0) {
+            p->transport = transport_names[i].transport;
+            p->mask |= CCOL_COMM_PARAM_TRANSPORT;
+            return CCOL_OK;
+        }
+        snprintf(names + strlen(names), sizeof names - strlen(names),
+                 "%s%s", i == 0 ? "" : i + 1 == NTRANSPORTS ? " or " : ", ",
+                 transport_names[i].name);
+    }
+    return ccol__seterr(err, CCOL_ERR_INVALID_ARG,
+                        "CCOL_TRANSPORT='%.64s' is not a transport: use %s "
+                        "(or leave it unset for the default)", v, names);
+}
+
 /* Reads CCOL_TIMEOUT, CCOL_TOKEN, MASTER_ADDR, MASTER_PORT into p. */
 static ccol_status
 read_knobs(ccol__err *err, ccol_comm_params *p)
@@ -179,13 +215,20 @@ ccol_comm_create_env(const ccol_comm_params *overrides, ccol_comm **out)
     if (out == NULL)
         return CCOL_ERR_INVALID_ARG;
     if (resolve_rank(&err, &rank, &size, &used) != CCOL_OK ||
-        read_knobs(&err, &p) != CCOL_OK)
+        read_knobs(&err, &p) != CCOL_OK ||
+        read_transport(&err, &p) != CCOL_OK)
         return fail_env(&err, out);
     p.rank = rank;
     p.size = size;
     p.mask |= CCOL_COMM_PARAM_RANK | CCOL_COMM_PARAM_SIZE;
     if (overrides != NULL)
         overlay(&p, overrides);
+    if ((p.mask & CCOL_COMM_PARAM_TRANSPORT) &&
+        p.transport == CCOL_TRANSPORT_INPROC &&
+        !((p.mask & CCOL_COMM_PARAM_NAME) && p.name != NULL && p.name[0])) {
+        p.name = "env"; /* the threads of this process meet in one group */
+        p.mask |= CCOL_COMM_PARAM_NAME;
+    }
     if (p.size > 1 && !(p.mask & CCOL_COMM_PARAM_PORT) &&
         !((p.mask & CCOL_COMM_PARAM_TRANSPORT) &&
           p.transport == CCOL_TRANSPORT_INPROC)) {

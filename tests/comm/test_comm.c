@@ -10,6 +10,7 @@
 #include "harness.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -476,6 +477,79 @@ CCOL_TEST(env_resolution)
     CHECK_STATUS(ccol_comm_create_env(NULL, &c), CCOL_ERR_INVALID_ARG);
     CHECK_CONTAINS(ccol_comm_errmsg(c), "CCOL_TIMEOUT");
     ccol_comm_destroy(c);
+    unsetenv("CCOL_TIMEOUT");
+}
+
+typedef struct env_rank_arg {
+    int rank;          /* the rank this thread overrides */
+    ccol_status status; /* of creating the comm and one barrier */
+} env_rank_arg;
+
+static void *
+env_rank_thread(void *arg)
+{
+    env_rank_arg *a = arg;
+    ccol_comm_params o = { .mask = CCOL_COMM_PARAM_RANK, .rank = a->rank };
+    ccol_comm *c = NULL;
+
+    a->status = ccol_comm_create_env(&o, &c);
+    if (a->status == CCOL_OK)
+        a->status = ccol_barrier(c);
+    if (a->status != CCOL_OK)
+        fprintf(stderr, "rank %d: %s\n", a->rank,
+                c ? ccol_comm_errmsg(c) : "no memory");
+    ccol_comm_destroy(c);
+    return NULL;
+}
+
+/* CCOL_TRANSPORT picks the transport by name;
+/* CCOL_TRANSPORT picks the transport by name; an unknown name is an error
+ * naming it and the accepted names, an empty one is the default. */
+CCOL_TEST(env_transport)
+{
+    ccol_comm *c = NULL;
+
+    setenv("RANK", "0", 1);
+    setenv("WORLD_SIZE", "1", 1);
+    setenv("CCOL_TRANSPORT", "carrier-pigeon", 1);
+    CHECK_STATUS(ccol_comm_create_env(NULL, &c), CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "CCOL_TRANSPORT='carrier-pigeon'");
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "inproc");
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "tcp");
+    ccol_comm_destroy(c);
+    setenv("CCOL_TRANSPORT", "TCP", 1); /* names are exact */
+    CHECK_STATUS(ccol_comm_create_env(NULL, &c), CCOL_ERR_INVALID_ARG);
+    ccol_comm_destroy(c);
+    for (int i = 0; i < 2; i++) {
+        setenv("CCOL_TRANSPORT", i == 0 ? "inproc" : "", 1);
+        CHECK_OK(ccol_comm_create_env(NULL, &c), c);
+        CHECK_EQ(ccol_comm_size(c), 1);
+        CHECK_OK(ccol_barrier(c), c);
+        ccol_comm_destroy(c);
+    }
+    /* tcp asked for explicitly, even alone, needs the rendezvous port
+     * (the default for one rank needs no network). */
+    setenv("CCOL_TRANSPORT", "tcp", 1);
+    unsetenv("MASTER_PORT");
+    CHECK_STATUS(ccol_comm_create_env(NULL, &c), CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "MASTER_PORT");
+    ccol_comm_destroy(c);
+    /* Two ranks as threads of this process, each overriding only its
+     * rank: they meet because CCOL_TRANSPORT chose inproc (tcp would
+     * refuse to start without MASTER_PORT). */
+    setenv("CCOL_TRANSPORT", "inproc", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("CCOL_TIMEOUT", "20", 1);
+    unsetenv("MASTER_PORT");
+    pthread_t th;
+    env_rank_arg a1 = { .rank = 1 };
+    CHECK(pthread_create(&th, NULL, env_rank_thread, &a1) == 0);
+    env_rank_arg a0 = { .rank = 0 };
+    env_rank_thread(&a0);
+    pthread_join(th, NULL);
+    CHECK_EQ(a0.status, CCOL_OK);
+    CHECK_EQ(a1.status, CCOL_OK);
+    unsetenv("CCOL_TRANSPORT");
 }
 
 /* The interrupt hook: says stop on its third call (about 150 ms into the
@@ -574,7 +648,7 @@ CCOL_TEST_MAIN(CCOL_T(inproc_all_ops), CCOL_T(inproc_all_ops_tree),
                CCOL_T(bad_params_are_rejected),
                CCOL_T(single_rank_needs_no_network),
                CCOL_T(inproc_wrong_size_and_duplicate_rank),
-               CCOL_T(env_resolution),
+               CCOL_T(env_resolution), CCOL_T(env_transport),
                CCOL_T(inproc_interrupt_hook_stops_a_wait),
                CCOL_T(tcp_interrupt_hook_stops_a_wait),
                CCOL_T(interrupt_hook_is_quiet_on_fast_operations),
