@@ -319,8 +319,10 @@ run(const jit_opts *o, const char *sched_path)
             fprintf(stderr, "ccol jit: %s\n", err);
         return rc == 1 ? 2 : 1;
     }
-    if (printer)
+    if (printer) {
+        jit_summary_diagnostics(job, stderr);
         jit_summary_print(job, o->json, stdout);
+    }
     rc = jit_summary_ok(job) ? 0 : 1;
     json_decref(job);
     return rc;

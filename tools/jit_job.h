@@ -124,6 +124,12 @@ void jit_summary_print(const json_t *job, bool json, FILE *f);
  * that are not valid UTF-8 become U+FFFD each, so the summary stays valid
  * JSON whatever the input holds. NULL only when out of memory. */
 json_t *jit_json_text(const char *s);
+/* Prints the errors of the program (syntax and runtime errors, code
+ * PROGRAM) as diagnostics: each distinct one once, after the ranks that
+ * hit it ("ranks 0-3: call 0 (f): prog.tl:3:13: error: ..."). */
+void jit_summary_diagnostics(const json_t *job, FILE *f);
+/* Prints a set of ranks (ascending) as "rank 3" or "ranks 0-3, 5". */
+void jit_print_ranks(FILE *f, const int *ranks, size_t n);
 /* Sorts a JSON array of strings in place (byte order). */
 void jit_sort_strings(json_t *arr);
 /* True when every rank of the job succeeded. */

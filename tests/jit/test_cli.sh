@@ -292,6 +292,73 @@ for e in j['ranks']:
     m = e['error']['message']
     assert 'call 0 (f)' in m and 'runtime.tl:2:' in m, m"
 
+# Program errors are diagnostics on stderr, as a compiler prints them:
+# file:line:col, the source line and a caret, once for all the ranks that
+# hit the same error; with --json stdout is the JSON object alone, and the
+# error stays in it.
+diag_check() {
+    local name=$1 file=$2 line=$3 n=$4 msg
+    if msg=$(python3 -S - "$TMP/out" "$TMP/err" "$file" "$line" "$n" \
+        "$RC" 2>&1 <<'EOF'
+import json, sys
+out, err, file, line, n, rc = sys.argv[1:]
+text = open(out).read()
+assert text.count("\n") == 1, "stdout is not one line"
+j = json.loads(text)
+assert rc == "1" and not j["ok"]
+for e in j["ranks"]:
+    assert e["error"]["code"] == "PROGRAM", e
+    assert f"{file}:{line}:" in e["error"]["message"], e
+lines = open(err).read().splitlines()
+heads = [l for l in lines if f"{file}:{line}:" in l]
+assert len(heads) == 1, f"the diagnostic is printed {len(heads)} times"
+want = "ranks 0-%d: " % (int(n) - 1)
+assert heads[0].startswith(want), heads[0]
+i = lines.index(heads[0])
+src, caret = lines[i + 1], lines[i + 2]
+assert caret.strip() == "^", caret
+col = int(heads[0].split(f"{file}:{line}:")[1].split(":")[0])
+assert caret.index("^") == col - 1, (src, caret, col)
+EOF
+    ); then
+        ok "$name"
+    else
+        bad "$name" "$msg
+$(details)"
+    fi
+}
+jit "$TMP/syntax.tl" --schedule "$S" -n 2 --json --timeout 5
+diag_check diagnostic_syntax syntax.tl 2 2
+jit "$TMP/runtime.tl" --schedule "$S" -n 3 --json --timeout 5
+diag_check diagnostic_runtime runtime.tl 2 3
+# Without --json too: the diagnostic on stderr, the summary's line for the
+# ranks on stdout (first line only), never the caret on stdout.
+jit "$TMP/runtime.tl" --schedule "$S" -n 3 --timeout 5
+if [ "$RC" -eq 1 ] && grep -q "^ranks 0-2: call 0 (f): .*runtime.tl:2:" \
+    "$TMP/err" && grep -q "^ranks 0-2: PROGRAM: call 0 (f): " "$TMP/out" &&
+    ! grep -q "\^" "$TMP/out" && [ "$(wc -l <"$TMP/out")" = 5 ]; then
+    ok diagnostic_text
+else
+    bad diagnostic_text "$(details)"
+fi
+# Errors that differ are grouped apart: rank 1 calls a missing function.
+jit "$P" --schedule "$G/missing.3.json" -n 3 --timeout 5 --collectives off
+if [ "$RC" -eq 1 ] && [ "$(grep -c "^rank 1: PROGRAM: " "$TMP/out")" = 1 ] &&
+    [ "$(grep -c "^rank 1: call 1 (nope): " "$TMP/err")" = 1 ] &&
+    ! grep -q "^ranks" "$TMP/out" "$TMP/err"; then
+    ok diagnostic_grouped_apart
+else
+    bad diagnostic_grouped_apart "$(details)"
+fi
+# A job of many identical ranks: one group, not one block per rank.
+jit "$P" --schedule "$S" -n 24 --timeout 30
+if [ "$RC" -eq 0 ] && [ "$(wc -l <"$TMP/out")" = 5 ] &&
+    grep -q "^ranks 0-23: ok$" "$TMP/out"; then
+    ok summary_grouped
+else
+    bad summary_grouped "$(details)"
+fi
+
 # Bytes that are not UTF-8 in the program: the summary stays one valid
 # JSON object, a failed call is never ok, and --check does not pass it.
 printf 'def f(x, n):\n    # caf\xe9\n    return x[100] # \xe9\xff\n' \
@@ -376,7 +443,7 @@ assert rc == 0 and j['ok']"
 # Readable output.
 jit "$P" --schedule "$G/breaks.2.json" -n 2 --timeout 5
 if [ "$RC" -eq 0 ] && grep -q "^ccol jit: 2 ranks, collectives lockstep: ok" \
-    "$TMP/out" && grep -q "^rank 1: ok" "$TMP/out" &&
+    "$TMP/out" && grep -q "^ranks 0-1: ok" "$TMP/out" &&
     grep -q "frame logged: 2 compiles, dynamic: L\['x'\].size(0)" "$TMP/out" &&
     grep -q "^\[rank 1\] rows 4" "$TMP/out"; then
     ok readable_summary
