@@ -303,6 +303,48 @@ check_trace_dir(jit_opts *o)
     o->trace_dir = NULL;
 }
 
+/* Loads the program once before any rank starts: a syntax error or a
+ * file that cannot be read is found here, printed as a compiler prints
+ * it, and is a usage error (exit status 2). */
+static int
+check_program(const jit_opts *o)
+{
+    char err[2048];
+
+    if (jit_program_check(o, err, sizeof err) == 0)
+        return 0;
+    fprintf(stderr, "%s%s\n", strchr(err, '\n') ? "" : "ccol jit: ", err);
+    return 2;
+}
+
+/* With -n, the variables every rank will read (CCOL_TIMEOUT,
+ * CCOL_TRANSPORT, CCOL_TOKEN) are checked once before any rank starts:
+ * a bad one is a usage error. Rank, size and the rendezvous address are
+ * the ones the ranks are given, so those of this process do not count. */
+static int
+check_env(const jit_opts *o)
+{
+    ccol_comm_params p = { .mask = CCOL_COMM_PARAM_RANK |
+                                   CCOL_COMM_PARAM_SIZE |
+                                   CCOL_COMM_PARAM_TRANSPORT,
+                           .rank = 0, .size = 1,
+                           .transport = CCOL_TRANSPORT_DEFAULT };
+    ccol_comm *c = NULL;
+    ccol_status st;
+
+    if (o->nranks == 0)
+        return 0; /* a joining rank reads them when it connects */
+    unsetenv("MASTER_ADDR"); /* each rank is given its own */
+    unsetenv("MASTER_PORT");
+    jit_rank_env(o);
+    st = ccol_comm_create_env(&p, &c);
+    if (st != CCOL_OK)
+        fprintf(stderr, "ccol jit: %s\n",
+                c ? ccol_comm_errmsg(c) : ccol_status_str(st));
+    ccol_comm_destroy(c);
+    return st == CCOL_OK ? 0 : 2;
+}
+
 /* Runs the parsed job and prints its summary; the exit status. */
 static int
 run(const jit_opts *o, const char *sched_path)
@@ -317,7 +359,7 @@ run(const jit_opts *o, const char *sched_path)
             fprintf(stderr, "ccol jit: %s: %s\n", sched_path, err);
         else
             fprintf(stderr, "ccol jit: %s\n", err);
-        return rc == 1 ? 2 : 1;
+        return rc > 0 ? 2 : 1;
     }
     if (printer) {
         jit_summary_diagnostics(job, stderr);
@@ -358,7 +400,11 @@ ccol_cmd_jit(int argc, char **argv)
     o.sched = s;
     ccol_log_set(log_warning, NULL, CCOL_LOG_WARN);
     check_trace_dir(&o);
-    rc = pick_transport(&o);
+    rc = check_program(&o);
+    if (rc == 0)
+        rc = check_env(&o);
+    if (rc == 0)
+        rc = pick_transport(&o);
     if (rc == 0)
         rc = run(&o, sched_path);
     sched_free(s);

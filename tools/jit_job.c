@@ -184,12 +184,15 @@ join(const jit_opts *o, json_t **out, bool *printer, char *err,
     json_t *mine;
     int rank, world;
     char why[512];
+    ccol_status st;
 
     jit_rank_env(o);
-    if (connect_job(o, &comm, why, sizeof why) != CCOL_OK) {
+    if ((st = connect_job(o, &comm, why, sizeof why)) != CCOL_OK) {
         snprintf(err, errlen, "cannot join the job: %s", why);
         ccol_comm_destroy(comm);
-        return -1;
+        /* A launcher variable or CCOL_* setting that makes no sense is
+         * the user's to fix, like a bad option. */
+        return st == CCOL_ERR_INVALID_ARG ? 2 : -1;
     }
     if (sched_check(o->sched, ccol_comm_size(comm), err, errlen) != 0) {
         ccol_comm_destroy(comm);

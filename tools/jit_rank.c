@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -99,11 +100,17 @@ static char *
 read_source(const char *path, size_t *len, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
+    struct stat st;
     char *buf;
 
     if (f == NULL) {
         snprintf(err, errlen, "%s: cannot open the program: %s", path,
                  strerror(errno));
+        return NULL;
+    }
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "%s: is a directory, not a program", path);
+        fclose(f);
         return NULL;
     }
     buf = malloc((size_t)CCOL_JIT_MAX_SOURCE + 2);
@@ -151,6 +158,33 @@ load_program(rank_ctx *c)
         return -1;
     }
     return 0;
+}
+
+int
+jit_program_check(const jit_opts *o, char *err, size_t errlen)
+{
+    ccol_jit_params p = { .mask = CCOL_JIT_PARAM_PRINT, .print = drop_line };
+    ccol_jit_module *m = NULL;
+    size_t len = 0;
+    char *src = NULL;
+    ccol_status st;
+
+    if (o->prog_src == NULL &&
+        (src = read_source(o->prog, &len, err, errlen)) == NULL)
+        return -1;
+    if (ccol_jit_module_create(&p, &m) != CCOL_OK) {
+        free(src);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    st = src != NULL ? ccol_jit_module_load(m, src, len, o->prog)
+                     : ccol_jit_module_load(m, o->prog_src, o->prog_len,
+                                            o->prog);
+    if (st != CCOL_OK)
+        snprintf(err, errlen, "%s", ccol_jit_module_errmsg(m));
+    ccol_jit_module_destroy(m);
+    free(src);
+    return st == CCOL_OK ? 0 : -1;
 }
 
 static int

@@ -10,6 +10,7 @@
  */
 #include "comm.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,8 +139,8 @@ read_knobs(ccol__err *err, ccol_comm_params *p)
     if (t != NULL) {
         if (!ccol__parse_seconds(t, &p->timeout_s))
             return ccol__seterr(err, CCOL_ERR_INVALID_ARG,
-                                "CCOL_TIMEOUT='%s' is not a number of "
-                                "seconds > 0",
+                                "CCOL_TIMEOUT='%.64s' is not a number of "
+                                "seconds in (0, 10000000]",
                                 t);
         p->mask |= CCOL_COMM_PARAM_TIMEOUT;
     }
@@ -212,9 +213,15 @@ ccol_comm_create_env(const ccol_comm_params *overrides, ccol_comm **out)
     ccol__err err = { 0 };
     int rank = 0, size = 1, used = -1;
 
+    bool given = overrides != NULL &&
+                 (overrides->mask & CCOL_COMM_PARAM_RANK) &&
+                 (overrides->mask & CCOL_COMM_PARAM_SIZE);
+
     if (out == NULL)
         return CCOL_ERR_INVALID_ARG;
-    if (resolve_rank(&err, &rank, &size, &used) != CCOL_OK ||
+    /* Rank and size given by the caller: the launcher's variables are
+     * not consulted (they would be overridden anyway). */
+    if ((!given && resolve_rank(&err, &rank, &size, &used) != CCOL_OK) ||
         read_knobs(&err, &p) != CCOL_OK ||
         read_transport(&err, &p) != CCOL_OK)
         return fail_env(&err, out);

@@ -269,20 +269,35 @@ bad_sched duplicate "duplicate object key" \
 expect_err schedule_missing_file 2 "cannot open the schedule" \
     "$P" --schedule "$TMP/none.json" -n 2
 
-# Program errors: every rank reports them, exit status 1.
+# A program that does not load is found before any rank starts: exit
+# status 2 like other usage errors, the error on stderr, nothing on stdout.
 printf 'def f(x):\n    return x +\n' >"$TMP/syntax.tl"
-jit "$TMP/syntax.tl" --schedule "$S" -n 2 --json --timeout 5
-pycheck program_syntax_error "
-assert rc == 1 and not j['ok']
-for e in j['ranks']:
-    assert e['error']['code'] == 'PROGRAM', e['error']
-    assert 'syntax.tl:2:' in e['error']['message'], e['error']"
-jit "$TMP/nothing.tl" --schedule "$S" -n 2 --json --timeout 5
-pycheck program_missing_file "
-assert rc == 1
-for e in j['ranks']:
-    assert e['error']['code'] == 'PROGRAM'
-    assert 'cannot open the program' in e['error']['message']"
+expect_err program_syntax_error 2 "syntax.tl:2:15: error: expected an expression" \
+    "$TMP/syntax.tl" --schedule "$S" -n 2 --json --timeout 5
+if [ "$(sed -n 2,3p "$TMP/err")" = "$(printf '    return x +\n              ^')" ]
+then
+    ok program_syntax_caret
+else
+    bad program_syntax_caret "$(details)"
+fi
+expect_err program_missing_file 2 "nothing.tl: cannot open the program" \
+    "$TMP/nothing.tl" --schedule "$S" -n 2 --json --timeout 5
+expect_err program_directory 2 "is a directory, not a program" \
+    "$TMP" --schedule "$S" -n 2 --json --timeout 5
+# So is a CCOL_* variable the ranks would refuse, with or without -n.
+CCOL_TRANSPORT=carrier-pigeon expect_err env_transport 2 \
+    "CCOL_TRANSPORT='carrier-pigeon' is not a transport: use inproc or tcp" \
+    "$P" --schedule "$S" -n 2 --json
+CCOL_TRANSPORT=carrier-pigeon RANK=0 WORLD_SIZE=1 expect_err env_transport_joined 2 \
+    "CCOL_TRANSPORT='carrier-pigeon' is not a transport" \
+    "$P" --schedule "$S" --json
+CCOL_TIMEOUT=1e308 expect_err env_timeout_range 2 \
+    "CCOL_TIMEOUT='1e308' is not a number of seconds in (0, 10000000]" \
+    "$P" --schedule "$S" -n 2
+# A stale launcher variable of this process does not matter with -n: the
+# ranks are given their own.
+RANK=x MASTER_PORT=none jit "$P" --schedule "$S" -n 2 --json --timeout 5
+pycheck env_own_ranks "assert rc == 0 and j['ok']"
 printf 'def f(x, n):\n    return x[100]\n' >"$TMP/runtime.tl"
 jit "$TMP/runtime.tl" --schedule "$S" -n 2 --json --timeout 5
 pycheck program_runtime_error "
@@ -327,8 +342,6 @@ EOF
 $(details)"
     fi
 }
-jit "$TMP/syntax.tl" --schedule "$S" -n 2 --json --timeout 5
-diag_check diagnostic_syntax syntax.tl 2 2
 jit "$TMP/runtime.tl" --schedule "$S" -n 3 --json --timeout 5
 diag_check diagnostic_runtime runtime.tl 2 3
 # Without --json too: the diagnostic on stderr, the summary's line for the
@@ -373,11 +386,8 @@ for e in j['ranks']:
     assert '\ufffd' in e['error']['message'], e['error']"
 done
 printf '\x80\x01\xfe\n\xc3(\x00\xed\xa0\x80 def\n' >"$TMP/binary.tl"
-jit "$TMP/binary.tl" --schedule "$S" -n 2 --json --check --timeout 5
-pycheck program_binary "
-assert rc == 1 and not j['ok'], j
-for e in j['ranks']:
-    assert e['error']['code'] == 'PROGRAM' and e['results'] == [], e"
+expect_err program_binary 2 "binary.tl:1:1: error: unexpected byte 0x80" \
+    "$TMP/binary.tl" --schedule "$S" -n 2 --json --check --timeout 5
 printf 'def f(x, n):\n    # caf\xe9\n    return x.sum() * n\n' \
     >"$TMP/latin1_ok.tl"
 jit "$TMP/latin1_ok.tl" --schedule "$S" -n 2 --json --timeout 5
