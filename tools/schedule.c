@@ -461,12 +461,13 @@ sched_for_rank(const schedule *s, size_t k, int rank, int world,
     c = &s->calls[k];
     if (c->nfn > 1 && c->nfn != (size_t)world) {
         snprintf(err, errlen, "call %zu: \"fn\" names %zu functions for %d "
-                 "ranks", k, c->nfn, world);
+                 "rank%s", k, c->nfn, world, world == 1 ? "" : "s");
         return -1;
     }
     if (c->per_rank && c->nranks != (size_t)world) {
         snprintf(err, errlen, "call %zu: \"per_rank\" has %zu argument "
-                 "lists for %d ranks", k, c->nranks, world);
+                 "lists for %d rank%s", k, c->nranks, world,
+                 world == 1 ? "" : "s");
         return -1;
     }
     *fn = c->fn[c->nfn > 1 ? (size_t)rank : 0];
@@ -483,6 +484,19 @@ sched_check(const schedule *s, int world, char *err, size_t errlen)
     for (size_t k = 0; k < s->ncalls; k++)
         if (sched_for_rank(s, k, 0, world, &fn, &args, err, errlen) != 0)
             return -1;
+    return 0;
+}
+
+int
+sched_world(const schedule *s)
+{
+    for (size_t k = 0; k < s->ncalls; k++) {
+        const sched_call *c = &s->calls[k];
+        if (c->per_rank)
+            return (int)c->nranks;
+        if (c->nfn > 1)
+            return (int)c->nfn;
+    }
     return 0;
 }
 

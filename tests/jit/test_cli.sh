@@ -266,6 +266,12 @@ bad_sched fn_count "call 1: \"fn\" names 3 functions for 2 ranks" \
     '{"calls": [{"fn": "f", "args": []}, {"fn": ["f", "g", "h"], "args": []}]}'
 bad_sched duplicate "duplicate object key" \
     '{"calls": [{"fn": "f", "args": [], "args": []}]}'
+# A schedule written for 4 ranks run alone or on 3 says which -n it needs.
+expect_err schedule_suggest_n_alone 2 \
+    "4 argument lists for 1 rank; this process is alone (no -n, no launcher): use -n 4" \
+    "$EX/mlp.tl" --schedule "$EX/mlp.json"
+expect_err schedule_suggest_n 2 "for 3 ranks; the schedule is written for 4 ranks: use -n 4" \
+    "$EX/mlp.tl" --schedule "$EX/mlp.json" -n 3
 expect_err schedule_missing_file 2 "cannot open the schedule" \
     "$P" --schedule "$TMP/none.json" -n 2
 
