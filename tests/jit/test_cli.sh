@@ -272,6 +272,12 @@ expect_err schedule_suggest_n_alone 2 \
     "$EX/mlp.tl" --schedule "$EX/mlp.json"
 expect_err schedule_suggest_n 2 "for 3 ranks; the schedule is written for 4 ranks: use -n 4" \
     "$EX/mlp.tl" --schedule "$EX/mlp.json" -n 3
+expect_err schedule_directory 2 "is a directory, not a schedule" \
+    "$P" --schedule "$TMP" -n 2
+truncate -s 65M "$TMP/huge.json"
+expect_err schedule_too_large 2 "larger than the limit of 64 MiB" \
+    "$P" --schedule "$TMP/huge.json" -n 2
+rm -f "$TMP/huge.json"
 expect_err schedule_missing_file 2 "cannot open the schedule" \
     "$P" --schedule "$TMP/none.json" -n 2
 
