@@ -331,6 +331,7 @@ html_frames(const ccol__report *r, FILE *f)
 
     fputs("<section id=\"frames\"><h2>Frames and decisions</h2>\n<table>"
           "<tr><th>frame</th><th>compile</th><th>ranks</th><th>state</th>"
+          "<th>why it compiled</th>"
           "<th>dynamic decisions</th><th>state changes</th>"
           "<th>witnesses</th></tr>\n",
           f);
@@ -341,9 +342,14 @@ html_frames(const ccol__report *r, FILE *f)
         esc(f, rows[i].frame, 300);
         fprintf(f,
                 "</code></td><td class=\"n\">%llu</td><td>%s%s</td>"
-                "<td>%s</td><td><code>",
+                "<td>%s</td><td class=\"why\">",
                 (unsigned long long)rows[i].index,
                 rows[i].diverged ? "&#9888; " : "", who, state[rows[i].state]);
+        for (size_t k = 0; k < rows[i].reasons.n; k++) {
+            esc(f, rows[i].reasons.v[k], 600);
+            fputs("<br>", f);
+        }
+        fputs("</td><td><code>", f);
         esc(f, rows[i].decisions, 4000);
         fputs("</code></td><td class=\"why\">", f);
         for (size_t k = 0; k < rows[i].changes.n && k < 50; k++) {

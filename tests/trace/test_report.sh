@@ -357,6 +357,22 @@ test_real_jit() {
     # calls, which the report flags; lockstep makes them agree.
     jit real_jit off "$TMP/b.json" "$TMP/jit-off-b" || return
     has real_jit "$OUT" "WARNING: compile counts differ" || return
+    # Warnings come first; why each compile happened is said in the text
+    # and as visible text of the HTML (not only in SVG hover titles).
+    [ "$(grep -n -m1 '^warnings' <<<"$OUT" | cut -d: -f1)" -lt \
+      "$(grep -n -m1 '^summary:' <<<"$OUT" | cut -d: -f1)" ] ||
+        { bad real_jit "warnings are not first: $OUT"; return; }
+    has real_jit "$OUT" "why: first compile" || return
+    has real_jit "$OUT" "why: recompile: guard failed: L['x'].size(0) == 4" ||
+        return
+    python3 - "$TMP/jit-off-b.html" <<'PYEOF2' ||
+import re, sys
+html = open(sys.argv[1]).read()
+visible = re.sub(r"<title>.*?</title>", "", html, flags=re.S)
+assert "recompile: guard failed: L[&#39;x&#39;].size(0) == 4" in visible or \
+    "recompile: guard failed: L['x'].size(0) == 4" in visible, "no visible reason"
+PYEOF2
+        { bad real_jit "the HTML does not show the recompile reason"; return; }
     jit real_jit lockstep "$TMP/b.json" "$TMP/jit-lock-b" || return
     has real_jit "$OUT" "no divergence between ranks found" || return
     has real_jit "$OUT" "f (compile 2, ok) ranks 0-2: L['x'].size(0)" || return
