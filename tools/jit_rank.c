@@ -29,6 +29,8 @@ typedef struct rank_ctx {
     json_t *results;       /* results[k] of the calls made */
     json_t *compile_calls; /* calls during which this rank compiled */
     json_t *error;         /* the first failure, or NULL */
+    FILE *print_to;        /* print() output: stdout, or stderr with --json */
+    bool prefixed;         /* a launcher prefixes our lines (ccol run) */
 } rank_ctx;
 
 static void
@@ -70,13 +72,29 @@ now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* print() output: stdout, or stderr when stdout carries the JSON. */
+/* Length of a "[rank R] " prefix of this rank at the start of line, or
+ * 0 when there is none. */
+static size_t
+rank_prefix_len(const char *line, int rank)
+{
+    char want[32];
+    int n = snprintf(want, sizeof want, "[rank %d] ", rank);
+
+    return strncmp(line, want, (size_t)n) == 0 ? (size_t)n : 0;
+}
+
+/* print() output: stdout, or stderr when stdout carries the JSON. Under
+ * a launcher that prefixes every line with the rank (ccol run), the
+ * JIT's own rank prefix is dropped so it is not printed twice. */
 static void
 print_line(void *ud, const char *line)
 {
-    FILE *f = ud;
-    fprintf(f, "%s\n", line);
-    fflush(f);
+    const rank_ctx *c = ud;
+
+    if (c->prefixed)
+        line += rank_prefix_len(line, c->rank);
+    fprintf(c->print_to, "%s\n", line);
+    fflush(c->print_to);
 }
 
 static void
@@ -86,12 +104,24 @@ drop_line(void *ud, const char *line)
     (void)line;
 }
 
-/* Session log lines (decisions, warnings) go to stderr with the rank. */
+/* Session log lines (decisions, warnings) go to stderr with the rank
+ * once: "[rank R] " unless a launcher adds it, and a "rank R: " the line
+ * starts with (after "warning: ") is dropped as said already. */
 static void
 log_line(void *ud, const char *line)
 {
     const rank_ctx *c = ud;
-    fprintf(stderr, "[rank %d] %s\n", c->rank, line);
+    char own[32];
+    const char *warn = strncmp(line, "warning: ", 9) == 0 ? "warning: " : "";
+    int n = snprintf(own, sizeof own, "rank %d: ", c->rank);
+
+    line += strlen(warn);
+    if (strncmp(line, own, (size_t)n) == 0)
+        line += n;
+    if (c->prefixed)
+        fprintf(stderr, "%s%s\n", warn, line);
+    else
+        fprintf(stderr, "[rank %d] %s%s\n", c->rank, warn, line);
 }
 
 /* Reads the program text, at most CCOL_JIT_MAX_SOURCE + 1 bytes (the
@@ -137,7 +167,8 @@ load_program(rank_ctx *c)
     ccol_status st;
 
     p.print = c->o->quiet ? drop_line : print_line;
-    p.print_ud = c->o->json ? stderr : stdout;
+    p.print_ud = c;
+    c->print_to = c->o->json ? stderr : stdout;
     if (ccol_jit_module_create(&p, &c->m) != CCOL_OK) {
         set_error(c, "NO_MEMORY", "cannot create the JIT module");
         return -1;
@@ -427,7 +458,10 @@ entry_of(rank_ctx *c, double wall_s)
 json_t *
 jit_rank_run(const jit_opts *o, ccol_comm *comm)
 {
-    rank_ctx c = { .o = o, .comm = comm, .rank = ccol_comm_rank(comm) };
+    const char *run = getenv("CCOL_RUN");
+    rank_ctx c = { .o = o, .comm = comm, .rank = ccol_comm_rank(comm),
+                   .prefixed = o->nranks == 0 && run != NULL &&
+                               strcmp(run, "1") == 0 };
     double t0 = now_s();
     json_t *entry;
 

@@ -150,6 +150,14 @@ for e in j['ranks']:
                             'eager': True}], e['frames']
     assert len(e['results']) == 5"
 
+# Its warning names the rank once: no "[rank 0] warning: rank 0: ...".
+if grep -q "^\[rank 0\] warning: frame local: recompile_limit (2) reached" \
+    "$TMP/err" && ! grep -q "warning: rank" "$TMP/err"; then
+    ok recompile_limit_warning
+else
+    bad recompile_limit_warning "$(details)"
+fi
+
 # --check on every example that has a schedule, with its number of ranks.
 for sched in "$EX"/*.json; do
     prog=${sched%.json}.tl
@@ -558,12 +566,13 @@ assert j['ranks'][1]['error']['code'] == 'UNKNOWN'
 assert '[rank 0] summary: {' in open('$TMP/err').read()"
 
 # Under the launcher: `ccol run` starts the ranks, rank 0 prints.
-timeout 60 "$CCOL" run -n 2 -- "$CCOL" jit "$P" --schedule "$G/skew.2.json" \
-    --timeout 5 >"$TMP/out" 2>"$TMP/err"
+timeout 60 "$CCOL" run -n 2 -- "$CCOL" jit "$P" --schedule "$G/breaks.2.json" \
+    --timeout 5 --explain >"$TMP/out" 2>"$TMP/err"
 RC=$?
 if [ "$RC" -eq 0 ] &&
     grep -q "^\[rank 0\] ccol jit: 2 ranks, collectives lockstep: ok" "$TMP/out" &&
-    ! grep -q "^\[rank 1\] ccol jit" "$TMP/out"; then
+    ! grep -q "^\[rank 1\] ccol jit" "$TMP/out" &&
+    ! grep -q "\[rank [01]\] \[rank" "$TMP/out" "$TMP/err"; then
     ok under_ccol_run
 else
     bad under_ccol_run "$(details)"
