@@ -627,6 +627,50 @@ CCOL_TEST(interrupt_hook_is_quiet_on_fast_operations)
     CHECK(*calls < 3);
 }
 
+/* An allreduce over the payload limit is this rank's own error, said as
+ * such (not a peer's bad frame), and leaves the communicator usable; the
+ * largest allowed count goes through. */
+static void
+limit_body(ccol_comm *c, int rank, void *arg)
+{
+    size_t max = 127, n = max + 1; /* (1024 - 8) / 8 with max_payload 1024 */
+    double v[128];
+
+    (void)arg;
+    for (size_t i = 0; i < n; i++)
+        v[i] = rank + 1;
+    CHECK_STATUS(ccol_allreduce_f64(c, v, n, CCOL_OP_SUM),
+                 CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "allreduce of 128 values (1024 "
+                   "bytes) is over the payload limit: at most 127 values");
+    CHECK_OK(ccol_allreduce_f64(c, v, max, CCOL_OP_SUM), c);
+    CHECK(v[0] == 3.0 && v[max - 1] == 3.0);
+    CHECK_STATUS(ccol_allreduce_i64(c, (int64_t *)v, 1, (ccol_op)9),
+                 CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "op 9 is not sum, min, max");
+    CHECK_OK(ccol_barrier(c), c);
+}
+
+static void
+run_limit(ccol_test_transport t)
+{
+    ccol_test_job job = { .size = 2, .transport = t, .timeout_s = 10 };
+
+    job.params.mask = CCOL_COMM_PARAM_MAX_PAYLOAD;
+    job.params.max_payload = 1024;
+    ccol_test_ranks(&job, limit_body, NULL);
+}
+
+CCOL_TEST(inproc_allreduce_over_the_limit)
+{
+    run_limit(CCOL_TEST_INPROC);
+}
+
+CCOL_TEST(tcp_allreduce_over_the_limit)
+{
+    run_limit(CCOL_TEST_TCP);
+}
+
 CCOL_TEST(status_names)
 {
     CHECK_STR_EQ(ccol_status_name(CCOL_ERR_TIMEOUT), "TIMEOUT");
@@ -652,4 +696,6 @@ CCOL_TEST_MAIN(CCOL_T(inproc_all_ops), CCOL_T(inproc_all_ops_tree),
                CCOL_T(inproc_interrupt_hook_stops_a_wait),
                CCOL_T(tcp_interrupt_hook_stops_a_wait),
                CCOL_T(interrupt_hook_is_quiet_on_fast_operations),
+               CCOL_T(inproc_allreduce_over_the_limit),
+               CCOL_T(tcp_allreduce_over_the_limit),
                CCOL_T(status_names))
