@@ -8,14 +8,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Prints s with control bytes replaced, at most `max` bytes. */
+/* Prints s with control bytes replaced, at most `max` bytes; a newline
+ * (a source snippet under a message) continues on an indented line. */
 static void
 put_safe(FILE *f, const char *s, size_t max)
 {
     size_t i = 0;
 
-    for (; s[i] != '\0' && i < max; i++)
+    for (; s[i] != '\0' && i < max; i++) {
+        if (s[i] == '\n') {
+            fputs("\n    ", f);
+            continue;
+        }
         fputc((unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i], f);
+    }
     if (s[i] != '\0')
         fputs("...", f);
 }

@@ -214,6 +214,16 @@ test_escaping() {
         { bad escaping "unescaped markup in HTML"; return; }
     has escaping "$html" "&lt;script&gt;alert(1)&lt;/script&gt;" || return
     has escaping "$OUT" "<img src=x onerror=alert(2)>?[31m" || return
+    # A source snippet under a message keeps its lines (not '?').
+    local d2=$TMP/snip
+    mkdir -p "$d2"
+    ev "$d2" 0 1 '"event":"error","code":"PROGRAM","message":"p.tl:2:9: error: bad\n    y = x[1]\n        ^"'
+    report "$d2" -o "$TMP/snip.html" --text
+    grep -qx '        y = x\[1\]' <<<"$OUT" && grep -qx '            ^' <<<"$OUT" ||
+        { bad escaping "snippet lines in text: $OUT"; return; }
+    grep -q 'error: bad$' "$TMP/snip.html" &&
+        grep -qx '    y = x\[1\]' "$TMP/snip.html" ||
+        { bad escaping "snippet lines in HTML: $(grep -n 'bad' "$TMP/snip.html")"; return; }
     ok escaping
 }
 
