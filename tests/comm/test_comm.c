@@ -319,6 +319,40 @@ run_diverge(ccol_test_transport t)
     }
 }
 
+/* A join_reduce is described by its caller's label, not by its key. */
+static void
+join_diverge_body(ccol_comm *c, int rank, void *arg)
+{
+    double t0 = ccol_test_now();
+    void *out = NULL;
+    size_t n = 0;
+    ccol_status st;
+
+    ccol_comm_set_label(c, rank == 1 ? "compile f (compile 2)" : "step");
+    if (rank == 1)
+        st = ccol_join_reduce(c, 0x63636f6c78636831ull, "a", 1, max_combine,
+                              NULL, &out, &n);
+    else
+        st = ccol_barrier(c);
+    record(arg, rank, st, c, t0);
+    ccol_free(out);
+}
+
+CCOL_TEST(join_reduce_is_named_by_its_label)
+{
+    ccol_test_job job = { .size = 2, .transport = CCOL_TEST_INPROC,
+                          .timeout_s = 5 };
+    fail_info *fi = ccol_test_shared(sizeof *fi);
+
+    CHECK_EQ(ccol_test_ranks(&job, join_diverge_body, fi), 0);
+    for (int r = 0; r < 2; r++) {
+        CHECK_STATUS((ccol_status)fi->status[r], CCOL_ERR_DIVERGED);
+        CHECK_CONTAINS(fi->msg[r], "rank 1 is in join_reduce #1 [compile f "
+                       "(compile 2)]");
+        CHECK(strstr(fi->msg[r], "key") == NULL);
+    }
+}
+
 CCOL_TEST(inproc_different_op_diverges)
 {
     run_diverge(CCOL_TEST_INPROC);
@@ -686,6 +720,7 @@ CCOL_TEST_MAIN(CCOL_T(inproc_all_ops), CCOL_T(inproc_all_ops_tree),
                CCOL_T(inproc_missing_rank_times_out),
                CCOL_T(tcp_missing_rank_times_out),
                CCOL_T(inproc_different_op_diverges),
+               CCOL_T(join_reduce_is_named_by_its_label),
                CCOL_T(tcp_different_op_diverges),
                CCOL_T(inproc_fingerprint_mismatch),
                CCOL_T(inproc_departed_rank_is_named),
