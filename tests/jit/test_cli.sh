@@ -565,6 +565,19 @@ assert 'rank 1' in j['ranks'][0]['error']['message']
 assert j['ranks'][1]['error']['code'] == 'UNKNOWN'
 assert '[rank 0] summary: {' in open('$TMP/err').read()"
 
+# The demo: the same error on every waiting rank is printed once for all
+# of them, and a message's source line and caret keep their own lines.
+timeout 120 "$CCOL" demo >"$TMP/out" 2>"$TMP/err"
+RC=$?
+if [ "$RC" -eq 0 ] && [ "$(grep -c "^  ranks 0-2: TIMEOUT: " "$TMP/out")" = 1 ] &&
+    ! grep -q "^  rank [0-2]: " "$TMP/out" &&
+    grep -q "^ *g2 = all_reduce(h.t() @ y) / world_size()$" "$TMP/out" &&
+    grep -qx " *\^" "$TMP/out"; then
+    ok demo_messages
+else
+    bad demo_messages "$(details)"
+fi
+
 # Under the launcher: `ccol run` starts the ranks, rank 0 prints.
 timeout 60 "$CCOL" run -n 2 -- "$CCOL" jit "$P" --schedule "$G/breaks.2.json" \
     --timeout 5 --explain >"$TMP/out" 2>"$TMP/err"
