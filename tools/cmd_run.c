@@ -945,8 +945,12 @@ open_logs(launcher *l, const run_opts *o)
         return false;
     }
     for (int r = 0; r < o->n; r++) {
-        snprintf(path, sizeof path, "%s/rank-%d.log", o->log_dir,
-                 o->node_rank * o->n + r);
+        if ((size_t)snprintf(path, sizeof path, "%s/rank-%d.log",
+                             o->log_dir, o->node_rank * o->n + r) >=
+            sizeof path) {
+            fprintf(stderr, "ccol run: --log-dir: the path is too long\n");
+            return false;
+        }
         l->logs[r] = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
                           0666);
         if (l->logs[r] < 0) {
