@@ -353,14 +353,19 @@ test_ranks_filter() {
 # --log-dir: one file per rank with its lines as written, none on the
 # terminal; the launcher's own messages stay on stderr.
 test_log_dir() {
-    run -n 2 --log-dir "$TMP/logs" -- sh -c 'echo "o$RANK"; echo "e$RANK" >&2; exit $RANK'
-    [ "$RC" = 1 ] && [ -z "$OUT" ] && ! grep -q '\[rank' <<<"$ERR" &&
-        grep -q "ccol run: rank 1 exited with status 1" <<<"$ERR" ||
+    run -n 2 --log-dir "$TMP/logs" -- sh -c 'echo "o$RANK"; echo "e$RANK" >&2'
+    [ "$RC" = 0 ] && [ -z "$OUT" ] && [ -z "$ERR" ] ||
         { bad log_dir "rc=$RC out=$OUT err=$ERR"; return; }
     for r in 0 1; do
         [ "$(sort "$TMP/logs/rank-$r.log" | tr '\n' ' ')" = "e$r o$r " ] ||
             { bad log_dir "rank-$r.log: $(cat "$TMP/logs/rank-$r.log")"; return; }
     done
+    # A failing rank: its output in its file, the launcher's word on stderr.
+    run -n 2 --log-dir "$TMP/logs" -- sh -c '[ "$RANK" = 1 ] || exec sleep 30; echo "bye$RANK"; exit 1'
+    [ "$RC" = 1 ] && [ -z "$OUT" ] && ! grep -q '\[rank' <<<"$ERR" &&
+        grep -q "ccol run: rank 1 exited with status 1" <<<"$ERR" &&
+        [ "$(cat "$TMP/logs/rank-1.log")" = "bye1" ] ||
+        { bad log_dir "failing: rc=$RC out=$OUT err=$ERR"; return; }
     run -n 1 --log-dir /proc/ccol-nope -- true
     [ "$RC" = 1 ] && grep -q "cannot create the directory" <<<"$ERR" ||
         { bad log_dir "bad dir: rc=$RC err=$ERR"; return; }
