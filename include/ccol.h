@@ -216,7 +216,11 @@ CCOL_API ccol_status ccol_comm_create(const ccol_comm_params *params,
  * inside a batch job inherits Slurm's values). A set with a value that is not
  * a number, or a rank outside the size, is CCOL_ERR_INVALID_ARG naming the
  * variable. No set at all gives a single-rank communicator. CCOL_TIMEOUT,
- * CCOL_TOKEN, CCOL_TRANSPORT, MASTER_ADDR and MASTER_PORT are read too.
+ * CCOL_TOKEN, MASTER_ADDR and MASTER_PORT are read too, and CCOL_TRANSPORT
+ * picks the transport by name: "tcp" or "inproc" (ranks that are threads
+ * of one process, meeting in the group `name` of the overrides, default
+ * "env"); unset or empty means the default. Any other value is
+ * CCOL_ERR_INVALID_ARG naming it and the accepted names.
  * Fields set in `overrides` (may be NULL) win over the environment.
  */
 CCOL_API ccol_status ccol_comm_create_env(const ccol_comm_params *overrides,

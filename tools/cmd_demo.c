@@ -218,16 +218,18 @@ row_outcome(const demo_run *runs, int n)
 }
 
 /* Prints `lead`, then text wrapped before 79 columns with continuation
- * lines indented by `indent` spaces. */
+ * lines indented by `indent` spaces. Lines after the first (a source line
+ * and its caret under a message) are printed as they are, indented. */
 static void
 wrap(const char *lead, size_t indent, const char *text)
 {
     size_t col = strlen(lead), start = col, width = 78;
-    const char *p = text;
+    const char *p = text, *nl = strchr(text, '\n');
+    size_t first = nl ? (size_t)(nl - text) : strlen(text);
 
     fputs(lead, stdout);
-    while (*p != '\0') {
-        size_t w = strcspn(p, " ");
+    while (p < text + first) {
+        size_t w = strcspn(p, " \n");
         if (col > start && col + 1 + w > width) {
             printf("\n%*s", (int)indent, "");
             col = start = indent;
@@ -241,6 +243,10 @@ wrap(const char *lead, size_t indent, const char *text)
         p += strspn(p, " ");
     }
     putchar('\n');
+    for (p = nl; p != NULL; p = strchr(p, '\n')) {
+        p++;
+        printf("%*s%.*s\n", (int)indent, "", (int)strcspn(p, "\n"), p);
+    }
 }
 
 static void
@@ -358,6 +364,56 @@ explain_lockstep(const demo_run *d, int n)
     }
 }
 
+/* "CODE: message" of rank r's error into buf. */
+static void
+error_text(const demo_run *d, int r, char *buf, size_t len)
+{
+    json_t *err = json_object_get(rank_entry(d, r), "error");
+
+    snprintf(buf, len, "%s: %s",
+             json_is_object(err)
+                 ? json_string_value(json_object_get(err, "code"))
+                 : "ok",
+             json_is_object(err)
+                 ? json_string_value(json_object_get(err, "message"))
+                 : "(no error: the stall was not noticed)");
+}
+
+/* The errors of ranks 0..n-1, each distinct one once after the ranks
+ * that got it ("ranks 0-2: TIMEOUT: ..."). */
+static void
+print_errors_grouped(const demo_run *d, int n)
+{
+    char text[2048], other[2048], lead[160], line[2400];
+    int ranks[JIT_MAX_RANKS];
+    bool done[JIT_MAX_RANKS] = { false };
+
+    for (int r = 0; r < n && r < JIT_MAX_RANKS; r++) {
+        int m = 0;
+        FILE *f;
+        if (done[r])
+            continue;
+        error_text(d, r, text, sizeof text);
+        for (int q = r; q < n && q < JIT_MAX_RANKS; q++) {
+            error_text(d, q, other, sizeof other);
+            if (!done[q] && strcmp(text, other) == 0) {
+                done[q] = true;
+                ranks[m++] = q;
+            }
+        }
+        f = fmemopen(lead, sizeof lead, "w");
+        if (f == NULL)
+            continue;
+        fputs("  ", f);
+        jit_print_ranks(f, ranks, (size_t)m);
+        fputs(": ", f);
+        fclose(f);
+        /* The lead is part of the first line, not of the indentation. */
+        snprintf(line, sizeof line, "%s%s", lead + 2, text);
+        wrap("  ", 4, line);
+    }
+}
+
 /* The stall scenario: the last rank sleeps past the deadline in the
  * middle of the schedule; every other rank gets an error naming it. */
 static int
@@ -375,18 +431,7 @@ stall(jit_opts *o, int n)
     printf("\nRank %d stalls for %.1f s at step %d, past the 1 s deadline. "
            "What each other\nrank gets (%.2f s for the whole job):\n", n - 1,
            o->fault_s, DEMO_STEPS / 2, d.wall_s);
-    for (int r = 0; r < n - 1; r++) {
-        json_t *err = json_object_get(rank_entry(&d, r), "error");
-        char text[2048];
-        snprintf(text, sizeof text, "rank %d: %s: %s", r,
-                 json_is_object(err)
-                     ? json_string_value(json_object_get(err, "code"))
-                     : "ok",
-                 json_is_object(err)
-                     ? json_string_value(json_object_get(err, "message"))
-                     : "(no error: the stall was not noticed)");
-        wrap("  ", 4, text);
-    }
+    print_errors_grouped(&d, n - 1);
     json_decref(d.job);
     return 0;
 }

@@ -11,9 +11,12 @@
 #include "mpi_glue.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char usage_text[] =
     "usage: ccol jit PROG.tl --schedule SCHED.json [-n N]\n"
@@ -245,6 +248,103 @@ pick_transport(jit_opts *o)
     return 0;
 }
 
+/* libccol's warnings (a trace file that cannot be written, ...) on
+ * stderr: the library is silent unless a callback is installed. */
+static void
+log_warning(void *ud, ccol_log_level level, const char *component,
+            const char *msg)
+{
+    (void)ud;
+    fprintf(stderr, "ccol jit: %s (%s): %s\n",
+            level == CCOL_LOG_ERROR ? "error" : "warning", component, msg);
+}
+
+/* Why the trace directory cannot take the ranks' files (creating it if
+ * it is missing, one level, as the writer would), or NULL when it can:
+ * a probe file is created in it and removed. */
+static const char *
+trace_dir_problem(const char *dir, int *err)
+{
+    char probe[4096];
+    struct stat st;
+    int fd;
+
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return *err = errno, "cannot create the directory";
+    if (stat(dir, &st) != 0)
+        return *err = errno, "cannot use the directory";
+    if (!S_ISDIR(st.st_mode))
+        return *err = ENOTDIR, "cannot use the directory";
+    if ((size_t)snprintf(probe, sizeof probe, "%s/.ccol-probe-%ld", dir,
+                         (long)getpid()) >= sizeof probe)
+        return *err = ENAMETOOLONG, "cannot use the directory";
+    fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return *err = errno, "cannot create files in the directory";
+    close(fd);
+    unlink(probe);
+    return NULL;
+}
+
+/* --trace DIR that cannot be written gives the one warning the trace
+ * format promises, and the job goes on without tracing. */
+static void
+check_trace_dir(jit_opts *o)
+{
+    const char *why;
+    int err = 0;
+
+    if (o->trace_dir == NULL)
+        return;
+    if ((why = trace_dir_problem(o->trace_dir, &err)) == NULL)
+        return;
+    fprintf(stderr, "ccol jit: warning: --trace %s: %s: %s; tracing "
+            "disabled, the job goes on\n", o->trace_dir, why, strerror(err));
+    o->trace_dir = NULL;
+}
+
+/* Loads the program once before any rank starts: a syntax error or a
+ * file that cannot be read is found here, printed as a compiler prints
+ * it, and is a usage error (exit status 2). */
+static int
+check_program(const jit_opts *o)
+{
+    char err[2048];
+
+    if (jit_program_check(o, err, sizeof err) == 0)
+        return 0;
+    fprintf(stderr, "%s%s\n", strchr(err, '\n') ? "" : "ccol jit: ", err);
+    return 2;
+}
+
+/* With -n, the variables every rank will read (CCOL_TIMEOUT,
+ * CCOL_TRANSPORT, CCOL_TOKEN) are checked once before any rank starts:
+ * a bad one is a usage error. Rank, size and the rendezvous address are
+ * the ones the ranks are given, so those of this process do not count. */
+static int
+check_env(const jit_opts *o)
+{
+    ccol_comm_params p = { .mask = CCOL_COMM_PARAM_RANK |
+                                   CCOL_COMM_PARAM_SIZE |
+                                   CCOL_COMM_PARAM_TRANSPORT,
+                           .rank = 0, .size = 1,
+                           .transport = CCOL_TRANSPORT_DEFAULT };
+    ccol_comm *c = NULL;
+    ccol_status st;
+
+    if (o->nranks == 0)
+        return 0; /* a joining rank reads them when it connects */
+    unsetenv("MASTER_ADDR"); /* each rank is given its own */
+    unsetenv("MASTER_PORT");
+    jit_rank_env(o);
+    st = ccol_comm_create_env(&p, &c);
+    if (st != CCOL_OK)
+        fprintf(stderr, "ccol jit: %s\n",
+                c ? ccol_comm_errmsg(c) : ccol_status_str(st));
+    ccol_comm_destroy(c);
+    return st == CCOL_OK ? 0 : 2;
+}
+
 /* Runs the parsed job and prints its summary; the exit status. */
 static int
 run(const jit_opts *o, const char *sched_path)
@@ -259,10 +359,12 @@ run(const jit_opts *o, const char *sched_path)
             fprintf(stderr, "ccol jit: %s: %s\n", sched_path, err);
         else
             fprintf(stderr, "ccol jit: %s\n", err);
-        return rc == 1 ? 2 : 1;
+        return rc > 0 ? 2 : 1;
     }
-    if (printer)
+    if (printer) {
+        jit_summary_diagnostics(job, stderr);
         jit_summary_print(job, o->json, stdout);
+    }
     rc = jit_summary_ok(job) ? 0 : 1;
     json_decref(job);
     return rc;
@@ -296,7 +398,13 @@ ccol_cmd_jit(int argc, char **argv)
         return 2;
     }
     o.sched = s;
-    rc = pick_transport(&o);
+    ccol_log_set(log_warning, NULL, CCOL_LOG_WARN);
+    check_trace_dir(&o);
+    rc = check_program(&o);
+    if (rc == 0)
+        rc = check_env(&o);
+    if (rc == 0)
+        rc = pick_transport(&o);
     if (rc == 0)
         rc = run(&o, sched_path);
     sched_free(s);

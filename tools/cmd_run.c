@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -30,16 +31,25 @@
 
 /* Command line of one launch. */
 typedef struct run_opts {
-    int n;            /* number of ranks */
+    int n;            /* ranks on this node (--nproc-per-node) */
+    int nnodes;       /* nodes of the job (--nnodes), >= 1 */
+    int node_rank;    /* this node (--node-rank), < nnodes */
     const char *addr; /* MASTER_ADDR */
     int port;         /* MASTER_PORT, 0 = pick a free one */
+    const char *log_dir; /* --log-dir: one file per rank, or NULL */
+    bool filter;      /* --local-ranks-filter was given */
+    bool show[MAX_RANKS]; /* local ranks whose output reaches the terminal */
+    int nshown;       /* how many */
     char **cmd;       /* NULL-terminated command and arguments */
 } run_opts;
 
 /* One output stream of a rank, read through a pipe. */
 typedef struct stream {
     int fd;     /* read end, -1 once at EOF */
-    int out;    /* where its lines go: 1 or 2 */
+    int out;    /* where its lines go: 1 or 2, -1 nowhere */
+    int log;    /* the rank's --log-dir file, or -1 */
+    int rank;   /* the global rank, for the prefix */
+    bool bare;  /* no "[rank R] " prefix (one rank shown) */
     char *buf;  /* bytes of the current, unfinished line */
     size_t len; /* bytes in buf */
 } stream;
@@ -62,6 +72,8 @@ typedef struct launcher {
     int signo;        /* signal that asked the launcher to stop, or 0 */
     double kill_at;   /* when to send SIGKILL (0: not scheduled) */
     double drain_at;  /* when to stop waiting for output (0: not yet) */
+    int *logs;        /* n --log-dir files, -1 without */
+    int base;         /* global rank of local rank 0 */
 } launcher;
 
 static int sigpipe_fds[2] = { -1, -1 }; /* self-pipe for signal handlers */
@@ -70,16 +82,32 @@ static void
 usage(FILE *f)
 {
     fprintf(f,
-            "usage: ccol run -n N [--master-addr A] [--master-port P] "
-            "-- CMD [ARGS...]\n\n"
+            "usage: ccol run -n N [--nnodes M --node-rank K] [--master-addr A]\n"
+            "                [--master-port P] [--log-dir DIR]\n"
+            "                [--local-ranks-filter R[,R...]] -- CMD [ARGS...]\n\n"
             "Starts N local ranks of CMD with torchrun's environment\n"
             "(RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,\n"
             "MASTER_PORT, GROUP_RANK) and CCOL_RUN=1.\n\n"
-            "  -n N               number of ranks (1..%d); also --nproc,\n"
-            "                     --nproc-per-node\n"
+            "  -n N               ranks on this node (1..%d); also --nproc,\n"
+            "                     --nproc-per-node, --nproc_per_node\n"
+            "  --nnodes M         nodes of the job (default 1); each node runs\n"
+            "                     its own `ccol run` with the same options\n"
+            "  --node-rank K      this node, 0..M-1 (default 0)\n"
             "  --master-addr A    rendezvous address (default 127.0.0.1)\n"
             "  --master-port P    rendezvous port (default or 0: a free "
-            "port)\n",
+            "port;\n"
+            "                     required with several nodes)\n"
+            "  --rdzv-endpoint H:P  the same as --master-addr H "
+            "--master-port P\n"
+            "  --log-dir DIR      write each rank's output to "
+            "DIR/rank-<R>.log\n"
+            "                     instead of the terminal\n"
+            "  --local-ranks-filter R[,R...]  only these local ranks' output\n"
+            "                     reaches the terminal; a single rank's "
+            "lines\n"
+            "                     are printed without the [rank R] prefix\n"
+            "Options may be spelled with '-' or '_' (--node_rank), and as\n"
+            "--opt=value.\n",
             MAX_RANKS);
 }
 
@@ -115,7 +143,7 @@ opt_value(int argc, char **argv, int *i, const char *name)
 {
     size_t len = strlen(name);
 
-    if (strncmp(argv[*i], name, len) == 0 && argv[*i][len] == '=')
+    if (argv[*i][len] == '=') /* is_opt matched the name before it */
         return argv[*i] + len + 1;
     if (*i + 1 >= argc) {
         fprintf(stderr, "ccol run: option %s needs a value\n", name);
@@ -124,13 +152,19 @@ opt_value(int argc, char **argv, int *i, const char *name)
     return argv[++*i];
 }
 
+/* True when `arg` is option `name` ("--x" or "--x=V"), spelled with '-'
+ * or '_' between words as torchrun accepts both. */
 static bool
 is_opt(const char *arg, const char *name)
 {
     size_t len = strlen(name);
 
-    return strncmp(arg, name, len) == 0 &&
-           (arg[len] == '\0' || arg[len] == '=');
+    for (size_t i = 0; i < len; i++) {
+        char a = arg[i] == '_' && i >= 2 ? '-' : arg[i];
+        if (a != name[i])
+            return false;
+    }
+    return arg[len] == '\0' || arg[len] == '=';
 }
 
 /* Which spelling of the rank-count option `arg` uses. */
@@ -140,6 +174,118 @@ nproc_name(const char *arg)
     if (arg[1] == 'n')
         return "-n";
     return is_opt(arg, "--nproc") ? "--nproc" : "--nproc-per-node";
+}
+
+/* Parses "R[,R...]" of --local-ranks-filter into o->show. */
+static int
+parse_filter(const char *v, run_opts *o)
+{
+    char buf[1024], *save = NULL;
+    int r;
+
+    if (strlen(v) >= sizeof buf || v[0] == '\0')
+        goto bad;
+    snprintf(buf, sizeof buf, "%s", v);
+    for (char *t = strtok_r(buf, ",", &save); t != NULL;
+         t = strtok_r(NULL, ",", &save)) {
+        if (!parse_int(t, 0, MAX_RANKS - 1, &r))
+            goto bad;
+        o->nshown += !o->show[r];
+        o->show[r] = true;
+    }
+    o->filter = true;
+    return 0;
+bad:
+    fprintf(stderr, "ccol run: --local-ranks-filter must be a list of "
+            "local ranks like 0 or 0,2, got '%s'\n", v);
+    return 2;
+}
+
+/* Parses --rdzv-endpoint HOST:PORT ([v6]:PORT too). */
+static int
+parse_endpoint(const char *v, run_opts *o)
+{
+    static char host[256];
+    const char *colon = strrchr(v, ':');
+    size_t hl = colon ? (size_t)(colon - v) : 0;
+
+    if (hl >= 2 && v[0] == '[' && v[hl - 1] == ']') {
+        v++;
+        hl -= 2;
+    }
+    if (colon == NULL || hl == 0 || hl >= sizeof host ||
+        !parse_int(colon + 1, 1, 65535, &o->port)) {
+        fprintf(stderr, "ccol run: --rdzv-endpoint must be HOST:PORT with "
+                "a port from 1 to 65535, got '%s'\n", v);
+        return 2;
+    }
+    memcpy(host, v, hl);
+    host[hl] = '\0';
+    o->addr = host;
+    return 0;
+}
+
+/* --nnodes M (or M:M, torchrun's fixed range); --node-rank K. */
+static int
+parse_nodes(const char *name, const char *v, run_opts *o)
+{
+    char buf[64];
+    char *colon;
+    int lo, hi;
+
+    if (strcmp(name, "--node-rank") == 0) {
+        if (parse_int(v, 0, 65535, &o->node_rank))
+            return 0;
+        fprintf(stderr, "ccol run: --node-rank must be an integer from 0, "
+                "got '%s'\n", v);
+        return 2;
+    }
+    snprintf(buf, sizeof buf, "%s", v);
+    colon = strchr(buf, ':');
+    if (colon != NULL)
+        *colon = '\0';
+    if (!parse_int(buf, 1, 65536, &lo) ||
+        (colon != NULL && (!parse_int(colon + 1, 1, 65536, &hi) ||
+                           hi != lo))) {
+        fprintf(stderr, "ccol run: --nnodes must be a number of nodes (or "
+                "M:M; elastic ranges are not supported), got '%s'\n", v);
+        return 2;
+    }
+    o->nnodes = lo;
+    return 0;
+}
+
+/* The options of torchrun's multi-node and output conventions. */
+static int
+parse_more(int argc, char **argv, int *i, run_opts *o)
+{
+    static const char *const names[] = { "--nnodes", "--node-rank",
+                                         "--rdzv-endpoint", "--log-dir",
+                                         "--local-ranks-filter", NULL };
+    const char *name = NULL, *v;
+
+    for (int k = 0; names[k] != NULL && name == NULL; k++)
+        if (is_opt(argv[*i], names[k]))
+            name = names[k];
+    if (name == NULL) {
+        fprintf(stderr, "ccol run: unknown option '%s'\n", argv[*i]);
+        return 2;
+    }
+    if ((v = opt_value(argc, argv, i, name)) == NULL)
+        return 2;
+    if (strcmp(name, "--rdzv-endpoint") == 0)
+        return parse_endpoint(v, o);
+    if (strcmp(name, "--local-ranks-filter") == 0)
+        return parse_filter(v, o);
+    if (strcmp(name, "--log-dir") == 0) {
+        if (v[0] == '\0') {
+            fprintf(stderr, "ccol run: --log-dir needs a directory\n");
+            return 2;
+        }
+        o->log_dir = v;
+        return 0;
+    }
+    return parse_nodes(name, v, o);
 }
 
 /* Handles one option at argv[*i]; returns 0, or 2 for a usage error. */
@@ -177,8 +323,38 @@ parse_opt(int argc, char **argv, int *i, run_opts *o)
             return 2;
         }
     } else {
-        fprintf(stderr, "ccol run: unknown option '%s'\n", argv[*i]);
+        return parse_more(argc, argv, i, o);
+    }
+    return 0;
+}
+
+/* The options that only make sense together. */
+static int
+check_nodes(const run_opts *o)
+{
+    if (o->node_rank >= o->nnodes) {
+        fprintf(stderr, "ccol run: --node-rank %d is not below --nnodes "
+                "%d\n", o->node_rank, o->nnodes);
         return 2;
+    }
+    if ((long)o->n * o->nnodes > 1 << 20) {
+        fprintf(stderr, "ccol run: %d nodes of %d ranks is too many\n",
+                o->nnodes, o->n);
+        return 2;
+    }
+    if (o->nnodes > 1 && o->port == 0) {
+        fprintf(stderr, "ccol run: with --nnodes %d every node needs the "
+                "same rendezvous: give --master-addr A --master-port P (or "
+                "--rdzv-endpoint A:P), A being node 0's address\n",
+                o->nnodes);
+        return 2;
+    }
+    for (int r = o->n; o->filter && r < MAX_RANKS; r++) {
+        if (o->show[r]) {
+            fprintf(stderr, "ccol run: --local-ranks-filter names local "
+                    "rank %d, but there are %d local ranks\n", r, o->n);
+            return 2;
+        }
     }
     return 0;
 }
@@ -189,7 +365,7 @@ parse_args(int argc, char **argv, run_opts *o)
 {
     int i, rc;
 
-    *o = (run_opts){ .n = 0, .addr = "127.0.0.1", .port = 0, .cmd = NULL };
+    *o = (run_opts){ .n = 0, .nnodes = 1, .addr = "127.0.0.1" };
     for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
             return -1;
@@ -210,7 +386,7 @@ parse_args(int argc, char **argv, run_opts *o)
         return 2;
     }
     o->cmd = argv + i + 1;
-    return 0;
+    return check_nodes(o);
 }
 
 /*
@@ -308,11 +484,11 @@ static bool
 shared_env(const run_opts *o)
 {
     scrub_env();
-    return setenv_int("WORLD_SIZE", o->n) &&
+    return setenv_int("WORLD_SIZE", o->n * o->nnodes) &&
            setenv_int("LOCAL_WORLD_SIZE", o->n) &&
            setenv("MASTER_ADDR", o->addr, 1) == 0 &&
            setenv_int("MASTER_PORT", o->port) &&
-           setenv("GROUP_RANK", "0", 1) == 0 &&
+           setenv_int("GROUP_RANK", o->node_rank) &&
            setenv("CCOL_RUN", "1", 1) == 0;
 }
 
@@ -382,11 +558,12 @@ child_exec(const run_opts *o, int rank, int outfd, int errfd, bool null_in)
         _exit(127);
     close(outfd);
     close(errfd);
-    if (!setenv_int("RANK", rank) || !setenv_int("LOCAL_RANK", rank))
+    if (!setenv_int("RANK", o->node_rank * o->n + rank) ||
+        !setenv_int("LOCAL_RANK", rank))
         _exit(127);
     execvp(o->cmd[0], o->cmd);
-    fprintf(stderr, "ccol run: rank %d: cannot execute '%s': %s\n", rank,
-            o->cmd[0], strerror(errno));
+    fprintf(stderr, "ccol run: rank %d: cannot execute '%s': %s\n",
+            o->node_rank * o->n + rank, o->cmd[0], strerror(errno));
     fflush(stderr);
     _exit(127);
 }
@@ -421,9 +598,16 @@ spawn_rank(launcher *l, const run_opts *o, int r)
     p->live = true;
     l->live++;
     p->io[0].fd = out[0];
-    p->io[0].out = 1;
     p->io[1].fd = err[0];
-    p->io[1].out = 2;
+    for (int j = 0; j < 2; j++) {
+        /* The terminal gets the filtered ranks, or every rank unless
+         * the output goes to --log-dir. */
+        bool shown = o->filter ? o->show[r] : o->log_dir == NULL;
+        p->io[j].out = shown ? j + 1 : -1;
+        p->io[j].log = l->logs[r];
+        p->io[j].rank = o->node_rank * o->n + r;
+        p->io[j].bare = o->filter && o->nshown == 1;
+    }
     return true;
 }
 
@@ -443,13 +627,30 @@ write_all(int fd, const char *buf, size_t len)
     }
 }
 
-/* Emits one line of rank r, prefixed, with a newline, in one write. */
+static void write_prefixed(int r, int out, const char *line, size_t len);
+
+/* Emits one line of a stream with a newline, in one write to each of
+ * its destinations: the rank's log file as it is, the terminal prefixed
+ * with "[rank R] " (unless the stream is bare). */
 static void
-emit_line(int r, int out, const char *line, size_t len)
+emit_line(const stream *s, const char *line, size_t len)
+{
+    if (s->log >= 0) {
+        write_all(s->log, line, len);
+        write_all(s->log, "\n", 1);
+    }
+    if (s->out < 0)
+        return;
+    write_prefixed(s->bare ? -1 : s->rank, s->out, line, len);
+}
+
+/* Writes a line prefixed with "[rank r] " (none for r < 0). */
+static void
+write_prefixed(int r, int out, const char *line, size_t len)
 {
     char stackbuf[4096];
     char prefix[32];
-    int plen = snprintf(prefix, sizeof prefix, "[rank %d] ", r);
+    int plen = r < 0 ? 0 : snprintf(prefix, sizeof prefix, "[rank %d] ", r);
     size_t total = (size_t)plen + len + 1;
     char *buf = total <= sizeof stackbuf ? stackbuf : malloc(total);
 
@@ -469,7 +670,7 @@ emit_line(int r, int out, const char *line, size_t len)
 
 /* Appends bytes to a stream and emits every complete line. */
 static void
-feed(stream *s, int r, const char *data, size_t len)
+feed(stream *s, const char *data, size_t len)
 {
     while (len > 0) {
         const char *nl = memchr(data, '\n', len);
@@ -488,14 +689,14 @@ feed(stream *s, int r, const char *data, size_t len)
         } else if (s->len < LINE_MAX_BYTES) {
             break; /* no newline yet: keep the partial line */
         }
-        emit_line(r, s->out, s->buf, s->len);
+        emit_line(s, s->buf, s->len);
         s->len = 0;
     }
 }
 
 /* Reads what is available on a stream; at EOF flushes the partial line. */
 static void
-drain_stream(stream *s, int r)
+drain_stream(stream *s)
 {
     char chunk[65536];
     ssize_t k = read(s->fd, chunk, sizeof chunk);
@@ -503,11 +704,11 @@ drain_stream(stream *s, int r)
     if (k < 0 && (errno == EINTR || errno == EAGAIN))
         return;
     if (k > 0) {
-        feed(s, r, chunk, (size_t)k);
+        feed(s, chunk, (size_t)k);
         return;
     }
     if (s->len > 0)
-        emit_line(r, s->out, s->buf, s->len);
+        emit_line(s, s->buf, s->len);
     s->len = 0;
     close(s->fd);
     s->fd = -1;
@@ -563,8 +764,8 @@ rank_exited(launcher *l, int r, int status)
         return;
     l->failed = r;
     l->code = code;
-    fprintf(stderr, "ccol run: rank %d %s; stopping the other ranks\n", r,
-            what);
+    fprintf(stderr, "ccol run: rank %d %s; stopping the other ranks\n",
+            l->base + r, what);
     stop_all(l, SIGTERM);
 }
 
@@ -636,7 +837,7 @@ poll_timeout(const launcher *l)
 
 /* Fills pfd with the self-pipe and every open stream; returns the count. */
 static size_t
-gather_fds(launcher *l, struct pollfd *pfd, stream **owner, int *rank_of)
+gather_fds(launcher *l, struct pollfd *pfd, stream **owner)
 {
     size_t k = 1;
 
@@ -648,8 +849,7 @@ gather_fds(launcher *l, struct pollfd *pfd, stream **owner, int *rank_of)
             if (s->fd < 0)
                 continue;
             pfd[k] = (struct pollfd){ .fd = s->fd, .events = POLLIN };
-            owner[k] = s;
-            rank_of[k++] = r;
+            owner[k++] = s;
         }
     }
     return k;
@@ -666,7 +866,7 @@ close_streams(launcher *l)
             if (s->fd < 0)
                 continue;
             if (s->len > 0)
-                emit_line(r, s->out, s->buf, s->len);
+                emit_line(s, s->buf, s->len);
             close(s->fd);
             s->fd = -1;
         }
@@ -675,10 +875,10 @@ close_streams(launcher *l)
 
 /* Runs until every rank is reaped and its output drained. */
 static void
-event_loop(launcher *l, struct pollfd *pfd, stream **owner, int *rank_of)
+event_loop(launcher *l, struct pollfd *pfd, stream **owner)
 {
     for (;;) {
-        size_t k = gather_fds(l, pfd, owner, rank_of);
+        size_t k = gather_fds(l, pfd, owner);
 
         if (l->live == 0 && k == 1)
             break;
@@ -690,7 +890,7 @@ event_loop(launcher *l, struct pollfd *pfd, stream **owner, int *rank_of)
             handle_signals(l);
         for (size_t i = 1; i < k; i++)
             if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR))
-                drain_stream(owner[i], rank_of[i]);
+                drain_stream(owner[i]);
         reap(l);
         check_deadlines(l);
     }
@@ -703,8 +903,11 @@ launcher_init(launcher *l, int n)
 {
     *l = (launcher){ .n = n, .failed = -1 };
     l->ranks = calloc((size_t)n, sizeof *l->ranks);
-    if (l->ranks == NULL)
+    l->logs = malloc((size_t)n * sizeof *l->logs);
+    if (l->ranks == NULL || l->logs == NULL)
         return false;
+    for (int r = 0; r < n; r++)
+        l->logs[r] = -1;
     for (int r = 0; r < n; r++) {
         for (int j = 0; j < 2; j++) {
             l->ranks[r].io[j].fd = -1;
@@ -722,8 +925,41 @@ launcher_free(launcher *l)
     for (int r = 0; l->ranks != NULL && r < l->n; r++) {
         free(l->ranks[r].io[0].buf);
         free(l->ranks[r].io[1].buf);
+        if (l->logs != NULL && l->logs[r] >= 0)
+            close(l->logs[r]);
     }
     free(l->ranks);
+    free(l->logs);
+}
+
+/* --log-dir: creates DIR (one level) and DIR/rank-<R>.log for every
+ * rank of this node, truncating old ones; false after saying why. */
+static bool
+open_logs(launcher *l, const run_opts *o)
+{
+    char path[4096];
+
+    if (mkdir(o->log_dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "ccol run: --log-dir %s: cannot create the "
+                "directory: %s\n", o->log_dir, strerror(errno));
+        return false;
+    }
+    for (int r = 0; r < o->n; r++) {
+        if ((size_t)snprintf(path, sizeof path, "%s/rank-%d.log",
+                             o->log_dir, o->node_rank * o->n + r) >=
+            sizeof path) {
+            fprintf(stderr, "ccol run: --log-dir: the path is too long\n");
+            return false;
+        }
+        l->logs[r] = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                          0666);
+        if (l->logs[r] < 0) {
+            fprintf(stderr, "ccol run: --log-dir: cannot create %s: %s\n",
+                    path, strerror(errno));
+            return false;
+        }
+    }
+    return true;
 }
 
 /* Starts every rank; on a failed fork stops those already started. */
@@ -732,8 +968,8 @@ spawn_all(launcher *l, const run_opts *o)
 {
     for (int r = 0; r < o->n; r++) {
         if (!spawn_rank(l, o, r)) {
-            fprintf(stderr, "ccol run: cannot start rank %d: %s\n", r,
-                    strerror(errno));
+            fprintf(stderr, "ccol run: cannot start rank %d: %s\n",
+                    l->base + r, strerror(errno));
             l->failed = r;
             l->code = 1;
             stop_all(l, SIGTERM);
@@ -751,22 +987,22 @@ launch(const run_opts *o)
     size_t cap = 1 + 2 * (size_t)o->n;
     struct pollfd *pfd = calloc(cap, sizeof *pfd);
     stream **owner = calloc(cap, sizeof *owner);
-    int *rank_of = calloc(cap, sizeof *rank_of);
     int code = 1;
 
-    if (!launcher_init(&l, o->n) || pfd == NULL || owner == NULL ||
-        rank_of == NULL) {
+    if (!launcher_init(&l, o->n) || pfd == NULL || owner == NULL) {
         fprintf(stderr, "ccol run: out of memory\n");
         goto out;
     }
+    l.base = o->node_rank * o->n;
+    if (o->log_dir != NULL && !open_logs(&l, o))
+        goto out;
     spawn_all(&l, o);
-    event_loop(&l, pfd, owner, rank_of);
+    event_loop(&l, pfd, owner);
     code = l.code;
 out:
     launcher_free(&l);
     free(pfd);
     free(owner);
-    free(rank_of);
     return code;
 }
 

@@ -159,6 +159,31 @@ fresh_comm(const jit_opts *o, ccol_comm *old)
     return c;
 }
 
+/* Checks that the schedule fits a job of `world` ranks; if not, err
+ * says why and which number of ranks it is written for. */
+static int
+check_fit(const jit_opts *o, int world, char *err, size_t errlen)
+{
+    int want = sched_world(o->sched);
+    size_t n;
+
+    if (sched_check(o->sched, world, err, errlen) == 0)
+        return 0;
+    n = strlen(err);
+    if (want > 0 && want != world && o->nranks > 0)
+        snprintf(err + n, errlen - n, "; the schedule is written for %d "
+                 "ranks: use -n %d", want, want);
+    else if (want > 0 && want != world && world == 1)
+        snprintf(err + n, errlen - n, "; this process is alone (no -n, "
+                 "no launcher): use -n %d, or start it under a launcher "
+                 "with %d ranks (ccol run -n %d -- ccol jit ...)", want,
+                 want, want);
+    else if (want > 0 && want != world)
+        snprintf(err + n, errlen - n, "; the schedule is written for %d "
+                 "ranks but the job has %d", want, world);
+    return -1;
+}
+
 /* Connects this rank to the job over the chosen transport. */
 static ccol_status
 connect_job(const jit_opts *o, ccol_comm **c, char *err, size_t errlen)
@@ -184,14 +209,17 @@ join(const jit_opts *o, json_t **out, bool *printer, char *err,
     json_t *mine;
     int rank, world;
     char why[512];
+    ccol_status st;
 
     jit_rank_env(o);
-    if (connect_job(o, &comm, why, sizeof why) != CCOL_OK) {
+    if ((st = connect_job(o, &comm, why, sizeof why)) != CCOL_OK) {
         snprintf(err, errlen, "cannot join the job: %s", why);
         ccol_comm_destroy(comm);
-        return -1;
+        /* A launcher variable or CCOL_* setting that makes no sense is
+         * the user's to fix, like a bad option. */
+        return st == CCOL_ERR_INVALID_ARG ? 2 : -1;
     }
-    if (sched_check(o->sched, ccol_comm_size(comm), err, errlen) != 0) {
+    if (check_fit(o, ccol_comm_size(comm), err, errlen) != 0) {
         ccol_comm_destroy(comm);
         return 1;
     }
@@ -219,14 +247,14 @@ jit_job_run(const jit_opts *o, json_t **out, bool *printer, char *err,
             size_t errlen)
 {
     json_t **entries;
-    char check[512];
+    char check[1024];
     int rc;
 
     *out = NULL;
     *printer = true;
     if (o->nranks == 0)
         return join(o, out, printer, err, errlen);
-    if (sched_check(o->sched, o->nranks, check, sizeof check) != 0) {
+    if (check_fit(o, o->nranks, check, sizeof check) != 0) {
         snprintf(err, errlen, "%s", check);
         return 1;
     }

@@ -73,8 +73,10 @@ typedef struct jit_opts {
  * the fields of DESIGN.md 4.1 plus internal ones, see jit_summary_public),
  * also when ranks failed; *printer says whether this process prints it
  * (false on ranks other than 0 of a joined job). Returns 1 when the
- * schedule does not fit the job's size and -1 when the job could not be
- * started (no free port, fork failed, no communicator), err saying why.
+ * schedule does not fit the job's size, 2 when the environment of a
+ * joined job is malformed (a launcher or CCOL_* variable), and -1 when
+ * the job could not be started (no free port, fork failed, no
+ * communicator), err saying why.
  */
 int jit_job_run(const jit_opts *o, json_t **out, bool *printer, char *err,
                 size_t errlen);
@@ -96,6 +98,11 @@ int jit_mode_resolve(int mode, int world);
  * and returns its summary entry (a new JSON object; NULL only when out of
  * memory). Never exits, except through the fault hooks. */
 json_t *jit_rank_run(const jit_opts *o, ccol_comm *comm);
+
+/* Reads and loads the program once, as every rank will: 0 when it loads,
+ * else -1 with err saying why (a syntax error with file:line:col, the
+ * source line and a caret; a file that cannot be read). */
+int jit_program_check(const jit_opts *o, char *err, size_t errlen);
 
 /* An entry for a rank that could not report: ok false, the given code
  * and message, no statistics. */
@@ -120,6 +127,16 @@ json_t *jit_summary_job(int world, int mode, json_t **entries);
 json_t *jit_summary_public(const json_t *job);
 /* Prints the job as one JSON line (json) or as readable text. */
 void jit_summary_print(const json_t *job, bool json, FILE *f);
+/* A JSON string of text from outside (a program's source, a path): bytes
+ * that are not valid UTF-8 become U+FFFD each, so the summary stays valid
+ * JSON whatever the input holds. NULL only when out of memory. */
+json_t *jit_json_text(const char *s);
+/* Prints the errors of the program (syntax and runtime errors, code
+ * PROGRAM) as diagnostics: each distinct one once, after the ranks that
+ * hit it ("ranks 0-3: call 0 (f): prog.tl:3:13: error: ..."). */
+void jit_summary_diagnostics(const json_t *job, FILE *f);
+/* Prints a set of ranks (ascending) as "rank 3" or "ranks 0-3, 5". */
+void jit_print_ranks(FILE *f, const int *ranks, size_t n);
 /* Sorts a JSON array of strings in place (byte order). */
 void jit_sort_strings(json_t *arr);
 /* True when every rank of the job succeeded. */

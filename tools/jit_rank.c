@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,6 +29,8 @@ typedef struct rank_ctx {
     json_t *results;       /* results[k] of the calls made */
     json_t *compile_calls; /* calls during which this rank compiled */
     json_t *error;         /* the first failure, or NULL */
+    FILE *print_to;        /* print() output: stdout, or stderr with --json */
+    bool prefixed;         /* a launcher prefixes our lines (ccol run) */
 } rank_ctx;
 
 static void
@@ -46,7 +49,10 @@ set_error(rank_ctx *c, const char *code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    c->error = json_pack("{s:s, s:s}", "code", code, "message", msg);
+    /* The message may quote the program's bytes (a source line): made
+     * valid UTF-8 so the entry always serializes. */
+    c->error = json_pack("{s:s, s:o*}", "code", code, "message",
+                         jit_json_text(msg));
 }
 
 /* The error code of a failed call: a program's own mistakes (what the
@@ -66,13 +72,29 @@ now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* print() output: stdout, or stderr when stdout carries the JSON. */
+/* Length of a "[rank R] " prefix of this rank at the start of line, or
+ * 0 when there is none. */
+static size_t
+rank_prefix_len(const char *line, int rank)
+{
+    char want[32];
+    int n = snprintf(want, sizeof want, "[rank %d] ", rank);
+
+    return strncmp(line, want, (size_t)n) == 0 ? (size_t)n : 0;
+}
+
+/* print() output: stdout, or stderr when stdout carries the JSON. Under
+ * a launcher that prefixes every line with the rank (ccol run), the
+ * JIT's own rank prefix is dropped so it is not printed twice. */
 static void
 print_line(void *ud, const char *line)
 {
-    FILE *f = ud;
-    fprintf(f, "%s\n", line);
-    fflush(f);
+    const rank_ctx *c = ud;
+
+    if (c->prefixed)
+        line += rank_prefix_len(line, c->rank);
+    fprintf(c->print_to, "%s\n", line);
+    fflush(c->print_to);
 }
 
 static void
@@ -82,12 +104,24 @@ drop_line(void *ud, const char *line)
     (void)line;
 }
 
-/* Session log lines (decisions, warnings) go to stderr with the rank. */
+/* Session log lines (decisions, warnings) go to stderr with the rank
+ * once: "[rank R] " unless a launcher adds it, and a "rank R: " the line
+ * starts with (after "warning: ") is dropped as said already. */
 static void
 log_line(void *ud, const char *line)
 {
     const rank_ctx *c = ud;
-    fprintf(stderr, "[rank %d] %s\n", c->rank, line);
+    char own[32];
+    const char *warn = strncmp(line, "warning: ", 9) == 0 ? "warning: " : "";
+    int n = snprintf(own, sizeof own, "rank %d: ", c->rank);
+
+    line += strlen(warn);
+    if (strncmp(line, own, (size_t)n) == 0)
+        line += n;
+    if (c->prefixed)
+        fprintf(stderr, "%s%s\n", warn, line);
+    else
+        fprintf(stderr, "[rank %d] %s%s\n", c->rank, warn, line);
 }
 
 /* Reads the program text, at most CCOL_JIT_MAX_SOURCE + 1 bytes (the
@@ -96,11 +130,17 @@ static char *
 read_source(const char *path, size_t *len, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
+    struct stat st;
     char *buf;
 
     if (f == NULL) {
         snprintf(err, errlen, "%s: cannot open the program: %s", path,
                  strerror(errno));
+        return NULL;
+    }
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "%s: is a directory, not a program", path);
+        fclose(f);
         return NULL;
     }
     buf = malloc((size_t)CCOL_JIT_MAX_SOURCE + 2);
@@ -127,7 +167,8 @@ load_program(rank_ctx *c)
     ccol_status st;
 
     p.print = c->o->quiet ? drop_line : print_line;
-    p.print_ud = c->o->json ? stderr : stdout;
+    p.print_ud = c;
+    c->print_to = c->o->json ? stderr : stdout;
     if (ccol_jit_module_create(&p, &c->m) != CCOL_OK) {
         set_error(c, "NO_MEMORY", "cannot create the JIT module");
         return -1;
@@ -148,6 +189,33 @@ load_program(rank_ctx *c)
         return -1;
     }
     return 0;
+}
+
+int
+jit_program_check(const jit_opts *o, char *err, size_t errlen)
+{
+    ccol_jit_params p = { .mask = CCOL_JIT_PARAM_PRINT, .print = drop_line };
+    ccol_jit_module *m = NULL;
+    size_t len = 0;
+    char *src = NULL;
+    ccol_status st;
+
+    if (o->prog_src == NULL &&
+        (src = read_source(o->prog, &len, err, errlen)) == NULL)
+        return -1;
+    if (ccol_jit_module_create(&p, &m) != CCOL_OK) {
+        free(src);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    st = src != NULL ? ccol_jit_module_load(m, src, len, o->prog)
+                     : ccol_jit_module_load(m, o->prog_src, o->prog_len,
+                                            o->prog);
+    if (st != CCOL_OK)
+        snprintf(err, errlen, "%s", ccol_jit_module_errmsg(m));
+    ccol_jit_module_destroy(m);
+    free(src);
+    return st == CCOL_OK ? 0 : -1;
 }
 
 static int
@@ -347,10 +415,11 @@ frame_entry(const ccol_jit_session *s, size_t i)
 
     for (size_t j = 0; j < nd; j++)
         json_array_append_new(dyn,
-            json_string(ccol_jit_session_frame_dynamic(s, i, j)));
+            jit_json_text(ccol_jit_session_frame_dynamic(s, i, j)));
     jit_sort_strings(dyn);
-    return json_pack("{s:s, s:I, s:o, s:b}", "name",
-                     ccol_jit_session_frame_name(s, i), "compiles",
+    return json_pack("{s:o*, s:I, s:o, s:b}", "name",
+                     jit_json_text(ccol_jit_session_frame_name(s, i)),
+                     "compiles",
                      (json_int_t)ccol_jit_session_frame_compiles(s, i),
                      "dynamic", dyn, "eager",
                      (int)ccol_jit_session_frame_eager(s, i));
@@ -374,8 +443,11 @@ entry_of(rank_ctx *c, double wall_s)
         for (size_t i = 0; i < ccol_jit_session_nframes(c->s); i++)
             json_array_append_new(frames, frame_entry(c->s, i));
     }
+    bool ok = c->error == NULL &&
+              json_array_size(c->results) == c->o->sched->ncalls;
+
     return json_pack("{s:i, s:b, s:o, s:I, s:I, s:o, s:o, s:o, s:f}",
-                     "rank", c->rank, "ok", c->error == NULL, "error",
+                     "rank", c->rank, "ok", ok, "error",
                      c->error ? json_incref(c->error) : json_null(),
                      "compiles", compiles, "exchanges", exchanges, "frames",
                      frames, "results", json_incref(c->results),
@@ -386,7 +458,10 @@ entry_of(rank_ctx *c, double wall_s)
 json_t *
 jit_rank_run(const jit_opts *o, ccol_comm *comm)
 {
-    rank_ctx c = { .o = o, .comm = comm, .rank = ccol_comm_rank(comm) };
+    const char *run = getenv("CCOL_RUN");
+    rank_ctx c = { .o = o, .comm = comm, .rank = ccol_comm_rank(comm),
+                   .prefixed = o->nranks == 0 && run != NULL &&
+                               strcmp(run, "1") == 0 };
     double t0 = now_s();
     json_t *entry;
 
@@ -398,6 +473,11 @@ jit_rank_run(const jit_opts *o, ccol_comm *comm)
                 break;
     if (o->sched->ncalls == 0)
         maybe_fault(&c, 0);
+    /* A rank is ok only if every call ran: never report success for a
+     * schedule that stopped early without a recorded reason. */
+    if (json_array_size(c.results) != o->sched->ncalls)
+        set_error(&c, "INTERNAL", "only %zu of the %zu calls ran",
+                  json_array_size(c.results), o->sched->ncalls);
     finish(&c);
     entry = entry_of(&c, now_s() - t0);
     ccol_jit_session_destroy(c.s);

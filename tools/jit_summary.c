@@ -42,6 +42,64 @@ out:
     free(v);
 }
 
+/* Length of the valid UTF-8 sequence at s (1 to 4 bytes), or 0 when the
+ * byte there does not start one: a stray continuation byte, an overlong
+ * form, a surrogate, a code point above U+10FFFF or a cut sequence. */
+static size_t
+utf8_seq(const unsigned char *s)
+{
+    size_t n;
+    unsigned cp;
+
+    if (s[0] < 0x80)
+        return 1;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf)
+        n = 2, cp = s[0] & 0x1fu;
+    else if (s[0] >= 0xe0 && s[0] <= 0xef)
+        n = 3, cp = s[0] & 0x0fu;
+    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+        n = 4, cp = s[0] & 0x07u;
+    else
+        return 0;
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (s[i] & 0x3fu);
+    }
+    if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+        return 0;
+    return n;
+}
+
+json_t *
+jit_json_text(const char *s)
+{
+    const unsigned char *u = (const unsigned char *)(s ? s : "");
+    size_t len = strlen((const char *)u), o = 0;
+    char *buf = malloc(3 * len + 1);
+    json_t *j;
+
+    if (buf == NULL)
+        return NULL;
+    for (size_t i = 0; i < len;) {
+        size_t n = utf8_seq(u + i);
+        if (n == 0) {
+            memcpy(buf + o, "\xef\xbf\xbd", 3); /* U+FFFD */
+            o += 3;
+            i++;
+            continue;
+        }
+        memcpy(buf + o, u + i, n);
+        o += n;
+        i += n;
+    }
+    buf[o] = '\0';
+    j = json_stringn(buf, o);
+    free(buf);
+    return j;
+}
+
 json_t *
 jit_summary_job(int world, int mode, json_t **entries)
 {
@@ -122,20 +180,32 @@ print_frame(FILE *f, const json_t *fr)
     fputc('\n', f);
 }
 
+/* The first line of s (all of it when it has one). */
+static int
+first_line_len(const char *s)
+{
+    const char *nl = strchr(s, '\n');
+    return nl ? (int)(nl - s) : (int)strlen(s);
+}
+
+/* What the text summary says of a rank after "rank N: ". A program's
+ * error shows its first line only: the whole diagnostic, with the source
+ * line and caret, is on stderr (jit_summary_diagnostics). */
 static void
-print_rank(FILE *f, const json_t *e)
+print_rank_body(FILE *f, const json_t *e)
 {
     json_t *err = json_object_get(e, "error"), *v;
     size_t i;
 
-    fprintf(f, "rank %lld: ",
-            (long long)json_integer_value(json_object_get(e, "rank")));
-    if (json_is_object(err))
-        fprintf(f, "%s: %s\n",
-                json_string_value(json_object_get(err, "code")),
-                json_string_value(json_object_get(err, "message")));
-    else
+    if (json_is_object(err)) {
+        const char *code = json_string_value(json_object_get(err, "code"));
+        const char *msg = json_string_value(json_object_get(err, "message"));
+        int n = strcmp(code, "PROGRAM") == 0 ? first_line_len(msg)
+                                              : (int)strlen(msg);
+        fprintf(f, "%s: %.*s\n", code, n, msg);
+    } else {
         fputs("ok\n", f);
+    }
     if (json_array_size(json_object_get(e, "frames")) == 0 &&
         json_array_size(json_object_get(e, "results")) == 0)
         return; /* nothing ran (or nothing is known) */
@@ -152,6 +222,100 @@ print_rank(FILE *f, const json_t *e)
         print_number(f, v);
     }
     fputc('\n', f);
+}
+
+/* Renders with fn into a new string (NULL when out of memory). */
+static char *
+render(void (*fn)(FILE *, const json_t *), const json_t *e)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+
+    if (f == NULL)
+        return NULL;
+    fn(f, e);
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+void
+jit_print_ranks(FILE *f, const int *ranks, size_t n)
+{
+    fputs(n == 1 ? "rank " : "ranks ", f);
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j + 1 < n && ranks[j + 1] == ranks[j] + 1)
+            j++;
+        fprintf(f, "%s%d", i ? ", " : "", ranks[i]);
+        if (j > i)
+            fprintf(f, "-%d", ranks[j]);
+        i = j + 1;
+    }
+}
+
+/* Prints texts[0..n) grouped: each distinct text once, after the ranks
+ * that have it ("ranks 0-3: ..."), in the order of their first rank.
+ * A NULL text is left out. */
+static void
+print_grouped(FILE *f, char **texts, const int *ranks, size_t n)
+{
+    int *members = calloc(n + 1, sizeof *members);
+    bool *done = calloc(n + 1, sizeof *done);
+
+    for (size_t i = 0; i < n; i++) {
+        size_t m = 0;
+        if (texts[i] == NULL || done[i])
+            continue;
+        for (size_t j = i; j < n; j++) {
+            if (done[j] || texts[j] == NULL || strcmp(texts[i], texts[j]))
+                continue;
+            done[j] = true;
+            if (members != NULL)
+                members[m++] = ranks[j];
+        }
+        if (members != NULL)
+            jit_print_ranks(f, members, m);
+        else
+            fprintf(f, "rank %d", ranks[i]);
+        fprintf(f, ": %s", texts[i]);
+    }
+    free(members);
+    free(done);
+}
+
+/* Renders every rank entry of the job with fn (NULL for an entry fn
+ * leaves empty) and prints them grouped; the rank ids are the entries'. */
+static void
+print_ranks_grouped(FILE *f, const json_t *ranks,
+                    void (*fn)(FILE *, const json_t *))
+{
+    size_t n = json_array_size(ranks), i;
+    char **texts = calloc(n + 1, sizeof *texts);
+    int *ids = calloc(n + 1, sizeof *ids);
+    json_t *e;
+
+    if (texts == NULL || ids == NULL) {
+        free(texts);
+        free(ids);
+        return;
+    }
+    json_array_foreach(ranks, i, e) {
+        ids[i] = (int)json_integer_value(json_object_get(e, "rank"));
+        texts[i] = render(fn, e);
+        if (texts[i] != NULL && texts[i][0] == '\0') {
+            free(texts[i]);
+            texts[i] = NULL;
+        }
+    }
+    print_grouped(f, texts, ids, n);
+    for (i = 0; i < n; i++)
+        free(texts[i]);
+    free(texts);
+    free(ids);
 }
 
 static void
@@ -171,8 +335,27 @@ print_text(const json_t *job, FILE *f)
     else
         fprintf(f, "FAILED on %zu of %zu ranks\n", bad,
                 json_array_size(ranks));
-    json_array_foreach(ranks, i, e)
-        print_rank(f, e);
+    print_ranks_grouped(f, ranks, print_rank_body);
+}
+
+/* A program's error as a compiler prints it: the whole message (it
+ * ends with the source line and a caret), nothing for other entries. */
+static void
+print_diagnostic(FILE *f, const json_t *e)
+{
+    json_t *err = json_object_get(e, "error");
+    const char *code = json_string_value(json_object_get(err, "code"));
+
+    if (code != NULL && strcmp(code, "PROGRAM") == 0)
+        fprintf(f, "%s\n",
+                json_string_value(json_object_get(err, "message")));
+}
+
+void
+jit_summary_diagnostics(const json_t *job, FILE *f)
+{
+    print_ranks_grouped(f, json_object_get(job, "ranks"), print_diagnostic);
+    fflush(f);
 }
 
 void

@@ -33,7 +33,8 @@ cmd_version(int argc, char **argv)
 static void
 usage(FILE *f)
 {
-    fprintf(f, "usage: ccol <command> [options]\n\ncommands:\n");
+    fprintf(f, "usage: ccol <command> [options]\n"
+               "       ccol --version\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\nRun `ccol <command> --help` for a command's options.\n");
@@ -51,6 +52,8 @@ main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0)
+        return cmd_version(argc - 1, argv + 1);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(argv[1], commands[i].name) == 0)
             return commands[i].main(argc - 1, argv + 1);

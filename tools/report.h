@@ -92,6 +92,8 @@ typedef struct ccol__rep_rank {
     ccol__rep_mark *marks; /* timeline marks in file order */
     size_t nmarks, capmarks;
     ccol__strs seq; /* collective sequence ("exchange f #1") */
+    char *recompile_frame;  /* malloc'd frame of the last recompile event */
+    char *recompile_reason; /* malloc'd its reason, until a compile takes it */
 } ccol__rep_rank;
 
 /* A whole report. Zeroed is empty. */
@@ -165,6 +167,7 @@ typedef struct ccol__rep_row {
     char *decisions;    /* malloc'd "L['x'].size(0), ..." or "all static" */
     ccol__strs why;     /* distinct explanations of those ranks, in order */
     ccol__strs changes; /* distinct state changes of those ranks */
+    ccol__strs reasons; /* distinct reasons those ranks compiled */
     int *ranks;         /* malloc'd ranks, ascending */
     size_t n;           /* their number */
     bool diverged;      /* another row has the same frame and index */

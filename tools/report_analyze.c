@@ -403,6 +403,9 @@ add_row(ccol__rep_row **rows, size_t *n, const ccol__rep_compile *c, int rank)
     for (size_t k = 0; k < c->changes.n && row->changes.n < 64; k++)
         if (!ccol__strs_has(&row->changes, c->changes.v[k]))
             ccol__strs_add(&row->changes, "%s", c->changes.v[k]);
+    if (c->reason != NULL && row->reasons.n < 16 &&
+        !ccol__strs_has(&row->reasons, c->reason))
+        ccol__strs_add(&row->reasons, "%s", c->reason);
     rs = realloc(row->ranks, (row->n + 1) * sizeof *rs);
     if (rs != NULL) {
         row->ranks = rs;
@@ -450,6 +453,7 @@ ccol__report_rows_free(ccol__rep_row *rows, size_t n)
         free(rows[i].ranks);
         ccol__strs_free(&rows[i].why);
         ccol__strs_free(&rows[i].changes);
+        ccol__strs_free(&rows[i].reasons);
     }
     free(rows);
 }

@@ -37,6 +37,8 @@ esc(FILE *f, const char *s, size_t max)
             fputs("&quot;", f);
         else if (c == '\'')
             fputs("&#39;", f);
+        else if (c == '\n')
+            fputc('\n', f); /* kept: source snippets (pre-wrap) */
         else if (c < 0x20 || c == 0x7f)
             fputc('?', f);
         else
@@ -53,12 +55,12 @@ static const char css[] =
     "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;"
     "vertical-align:top}th{background:#f0f0f0}td.n{text-align:right}"
     ".warn{background:#fff0e0;border-left:6px solid #e06000;padding:8px 12px;"
-    "margin:6px 0;font-weight:600}"
+    "margin:6px 0;font-weight:600;white-space:pre-wrap}"
     ".err{background:#fde8e8;border-left:6px solid #c00;padding:4px 12px;"
     "margin:4px 0;font-family:monospace}"
     ".good{background:#e8f6e8;border-left:6px solid #2a2;padding:8px 12px}"
     "tr.div td{background:#fff4e0}.why{font-family:monospace;color:#555;"
-    "font-size:12px}.st-ok{color:#2a2}.st-died,.st-failed,.st-stopped,"
+    "font-size:12px;white-space:pre-wrap}.st-ok{color:#2a2}.st-died,.st-failed,.st-stopped,"
     ".st-missing{color:#c00;font-weight:700}code{font-size:13px}"
     ".legend span{display:inline-block;margin-right:14px}"
     ".sw{display:inline-block;width:12px;height:12px;margin-right:4px;"
@@ -331,6 +333,7 @@ html_frames(const ccol__report *r, FILE *f)
 
     fputs("<section id=\"frames\"><h2>Frames and decisions</h2>\n<table>"
           "<tr><th>frame</th><th>compile</th><th>ranks</th><th>state</th>"
+          "<th>why it compiled</th>"
           "<th>dynamic decisions</th><th>state changes</th>"
           "<th>witnesses</th></tr>\n",
           f);
@@ -341,9 +344,14 @@ html_frames(const ccol__report *r, FILE *f)
         esc(f, rows[i].frame, 300);
         fprintf(f,
                 "</code></td><td class=\"n\">%llu</td><td>%s%s</td>"
-                "<td>%s</td><td><code>",
+                "<td>%s</td><td class=\"why\">",
                 (unsigned long long)rows[i].index,
                 rows[i].diverged ? "&#9888; " : "", who, state[rows[i].state]);
+        for (size_t k = 0; k < rows[i].reasons.n; k++) {
+            esc(f, rows[i].reasons.v[k], 600);
+            fputs("<br>", f);
+        }
+        fputs("</td><td><code>", f);
         esc(f, rows[i].decisions, 4000);
         fputs("</code></td><td class=\"why\">", f);
         for (size_t k = 0; k < rows[i].changes.n && k < 50; k++) {

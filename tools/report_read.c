@@ -286,7 +286,20 @@ on_compile_begin(line *l)
     if (c == NULL)
         return;
     c->begin_ns = l->t;
-    c->reason = reason != NULL ? strdup(reason) : NULL;
+    free(c->reason);
+    c->reason = NULL;
+    /* A recompile says why in the recompile event before it (the guard
+     * that failed); the compile takes that reason. */
+    if (l->rk->recompile_frame != NULL &&
+        strcmp(l->rk->recompile_frame, frame) == 0 && index > 1) {
+        c->reason = l->rk->recompile_reason;
+        l->rk->recompile_reason = NULL;
+    }
+    if (c->reason == NULL && reason != NULL)
+        c->reason = strdup(reason);
+    free(l->rk->recompile_frame);
+    free(l->rk->recompile_reason);
+    l->rk->recompile_frame = l->rk->recompile_reason = NULL;
 }
 
 static void
@@ -415,6 +428,14 @@ on_compiler(line *l, int kind, uint64_t *count)
 
     if (int_field(l, "line", false, &lno) && lno > 0)
         snprintf(at, sizeof at, " line %lld", (long long)lno);
+    if (kind == CCOL__MARK_RECOMPILE && frame != NULL && reason != NULL) {
+        free(l->rk->recompile_frame);
+        free(l->rk->recompile_reason);
+        l->rk->recompile_frame = strdup(frame);
+        l->rk->recompile_reason = malloc(strlen(reason) + 12);
+        if (l->rk->recompile_reason != NULL)
+            sprintf(l->rk->recompile_reason, "recompile: %s", reason);
+    }
     (*count)++;
     add_mark(l, kind, 0, "%s %s%s%s%s", l->event, frame ? frame : "", at,
              reason ? ": " : "", reason ? reason : "");
@@ -714,6 +735,8 @@ free_rank(ccol__rep_rank *rk)
     free(rk->marks);
     free(rk->file);
     free(rk->last_error);
+    free(rk->recompile_frame);
+    free(rk->recompile_reason);
     ccol__strs_free(&rk->seq);
 }
 

@@ -8,14 +8,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Prints s with control bytes replaced, at most `max` bytes. */
+/* Prints s with control bytes replaced, at most `max` bytes; a newline
+ * (a source snippet under a message) continues on an indented line. */
 static void
 put_safe(FILE *f, const char *s, size_t max)
 {
     size_t i = 0;
 
-    for (; s[i] != '\0' && i < max; i++)
+    for (; s[i] != '\0' && i < max; i++) {
+        if (s[i] == '\n') {
+            fputs("\n    ", f);
+            continue;
+        }
         fputc((unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i], f);
+    }
     if (s[i] != '\0')
         fputs("...", f);
 }
@@ -104,6 +110,11 @@ text_frames(const ccol__report *r, FILE *f)
                 state[rows[i].state], who);
         put_safe(f, rows[i].decisions, 2000);
         fputc('\n', f);
+        for (size_t k = 0; k < rows[i].reasons.n; k++) {
+            fprintf(f, "      why: ");
+            put_safe(f, rows[i].reasons.v[k], 500);
+            fputc('\n', f);
+        }
         for (size_t k = 0; k < rows[i].changes.n; k++) {
             fprintf(f, "      changed ");
             put_safe(f, rows[i].changes.v[k], 500);
@@ -122,10 +133,11 @@ void
 ccol__report_text(const ccol__report *r, FILE *f)
 {
     text_header(r, f);
-    text_list(f, "errors", &r->errors, r->nerrors_dropped, "");
-    text_summary(r, f);
-    text_frames(r, f);
+    /* Divergence first, as the HTML report shows it (docs/trace-format.md). */
     if (r->warnings.n == 0)
         fprintf(f, "\nno divergence between ranks found\n");
     text_list(f, "warnings", &r->warnings, 0, "WARNING: ");
+    text_list(f, "errors", &r->errors, r->nerrors_dropped, "");
+    text_summary(r, f);
+    text_frames(r, f);
 }

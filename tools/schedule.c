@@ -5,11 +5,13 @@
 #include "schedule.h"
 
 #include <jansson.h>
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* Where in the schedule we are, for messages. */
 typedef struct where {
@@ -381,29 +383,67 @@ sched_parse(const char *text, size_t len, schedule **out, char *err,
     return 0;
 }
 
+#define SCHED_MAX_BYTES (64l << 20) /* the largest schedule file read */
+
+/* Reads all of f (at most SCHED_MAX_BYTES) into a new buffer; NULL with
+ * err saying what went wrong (a directory, too large, a read error). */
+static char *
+read_all(FILE *f, const char *path, size_t *len, char *err, size_t errlen)
+{
+    struct stat st;
+    size_t cap = 65536, n = 0;
+    char *buf = NULL, *grown;
+
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "%s: is a directory, not a schedule", path);
+        return NULL;
+    }
+    for (;;) {
+        if (n == cap || buf == NULL) {
+            cap = buf == NULL ? cap : cap * 2;
+            if ((grown = realloc(buf, cap + 1)) == NULL) {
+                snprintf(err, errlen, "%s: out of memory", path);
+                break;
+            }
+            buf = grown;
+        }
+        n += fread(buf + n, 1, cap - n, f);
+        if (ferror(f)) {
+            snprintf(err, errlen, "%s: cannot read the schedule: %s", path,
+                     strerror(errno));
+            break;
+        }
+        if (n > (size_t)SCHED_MAX_BYTES) {
+            snprintf(err, errlen, "%s: the schedule is larger than the "
+                     "limit of 64 MiB", path);
+            break;
+        }
+        if (feof(f)) {
+            *len = n;
+            return buf;
+        }
+    }
+    free(buf);
+    return NULL;
+}
+
 int
 sched_load(const char *path, schedule **out, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
-    char *buf = NULL, msg[512];
+    char *buf, msg[512];
     size_t n = 0;
-    long sz;
     int rc;
 
     if (f == NULL) {
-        snprintf(err, errlen, "%s: cannot open the schedule", path);
+        snprintf(err, errlen, "%s: cannot open the schedule: %s", path,
+                 strerror(errno));
         return -1;
     }
-    if (fseek(f, 0, SEEK_END) == 0 && (sz = ftell(f)) >= 0 &&
-        sz <= (64l << 20) && fseek(f, 0, SEEK_SET) == 0 &&
-        (buf = malloc((size_t)sz + 1)) != NULL)
-        n = fread(buf, 1, (size_t)sz, f);
+    buf = read_all(f, path, &n, err, errlen);
     fclose(f);
-    if (buf == NULL) {
-        snprintf(err, errlen, "%s: cannot read the schedule (over 64 MiB?)",
-                 path);
+    if (buf == NULL)
         return -1;
-    }
     rc = sched_parse(buf, n, out, msg, sizeof msg);
     if (rc != 0)
         snprintf(err, errlen, "%s: %s", path, msg);
@@ -461,12 +501,13 @@ sched_for_rank(const schedule *s, size_t k, int rank, int world,
     c = &s->calls[k];
     if (c->nfn > 1 && c->nfn != (size_t)world) {
         snprintf(err, errlen, "call %zu: \"fn\" names %zu functions for %d "
-                 "ranks", k, c->nfn, world);
+                 "rank%s", k, c->nfn, world, world == 1 ? "" : "s");
         return -1;
     }
     if (c->per_rank && c->nranks != (size_t)world) {
         snprintf(err, errlen, "call %zu: \"per_rank\" has %zu argument "
-                 "lists for %d ranks", k, c->nranks, world);
+                 "lists for %d rank%s", k, c->nranks, world,
+                 world == 1 ? "" : "s");
         return -1;
     }
     *fn = c->fn[c->nfn > 1 ? (size_t)rank : 0];
@@ -483,6 +524,19 @@ sched_check(const schedule *s, int world, char *err, size_t errlen)
     for (size_t k = 0; k < s->ncalls; k++)
         if (sched_for_rank(s, k, 0, world, &fn, &args, err, errlen) != 0)
             return -1;
+    return 0;
+}
+
+int
+sched_world(const schedule *s)
+{
+    for (size_t k = 0; k < s->ncalls; k++) {
+        const sched_call *c = &s->calls[k];
+        if (c->per_rank)
+            return (int)c->nranks;
+        if (c->nfn > 1)
+            return (int)c->nfn;
+    }
     return 0;
 }
 

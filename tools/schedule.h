@@ -88,6 +88,9 @@ int sched_for_rank(const schedule *s, size_t k, int rank, int world,
  * per_rank lists have exactly `world` entries). Fails naming the first call
  * that does not. */
 int sched_check(const schedule *s, int world, char *err, size_t errlen);
+/* The number of ranks the schedule is written for (the length of its
+ * first "per_rank" or list of "fn"), or 0 when it fits any number. */
+int sched_world(const schedule *s);
 
 /* Number of storage elements a tensor argument needs (its strides may
  * skip or overlap elements). */

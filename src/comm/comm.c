@@ -594,6 +594,18 @@ finish_reduce(ccol_comm *c, void *ud, const uint8_t *const *blobs,
     return CCOL_OK;
 }
 
+/* The most values one allreduce may carry: a frame going up holds, for
+ * each rank it stands for, an 8-byte record header and the values (one
+ * rank per frame in the star, a whole subtree in the tree). */
+static size_t
+allreduce_max(const ccol_comm *c)
+{
+    size_t span = c->size <= c->threshold ? 1 : (size_t)c->size;
+    size_t per = c->max_payload / span;
+
+    return per > 8 ? (per - 8) / 8 : 0;
+}
+
 static ccol_status
 allreduce(ccol_comm *c, void *values, size_t n, ccol_op op, bool is_f64)
 {
@@ -609,9 +621,17 @@ allreduce(ccol_comm *c, void *values, size_t n, ccol_op op, bool is_f64)
         return c ? ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
                                 "allreduce: NULL values")
                  : CCOL_ERR_INVALID_ARG;
-    if ((unsigned)op > CCOL_OP_OR || n > c->max_payload / 8)
+    if ((unsigned)op > CCOL_OP_OR)
         return ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
-                            "allreduce: bad op %d or count %zu", (int)op, n);
+                            "allreduce: op %d is not sum, min, max, and or "
+                            "or", (int)op);
+    if (n > allreduce_max(c))
+        return ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
+                            "allreduce of %zu values (%zu bytes) is over "
+                            "the payload limit: at most %zu values per call "
+                            "on %d ranks with max_payload %zu bytes; split "
+                            "it into several calls", n, n * 8,
+                            allreduce_max(c), c->size, c->max_payload);
     buf = malloc(n * 8 + 1);
     if (buf == NULL)
         return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");

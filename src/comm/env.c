@@ -10,6 +10,7 @@
  */
 #include "comm.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,42 @@ resolve_rank(ccol__err *err, int *rank, int *size, int *used)
     return CCOL_OK;
 }
 
+/* The names CCOL_TRANSPORT accepts, in the order messages list them. */
+static const struct {
+    const char *name;
+    ccol_transport transport;
+} transport_names[] = {
+    { "inproc", CCOL_TRANSPORT_INPROC },
+    { "tcp", CCOL_TRANSPORT_TCP },
+};
+
+#define NTRANSPORTS (sizeof transport_names / sizeof transport_names[0])
+
+/* Reads CCOL_TRANSPORT into p (unset or empty: the default); an unknown
+ * name is an error naming it and the accepted ones. */
+static ccol_status
+read_transport(ccol__err *err, ccol_comm_params *p)
+{
+    const char *v = getenv("CCOL_TRANSPORT");
+    char names[128] = "";
+
+    if (v == NULL || v[0] == '\0')
+        return CCOL_OK;
+    for (size_t i = 0; i < NTRANSPORTS; i++) {
+        if (strcmp(v, transport_names[i].name) == 0) {
+            p->transport = transport_names[i].transport;
+            p->mask |= CCOL_COMM_PARAM_TRANSPORT;
+            return CCOL_OK;
+        }
+        snprintf(names + strlen(names), sizeof names - strlen(names),
+                 "%s%s", i == 0 ? "" : i + 1 == NTRANSPORTS ? " or " : ", ",
+                 transport_names[i].name);
+    }
+    return ccol__seterr(err, CCOL_ERR_INVALID_ARG,
+                        "CCOL_TRANSPORT='%.64s' is not a transport: use %s "
+                        "(or leave it unset for the default)", v, names);
+}
+
 /* Reads CCOL_TIMEOUT, CCOL_TOKEN, MASTER_ADDR, MASTER_PORT into p. */
 static ccol_status
 read_knobs(ccol__err *err, ccol_comm_params *p)
@@ -102,8 +139,8 @@ read_knobs(ccol__err *err, ccol_comm_params *p)
     if (t != NULL) {
         if (!ccol__parse_seconds(t, &p->timeout_s))
             return ccol__seterr(err, CCOL_ERR_INVALID_ARG,
-                                "CCOL_TIMEOUT='%s' is not a number of "
-                                "seconds > 0",
+                                "CCOL_TIMEOUT='%.64s' is not a number of "
+                                "seconds in (0, 10000000]",
                                 t);
         p->mask |= CCOL_COMM_PARAM_TIMEOUT;
     }
@@ -176,16 +213,29 @@ ccol_comm_create_env(const ccol_comm_params *overrides, ccol_comm **out)
     ccol__err err = { 0 };
     int rank = 0, size = 1, used = -1;
 
+    bool given = overrides != NULL &&
+                 (overrides->mask & CCOL_COMM_PARAM_RANK) &&
+                 (overrides->mask & CCOL_COMM_PARAM_SIZE);
+
     if (out == NULL)
         return CCOL_ERR_INVALID_ARG;
-    if (resolve_rank(&err, &rank, &size, &used) != CCOL_OK ||
-        read_knobs(&err, &p) != CCOL_OK)
+    /* Rank and size given by the caller: the launcher's variables are
+     * not consulted (they would be overridden anyway). */
+    if ((!given && resolve_rank(&err, &rank, &size, &used) != CCOL_OK) ||
+        read_knobs(&err, &p) != CCOL_OK ||
+        read_transport(&err, &p) != CCOL_OK)
         return fail_env(&err, out);
     p.rank = rank;
     p.size = size;
     p.mask |= CCOL_COMM_PARAM_RANK | CCOL_COMM_PARAM_SIZE;
     if (overrides != NULL)
         overlay(&p, overrides);
+    if ((p.mask & CCOL_COMM_PARAM_TRANSPORT) &&
+        p.transport == CCOL_TRANSPORT_INPROC &&
+        !((p.mask & CCOL_COMM_PARAM_NAME) && p.name != NULL && p.name[0])) {
+        p.name = "env"; /* the threads of this process meet in one group */
+        p.mask |= CCOL_COMM_PARAM_NAME;
+    }
     if (p.size > 1 && !(p.mask & CCOL_COMM_PARAM_PORT) &&
         !((p.mask & CCOL_COMM_PARAM_TRANSPORT) &&
           p.transport == CCOL_TRANSPORT_INPROC)) {

@@ -175,11 +175,8 @@ ccol__op_describe(uint16_t op, uint64_t arg, uint64_t seq, char *out,
                  (uint64_t)(arg & 0xFFFFFFFFFFFFu),
                  seq);
         break;
-    case CCOL__OP_JOIN_REDUCE:
-        snprintf(out, outlen, "%s(key %016" PRIx64 ") #%" PRIu64, name, arg,
-                 seq);
-        break;
-    default:
+    default: /* join_reduce's key is a fingerprint, not a name: the
+              * caller's label says what the exchange is */
         snprintf(out, outlen, "%s #%" PRIu64, name, seq);
         break;
     }

@@ -337,6 +337,13 @@ ccol_status ccol__dyn_what_parse(const char *what, ccol__dyn_what *out);
  */
 void ccol__dyn_explain(const ccol__dyn_entry *e, const ccol__dyn_wits *w,
                        const ccol__dyn_what *what, ccol__buf *out);
+/* The same, knowing the prior state's entry (may be NULL): when this
+ * exchange saw one value, the other side of the change is named, as in
+ * "L['x'].size(0) dynamic: 41 on rank 1, 32 in the prior state". */
+void ccol__dyn_explain_prior(const ccol__dyn_entry *e,
+                             const ccol__dyn_entry *prior,
+                             const ccol__dyn_wits *w,
+                             const ccol__dyn_what *what, ccol__buf *out);
 
 /* ------------------------------------------------------------------------ */
 /* The exchange payload                                                       */

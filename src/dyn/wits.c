@@ -414,9 +414,66 @@ decided_dynamic(const ccol__dyn_entry *e, const ccol__dyn_what *what)
     return ccol__dyn_entry_scalar_dynamic(e);
 }
 
+/* True for the kind witness values of numbers (int, float). */
+static bool
+number_kind(const ccol__dyn_atom *v)
+{
+    return v->i == CCOL__WIT_KIND_INT || v->i == CCOL__WIT_KIND_FLOAT;
+}
+
+/* The atom of `e` at the position `what` names, or NULL when the entry
+ * has none there (UNSET, a whole DYN tuple, a dim past its length). */
+static const ccol__dyn_atom *
+atom_at(const ccol__dyn_entry *e, const ccol__dyn_what *what)
+{
+    const ccol__dyn_tup *t;
+
+    if (e == NULL)
+        return NULL;
+    if (what->pos == CCOL__WIT_SCALAR)
+        return e->scalar.kind == CCOL__ATOM_UNSET ? NULL : &e->scalar;
+    t = what->pos == CCOL__WIT_SIZE ? &e->size : &e->stride;
+    if (t->kind != CCOL__TUP_TUPLE || what->dim >= t->n ||
+        t->a[what->dim].kind == CCOL__ATOM_UNSET)
+        return NULL;
+    return &t->a[what->dim];
+}
+
+/* After a single witness of a dynamic decision: what the prior state
+ * held there, which is the other side of the change. */
+static void
+put_prior(ccol__buf *out, const ccol__dyn_entry *prior,
+          const ccol__dyn_what *what, const ccol__dyn_wit *val)
+{
+    const ccol__dyn_atom *a = atom_at(prior, what);
+
+    if (a != NULL && a->kind != CCOL__ATOM_DYN &&
+        (val == NULL || memcmp(a, &val->s[0].v, sizeof *a) != 0)) {
+        ccol__buf_printf(out, ", ");
+        put_value(out, what->pos, a);
+        ccol__buf_printf(out, " in the prior state");
+        return;
+    }
+    if (prior == NULL || a != NULL || what->pos == CCOL__WIT_SCALAR ||
+        (what->pos == CCOL__WIT_SIZE ? prior->size.kind
+                                     : prior->stride.kind) == CCOL__TUP_DYN)
+        ccol__buf_printf(out, " (dynamic in the prior state)");
+    else
+        ccol__buf_printf(out, " (the prior state differs)");
+}
+
 void
 ccol__dyn_explain(const ccol__dyn_entry *e, const ccol__dyn_wits *w,
                   const ccol__dyn_what *what, ccol__buf *out)
+{
+    ccol__dyn_explain_prior(e, NULL, w, what, out);
+}
+
+void
+ccol__dyn_explain_prior(const ccol__dyn_entry *e,
+                        const ccol__dyn_entry *prior,
+                        const ccol__dyn_wits *w, const ccol__dyn_what *what,
+                        ccol__buf *out)
 {
     static const ccol__dyn_wits none;
     const ccol__dyn_wit *mark, *kind, *val;
@@ -429,6 +486,12 @@ ccol__dyn_explain(const ccol__dyn_entry *e, const ccol__dyn_wits *w,
                : NULL;
     kind = ccol__dyn_wits_find(w, what->source, CCOL__WIT_KIND, 0);
     val = ccol__dyn_wits_find(w, what->source, what->pos, what->dim);
+    /* Different kinds are the cause (a tensor against a number, 2 dims
+     * against 1), except int against float: 3 and 3.0 are equal, so the
+     * values that differ are named instead. */
+    if (kind != NULL && kind->n == 2 && val != NULL && val->n == 2 &&
+        number_kind(&kind->s[0].v) && number_kind(&kind->s[1].v))
+        kind = NULL;
     ccol__buf_printf(out, "%s", what->source);
     if (what->pos != CCOL__WIT_SCALAR)
         ccol__buf_printf(out, ".%s(%d)",
@@ -450,5 +513,5 @@ ccol__dyn_explain(const ccol__dyn_entry *e, const ccol__dyn_wits *w,
         ccol__buf_printf(out, "not observed in this exchange");
     if (dyn && mark == NULL && any && (kind == NULL || kind->n < 2) &&
         (val == NULL || val->n < 2))
-        ccol__buf_printf(out, " (dynamic in the prior state)");
+        put_prior(out, prior, what, val);
 }

@@ -145,7 +145,9 @@ explain_entry(const ccol_compile *c, const ccol__dyn_what *w, ccol__buf *b)
         return;
     }
     if (c->phase == CCOL__PHASE_APPLIED)
-        ccol__dyn_explain(merged(c, w->source), &c->wits, w, b);
+        ccol__dyn_explain_prior(merged(c, w->source),
+                                ccol__dyn_map_find(&c->x.prior, w->source),
+                                &c->wits, w, b);
     else
         ccol__dyn_explain(ccol__dyn_map_find(&c->x.obs, w->source),
                           &c->x.wits, w, b);

@@ -10,6 +10,7 @@
 #include "harness.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -318,6 +319,40 @@ run_diverge(ccol_test_transport t)
     }
 }
 
+/* A join_reduce is described by its caller's label, not by its key. */
+static void
+join_diverge_body(ccol_comm *c, int rank, void *arg)
+{
+    double t0 = ccol_test_now();
+    void *out = NULL;
+    size_t n = 0;
+    ccol_status st;
+
+    ccol_comm_set_label(c, rank == 1 ? "compile f (compile 2)" : "step");
+    if (rank == 1)
+        st = ccol_join_reduce(c, 0x63636f6c78636831ull, "a", 1, max_combine,
+                              NULL, &out, &n);
+    else
+        st = ccol_barrier(c);
+    record(arg, rank, st, c, t0);
+    ccol_free(out);
+}
+
+CCOL_TEST(join_reduce_is_named_by_its_label)
+{
+    ccol_test_job job = { .size = 2, .transport = CCOL_TEST_INPROC,
+                          .timeout_s = 5 };
+    fail_info *fi = ccol_test_shared(sizeof *fi);
+
+    CHECK_EQ(ccol_test_ranks(&job, join_diverge_body, fi), 0);
+    for (int r = 0; r < 2; r++) {
+        CHECK_STATUS((ccol_status)fi->status[r], CCOL_ERR_DIVERGED);
+        CHECK_CONTAINS(fi->msg[r], "rank 1 is in join_reduce #1 [compile f "
+                       "(compile 2)]");
+        CHECK(strstr(fi->msg[r], "key") == NULL);
+    }
+}
+
 CCOL_TEST(inproc_different_op_diverges)
 {
     run_diverge(CCOL_TEST_INPROC);
@@ -476,6 +511,79 @@ CCOL_TEST(env_resolution)
     CHECK_STATUS(ccol_comm_create_env(NULL, &c), CCOL_ERR_INVALID_ARG);
     CHECK_CONTAINS(ccol_comm_errmsg(c), "CCOL_TIMEOUT");
     ccol_comm_destroy(c);
+    unsetenv("CCOL_TIMEOUT");
+}
+
+typedef struct env_rank_arg {
+    int rank;          /* the rank this thread overrides */
+    ccol_status status; /* of creating the comm and one barrier */
+} env_rank_arg;
+
+static void *
+env_rank_thread(void *arg)
+{
+    env_rank_arg *a = arg;
+    ccol_comm_params o = { .mask = CCOL_COMM_PARAM_RANK, .rank = a->rank };
+    ccol_comm *c = NULL;
+
+    a->status = ccol_comm_create_env(&o, &c);
+    if (a->status == CCOL_OK)
+        a->status = ccol_barrier(c);
+    if (a->status != CCOL_OK)
+        fprintf(stderr, "rank %d: %s\n", a->rank,
+                c ? ccol_comm_errmsg(c) : "no memory");
+    ccol_comm_destroy(c);
+    return NULL;
+}
+
+/* CCOL_TRANSPORT picks the transport by name;
+/* CCOL_TRANSPORT picks the transport by name; an unknown name is an error
+ * naming it and the accepted names, an empty one is the default. */
+CCOL_TEST(env_transport)
+{
+    ccol_comm *c = NULL;
+
+    setenv("RANK", "0", 1);
+    setenv("WORLD_SIZE", "1", 1);
+    setenv("CCOL_TRANSPORT", "carrier-pigeon", 1);
+    CHECK_STATUS(ccol_comm_create_env(NULL, &c), CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "CCOL_TRANSPORT='carrier-pigeon'");
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "inproc");
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "tcp");
+    ccol_comm_destroy(c);
+    setenv("CCOL_TRANSPORT", "TCP", 1); /* names are exact */
+    CHECK_STATUS(ccol_comm_create_env(NULL, &c), CCOL_ERR_INVALID_ARG);
+    ccol_comm_destroy(c);
+    for (int i = 0; i < 2; i++) {
+        setenv("CCOL_TRANSPORT", i == 0 ? "inproc" : "", 1);
+        CHECK_OK(ccol_comm_create_env(NULL, &c), c);
+        CHECK_EQ(ccol_comm_size(c), 1);
+        CHECK_OK(ccol_barrier(c), c);
+        ccol_comm_destroy(c);
+    }
+    /* tcp asked for explicitly, even alone, needs the rendezvous port
+     * (the default for one rank needs no network). */
+    setenv("CCOL_TRANSPORT", "tcp", 1);
+    unsetenv("MASTER_PORT");
+    CHECK_STATUS(ccol_comm_create_env(NULL, &c), CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "MASTER_PORT");
+    ccol_comm_destroy(c);
+    /* Two ranks as threads of this process, each overriding only its
+     * rank: they meet because CCOL_TRANSPORT chose inproc (tcp would
+     * refuse to start without MASTER_PORT). */
+    setenv("CCOL_TRANSPORT", "inproc", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("CCOL_TIMEOUT", "20", 1);
+    unsetenv("MASTER_PORT");
+    pthread_t th;
+    env_rank_arg a1 = { .rank = 1 };
+    CHECK(pthread_create(&th, NULL, env_rank_thread, &a1) == 0);
+    env_rank_arg a0 = { .rank = 0 };
+    env_rank_thread(&a0);
+    pthread_join(th, NULL);
+    CHECK_EQ(a0.status, CCOL_OK);
+    CHECK_EQ(a1.status, CCOL_OK);
+    unsetenv("CCOL_TRANSPORT");
 }
 
 /* The interrupt hook: says stop on its third call (about 150 ms into the
@@ -553,6 +661,50 @@ CCOL_TEST(interrupt_hook_is_quiet_on_fast_operations)
     CHECK(*calls < 3);
 }
 
+/* An allreduce over the payload limit is this rank's own error, said as
+ * such (not a peer's bad frame), and leaves the communicator usable; the
+ * largest allowed count goes through. */
+static void
+limit_body(ccol_comm *c, int rank, void *arg)
+{
+    size_t max = 127, n = max + 1; /* (1024 - 8) / 8 with max_payload 1024 */
+    double v[128];
+
+    (void)arg;
+    for (size_t i = 0; i < n; i++)
+        v[i] = rank + 1;
+    CHECK_STATUS(ccol_allreduce_f64(c, v, n, CCOL_OP_SUM),
+                 CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "allreduce of 128 values (1024 "
+                   "bytes) is over the payload limit: at most 127 values");
+    CHECK_OK(ccol_allreduce_f64(c, v, max, CCOL_OP_SUM), c);
+    CHECK(v[0] == 3.0 && v[max - 1] == 3.0);
+    CHECK_STATUS(ccol_allreduce_i64(c, (int64_t *)v, 1, (ccol_op)9),
+                 CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "op 9 is not sum, min, max");
+    CHECK_OK(ccol_barrier(c), c);
+}
+
+static void
+run_limit(ccol_test_transport t)
+{
+    ccol_test_job job = { .size = 2, .transport = t, .timeout_s = 10 };
+
+    job.params.mask = CCOL_COMM_PARAM_MAX_PAYLOAD;
+    job.params.max_payload = 1024;
+    ccol_test_ranks(&job, limit_body, NULL);
+}
+
+CCOL_TEST(inproc_allreduce_over_the_limit)
+{
+    run_limit(CCOL_TEST_INPROC);
+}
+
+CCOL_TEST(tcp_allreduce_over_the_limit)
+{
+    run_limit(CCOL_TEST_TCP);
+}
+
 CCOL_TEST(status_names)
 {
     CHECK_STR_EQ(ccol_status_name(CCOL_ERR_TIMEOUT), "TIMEOUT");
@@ -568,14 +720,17 @@ CCOL_TEST_MAIN(CCOL_T(inproc_all_ops), CCOL_T(inproc_all_ops_tree),
                CCOL_T(inproc_missing_rank_times_out),
                CCOL_T(tcp_missing_rank_times_out),
                CCOL_T(inproc_different_op_diverges),
+               CCOL_T(join_reduce_is_named_by_its_label),
                CCOL_T(tcp_different_op_diverges),
                CCOL_T(inproc_fingerprint_mismatch),
                CCOL_T(inproc_departed_rank_is_named),
                CCOL_T(bad_params_are_rejected),
                CCOL_T(single_rank_needs_no_network),
                CCOL_T(inproc_wrong_size_and_duplicate_rank),
-               CCOL_T(env_resolution),
+               CCOL_T(env_resolution), CCOL_T(env_transport),
                CCOL_T(inproc_interrupt_hook_stops_a_wait),
                CCOL_T(tcp_interrupt_hook_stops_a_wait),
                CCOL_T(interrupt_hook_is_quiet_on_fast_operations),
+               CCOL_T(inproc_allreduce_over_the_limit),
+               CCOL_T(tcp_allreduce_over_the_limit),
                CCOL_T(status_names))

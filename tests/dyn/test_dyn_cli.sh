@@ -111,6 +111,15 @@ expect zero_one "{\"L['x']\": {\"render\": \"tensor size=[?] stride=[1]\", \"dyn
 expect explain "{\"L['x']\": {\"render\": \"tensor size=[?, 10] stride=[S(1), 1]\", \"dynamic\": [\"L['x'].size(0)\"], \"explain\": [\"L['x'].size(0) dynamic: 5 on rank 0, 6 on rank 1\"]},
  \"L['y']\": {\"render\": \"scalar 3\", \"dynamic\": [], \"explain\": []}}" --explain r0.json r1.json
 
+# 3 and 3.0 are equal: the cause is the 4 on rank 2, not int against float.
+write k0 '{"L['"'"'y'"'"']": {"scalar": 3}}'
+write k1 '{"L['"'"'y'"'"']": {"scalar": 3.0}}'
+write k2 '{"L['"'"'y'"'"']": {"scalar": 4}}'
+expect explain_int_float "{\"L['y']\": {\"render\": \"fully dynamic scalar or tensor\", \"dynamic\": [\"L['y']\"], \"explain\": [\"L['y'] dynamic: 3 on rank 0, 4 on rank 2\"]}}" --explain k0.json k1.json k2.json
+# A tensor against a number is the cause itself.
+write k3 '{"L['"'"'y'"'"']": {"size": [2]}}'
+expect explain_kinds "{\"L['y']\": {\"render\": \"fully dynamic scalar or tensor\", \"dynamic\": [\"L['y']\", \"L['y'].size(0)\"], \"explain\": [\"L['y'] dynamic: int on rank 0, 1 dim on rank 1\", \"L['y'].size(0) dynamic: int on rank 0, 1 dim on rank 1\"]}}" --explain k0.json k3.json
+
 # Odd source names still list and explain (an exact source name wins).
 write o0 '{"a.size(": {"scalar": 1}, "b.stride(0)": {"size": [4]}}'
 write o1 '{"a.size(": {"scalar": 2}, "b.stride(0)": {"size": [5]}}'

@@ -588,6 +588,36 @@ explain(const ccol__dyn_map *m, const ccol__dyn_wits *w, const char *what)
     return out;
 }
 
+/* A rank alone (collectives off) whose size changed: the one witness is
+ * its new value; the prior state holds the other side of the change. */
+CCOL_TEST(test_explain_prior_state)
+{
+    ccol__xchg x;
+    ccol__dyn_entry e, prior;
+    ccol__dyn_what q;
+    ccol__buf b = { 0 };
+    int64_t before[2] = { 32, 8 }, now[2] = { 41, 8 };
+
+    CHECK_STATUS(ccol__xchg_init(&x, 1, "f", 2, 2, NULL), CCOL_OK);
+    e = tensor(2, now, NULL);
+    CHECK_STATUS(ccol__xchg_observe(&x, "L['x']", &e), CCOL_OK);
+    prior = tensor(2, before, NULL);
+    e = prior;
+    ccol__dyn_entry_join(&e, ccol__dyn_map_find(&x.obs, "L['x']"));
+    CHECK_STATUS(ccol__dyn_what_parse("L['x'].size(0)", &q), CCOL_OK);
+    ccol__dyn_explain_prior(&e, &prior, &x.wits, &q, &b);
+    CHECK_STR_EQ((char *)b.p, "L['x'].size(0) dynamic: 41 on rank 1, 32 in "
+                              "the prior state");
+    ccol__buf_free(&b);
+    /* A prior state already dynamic there says so. */
+    b = (ccol__buf){ 0 };
+    ccol__dyn_explain_prior(&e, &e, &x.wits, &q, &b);
+    CHECK_STR_EQ((char *)b.p, "L['x'].size(0) dynamic: 41 on rank 1 "
+                              "(dynamic in the prior state)");
+    ccol__buf_free(&b);
+    ccol__xchg_free(&x);
+}
+
 CCOL_TEST(test_witnesses_explain)
 {
     ccol__dyn_map m;
@@ -1058,7 +1088,7 @@ CCOL_TEST_MAIN(CCOL_T(test_atom_rules), CCOL_T(test_float_atoms),
                CCOL_T(test_render_unusual),
                CCOL_T(test_render_unusual_tuples), CCOL_T(test_mark_dynamic),
                CCOL_T(test_missing_source_fold), CCOL_T(test_state_frames),
-               CCOL_T(test_witnesses_explain),
+               CCOL_T(test_witnesses_explain), CCOL_T(test_explain_prior_state),
                CCOL_T(test_explain_kinds_and_marks),
                CCOL_T(test_what_parse), CCOL_T(test_pairing_and_digests),
                CCOL_T(test_join_laws), CCOL_T(test_tree_equals_fold),

@@ -150,6 +150,14 @@ for e in j['ranks']:
                             'eager': True}], e['frames']
     assert len(e['results']) == 5"
 
+# Its warning names the rank once: no "[rank 0] warning: rank 0: ...".
+if grep -q "^\[rank 0\] warning: frame local: recompile_limit (2) reached" \
+    "$TMP/err" && ! grep -q "warning: rank" "$TMP/err"; then
+    ok recompile_limit_warning
+else
+    bad recompile_limit_warning "$(details)"
+fi
+
 # --check on every example that has a schedule, with its number of ranks.
 for sched in "$EX"/*.json; do
     prog=${sched%.json}.tl
@@ -266,23 +274,50 @@ bad_sched fn_count "call 1: \"fn\" names 3 functions for 2 ranks" \
     '{"calls": [{"fn": "f", "args": []}, {"fn": ["f", "g", "h"], "args": []}]}'
 bad_sched duplicate "duplicate object key" \
     '{"calls": [{"fn": "f", "args": [], "args": []}]}'
+# A schedule written for 4 ranks run alone or on 3 says which -n it needs.
+expect_err schedule_suggest_n_alone 2 \
+    "4 argument lists for 1 rank; this process is alone (no -n, no launcher): use -n 4" \
+    "$EX/mlp.tl" --schedule "$EX/mlp.json"
+expect_err schedule_suggest_n 2 "for 3 ranks; the schedule is written for 4 ranks: use -n 4" \
+    "$EX/mlp.tl" --schedule "$EX/mlp.json" -n 3
+expect_err schedule_directory 2 "is a directory, not a schedule" \
+    "$P" --schedule "$TMP" -n 2
+truncate -s 65M "$TMP/huge.json"
+expect_err schedule_too_large 2 "larger than the limit of 64 MiB" \
+    "$P" --schedule "$TMP/huge.json" -n 2
+rm -f "$TMP/huge.json"
 expect_err schedule_missing_file 2 "cannot open the schedule" \
     "$P" --schedule "$TMP/none.json" -n 2
 
-# Program errors: every rank reports them, exit status 1.
+# A program that does not load is found before any rank starts: exit
+# status 2 like other usage errors, the error on stderr, nothing on stdout.
 printf 'def f(x):\n    return x +\n' >"$TMP/syntax.tl"
-jit "$TMP/syntax.tl" --schedule "$S" -n 2 --json --timeout 5
-pycheck program_syntax_error "
-assert rc == 1 and not j['ok']
-for e in j['ranks']:
-    assert e['error']['code'] == 'PROGRAM', e['error']
-    assert 'syntax.tl:2:' in e['error']['message'], e['error']"
-jit "$TMP/nothing.tl" --schedule "$S" -n 2 --json --timeout 5
-pycheck program_missing_file "
-assert rc == 1
-for e in j['ranks']:
-    assert e['error']['code'] == 'PROGRAM'
-    assert 'cannot open the program' in e['error']['message']"
+expect_err program_syntax_error 2 "syntax.tl:2:15: error: expected an expression" \
+    "$TMP/syntax.tl" --schedule "$S" -n 2 --json --timeout 5
+if [ "$(sed -n 2,3p "$TMP/err")" = "$(printf '    return x +\n              ^')" ]
+then
+    ok program_syntax_caret
+else
+    bad program_syntax_caret "$(details)"
+fi
+expect_err program_missing_file 2 "nothing.tl: cannot open the program" \
+    "$TMP/nothing.tl" --schedule "$S" -n 2 --json --timeout 5
+expect_err program_directory 2 "is a directory, not a program" \
+    "$TMP" --schedule "$S" -n 2 --json --timeout 5
+# So is a CCOL_* variable the ranks would refuse, with or without -n.
+CCOL_TRANSPORT=carrier-pigeon expect_err env_transport 2 \
+    "CCOL_TRANSPORT='carrier-pigeon' is not a transport: use inproc or tcp" \
+    "$P" --schedule "$S" -n 2 --json
+CCOL_TRANSPORT=carrier-pigeon RANK=0 WORLD_SIZE=1 expect_err env_transport_joined 2 \
+    "CCOL_TRANSPORT='carrier-pigeon' is not a transport" \
+    "$P" --schedule "$S" --json
+CCOL_TIMEOUT=1e308 expect_err env_timeout_range 2 \
+    "CCOL_TIMEOUT='1e308' is not a number of seconds in (0, 10000000]" \
+    "$P" --schedule "$S" -n 2
+# A stale launcher variable of this process does not matter with -n: the
+# ranks are given their own.
+RANK=x MASTER_PORT=none jit "$P" --schedule "$S" -n 2 --json --timeout 5
+pycheck env_own_ranks "assert rc == 0 and j['ok']"
 printf 'def f(x, n):\n    return x[100]\n' >"$TMP/runtime.tl"
 jit "$TMP/runtime.tl" --schedule "$S" -n 2 --json --timeout 5
 pycheck program_runtime_error "
@@ -291,6 +326,95 @@ for e in j['ranks']:
     assert e['error']['code'] == 'PROGRAM', e['error']
     m = e['error']['message']
     assert 'call 0 (f)' in m and 'runtime.tl:2:' in m, m"
+
+# Program errors are diagnostics on stderr, as a compiler prints them:
+# file:line:col, the source line and a caret, once for all the ranks that
+# hit the same error; with --json stdout is the JSON object alone, and the
+# error stays in it.
+diag_check() {
+    local name=$1 file=$2 line=$3 n=$4 msg
+    if msg=$(python3 -S - "$TMP/out" "$TMP/err" "$file" "$line" "$n" \
+        "$RC" 2>&1 <<'EOF'
+import json, sys
+out, err, file, line, n, rc = sys.argv[1:]
+text = open(out).read()
+assert text.count("\n") == 1, "stdout is not one line"
+j = json.loads(text)
+assert rc == "1" and not j["ok"]
+for e in j["ranks"]:
+    assert e["error"]["code"] == "PROGRAM", e
+    assert f"{file}:{line}:" in e["error"]["message"], e
+lines = open(err).read().splitlines()
+heads = [l for l in lines if f"{file}:{line}:" in l]
+assert len(heads) == 1, f"the diagnostic is printed {len(heads)} times"
+want = "ranks 0-%d: " % (int(n) - 1)
+assert heads[0].startswith(want), heads[0]
+i = lines.index(heads[0])
+src, caret = lines[i + 1], lines[i + 2]
+assert caret.strip() == "^", caret
+col = int(heads[0].split(f"{file}:{line}:")[1].split(":")[0])
+assert caret.index("^") == col - 1, (src, caret, col)
+EOF
+    ); then
+        ok "$name"
+    else
+        bad "$name" "$msg
+$(details)"
+    fi
+}
+jit "$TMP/runtime.tl" --schedule "$S" -n 3 --json --timeout 5
+diag_check diagnostic_runtime runtime.tl 2 3
+# Without --json too: the diagnostic on stderr, the summary's line for the
+# ranks on stdout (first line only), never the caret on stdout.
+jit "$TMP/runtime.tl" --schedule "$S" -n 3 --timeout 5
+if [ "$RC" -eq 1 ] && grep -q "^ranks 0-2: call 0 (f): .*runtime.tl:2:" \
+    "$TMP/err" && grep -q "^ranks 0-2: PROGRAM: call 0 (f): " "$TMP/out" &&
+    ! grep -q "\^" "$TMP/out" && [ "$(wc -l <"$TMP/out")" = 5 ]; then
+    ok diagnostic_text
+else
+    bad diagnostic_text "$(details)"
+fi
+# Errors that differ are grouped apart: rank 1 calls a missing function.
+jit "$P" --schedule "$G/missing.3.json" -n 3 --timeout 5 --collectives off
+if [ "$RC" -eq 1 ] && [ "$(grep -c "^rank 1: PROGRAM: " "$TMP/out")" = 1 ] &&
+    [ "$(grep -c "^rank 1: call 1 (nope): " "$TMP/err")" = 1 ] &&
+    ! grep -q "^ranks" "$TMP/out" "$TMP/err"; then
+    ok diagnostic_grouped_apart
+else
+    bad diagnostic_grouped_apart "$(details)"
+fi
+# A job of many identical ranks: one group, not one block per rank.
+jit "$P" --schedule "$S" -n 24 --timeout 30
+if [ "$RC" -eq 0 ] && [ "$(wc -l <"$TMP/out")" = 5 ] &&
+    grep -q "^ranks 0-23: ok$" "$TMP/out"; then
+    ok summary_grouped
+else
+    bad summary_grouped "$(details)"
+fi
+
+# Bytes that are not UTF-8 in the program: the summary stays one valid
+# JSON object, a failed call is never ok, and --check does not pass it.
+printf 'def f(x, n):\n    # caf\xe9\n    return x[100] # \xe9\xff\n' \
+    >"$TMP/latin1.tl"
+for extra in "" --check; do
+    jit "$TMP/latin1.tl" --schedule "$S" -n 2 --json --timeout 5 $extra
+    pycheck "program_latin1_error${extra:+_check}" "
+assert rc == 1 and not j['ok'], j
+for e in j['ranks']:
+    assert not e['ok'] and e['error']['code'] == 'PROGRAM', e
+    assert 'latin1.tl:3:' in e['error']['message'], e['error']
+    assert '\ufffd' in e['error']['message'], e['error']"
+done
+printf '\x80\x01\xfe\n\xc3(\x00\xed\xa0\x80 def\n' >"$TMP/binary.tl"
+expect_err program_binary 2 "binary.tl:1:1: error: unexpected byte 0x80" \
+    "$TMP/binary.tl" --schedule "$S" -n 2 --json --check --timeout 5
+printf 'def f(x, n):\n    # caf\xe9\n    return x.sum() * n\n' \
+    >"$TMP/latin1_ok.tl"
+jit "$TMP/latin1_ok.tl" --schedule "$S" -n 2 --json --timeout 5
+pycheck program_latin1_comment_ok "
+assert rc == 0 and j['ok'], j
+for e in j['ranks']:
+    assert len(e['results']) == 3, e"
 
 # A rank killed mid-schedule: its entry says how it ended, the others'
 # errors name it, and nothing hangs.
@@ -349,7 +473,7 @@ assert rc == 0 and j['ok']"
 # Readable output.
 jit "$P" --schedule "$G/breaks.2.json" -n 2 --timeout 5
 if [ "$RC" -eq 0 ] && grep -q "^ccol jit: 2 ranks, collectives lockstep: ok" \
-    "$TMP/out" && grep -q "^rank 1: ok" "$TMP/out" &&
+    "$TMP/out" && grep -q "^ranks 0-1: ok" "$TMP/out" &&
     grep -q "frame logged: 2 compiles, dynamic: L\['x'\].size(0)" "$TMP/out" &&
     grep -q "^\[rank 1\] rows 4" "$TMP/out"; then
     ok readable_summary
@@ -401,6 +525,21 @@ join2() {
     cp "$TMP/join.err.0" "$TMP/err"
 }
 
+# A trace directory that cannot be written: one warning on stderr naming
+# it, and the job goes on (the trace format's promise).
+for d in /proc/ccol-nope "$TMP/missing/sub" "$P"; do
+    jit "$P" --schedule "$S" -n 2 --json --timeout 5 --trace "$d"
+    if [ "$RC" -eq 0 ] &&
+        [ "$(grep -c "warning: --trace $d: .*tracing disabled" "$TMP/err")" = 1 ]
+    then
+        pycheck "trace_unwritable_$(basename "$d")" "assert j['ok']"
+    else
+        bad "trace_unwritable_$(basename "$d")" "$(details)"
+    fi
+done
+[ ! -e "$TMP/missing" ] && ok trace_unwritable_nothing_made ||
+    bad trace_unwritable_nothing_made "$(ls -R "$TMP/missing")"
+
 # Joining: rank 0 prints the job, rank 1 nothing on stdout.
 join2 "$G/skew.2.json" --timeout 10
 pycheck joined_job "
@@ -426,13 +565,27 @@ assert 'rank 1' in j['ranks'][0]['error']['message']
 assert j['ranks'][1]['error']['code'] == 'UNKNOWN'
 assert '[rank 0] summary: {' in open('$TMP/err').read()"
 
+# The demo: the same error on every waiting rank is printed once for all
+# of them, and a message's source line and caret keep their own lines.
+timeout 120 "$CCOL" demo >"$TMP/out" 2>"$TMP/err"
+RC=$?
+if [ "$RC" -eq 0 ] && [ "$(grep -c "^  ranks 0-2: TIMEOUT: " "$TMP/out")" = 1 ] &&
+    ! grep -q "^  rank [0-2]: " "$TMP/out" &&
+    grep -q "^ *g2 = all_reduce(h.t() @ y) / world_size()$" "$TMP/out" &&
+    grep -qx " *\^" "$TMP/out"; then
+    ok demo_messages
+else
+    bad demo_messages "$(details)"
+fi
+
 # Under the launcher: `ccol run` starts the ranks, rank 0 prints.
-timeout 60 "$CCOL" run -n 2 -- "$CCOL" jit "$P" --schedule "$G/skew.2.json" \
-    --timeout 5 >"$TMP/out" 2>"$TMP/err"
+timeout 60 "$CCOL" run -n 2 -- "$CCOL" jit "$P" --schedule "$G/breaks.2.json" \
+    --timeout 5 --explain >"$TMP/out" 2>"$TMP/err"
 RC=$?
 if [ "$RC" -eq 0 ] &&
     grep -q "^\[rank 0\] ccol jit: 2 ranks, collectives lockstep: ok" "$TMP/out" &&
-    ! grep -q "^\[rank 1\] ccol jit" "$TMP/out"; then
+    ! grep -q "^\[rank 1\] ccol jit" "$TMP/out" &&
+    ! grep -q "\[rank [01]\] \[rank" "$TMP/out" "$TMP/err"; then
     ok under_ccol_run
 else
     bad under_ccol_run "$(details)"

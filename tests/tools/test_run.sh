@@ -289,6 +289,104 @@ CEOF
     ok comm_job
 }
 
+# torchrun's spellings: underscores as well as dashes, --opt=value.
+test_torchrun_spellings() {
+    run --nproc_per_node=2 --master_addr 127.0.0.1 --master_port=0 -- \
+        sh -c 'echo "$WORLD_SIZE $MASTER_ADDR"'
+    [ "$RC" = 0 ] && [ "$(grep -c ' 2 127.0.0.1$' <<<"$OUT")" = 2 ] ||
+        { bad torchrun_spellings "rc=$RC out=$OUT err=$ERR"; return; }
+    ok torchrun_spellings
+}
+
+# free_port: a port nothing listens on now.
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Two "nodes" on this machine: each launcher starts its share of the
+# ranks with global RANK, WORLD_SIZE, LOCAL_RANK and GROUP_RANK, and the
+# ranks of both meet at node 0's rendezvous.
+test_nodes() {
+    local src=$1 port out1
+    port=$(free_port)
+    timeout 60 "$CCOL" run -n 2 --nnodes 2 --node_rank 1 \
+        --master-port "$port" -- sh -c 'echo "$RANK $WORLD_SIZE $LOCAL_RANK $GROUP_RANK $LOCAL_WORLD_SIZE"' \
+        >"$TMP/node1" 2>&1 </dev/null
+    out1=$(sort "$TMP/node1")
+    [ "$out1" = "$(printf '[rank 2] 2 4 0 1 2\n[rank 3] 3 4 1 1 2')" ] ||
+        { bad nodes "env of node 1: $out1"; return; }
+    port=$(free_port)
+    timeout 60 "$CCOL" run -n 1 --nnodes 2 --node-rank 1 \
+        --rdzv-endpoint "127.0.0.1:$port" -- "$CCOL" jit \
+        "$src/tests/jit/golden/step.tl" --schedule \
+        "$src/tests/jit/golden/same.2.json" --json --timeout 20 \
+        >"$TMP/node1" 2>&1 </dev/null &
+    local pid=$!
+    run -n 1 --nnodes=2 --node_rank=0 --rdzv_endpoint="127.0.0.1:$port" \
+        -- "$CCOL" jit "$src/tests/jit/golden/step.tl" --schedule \
+        "$src/tests/jit/golden/same.2.json" --json --timeout 20
+    wait "$pid"
+    local rc1=$?
+    [ "$RC" = 0 ] && [ "$rc1" = 0 ] &&
+        grep -q '^\[rank 0\] {"ok": true, "world_size": 2' <<<"$OUT" ||
+        { bad nodes "rc=$RC/$rc1 out=$OUT err=$ERR node1=$(cat "$TMP/node1")"; return; }
+    ok nodes
+}
+
+# --local-ranks-filter: only the chosen ranks reach the terminal; one
+# rank alone is unprefixed, so its --json output pipes into a parser.
+test_ranks_filter() {
+    local src=$1
+    run -n 3 --local-ranks-filter 0,2 -- sh -c 'echo "o$RANK"; echo "e$RANK" >&2'
+    [ "$RC" = 0 ] &&
+        [ "$(sort <<<"$OUT")" = "$(printf '[rank 0] o0\n[rank 2] o2')" ] ||
+        { bad ranks_filter "two ranks: $OUT"; return; }
+    grep -q "e1" <<<"$ERR" && { bad ranks_filter "rank 1 shown: $ERR"; return; }
+    run -n 2 --local_ranks_filter=0 -- "$CCOL" jit \
+        "$src/tests/jit/golden/step.tl" --schedule \
+        "$src/tests/jit/golden/same.2.json" --json --timeout 20
+    [ "$RC" = 0 ] && python3 -c 'import json, sys; j = json.loads(sys.argv[1]); assert j["ok"] and j["world_size"] == 2' "$OUT" ||
+        { bad ranks_filter "json: rc=$RC out=$OUT err=$ERR"; return; }
+    ok ranks_filter
+}
+
+# --log-dir: one file per rank with its lines as written, none on the
+# terminal; the launcher's own messages stay on stderr.
+test_log_dir() {
+    run -n 2 --log-dir "$TMP/logs" -- sh -c 'echo "o$RANK"; echo "e$RANK" >&2'
+    [ "$RC" = 0 ] && [ -z "$OUT" ] && [ -z "$ERR" ] ||
+        { bad log_dir "rc=$RC out=$OUT err=$ERR"; return; }
+    for r in 0 1; do
+        [ "$(sort "$TMP/logs/rank-$r.log" | tr '\n' ' ')" = "e$r o$r " ] ||
+            { bad log_dir "rank-$r.log: $(cat "$TMP/logs/rank-$r.log")"; return; }
+    done
+    # A failing rank: its output in its file, the launcher's word on stderr.
+    run -n 2 --log-dir "$TMP/logs" -- sh -c '[ "$RANK" = 1 ] || exec sleep 30; echo "bye$RANK"; exit 1'
+    [ "$RC" = 1 ] && [ -z "$OUT" ] && ! grep -q '\[rank' <<<"$ERR" &&
+        grep -q "ccol run: rank 1 exited with status 1" <<<"$ERR" &&
+        [ "$(cat "$TMP/logs/rank-1.log")" = "bye1" ] ||
+        { bad log_dir "failing: rc=$RC out=$OUT err=$ERR"; return; }
+    run -n 1 --log-dir /proc/ccol-nope -- true
+    [ "$RC" = 1 ] && grep -q "cannot create the directory" <<<"$ERR" ||
+        { bad log_dir "bad dir: rc=$RC err=$ERR"; return; }
+    ok log_dir
+}
+
+test_usage_nodes() {
+    usage nnodes_no_port -n 2 --nnodes 2 -- true || return
+    grep -q "every node needs the same rendezvous" <<<"$ERR" ||
+        { bad usage_nodes "$ERR"; return; }
+    usage node_rank_big -n 2 --nnodes 2 --node-rank 2 --master-port 5 -- true || return
+    usage nnodes_elastic -n 2 --nnodes 1:4 -- true || return
+    grep -q "elastic ranges are not supported" <<<"$ERR" ||
+        { bad usage_nodes "$ERR"; return; }
+    usage endpoint_no_port -n 2 --rdzv-endpoint localhost -- true || return
+    usage filter_range -n 2 --local-ranks-filter 2 -- true || return
+    usage filter_word -n 2 --local-ranks-filter a -- true || return
+    usage log_dir_empty -n 2 --log-dir= -- true || return
+    ok usage_nodes
+}
+
 test_env
 test_master_addr
 test_nproc_aliases
@@ -304,6 +402,11 @@ test_exec_failure
 test_free_port
 test_stdin
 test_comm_job "${2:-}"
+test_torchrun_spellings
+test_nodes "${2:-}"
+test_ranks_filter "${2:-}"
+test_log_dir
+test_usage_nodes
 
 echo "$PASS passed, $FAIL failed"
 [ "$FAIL" = 0 ]

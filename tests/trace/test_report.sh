@@ -214,6 +214,16 @@ test_escaping() {
         { bad escaping "unescaped markup in HTML"; return; }
     has escaping "$html" "&lt;script&gt;alert(1)&lt;/script&gt;" || return
     has escaping "$OUT" "<img src=x onerror=alert(2)>?[31m" || return
+    # A source snippet under a message keeps its lines (not '?').
+    local d2=$TMP/snip
+    mkdir -p "$d2"
+    ev "$d2" 0 1 '"event":"error","code":"PROGRAM","message":"p.tl:2:9: error: bad\n    y = x[1]\n        ^"'
+    report "$d2" -o "$TMP/snip.html" --text
+    grep -qx '        y = x\[1\]' <<<"$OUT" && grep -qx '            ^' <<<"$OUT" ||
+        { bad escaping "snippet lines in text: $OUT"; return; }
+    grep -q 'error: bad$' "$TMP/snip.html" &&
+        grep -qx '    y = x\[1\]' "$TMP/snip.html" ||
+        { bad escaping "snippet lines in HTML: $(grep -n 'bad' "$TMP/snip.html")"; return; }
     ok escaping
 }
 
@@ -357,6 +367,22 @@ test_real_jit() {
     # calls, which the report flags; lockstep makes them agree.
     jit real_jit off "$TMP/b.json" "$TMP/jit-off-b" || return
     has real_jit "$OUT" "WARNING: compile counts differ" || return
+    # Warnings come first; why each compile happened is said in the text
+    # and as visible text of the HTML (not only in SVG hover titles).
+    [ "$(grep -n -m1 '^warnings' <<<"$OUT" | cut -d: -f1)" -lt \
+      "$(grep -n -m1 '^summary:' <<<"$OUT" | cut -d: -f1)" ] ||
+        { bad real_jit "warnings are not first: $OUT"; return; }
+    has real_jit "$OUT" "why: first compile" || return
+    has real_jit "$OUT" "why: recompile: guard failed: L['x'].size(0) == 4" ||
+        return
+    python3 - "$TMP/jit-off-b.html" <<'PYEOF2' ||
+import re, sys
+html = open(sys.argv[1]).read()
+visible = re.sub(r"<title>.*?</title>", "", html, flags=re.S)
+assert "recompile: guard failed: L[&#39;x&#39;].size(0) == 4" in visible or \
+    "recompile: guard failed: L['x'].size(0) == 4" in visible, "no visible reason"
+PYEOF2
+        { bad real_jit "the HTML does not show the recompile reason"; return; }
     jit real_jit lockstep "$TMP/b.json" "$TMP/jit-lock-b" || return
     has real_jit "$OUT" "no divergence between ranks found" || return
     has real_jit "$OUT" "f (compile 2, ok) ranks 0-2: L['x'].size(0)" || return
