@@ -84,7 +84,7 @@ ccol_compile_decide_size(ccol_compile *c, const char *source, int dim,
     }
     snprintf(what, sizeof what, "%.200s.size(%d)", source, dim);
     *out = dyn ? specialize(c, what, value) : CCOL_STATIC;
-    ccol__trace_decision(c, source, 's', dim, *out);
+    ccol__sync_trace_decision(c, source, 's', dim, *out);
     return CCOL_OK;
 }
 
@@ -106,7 +106,7 @@ ccol_compile_decide_stride(ccol_compile *c, const char *source, int dim,
     *out = e != NULL && ccol__dyn_entry_stride_dynamic(e, dim)
                ? CCOL_DYNAMIC
                : CCOL_STATIC;
-    ccol__trace_decision(c, source, 't', dim, *out);
+    ccol__sync_trace_decision(c, source, 't', dim, *out);
     return CCOL_OK;
 }
 
@@ -129,7 +129,7 @@ ccol_compile_decide_scalar(ccol_compile *c, const char *source,
         *out = specialize(c, source, value);
     else
         *out = CCOL_STATIC;
-    ccol__trace_decision(c, source, 'v', 0, *out);
+    ccol__sync_trace_decision(c, source, 'v', 0, *out);
     return CCOL_OK;
 }
 

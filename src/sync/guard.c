@@ -117,14 +117,14 @@ ccol_status
 ccol_sync_guard(ccol_sync *sync, const char *code_id, bool hit,
                 bool *all_hit)
 {
-    ccol__trace_span span;
+    ccol__sync_span span;
     ccol_status st;
 
     if (sync == NULL)
         return CCOL_ERR_INVALID_ARG;
-    ccol__trace_span_begin(sync, &span);
+    ccol__sync_trace_span_begin(sync, &span);
     st = guard_run(sync, code_id, hit, all_hit);
-    ccol__trace_guard(sync, code_id, hit, all_hit ? *all_hit : false, &span,
-                      st);
+    ccol__sync_trace_guard(sync, code_id, hit, all_hit ? *all_hit : false,
+                           &span, st);
     return st;
 }
