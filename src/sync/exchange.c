@@ -1,5 +1,5 @@
 /*
- * exchange.c - the one exchange of a compile (DESIGN.md 3.4) and its end.
+ * exchange.c - the one exchange of a compile (docs/design.md, "The compile collective") and its end.
  *
  * In compile and lockstep modes with more than one rank the exchange is a
  * single join-reduce of the lattice payload: pairing metadata (code id,

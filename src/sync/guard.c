@@ -1,5 +1,5 @@
 /*
- * guard.c - the guard collective of lockstep mode (DESIGN.md 3.5): before
+ * guard.c - the guard collective of lockstep mode (docs/design.md, "The guard collective"): before
  * running a cached entry of a frame, every rank says whether its guards
  * hit; if any rank missed, every rank recompiles, so compile collectives
  * keep pairing up. It runs once per frame call, so it is one tiny

@@ -1,5 +1,5 @@
 /*
- * trace.h - internals of the structured trace log (DESIGN.md 3.8): one
+ * trace.h - internals of the structured trace log (docs/design.md, "The trace log"): one
  * JSON-lines file per rank, DIR/rank-<r>.jsonl, opened lazily with
  * O_APPEND. Every event is formatted into one buffer and written with one
  * write() call, so each line is complete even if the process dies. When
