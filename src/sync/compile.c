@@ -1,9 +1,10 @@
 /*
  * compile.c - the sync handle and the preflight of a compile
- * (docs/design.md, "The compile collective"): the per-frame compile index, observations (last write wins per
- * source) and user marks. mark_dynamic enters this rank's exchange payload
- * so it reaches every rank; mark_static stays here. The exchange itself is
- * in exchange.c, decisions in decide.c.
+ * (docs/design.md, "The compile collective"): the per-frame compile
+ * index, observations (last write wins per source) and user marks.
+ * mark_dynamic enters this rank's exchange payload so it reaches every
+ * rank; mark_static stays here. The exchange itself is in exchange.c,
+ * decisions in decide.c.
  */
 #include "sync.h"
 
