@@ -1,5 +1,6 @@
 /*
- * exchange.c - the one exchange of a compile (docs/design.md, "The compile collective") and its end.
+ * exchange.c - the one exchange of a compile and its end (docs/design.md,
+ * "The compile collective").
  *
  * In compile and lockstep modes with more than one rank the exchange is a
  * single join-reduce of the lattice payload: pairing metadata (code id,
