@@ -1,11 +1,12 @@
 /*
- * guard.c - the guard collective of lockstep mode (docs/design.md, "The
- * guard collective and the helpers"): before running a cached entry of a
- * frame, every rank says whether its guards hit; if any rank missed, every rank recompiles, so compile collectives
- * keep pairing up. It runs once per frame call, so it is one tiny
- * allreduce (MIN over three int64: the frame hash, its complement and the
- * hit flag) that also detects ranks at different frames. Only when frames
- * differ does a second collective gather the code ids, to name them.
+ * guard.c - the guard collective of lockstep mode (docs/design.md, "The guard
+ * collective and the helpers"): before running a cached entry of a frame,
+ * every rank says whether its guards hit; if any rank missed, every rank
+ * recompiles, so compile collectives keep pairing up. It runs once per frame
+ * call, so it is one tiny allreduce (MIN over three int64: the frame hash,
+ * its complement and the hit flag) that also detects ranks at different
+ * frames. Only when frames differ does a second collective gather the code
+ * ids, to name them.
  */
 #include "sync.h"
 

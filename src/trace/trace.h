@@ -1,10 +1,10 @@
 /*
- * trace.h - internals of the structured trace log (docs/design.md, "The
- * trace log"): one JSON-lines file per rank, DIR/rank-<r>.jsonl, opened
- * lazily with O_APPEND. Every event is formatted into one buffer and written with one
+ * trace.h - internals of the structured trace log (docs/design.md, "The trace
+ * log"): one JSON-lines file per rank, DIR/rank-<r>.jsonl, opened lazily with
+ * O_APPEND. Every event is formatted into one buffer and written with one
  * write() call, so each line is complete even if the process dies. When
- * tracing is off the handle is NULL and every emit is one branch.
- * The line schema is documented in docs/trace-format.md.
+ * tracing is off the handle is NULL and every emit is one branch. The line
+ * schema is documented in docs/trace-format.md.
  */
 #ifndef CCOL_TRACE_H
 #define CCOL_TRACE_H
