@@ -548,6 +548,12 @@ CCOL_API ccol_status ccol_compile_decide_scalar(ccol_compile *c,
                                                 const char *source,
                                                 int64_t value,
                                                 ccol_decision *out);
+/* A float source: dynamic iff the merged scalar is dynamic. A float is
+ * never 0/1-specialized (PyTorch specializes sizes and ints only), so it
+ * needs no value: DYNAMIC or STATIC, mark_static aside. */
+CCOL_API ccol_status ccol_compile_decide_float(ccol_compile *c,
+                                               const char *source,
+                                               ccol_decision *out);
 
 /*
  * Explains the decision for `what` ("L['x'].size(0)", "L['x'].stride(1)" or

@@ -467,19 +467,26 @@ cp_decide_stride(compile_obj *o, PyObject *args)
     return decision(o, st, d);
 }
 
+/* decide_scalar(source, value): an int value is decided as an int (0 and
+ * 1 can be specialized), a float as a float. */
 static PyObject *
 cp_decide_scalar(compile_obj *o, PyObject *args)
 {
     const char *src;
-    long long v;
+    PyObject *v;
+    long long i = 0;
     ccol_decision d = CCOL_STATIC;
     ccol_status st;
 
-    if (!PyArg_ParseTuple(args, "O&L:decide_scalar", ccolpy_conv_name, &src,
-                          &v) ||
-        !live(o))
+    if (!PyArg_ParseTuple(args, "O&O:decide_scalar", ccolpy_conv_name, &src,
+                          &v))
         return NULL;
-    st = ccol_compile_decide_scalar(o->c, src, (int64_t)v, &d);
+    if (!PyFloat_Check(v) && !PyArg_Parse(v, "L:decide_scalar", &i))
+        return NULL;
+    if (!live(o))
+        return NULL;
+    st = PyFloat_Check(v) ? ccol_compile_decide_float(o->c, src, &d)
+                          : ccol_compile_decide_scalar(o->c, src, i, &d);
     return decision(o, st, d);
 }
 
@@ -606,7 +613,9 @@ static PyMethodDef cp_methods[] = {
     { "decide_stride", (PyCFunction)cp_decide_stride, METH_VARARGS,
       "decide_stride(source, dim) -> Decision" },
     { "decide_scalar", (PyCFunction)cp_decide_scalar, METH_VARARGS,
-      "decide_scalar(source, value) -> Decision" },
+      "decide_scalar(source, value) -> Decision\n\n"
+      "For a number source: DYNAMIC when the merged scalar is dynamic. An\n"
+      "int 0 or 1 is then SPECIALIZED_01 here; a float never is." },
     { "explain", (PyCFunction)cp_explain, METH_O,
       "explain(what) -> str\n\n"
       "One line such as \"L['x'].size(0) dynamic: 5 on rank 0, 6 on rank "

@@ -210,7 +210,7 @@ def test_the_first_bad_source_in_file_order_is_named(tmp_path):
 # ---- Lattice directly ----
 
 def test_lattice_worked_example():
-    """DESIGN.md 3.3: batch sizes 5 and 6 of a [*, 10] input; a scalar 3
+    """docs/design.md, "The lattice", and docs/lattice.md: batch sizes 5 and 6 of a [*, 10] input; a scalar 3
     on every rank; a tensor on one rank and a number on another."""
     lat = ccol.dyn.Lattice()
     lat.observe_tensor(0, "L['x']", [5, 10], [10, 1])

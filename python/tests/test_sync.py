@@ -245,3 +245,32 @@ def test_trace_refuses_bad_events(tmp_path):
         ccol.Trace(str(tmp_path), -1)
     with pytest.raises(ValueError):
         t.event("ok")
+
+
+def _float_decisions(comm):
+    sync = ccol.Sync(comm, mode="compile")
+    with sync.begin("f") as c:
+        c.observe("L['lr']", 0.5 if comm.rank else 1.0)
+        c.observe("L['n']", comm.rank)
+        c.exchange()
+        return (c.decide_scalar("L['lr']", 0.5 if comm.rank else 1.0),
+                c.decide_scalar("L['n']", comm.rank))
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_float_is_decided_as_a_float(n):
+    """A float that differs is dynamic and never 0/1-specialized (1.0
+    included); an int 0 or 1 that is dynamic is specialized."""
+    for rank, (lr, k) in enumerate(ok(run_ranks(n, _float_decisions))):
+        assert lr == D.DYNAMIC
+        assert k == (D.SPECIALIZED_01 if rank < 2 else D.DYNAMIC)
+
+
+def test_decide_scalar_refuses_what_is_not_a_number():
+    sync = ccol.Sync()
+    with sync.begin("f") as c:
+        c.observe("L['n']", 3)
+        c.exchange()
+        with pytest.raises(TypeError):
+            c.decide_scalar("L['n']", "3")
+        assert c.decide_scalar("L['n']", 3.0) == D.STATIC

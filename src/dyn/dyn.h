@@ -408,13 +408,4 @@ bool ccol__xchg_paired(const ccol__xchg *x);
 /* True if every rank had the same prior-state digest. */
 bool ccol__xchg_prior_agrees(const ccol__xchg *x);
 
-/*
- * The join-reduce combine of encoded payloads (ccol_combine_fn): decodes
- * both (CCOL_ERR_PEER on bad bytes), joins, encodes canonically into a
- * malloc'd *out. Associative and commutative on the bytes. `ud` unused.
- */
-ccol_status ccol__xchg_combine(void *ud, const void *a, size_t alen,
-                               const void *b, size_t blen, void **out,
-                               size_t *out_len);
-
 #endif /* CCOL_DYN_H */

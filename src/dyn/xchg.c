@@ -2,12 +2,10 @@
  * xchg.c - the exchange payload of a compile collective: pairing metadata
  * with a conflict record, prior-state digests, joined prior states,
  * joined observations and witnesses. Every field is a join (nranks a sum),
- * so ccol__xchg_combine, the join-reduce combine over encoded payloads, is
- * associative and commutative on the bytes.
+ * so the join is associative and commutative; src/wire encodes it and
+ * combines encoded payloads (ccol__wire_xchg_combine).
  */
 #include "dyn.h"
-
-#include "../wire/wire.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -193,33 +191,4 @@ bool
 ccol__xchg_prior_agrees(const ccol__xchg *x)
 {
     return x->dmin.digest == x->dmax.digest;
-}
-
-ccol_status
-ccol__xchg_combine(void *ud, const void *a, size_t alen, const void *b,
-                   size_t blen, void **out, size_t *out_len)
-{
-    ccol__xchg xa, xb;
-    ccol__buf buf = { 0 };
-    ccol_status st, sa, sb;
-
-    (void)ud;
-    memset(&xa, 0, sizeof xa);
-    memset(&xb, 0, sizeof xb);
-    sa = ccol__wire_get_xchg(a, alen, &xa, NULL);
-    sb = ccol__wire_get_xchg(b, blen, &xb, NULL);
-    /* The same status whichever argument is bad (commutative). */
-    st = sa == CCOL_OK ? sb : sb == CCOL_OK ? sa : sa < sb ? sa : sb;
-    if (st == CCOL_OK)
-        st = ccol__xchg_join(&xa, &xb);
-    if (st == CCOL_OK)
-        st = ccol__wire_put_xchg(&buf, &xa);
-    ccol__xchg_free(&xa);
-    ccol__xchg_free(&xb);
-    if (st != CCOL_OK) {
-        ccol__buf_free(&buf);
-        return st;
-    }
-    *out = ccol__buf_take(&buf, out_len);
-    return CCOL_OK;
 }

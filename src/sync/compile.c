@@ -1,9 +1,10 @@
 /*
- * compile.c - the sync handle and the preflight of a compile (DESIGN.md
- * 3.4): the per-frame compile index, observations (last write wins per
- * source) and user marks. mark_dynamic enters this rank's exchange payload
- * so it reaches every rank; mark_static stays here. The exchange itself is
- * in exchange.c, decisions in decide.c.
+ * compile.c - the sync handle and the preflight of a compile
+ * (docs/design.md, "The compile collective"): the per-frame compile
+ * index, observations (last write wins per source) and user marks.
+ * mark_dynamic enters this rank's exchange payload so it reaches every
+ * rank; mark_static stays here. The exchange itself is in exchange.c,
+ * decisions in decide.c.
  */
 #include "sync.h"
 
@@ -107,7 +108,7 @@ ccol_sync_create(const ccol_sync_params *params, ccol_sync **out)
     ccol__dyn_state_init(&s->state);
     *out = s;
     st = apply_params(s, params);
-    ccol__trace_sync_open(s); /* CCOL_TRACE (src/trace) */
+    ccol__sync_trace_open(s); /* CCOL_TRACE (src/trace) */
     return st;
 }
 
@@ -132,7 +133,7 @@ ccol_sync_destroy(ccol_sync *sync)
 {
     if (sync == NULL)
         return;
-    ccol__trace_sync_close(sync);
+    ccol__sync_trace_close(sync);
     if (sync->open != NULL)
         ccol__sync_compile_free(sync->open);
     for (size_t i = 0; i < sync->nframes; i++)
@@ -243,7 +244,7 @@ ccol_compile_begin(ccol_sync *sync, const char *code_id, ccol_compile **out)
     f->compiles = c->index;
     sync->open = c;
     *out = c;
-    ccol__trace_compile_begin(c);
+    ccol__sync_trace_compile_begin(c);
     ccol__sync_log(sync, CCOL_LOG_DEBUG, "compile of %s (compile %llu) "
                    "begins", code_id, (unsigned long long)c->index);
     return CCOL_OK;
@@ -302,7 +303,7 @@ observe(ccol_compile *c, const char *fn, const char *source,
         return ccol__seterr(&c->sync->err, st, "%s(%.200s): cannot record "
                             "the observation (%s)", fn, source,
                             ccol_status_str(st));
-    ccol__trace_observe(c, source);
+    ccol__sync_trace_observe(c, source);
     return CCOL_OK;
 }
 

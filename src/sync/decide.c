@@ -84,7 +84,7 @@ ccol_compile_decide_size(ccol_compile *c, const char *source, int dim,
     }
     snprintf(what, sizeof what, "%.200s.size(%d)", source, dim);
     *out = dyn ? specialize(c, what, value) : CCOL_STATIC;
-    ccol__trace_decision(c, source, 's', dim, *out);
+    ccol__sync_trace_decision(c, source, 's', dim, *out);
     return CCOL_OK;
 }
 
@@ -106,31 +106,49 @@ ccol_compile_decide_stride(ccol_compile *c, const char *source, int dim,
     *out = e != NULL && ccol__dyn_entry_stride_dynamic(e, dim)
                ? CCOL_DYNAMIC
                : CCOL_STATIC;
-    ccol__trace_decision(c, source, 't', dim, *out);
+    ccol__sync_trace_decision(c, source, 't', dim, *out);
     return CCOL_OK;
 }
 
-/* Public API: a number source is dynamic iff its merged scalar is DYN;
- * an int value 0 or 1 is then specialized here. */
-ccol_status
-ccol_compile_decide_scalar(ccol_compile *c, const char *source,
-                           int64_t value, ccol_decision *out)
+/* A number source is dynamic iff its merged scalar is DYN; an int value 0
+ * or 1 (is_int) is then specialized here. `fn` names the public call. */
+static ccol_status
+decide_number(ccol_compile *c, const char *fn, const char *source,
+              bool is_int, int64_t value, ccol_decision *out)
 {
     const ccol__dyn_entry *e;
     ccol_status st;
 
     if (c == NULL)
         return CCOL_ERR_INVALID_ARG;
-    st = decide_check(c, "ccol_compile_decide_scalar", source, 0, out);
+    st = decide_check(c, fn, source, 0, out);
     if (st != CCOL_OK)
         return st;
     e = merged(c, source);
-    if (e != NULL && ccol__dyn_entry_scalar_dynamic(e))
-        *out = specialize(c, source, value);
-    else
+    if (e == NULL || !ccol__dyn_entry_scalar_dynamic(e))
         *out = CCOL_STATIC;
-    ccol__trace_decision(c, source, 'v', 0, *out);
+    else
+        *out = is_int ? specialize(c, source, value) : CCOL_DYNAMIC;
+    ccol__sync_trace_decision(c, source, 'v', 0, *out);
     return CCOL_OK;
+}
+
+/* Public API: an int source. */
+ccol_status
+ccol_compile_decide_scalar(ccol_compile *c, const char *source,
+                           int64_t value, ccol_decision *out)
+{
+    return decide_number(c, "ccol_compile_decide_scalar", source, true, value,
+                         out);
+}
+
+/* Public API: a float source (never 0/1-specialized). */
+ccol_status
+ccol_compile_decide_float(ccol_compile *c, const char *source,
+                          ccol_decision *out)
+{
+    return decide_number(c, "ccol_compile_decide_float", source, false, 0,
+                         out);
 }
 
 /* Explains with the lattice: the merged entry and the exchange's

@@ -1,5 +1,6 @@
 /*
- * exchange.c - the one exchange of a compile (DESIGN.md 3.4) and its end.
+ * exchange.c - the one exchange of a compile and its end (docs/design.md,
+ * "The compile collective").
  *
  * In compile and lockstep modes with more than one rank the exchange is a
  * single join-reduce of the lattice payload: pairing metadata (code id,
@@ -74,8 +75,9 @@ log_changes(const ccol_compile *c, const ccol__dyn_map *old,
                            (unsigned long long)c->index, it->source,
                            (const char *)a.p, (const char *)b.p);
         if (!a.oom && !b.oom)
-            ccol__trace_state_change(c, it->source, (const char *)a.p,
-                                     (const char *)b.p);
+            ccol__sync_trace_state_change(c, it->source,
+                                          (const char *)a.p,
+                                          (const char *)b.p);
     }
     ccol__buf_free(&a);
     ccol__buf_free(&b);
@@ -211,8 +213,8 @@ join_reduce(ccol_compile *c, ccol__xchg *out)
     snprintf(label, sizeof label, "compile %s (compile %llu)", c->code_id,
              (unsigned long long)c->index);
     ccol_comm_set_label(s->comm, label);
-    st = ccol_join_reduce(s->comm, XCHG_KEY, b.p, b.len, ccol__xchg_combine,
-                          NULL, &res, &len);
+    st = ccol_join_reduce(s->comm, XCHG_KEY, b.p, b.len,
+                          ccol__wire_xchg_combine, NULL, &res, &len);
     ccol_comm_set_label(s->comm, NULL);
     ccol__buf_free(&b);
     if (st != CCOL_OK)
@@ -260,7 +262,7 @@ ccol_compile_exchange(ccol_compile *c)
 {
     ccol_sync *s;
     ccol_status st;
-    ccol__trace_span span;
+    ccol__sync_span span;
 
     if (c == NULL)
         return CCOL_ERR_INVALID_ARG;
@@ -270,18 +272,18 @@ ccol_compile_exchange(ccol_compile *c)
                             "%.200s (compile %llu): a second compile "
                             "exchange; exactly one runs per compile",
                             c->code_id, (unsigned long long)c->index);
-    ccol__trace_span_begin(s, &span);
+    ccol__sync_trace_span_begin(s, &span);
     st = reapply_marks(c);
     if (st == CCOL_OK)
         st = ccol__sync_collective(s) ? exchange_coll(c) : exchange_local(c);
     if (st != CCOL_OK) {
         c->phase = CCOL__PHASE_FAILED;
-        ccol__trace_exchange(c, &span, st);
+        ccol__sync_trace_exchange(c, &span, st);
         return st;
     }
     c->phase = CCOL__PHASE_APPLIED;
     s->xseq++;
-    ccol__trace_exchange(c, &span, st);
+    ccol__sync_trace_exchange(c, &span, st);
     return CCOL_OK;
 }
 
@@ -310,7 +312,7 @@ ccol_compile_finish(ccol_compile *c, bool ok)
     ccol__sync_log(s, CCOL_LOG_DEBUG, "compile of %s (compile %llu) %s",
                    c->code_id, (unsigned long long)c->index,
                    ok ? "finished" : "abandoned");
-    ccol__trace_compile_end(c, ok, st);
+    ccol__sync_trace_compile_end(c, ok, st);
     if (s->open == c)
         s->open = NULL;
     ccol__sync_compile_free(c);

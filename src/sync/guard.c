@@ -1,11 +1,12 @@
 /*
- * guard.c - the guard collective of lockstep mode (DESIGN.md 3.5): before
- * running a cached entry of a frame, every rank says whether its guards
- * hit; if any rank missed, every rank recompiles, so compile collectives
- * keep pairing up. It runs once per frame call, so it is one tiny
- * allreduce (MIN over three int64: the frame hash, its complement and the
- * hit flag) that also detects ranks at different frames. Only when frames
- * differ does a second collective gather the code ids, to name them.
+ * guard.c - the guard collective of lockstep mode (docs/design.md, "The guard
+ * collective and the helpers"): before running a cached entry of a frame,
+ * every rank says whether its guards hit; if any rank missed, every rank
+ * recompiles, so compile collectives keep pairing up. It runs once per frame
+ * call, so it is one tiny allreduce (MIN over three int64: the frame hash,
+ * its complement and the hit flag) that also detects ranks at different
+ * frames. Only when frames differ does a second collective gather the code
+ * ids, to name them.
  */
 #include "sync.h"
 
@@ -117,14 +118,14 @@ ccol_status
 ccol_sync_guard(ccol_sync *sync, const char *code_id, bool hit,
                 bool *all_hit)
 {
-    ccol__trace_span span;
+    ccol__sync_span span;
     ccol_status st;
 
     if (sync == NULL)
         return CCOL_ERR_INVALID_ARG;
-    ccol__trace_span_begin(sync, &span);
+    ccol__sync_trace_span_begin(sync, &span);
     st = guard_run(sync, code_id, hit, all_hit);
-    ccol__trace_guard(sync, code_id, hit, all_hit ? *all_hit : false, &span,
-                      st);
+    ccol__sync_trace_guard(sync, code_id, hit, all_hit ? *all_hit : false,
+                           &span, st);
     return st;
 }

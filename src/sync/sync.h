@@ -107,4 +107,42 @@ void ccol__sync_text(ccol__buf *b, const char *s, size_t len, size_t max);
 ccol_status ccol__sync_fail_buf(ccol__err *e, ccol_status st, ccol__buf *b,
                                 const char *fallback);
 
+/* ---- trace events of the compile collective (events.c) ---- */
+
+/* The start of a timed step: clock and the comm's traffic counters. */
+typedef struct ccol__sync_span {
+    int64_t t0;    /* monotonic ns */
+    uint64_t sent; /* bytes sent so far on the comm */
+    uint64_t recv; /* bytes received so far */
+} ccol__sync_span;
+
+/* ccol_sync_create: opens the sync's trace from CCOL_TRACE, "open". */
+void ccol__sync_trace_open(ccol_sync *s);
+/* ccol_sync_destroy: "close", then closes the trace. */
+void ccol__sync_trace_close(ccol_sync *s);
+/* ccol_compile_begin succeeded: "compile_begin". */
+void ccol__sync_trace_compile_begin(const ccol_compile *c);
+/* An observation of `source` was recorded: "observe" with its render. */
+void ccol__sync_trace_observe(const ccol_compile *c, const char *source);
+/* Starts timing an exchange or a guard collective. */
+void ccol__sync_trace_span_begin(const ccol_sync *s, ccol__sync_span *sp);
+/* ccol_compile_exchange ended with `st`: "exchange" (and "error"). */
+void ccol__sync_trace_exchange(const ccol_compile *c,
+                               const ccol__sync_span *sp, ccol_status st);
+/* A source's persistent entry changed at the exchange: "state_change". */
+void ccol__sync_trace_state_change(const ccol_compile *c,
+                                   const char *source, const char *before,
+                                   const char *after);
+/* A decision after the exchange (kind 's' size, 't' stride, 'v' scalar):
+ * "decision" with its explanation and witnesses, when not static. */
+void ccol__sync_trace_decision(ccol_compile *c, const char *source,
+                               char kind, int dim, ccol_decision d);
+/* ccol_compile_finish(ok) returned `st`: "compile_end" (and "error"). */
+void ccol__sync_trace_compile_end(const ccol_compile *c, bool ok,
+                                  ccol_status st);
+/* ccol_sync_guard returned `st`: "guard" (and "error"). */
+void ccol__sync_trace_guard(const ccol_sync *s, const char *code_id,
+                            bool hit, bool all_hit, const ccol__sync_span *sp,
+                            ccol_status st);
+
 #endif /* CCOL_SYNC_H */

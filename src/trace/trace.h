@@ -1,10 +1,10 @@
 /*
- * trace.h - internals of the structured trace log (DESIGN.md 3.8): one
- * JSON-lines file per rank, DIR/rank-<r>.jsonl, opened lazily with
+ * trace.h - internals of the structured trace log (docs/design.md, "The trace
+ * log"): one JSON-lines file per rank, DIR/rank-<r>.jsonl, opened lazily with
  * O_APPEND. Every event is formatted into one buffer and written with one
  * write() call, so each line is complete even if the process dies. When
- * tracing is off the handle is NULL and every emit is one branch.
- * The line schema is documented in docs/trace-format.md.
+ * tracing is off the handle is NULL and every emit is one branch. The line
+ * schema is documented in docs/trace-format.md.
  */
 #ifndef CCOL_TRACE_H
 #define CCOL_TRACE_H
@@ -81,42 +81,6 @@ void ccol__trace_vemit_checked(ccol_trace *t, const char *event,
  */
 ccol_status ccol__trace_emit_json(ccol_trace *t, const char *event,
                                   const char *fields, ccol__err *err);
-
-/* ---- hooks of the compile collective (sync_hooks.c) ---- */
-
-/* The start of a timed step: clock and the comm's traffic counters. */
-typedef struct ccol__trace_span {
-    int64_t t0;    /* monotonic ns */
-    uint64_t sent; /* bytes sent so far on the comm */
-    uint64_t recv; /* bytes received so far */
-} ccol__trace_span;
-
-/* ccol_sync_create: opens the sync's trace from CCOL_TRACE, "open". */
-void ccol__trace_sync_open(ccol_sync *s);
-/* ccol_sync_destroy: "close", then closes the trace. */
-void ccol__trace_sync_close(ccol_sync *s);
-/* ccol_compile_begin succeeded: "compile_begin". */
-void ccol__trace_compile_begin(const ccol_compile *c);
-/* An observation of `source` was recorded: "observe" with its render. */
-void ccol__trace_observe(const ccol_compile *c, const char *source);
-/* Starts timing an exchange or a guard collective. */
-void ccol__trace_span_begin(const ccol_sync *s, ccol__trace_span *sp);
-/* ccol_compile_exchange ended with `st`: "exchange" (and "error"). */
-void ccol__trace_exchange(const ccol_compile *c, const ccol__trace_span *sp,
-                          ccol_status st);
-/* A source's persistent entry changed at the exchange: "state_change". */
-void ccol__trace_state_change(const ccol_compile *c, const char *source,
-                              const char *before, const char *after);
-/* A decision after the exchange (kind 's' size, 't' stride, 'v' scalar):
- * "decision" with its explanation and witnesses, when not static. */
-void ccol__trace_decision(ccol_compile *c, const char *source, char kind,
-                          int dim, ccol_decision d);
-/* ccol_compile_finish(ok) returned `st`: "compile_end" (and "error"). */
-void ccol__trace_compile_end(const ccol_compile *c, bool ok, ccol_status st);
-/* ccol_sync_guard returned `st`: "guard" (and "error"). */
-void ccol__trace_guard(const ccol_sync *s, const char *code_id, bool hit,
-                       bool all_hit, const ccol__trace_span *sp,
-                       ccol_status st);
 
 /* ---- JSON helpers (json.c) ---- */
 

@@ -68,4 +68,14 @@ ccol_status ccol__wire_get_wits(const void *p, size_t len,
 ccol_status ccol__wire_get_xchg(const void *p, size_t len, ccol__xchg *out,
                                 ccol__err *err);
 
+/*
+ * The join-reduce combine of encoded exchange payloads (a ccol_combine_fn,
+ * combine.c): decodes both (CCOL_ERR_PEER on bad bytes), joins, encodes
+ * canonically into a malloc'd *out. Associative and commutative on the
+ * bytes. `ud` unused.
+ */
+ccol_status ccol__wire_xchg_combine(void *ud, const void *a, size_t alen,
+                                    const void *b, size_t blen, void **out,
+                                    size_t *out_len);
+
 #endif /* CCOL_WIRE_H */

@@ -2,7 +2,7 @@
  * test_dyn_api.c - the public offline lattice (ccol_dyn, ccol.h section
  * 3b): every function, bad arguments and their messages, per-rank runs
  * (last write wins, marks, ranks in any order), and the worked merges of
- * docs/lattice.md and DESIGN.md 4.2 through the public API only.
+ * docs/lattice.md and docs/design.md ("ccol dyn merge") through the public API only.
  */
 #include "harness.h"
 
@@ -78,7 +78,7 @@ explain(ccol_dyn *d, const char *what)
     return buf;
 }
 
-/* DESIGN.md 4.2: two ranks, x's dim 0 differs, y equal. */
+/* docs/design.md, "ccol dyn merge": two ranks, x's dim 0 differs, y equal. */
 CCOL_TEST(test_design_example)
 {
     ccol_dyn *d = mk();

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_dyn_cli.sh - `ccol dyn merge`: outputs for the worked examples
-# (DESIGN.md 4.2 byte for byte, PyTorch's worked merges) and clear errors
+# (docs/design.md, "ccol dyn merge", byte for byte, PyTorch's worked merges) and clear errors
 # with exit status 1 for malformed observation files, 2 for usage errors.
 # Usage: bash test_dyn_cli.sh PATH-OF-CCOL SOURCE-DIR
 set -u
@@ -55,7 +55,7 @@ want in stderr: $needle"
 
 cd "$TMP" || exit 1
 
-# DESIGN.md 4.2, byte for byte.
+# docs/design.md, "ccol dyn merge", byte for byte.
 write r0 "{\"L['x']\": {\"size\": [5, 10], \"stride\": [10, 1]}, \"L['y']\": {\"scalar\": 3}}"
 write r1 "{\"L['x']\": {\"size\": [6, 10], \"stride\": [10, 1]}, \"L['y']\": {\"scalar\": 3}}"
 expect design_4_2 "{\"L['x']\": {\"render\": \"tensor size=[?, 10] stride=[S(1), 1]\", \"dynamic\": [\"L['x'].size(0)\"]},

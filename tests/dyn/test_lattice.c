@@ -917,7 +917,7 @@ sim_tree(uint8_t **blob, size_t *len, int n, size_t *out_len)
             i = j;
             j = t;
         }
-        CHECK_STATUS(ccol__xchg_combine(NULL, blob[i], len[i], blob[j],
+        CHECK_STATUS(ccol__wire_xchg_combine(NULL, blob[i], len[i], blob[j],
                                         len[j], &out, &ol), CCOL_OK);
         free(blob[i]);
         free(blob[j]);
@@ -1035,16 +1035,16 @@ CCOL_TEST(test_combine_bytes)
             }
             p[r] = sim_payload(&s[r], (int)rnd(8), &prior, &l[r]);
         }
-        CHECK_STATUS(ccol__xchg_combine(NULL, p[0], l[0], p[1], l[1], &ab,
+        CHECK_STATUS(ccol__wire_xchg_combine(NULL, p[0], l[0], p[1], l[1], &ab,
                                         &lab), CCOL_OK);
-        CHECK_STATUS(ccol__xchg_combine(NULL, p[1], l[1], p[0], l[0], &ba,
+        CHECK_STATUS(ccol__wire_xchg_combine(NULL, p[1], l[1], p[0], l[0], &ba,
                                         &lba), CCOL_OK);
         CHECK(lab == lba && memcmp(ab, ba, lab) == 0);
-        CHECK_STATUS(ccol__xchg_combine(NULL, ab, lab, p[2], l[2], &x, &lx),
+        CHECK_STATUS(ccol__wire_xchg_combine(NULL, ab, lab, p[2], l[2], &x, &lx),
                      CCOL_OK);
-        CHECK_STATUS(ccol__xchg_combine(NULL, p[1], l[1], p[2], l[2], &bc,
+        CHECK_STATUS(ccol__wire_xchg_combine(NULL, p[1], l[1], p[2], l[2], &bc,
                                         &lbc), CCOL_OK);
-        CHECK_STATUS(ccol__xchg_combine(NULL, p[0], l[0], bc, lbc, &y, &ly),
+        CHECK_STATUS(ccol__wire_xchg_combine(NULL, p[0], l[0], bc, lbc, &y, &ly),
                      CCOL_OK);
         CHECK(lx == ly && memcmp(x, y, lx) == 0);
         free(ab);

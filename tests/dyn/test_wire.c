@@ -425,15 +425,15 @@ CCOL_TEST(test_hostile_xchg)
     void *out = NULL;
     size_t ol = 0;
     uint8_t junk[] = { 0xE5, 1, 0xff };
-    CHECK_STATUS(ccol__xchg_combine(NULL, junk, sizeof junk, junk,
+    CHECK_STATUS(ccol__wire_xchg_combine(NULL, junk, sizeof junk, junk,
                                     sizeof junk, &out, &ol), CCOL_ERR_PEER);
     CHECK(out == NULL);
     /* the failure status does not depend on the argument order */
     uint8_t vers[] = { 0xE5, 2 };
-    CHECK_STATUS(ccol__xchg_combine(NULL, junk, sizeof junk, vers,
+    CHECK_STATUS(ccol__wire_xchg_combine(NULL, junk, sizeof junk, vers,
                                     sizeof vers, &out, &ol),
                  CCOL_ERR_VERSION);
-    CHECK_STATUS(ccol__xchg_combine(NULL, vers, sizeof vers, junk,
+    CHECK_STATUS(ccol__wire_xchg_combine(NULL, vers, sizeof vers, junk,
                                     sizeof junk, &out, &ol),
                  CCOL_ERR_VERSION);
     ccol__xchg_free(&x);

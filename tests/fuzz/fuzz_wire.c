@@ -113,9 +113,9 @@ combine_pair(const uint8_t *data, size_t size)
     la = ccol__ld32(data);
     if (la > size - 4)
         return;
-    s1 = ccol__xchg_combine(NULL, data + 4, la, data + 4 + la,
+    s1 = ccol__wire_xchg_combine(NULL, data + 4, la, data + 4 + la,
                             size - 4 - la, &ab, &lab);
-    s2 = ccol__xchg_combine(NULL, data + 4 + la, size - 4 - la, data + 4,
+    s2 = ccol__wire_xchg_combine(NULL, data + 4 + la, size - 4 - la, data + 4,
                             la, &ba, &lba);
     if (s1 != s2)
         abort();

@@ -382,6 +382,60 @@ CCOL_TEST(zero_one_specialization)
                  "stride=[S(1), 1]\n");
 }
 
+/* Floats: rank 1's learning rate differs, so L['lr'] is dynamic on every
+ * rank, and a float is never 0/1-specialized (even 0.0 or 1.0); an int
+ * source asked as an int with the value 0 is. L['eps'] agrees: static. */
+static void
+float_body(ccol_comm *comm, int rank, void *arg)
+{
+    scen *s = arg;
+    outcome *o = &s->out[rank];
+    ccol_sync *sync = new_sync(comm, CCOL_SYNC_COMPILE);
+    ccol_compile *c = NULL;
+    ccol_decision d[4];
+
+    memset(d, 0xff, sizeof d);
+    CHECK_STATUS(ccol_compile_begin(sync, "f", &c), CCOL_OK);
+    ccol_compile_observe_float(c, "L['lr']", rank == 1 ? 0.25 : 1.0);
+    ccol_compile_observe_float(c, "L['eps']", 1e-5);
+    ccol_compile_observe_int(c, "L['n']", rank);
+    o->st = ccol_compile_exchange(c);
+    CHECK_STATUS(ccol_compile_decide_float(c, "L['lr']", &d[0]), CCOL_OK);
+    CHECK_STATUS(ccol_compile_decide_float(c, "L['eps']", &d[1]), CCOL_OK);
+    CHECK_STATUS(ccol_compile_decide_scalar(c, "L['n']", rank, &d[2]),
+                 CCOL_OK);
+    CHECK_STATUS(ccol_compile_decide_float(c, "L['none']", &d[3]), CCOL_OK);
+    CHECK_STATUS(ccol_compile_decide_float(c, NULL, &d[3]),
+                 CCOL_ERR_INVALID_ARG);
+    CHECK_STATUS(ccol_compile_decide_float(NULL, "L['lr']", &d[3]),
+                 CCOL_ERR_INVALID_ARG);
+    ccol_compile_finish(c, true);
+    for (int i = 0; i < 4; i++)
+        o->dec[i] = (int)d[i];
+    save_render(sync, o);
+    ccol_sync_destroy(sync);
+}
+
+CCOL_TEST(floats_are_decided_without_a_value)
+{
+    for (int tp = 0; tp < 2; tp++) {
+        scen *s = run(3, (ccol_test_transport)tp, float_body, 0,
+                      CCOL_SYNC_COMPILE, 10);
+        check_same(s, 3);
+        for (int r = 0; r < 3; r++) {
+            CHECK_STATUS(s->out[r].st, CCOL_OK);
+            CHECK_EQ(s->out[r].dec[0], CCOL_DYNAMIC);
+            CHECK_EQ(s->out[r].dec[1], CCOL_STATIC);
+            CHECK_EQ(s->out[r].dec[2],
+                     r < 2 ? CCOL_SPECIALIZED_01 : CCOL_DYNAMIC);
+            CHECK_EQ(s->out[r].dec[3], CCOL_STATIC);
+        }
+        CHECK_STR_EQ(s->out[0].render, "L['eps']: scalar 1e-05\n"
+                     "L['lr']: fully dynamic scalar or tensor\n"
+                     "L['n']: fully dynamic scalar or tensor\n");
+    }
+}
+
 CCOL_TEST(mode_off_is_local)
 {
     scen *s = run(3, CCOL_TEST_INPROC, scenario_body, S_SIZES,
@@ -695,7 +749,9 @@ CCOL_TEST(guard_collective)
 CCOL_TEST_MAIN(CCOL_T(sizes_differ_inproc), CCOL_T(sizes_differ_tcp),
                CCOL_T(scalar_one_rank), CCOL_T(dim_and_type_mismatch),
                CCOL_T(source_subsets_and_marks),
-               CCOL_T(zero_one_specialization), CCOL_T(mode_off_is_local),
+               CCOL_T(zero_one_specialization),
+               CCOL_T(floats_are_decided_without_a_value),
+               CCOL_T(mode_off_is_local),
                CCOL_T(equals_rank_order_fold),
                CCOL_T(prior_state_mismatch_is_joined),
                CCOL_T(pairing_mismatch), CCOL_T(missing_rank_times_out),

@@ -1,13 +1,12 @@
 /*
- * sync_hooks.c - the trace events of the compile collective (src/sync
- * calls these at each step, see docs/trace-format.md) and the public
+ * events.c - the trace events of the compile collective (the rest of
+ * src/sync calls these at each step, see docs/trace-format.md), written
+ * through the trace writer of src/trace, and the public
  * ccol_sync_trace* functions a compiler uses to add its own events. Every
  * hook returns at once when the sync has no trace, so tracing off costs
  * one branch per step.
  */
-#include "trace.h"
-
-#include "../sync/sync.h"
+#include "sync.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +21,7 @@ mode_name(ccol_sync_mode m)
 }
 
 void
-ccol__trace_sync_open(ccol_sync *s)
+ccol__sync_trace_open(ccol_sync *s)
 {
     int rank = s->comm ? ccol_comm_rank(s->comm) : 0;
     int size = s->comm ? ccol_comm_size(s->comm) : 1;
@@ -35,7 +34,7 @@ ccol__trace_sync_open(ccol_sync *s)
 }
 
 void
-ccol__trace_sync_close(ccol_sync *s)
+ccol__sync_trace_close(ccol_sync *s)
 {
     ccol__trace_emit(s->trace, "close", "exchanges:u guards:u", s->xseq,
                      s->nguard);
@@ -44,7 +43,7 @@ ccol__trace_sync_close(ccol_sync *s)
 }
 
 void
-ccol__trace_compile_begin(const ccol_compile *c)
+ccol__sync_trace_compile_begin(const ccol_compile *c)
 {
     ccol__trace_emit(c->sync->trace, "compile_begin",
                      "frame:s index:u xseq:u reason:s", c->code_id, c->index,
@@ -53,7 +52,7 @@ ccol__trace_compile_begin(const ccol_compile *c)
 }
 
 void
-ccol__trace_observe(const ccol_compile *c, const char *source)
+ccol__sync_trace_observe(const ccol_compile *c, const char *source)
 {
     const ccol__dyn_entry *e;
     ccol__buf b = { 0 };
@@ -73,7 +72,7 @@ ccol__trace_observe(const ccol_compile *c, const char *source)
 }
 
 void
-ccol__trace_span_begin(const ccol_sync *s, ccol__trace_span *sp)
+ccol__sync_trace_span_begin(const ccol_sync *s, ccol__sync_span *sp)
 {
     memset(sp, 0, sizeof *sp);
     if (!ccol__trace_on(s->trace))
@@ -93,8 +92,8 @@ trace_error(const ccol_sync *s, const char *frame, const char *where,
 }
 
 void
-ccol__trace_exchange(const ccol_compile *c, const ccol__trace_span *sp,
-                     ccol_status st)
+ccol__sync_trace_exchange(const ccol_compile *c, const ccol__sync_span *sp,
+                          ccol_status st)
 {
     const ccol_sync *s = c->sync;
     uint64_t sent = 0, recv = 0;
@@ -116,8 +115,8 @@ ccol__trace_exchange(const ccol_compile *c, const ccol__trace_span *sp,
 }
 
 void
-ccol__trace_state_change(const ccol_compile *c, const char *source,
-                         const char *before, const char *after)
+ccol__sync_trace_state_change(const ccol_compile *c, const char *source,
+                              const char *before, const char *after)
 {
     ccol__trace_emit(c->sync->trace, "state_change",
                      "frame:s index:u source:s before:s after:s", c->code_id,
@@ -125,8 +124,8 @@ ccol__trace_state_change(const ccol_compile *c, const char *source,
 }
 
 void
-ccol__trace_decision(ccol_compile *c, const char *source, char kind, int dim,
-                     ccol_decision d)
+ccol__sync_trace_decision(ccol_compile *c, const char *source, char kind,
+                          int dim, ccol_decision d)
 {
     ccol_sync *s = c->sync;
     char what[CCOL__DYN_MAX_NAME + 32], *why = NULL;
@@ -152,7 +151,7 @@ ccol__trace_decision(ccol_compile *c, const char *source, char kind, int dim,
 }
 
 void
-ccol__trace_compile_end(const ccol_compile *c, bool ok, ccol_status st)
+ccol__sync_trace_compile_end(const ccol_compile *c, bool ok, ccol_status st)
 {
     ccol__trace_emit(c->sync->trace, "compile_end", "frame:s index:u ok:b",
                      c->code_id, c->index, ok && st == CCOL_OK);
@@ -161,8 +160,9 @@ ccol__trace_compile_end(const ccol_compile *c, bool ok, ccol_status st)
 }
 
 void
-ccol__trace_guard(const ccol_sync *s, const char *code_id, bool hit,
-                  bool all_hit, const ccol__trace_span *sp, ccol_status st)
+ccol__sync_trace_guard(const ccol_sync *s, const char *code_id, bool hit,
+                       bool all_hit, const ccol__sync_span *sp,
+                       ccol_status st)
 {
     if (!ccol__trace_on(s->trace) || code_id == NULL)
         return;
