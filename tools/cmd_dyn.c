@@ -105,7 +105,7 @@ explanations(ccol_dyn *d, const json_t *dyn)
 }
 
 /* Writes a JSON string, or an array of strings as ["a", "b"] (the
- * layout of DESIGN.md 4.2), to `out` and releases it. */
+ * layout of docs/lattice.md), to `out` and releases it. */
 static void
 put_json(FILE *out, json_t *v)
 {
@@ -181,7 +181,7 @@ put_source(FILE *out, ccol_dyn *d, size_t i, bool explain)
     return 0;
 }
 
-/* Prints the whole result in the layout of DESIGN.md 4.2. It is built in
+/* Prints the whole result in the layout of docs/lattice.md. It is built in
  * memory first, so a failure half-way prints nothing on stdout. */
 static int
 print_fold(ccol_dyn *d, bool explain)

@@ -1,7 +1,7 @@
 /*
  * cmd_jit.c - `ccol jit PROG.tl --schedule SCHED.json [options]`: runs a
  * program's call schedule on every rank of a job through the tracing JIT
- * and prints the job summary (DESIGN.md 4.1, docs/cli.md). This file reads
+ * and prints the job summary (docs/design.md, docs/cli.md). This file reads
  * the command line and picks the transport of a joined job (MPI under
  * mpirun when built with it); the job itself is jit_job.c.
  */

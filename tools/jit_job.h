@@ -1,11 +1,11 @@
 /*
- * jit_job.h - the machinery of `ccol jit` (DESIGN.md 4.1), shared with
- * `ccol demo`: run a .tl program's call schedule on every rank of a job
- * through the tracing JIT, and collect one summary for the whole job.
+ * jit_job.h - the machinery of `ccol jit` (docs/design.md, "ccol jit"),
+ * shared with `ccol demo`: run a .tl program's call schedule on every rank of
+ * a job through the tracing JIT, and collect one summary for the whole job.
  *
- * A job either starts its own local ranks (nranks > 0: one forked process
- * per rank over tcp, summaries sent to the parent through pipes, so a rank
- * that crashes or is killed cannot take the summary down) or joins the job
+ * A job either starts its own local ranks (nranks > 0: one forked process per
+ * rank over tcp, summaries sent to the parent through pipes, so a rank that
+ * crashes or is killed cannot take the summary down) or joins the job
  * described by the environment (nranks == 0: ccol run, torchrun variables,
  * mpirun; summaries gathered with ccol_allgatherv, printed by rank 0).
  */
@@ -70,7 +70,7 @@ typedef struct jit_opts {
 
 /*
  * Runs the job. Returns 0 with the job summary in *out (a JSON object with
- * the fields of DESIGN.md 4.1 plus internal ones, see jit_summary_public),
+ * the fields of docs/cli.md plus internal ones, see jit_summary_public),
  * also when ranks failed; *printer says whether this process prints it
  * (false on ranks other than 0 of a joined job). Returns 1 when the
  * schedule does not fit the job's size, 2 when the environment of a
@@ -123,7 +123,7 @@ void jit_args_release(ccol_jit_value **vals, size_t n);
 
 /* Builds the job object from per-rank entries (stolen). */
 json_t *jit_summary_job(int world, int mode, json_t **entries);
-/* The job object with only the fields of DESIGN.md 4.1 (a new object). */
+/* The job object with only the fields of docs/cli.md (a new object). */
 json_t *jit_summary_public(const json_t *job);
 /* Prints the job as one JSON line (json) or as readable text. */
 void jit_summary_print(const json_t *job, bool json, FILE *f);

@@ -3,7 +3,7 @@
  * JIT session on the job's communicator, makes every call of the schedule
  * in order (stopping at the first failure), optionally checks each result
  * against an eager call, meets the other ranks at the end of the schedule,
- * and describes what happened as a JSON summary entry (DESIGN.md 4.1).
+ * and describes what happened as a JSON summary entry (docs/cli.md).
  */
 #include "jit_job.h"
 
@@ -263,7 +263,7 @@ number(double v, bool none)
     return json_real(v);
 }
 
-/* Reduces a result to one number (DESIGN.md 4.1). */
+/* Reduces a result to one number (docs/cli.md). */
 static void
 reduce(const ccol_jit_value *v, double *out, bool *none)
 {
@@ -425,7 +425,7 @@ frame_entry(const ccol_jit_session *s, size_t i)
                      (int)ccol_jit_session_frame_eager(s, i));
 }
 
-/* Assembles the entry in the order of DESIGN.md 4.1, then the internal
+/* Assembles the entry in the order of docs/cli.md, then the internal
  * fields the demo reads. */
 static json_t *
 entry_of(rank_ctx *c, double wall_s)

@@ -1,8 +1,8 @@
 /*
- * jit_summary.c - the summary of a `ccol jit` job (DESIGN.md 4.1): one
- * entry per rank, the job object around them, the public view printed
- * with --json, a readable rendering, and the encoding entries travel in
- * between processes (decoded defensively: they are bytes from elsewhere).
+ * jit_summary.c - the summary of a `ccol jit` job (docs/design.md, "ccol
+ * jit"): one entry per rank, the job object around them, the public view
+ * printed with --json, a readable rendering, and the encoding entries travel
+ * in between processes (decoded defensively: they are bytes from elsewhere).
  */
 #include "jit_job.h"
 
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The fields of a rank entry DESIGN.md 4.1 defines, in its order. */
+/* The fields of a rank entry docs/cli.md defines, in its order. */
 static const char *const public_keys[] = {
     "rank", "ok", "error", "compiles", "exchanges", "frames", "results", NULL
 };

@@ -1,6 +1,6 @@
 /*
- * schedule.h - the call schedule of `ccol jit` (DESIGN.md 4.1): which
- * function every rank calls, in order, with which arguments.
+ * schedule.h - the call schedule of `ccol jit` (docs/design.md, "ccol
+ * jit"): which function every rank calls, in order, with which arguments.
  *
  *   {"calls": [
  *     {"fn": "f", "args": [ARG, ...]},                  same on every rank
