@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # test_cli.sh - `ccol jit` end to end (docs/design.md, docs/cli.md): golden
 # job summaries of the scenarios of the reference JIT at 2 and 3 ranks in
-# every mode, the same results in every mode, --check on every example, malformed schedules and
-# command lines (each message), program errors, a rank calling a missing
-# function, ranks killed or stalled mid-schedule (the summary still comes
-# out, naming them), joining a job started by hand, readable output,
-# --explain and --trace. Every command runs under `timeout`.
+# every mode, the same results in every mode, --check on every example,
+# malformed schedules and command lines (each message), program errors, a
+# rank calling a missing function, ranks killed or stalled mid-schedule (the
+# summary still comes out, naming them), joining a job started by hand,
+# readable output, --explain and --trace. Every command runs under `timeout`.
 # Usage: bash test_cli.sh PATH-OF-CCOL SOURCE-DIR
 set -u
 CCOL=${1:?usage: test_cli.sh PATH-OF-CCOL SOURCE-DIR}
