@@ -438,6 +438,40 @@ CCOL_TEST(type_and_rank_guards)
     fix_free(f);
 }
 
+/* isinstance under tracing is a constant of the graph; the input's type
+ * is guarded, so another type recompiles and takes the other branch. */
+CCOL_TEST(isinstance_guards_on_type)
+{
+    Fix *f = fix_new("def f(v, w):\n"
+                     "    if isinstance(v, (int, float)):\n"
+                     "        return w * v\n"
+                     "    if isinstance(v, tensor):\n"
+                     "        return w + v.sum()\n"
+                     "    return w\n", 0, false);
+    ccol_jit_value *a[2];
+    a[0] = num(f, 3);
+    a[1] = t1(f, 4);
+    CHECK(fabs(call(f, "f", a, 2) - 3 * 0.8) < 1e-5); /* w sums to 0.8 */
+    CHECK_EQ(compiles(f, "f"), 1);
+    CHECK_STATUS(ccol_jit_bool(f->m, true, &a[0]), CCOL_OK);
+    a[1] = t1(f, 4); /* a bool is an int: same branch, new type guard */
+    CHECK(fabs(call(f, "f", a, 2) - 0.8) < 1e-5);
+    CHECK_EQ(compiles(f, "f"), 2);
+    a[0] = t1(f, 2);
+    a[1] = t1(f, 4);
+    CHECK(fabs(call(f, "f", a, 2) - (0.8 + 4 * 0.2)) < 1e-5);
+    CHECK_EQ(compiles(f, "f"), 3);
+    CHECK_STATUS(ccol_jit_none(f->m, &a[0]), CCOL_OK);
+    a[1] = t1(f, 4);
+    CHECK(fabs(call(f, "f", a, 2) - 0.8) < 1e-5);
+    CHECK_EQ(compiles(f, "f"), 4);
+    a[0] = num(f, 3); /* the first entry still hits */
+    a[1] = t1(f, 4);
+    call(f, "f", a, 2);
+    CHECK_EQ(compiles(f, "f"), 4);
+    fix_free(f);
+}
+
 CCOL_TEST(shape_ops_dynamic)
 {
     Fix *f = fix_new("def g(h):\n"
