@@ -51,8 +51,6 @@ check_input(const Guard *g, const Value *v)
         return t->stride[g->dim] == g->i;
     case GD_SIZE_GE2:
         return t->size[g->dim] >= 2;
-    case GD_INT_NOT01:
-        return v->u.i != 0 && v->u.i != 1;
     case GD_INT:
         return v->u.i == g->i;
     case GD_FLOAT:
@@ -138,9 +136,6 @@ ccol__guard_render(const Entry *e, const Guard *g, Buf *b)
         break;
     case GD_SIZE_GE2:
         ccol__jit_buf_printf(b, "%s.size(%d) >= 2", src, g->dim);
-        break;
-    case GD_INT_NOT01:
-        ccol__jit_buf_printf(b, "%s not in (0, 1)", src);
         break;
     case GD_INT:
     case GD_BOOL:

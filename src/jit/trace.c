@@ -455,7 +455,9 @@ is_break(const Tracer *t, const Node *s, int level)
     return strcmp(ccol__jit_builtin(-1 - s->lhs->callee)->name, "print") == 0;
 }
 
-/* Evaluates print's arguments; the trace ends here. */
+/* Evaluates print's arguments; the trace ends here. An input printed is
+ * used (observed and guarded), as Dynamo realizes the arguments of the
+ * call it breaks on; locals only carried to the resume frame are not. */
 static Exec
 graph_break(Tracer *t, Value **slots, const Node *s)
 {
@@ -468,6 +470,10 @@ graph_break(Tracer *t, Value **slots, const Node *s)
     if (!ev_args(t, slots, &s->lhs->args, t->brk_args))
         return X_ERROR;
     t->nbrk = n;
+    for (int i = 0; i < n; i++) {
+        if (!ccol__tr_use(t, t->brk_args[i], true))
+            return X_ERROR;
+    }
     t->path.line = s->line;
     return X_BREAK;
 }
@@ -606,12 +612,25 @@ emit(Tracer *t, Value **slots, int nlocals, Value *ret, Exec x)
         if (v != NULL && e->outs[i] < 0)
             return false;
     }
+    size_t kept = 0;
+    for (size_t i = 0; i < t->ndyn; i++) {
+        if (!e->g.nodes[t->dynnode[i]].pinned) {
+            t->dyn[kept++] = t->dyn[i];
+            continue;
+        }
+        ccol_sync_tracef(t->ctx->sync, "specialize",
+                         "frame:s what:s reason:s", t->code_id, t->dyn[i],
+                         "guarded equal to a constant");
+        free(t->dyn[i]);
+    }
+    t->ndyn = kept;
     if (t->ndyn > 1)
         qsort(t->dyn, t->ndyn, sizeof(char *), cmp_str);
     e->dyn = t->dyn;
     e->ndyn = t->ndyn;
     t->dyn = NULL;
     t->ndyn = 0;
+    t->capdyn = 0;
     return ccol__entry_plan(e);
 }
 
@@ -654,6 +673,7 @@ free_tracer(Tracer *t)
     for (size_t i = 0; i < t->ndyn; i++)
         free(t->dyn[i]);
     free(t->dyn);
+    free(t->dynnode);
     free(t->pend);
     free(t->data);
     ccol__entry_free(t->e);
@@ -663,7 +683,7 @@ void
 ccol__trace(const TraceCtx *ctx, const FrameCode *fc, Value *const *in,
             int nslots, TraceOut *out)
 {
-    Tracer t = { .ctx = ctx };
+    Tracer t = { .ctx = ctx, .code_id = fc->code_id };
     const Func *f = ctx->m->funcs[fc->func];
     memset(out, 0, sizeof(*out));
     t.in.m = ctx->m;

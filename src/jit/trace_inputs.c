@@ -19,9 +19,10 @@ gn(Tracer *t, int i)
 
 /* ---- lazy inputs ---- */
 
-/* Records decision "<src>.size(d)" (what "size"/"stride") or "<src>". */
+/* Records decision "<src>.size(d)" (what "size"/"stride") or "<src>",
+ * the symbol of `node`. */
 static void
-dyn_name(Tracer *t, const char *what, const char *src, int d)
+dyn_name(Tracer *t, int node, const char *what, const char *src, int d)
 {
     char buf[TR_NAMEMAX + 32];
     if (what != NULL)
@@ -33,12 +34,16 @@ dyn_name(Tracer *t, const char *what, const char *src, int d)
     if (t->ndyn == t->capdyn) {
         size_t cap = t->capdyn ? t->capdyn * 2 : 8;
         char **p = realloc(t->dyn, cap * sizeof(*p));
-        if (p == NULL)
+        if (p != NULL)
+            t->dyn = p;
+        int *q = p ? realloc(t->dynnode, cap * sizeof(*q)) : NULL;
+        if (q == NULL)
             return;
-        t->dyn = p;
+        t->dynnode = q;
         t->capdyn = cap;
     }
     t->dyn[t->ndyn] = malloc(strlen(buf) + 1);
+    t->dynnode[t->ndyn] = node;
     if (t->dyn[t->ndyn] != NULL)
         strcpy(t->dyn[t->ndyn++], buf);
 }
@@ -113,7 +118,7 @@ decide_size(Tracer *t, const Pending *p, int in, int node, int d,
         return false;
     gn(t, node)->dims[d].node = s;
     gn(t, s)->symbol = ++t->nsym;
-    dyn_name(t, "size", p->name, d);
+    dyn_name(t, s, "size", p->name, d);
     return true;
 }
 
@@ -190,7 +195,7 @@ decide_strides(Tracer *t, const Pending *p, int in, int node,
             return false;
         gn(t, node)->strides[d].node = s;
         gn(t, s)->symbol = ++t->nsym;
-        dyn_name(t, "stride", p->name, d);
+        dyn_name(t, s, "stride", p->name, d);
     }
     return true;
 }
@@ -230,9 +235,10 @@ activate_number(Tracer *t, const Pending *p, int in)
         !sync_ok(t, isf ? ccol_compile_observe_float(c, p->name, w->u.f)
                         : ccol_compile_observe_int(c, p->name, w->u.i)))
         return false;
-    /* floats are never 0/1-specialized: decide with a value that is not */
-    if (!sync_ok(t, ccol_compile_decide_scalar(c, p->name,
-                                               isf ? 2 : w->u.i, &dec)))
+    /* A dynamic int or float is never 0/1-specialized (Dynamo makes them
+     * unspecified symbols, which keep 0 and 1): decide with a value that
+     * is neither. */
+    if (!sync_ok(t, ccol_compile_decide_scalar(c, p->name, 2, &dec)))
         return false;
     explain(t, p->name);
     if (dec != CCOL_DYNAMIC) {
@@ -245,11 +251,11 @@ activate_number(Tracer *t, const Pending *p, int in)
         return true;
     }
     int node = ccol__tr_node(t, G_INPUT, in, -1, -1);
-    if (node < 0 || (!isf && !ccol__tr_guard(t, GD_INT_NOT01, in, 0, 0)))
+    if (node < 0)
         return false;
     w->sym = node;
     gn(t, node)->symbol = ++t->nsym;
-    dyn_name(t, NULL, p->name, 0);
+    dyn_name(t, node, NULL, p->name, 0);
     return true;
 }
 

@@ -228,8 +228,8 @@ CCOL_TEST(scalar_dynamic_and_01)
     Fix *f = fix_new("def f(x, n):\n"
                      "    return x * n + n // 2\n", 0, false);
     ccol_jit_value *a[2];
-    int64_t ns[] = { 3, 3, 4, 5, 1, 1, 6 };
-    int want[] = { 1, 1, 2, 2, 3, 3, 3 };
+    int64_t ns[] = { 3, 3, 4, 5, 1, 0, 6 };
+    int want[] = { 1, 1, 2, 2, 2, 2, 2 };
     for (int i = 0; i < 7; i++) {
         a[0] = t1(f, 3);
         a[1] = num(f, ns[i]);
@@ -238,8 +238,51 @@ CCOL_TEST(scalar_dynamic_and_01)
         if (i == 2)
             CHECK_STR_EQ(dyn(f, "f"), "L['n'],");
     }
-    /* the entry for n == 1 specialized the dynamic scalar to a constant */
-    CHECK_STR_EQ(dyn(f, "f"), "");
+    /* as in Dynamo, a dynamic int is not 0/1-specialized (an unspecified
+     * symbol): n == 1 and n == 0 hit the dynamic entry */
+    CHECK_STR_EQ(dyn(f, "f"), "L['n'],");
+    fix_free(f);
+}
+
+/* A symbol that the trace guards equal to a constant is specialized, as
+ * Dynamo replaces it by the constant: not reported dynamic, and a trace
+ * event says so. */
+CCOL_TEST(pinned_symbols_are_not_dynamic)
+{
+    Fix *f = fix_new("def f(x, n):\n"
+                     "    for i in range(n):\n"
+                     "        x = x + 1\n"
+                     "    return x\n"
+                     "def g(x, w):\n"
+                     "    return x @ w\n"
+                     "def h(x):\n"
+                     "    if x.size(0) == 4:\n"
+                     "        return x * 2\n"
+                     "    return x.sum()\n", 0, false);
+    int64_t ns[] = { 2, 3, 3, 4 };
+    int want[] = { 1, 2, 2, 3 };
+    for (int i = 0; i < 4; i++) {
+        ccol_jit_value *a[2] = { t1(f, 3), num(f, ns[i]) };
+        call(f, "f", a, 2);
+        CHECK_EQ(compiles(f, "f"), want[i]);
+        CHECK_STR_EQ(dyn(f, "f"), "");
+    }
+    /* x.size(1) changes, so it is dynamic, but the matmul pins it to
+     * w.size(0), marked static */
+    for (int k = 3; k <= 5; k += 2) {
+        ccol_jit_value *a[2] = { t2(f, 2, k), t2(f, k, 2) };
+        CHECK_STATUS(ccol_jit_tensor_mark(a[1], 0, false), CCOL_OK);
+        call(f, "g", a, 2);
+    }
+    CHECK_EQ(compiles(f, "g"), 2);
+    CHECK_STR_EQ(dyn(f, "g"), "");
+    /* a branch taken on x.size(0) == 4 pins it; on != 4 it stays dynamic */
+    for (int k = 3; k <= 5; k++) {
+        ccol_jit_value *a[1] = { t1(f, k) };
+        call(f, "h", a, 1);
+        CHECK_STR_EQ(dyn(f, "h"), k == 5 ? "L['x'].size(0)," : "");
+    }
+    CHECK_EQ(compiles(f, "h"), 3);
     fix_free(f);
 }
 
@@ -472,6 +515,25 @@ CCOL_TEST(isinstance_guards_on_type)
     fix_free(f);
 }
 
+/* print's arguments are used: an input printed is observed and guarded
+ * (as Dynamo realizes them), so a changing int recompiles once, dynamic. */
+CCOL_TEST(printed_inputs_are_guarded)
+{
+    Fix *f = fix_new("def f(x, it):\n"
+                     "    print('it', it)\n"
+                     "    return x * 2\n", 0, false);
+    for (int i = 0; i < 4; i++) {
+        ccol_jit_value *a[2] = { t1(f, 3), num(f, 5 + i) };
+        call(f, "f", a, 2);
+        CHECK_EQ(compiles(f, "f"), i == 0 ? 1 : 2);
+    }
+    CHECK_STR_EQ(dyn(f, "f"), "L['it'],");
+    CHECK_CONTAINS(f->out, "[rank 0] it 8\n");
+    /* x is only carried to the resume frame: read there, not here */
+    CHECK_EQ(compiles(f, "resume_in_f_at_2"), 1);
+    fix_free(f);
+}
+
 CCOL_TEST(shape_ops_dynamic)
 {
     Fix *f = fix_new("def g(h):\n"
@@ -538,8 +600,8 @@ CCOL_TEST(break_in_callee_skips_caller)
     CHECK(ccol_jit_session_frame_eager(f->s, 0));
     CHECK_CONTAINS(f->log, "frame train:");
     CHECK_EQ(compiles(f, "train"), 0);
-    /* i is 0 (static), 1 (dynamic but specialized: 0/1), 2 (dynamic) */
-    CHECK_EQ(compiles(f, "step"), 3);
+    /* i is 0 (static), then 1 (dynamic; 2 hits that entry) */
+    CHECK_EQ(compiles(f, "step"), 2);
     CHECK_STR_EQ(dyn(f, "step"), "L['i'],");
     /* the resume frame reads only y, whose size never changes */
     CHECK_EQ(compiles(f, "resume_in_step_at_3"), 1);
@@ -816,9 +878,9 @@ CCOL_TEST(trace_log_events)
                      "    y = all_reduce(x * n)\n"
                      "    print('y', y.sum())\n"
                      "    return y\n", 2, false);
-    int64_t ns[] = { 2, 3, 0 }; /* static, dynamic, then past the limit */
+    int64_t ns[] = { 2, 3, 3 }; /* static, dynamic, then past the limit */
     for (int i = 0; i < 3; i++) {
-        ccol_jit_value *a[2] = { t1(f, 3), num(f, ns[i]) };
+        ccol_jit_value *a[2] = { t1(f, i < 2 ? 3 : 4), num(f, ns[i]) };
         call(f, "f", a, 2);
     }
     fix_free(f);
@@ -842,6 +904,7 @@ CCOL_TEST(trace_log_events)
 CCOL_TEST_MAIN(CCOL_T(static_then_dynamic),
                CCOL_T(branch_on_shape_records_guard),
                CCOL_T(scalar_dynamic_and_01),
+               CCOL_T(pinned_symbols_are_not_dynamic),
                CCOL_T(size_01_specialization),
                CCOL_T(recompile_limit_eager_fallback),
                CCOL_T(data_dependent_control_flow_error),
@@ -850,6 +913,8 @@ CCOL_TEST_MAIN(CCOL_T(static_then_dynamic),
                CCOL_T(list_items_read_lazily),
                CCOL_T(user_marks),
                CCOL_T(type_and_rank_guards),
+               CCOL_T(isinstance_guards_on_type),
+               CCOL_T(printed_inputs_are_guarded),
                CCOL_T(shape_ops_dynamic),
                CCOL_T(program_errors_keep_diagnostics),
                CCOL_T(break_in_callee_skips_caller),
