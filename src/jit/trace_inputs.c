@@ -185,6 +185,22 @@ decide_strides(Tracer *t, const Pending *p, int in, int node,
     for (int k = 0; k < x->ndim; k++) {
         int d = order[k];
         gn(t, node)->strides[d] = (Dim){ -1, x->stride[d] };
+        /* as torch's shape environment, a dynamic stride of 0 or 1 that is
+         * not the contiguous stride of the next dim is a constant */
+        bool next = d + 1 < x->ndim &&
+                    x->stride[d] == x->stride[d + 1] * x->size[d + 1];
+        if (dt[d] == CCOL_DYNAMIC && (x->stride[d] == 0 || x->stride[d] == 1) &&
+            !next) {
+            char what[TR_NAMEMAX + 32];
+            snprintf(what, sizeof what, "%s.stride(%d)", p->name, d);
+            if (!t->ctx->preflight)
+                ccol_sync_tracef(t->ctx->sync, "specialize",
+                                 "frame:s what:s reason:s", t->code_id, what,
+                                 "a stride of 0 or 1");
+            if (!ccol__tr_guard(t, GD_STRIDE, in, d, x->stride[d]))
+                return false;
+            continue;
+        }
         if (dt[d] != CCOL_DYNAMIC) {
             if (!static_stride(t, in, node, d, infer[d]))
                 return false;

@@ -534,6 +534,41 @@ CCOL_TEST(printed_inputs_are_guarded)
     fix_free(f);
 }
 
+/* A [4, 3] tensor with strides st (12 elements of storage). */
+static ccol_jit_value *
+strided(Fix *f, int64_t s0, int64_t s1)
+{
+    int64_t sizes[2] = { 4, 3 }, st[2] = { s0, s1 };
+    float data[12] = { 0 };
+    ccol_jit_value *v = NULL;
+    CHECK_STATUS(ccol_jit_tensor(f->m, 2, sizes, st, data, 12, &v), CCOL_OK);
+    return v;
+}
+
+/* Dynamic strides as torch's shape environment makes them: a stride of 0
+ * or 1 that is not the contiguous stride of the next dim is a constant;
+ * reshape tests contiguity, which pins a stride symbol found contiguous. */
+CCOL_TEST(dynamic_strides_like_torch)
+{
+    Fix *f = fix_new("def f(x):\n"
+                     "    return x.sum(0)\n"
+                     "def g(x):\n"
+                     "    return x.reshape(-1) * 2\n", 0, false);
+    const char *fn[] = { "f", "g" };
+    for (int k = 0; k < 2; k++) {
+        ccol_jit_value *a[1] = { strided(f, 1, 4) }; /* transposed */
+        call(f, fn[k], a, 1);
+        a[0] = strided(f, 3, 1); /* contiguous: strides turn dynamic */
+        call(f, fn[k], a, 1);
+        CHECK_EQ(compiles(f, fn[k]), 2);
+    }
+    /* stride(1) is 1 (a constant); stride(0) is 3 = the contiguous
+     * stride of dim 1: a symbol, that g's reshape pins */
+    CHECK_STR_EQ(dyn(f, "f"), "L['x'].stride(0),");
+    CHECK_STR_EQ(dyn(f, "g"), "");
+    fix_free(f);
+}
+
 CCOL_TEST(shape_ops_dynamic)
 {
     Fix *f = fix_new("def g(h):\n"
@@ -915,6 +950,7 @@ CCOL_TEST_MAIN(CCOL_T(static_then_dynamic),
                CCOL_T(type_and_rank_guards),
                CCOL_T(isinstance_guards_on_type),
                CCOL_T(printed_inputs_are_guarded),
+               CCOL_T(dynamic_strides_like_torch),
                CCOL_T(shape_ops_dynamic),
                CCOL_T(program_errors_keep_diagnostics),
                CCOL_T(break_in_callee_skips_caller),
