@@ -10,15 +10,18 @@ a 3-rank job. What is compared, per rank and per frame:
   the new entry, named as `ccol jit --json` names them (`L['x'].size(0)`,
   `L['x'].stride(1)`, `L['n']`).
 
-ccol side: the `ccol` binary with `--json`, run on each prefix of the
-schedule (`frames[].compiles` and `frames[].dynamic` after k calls say
-whether call k compiled and what the new entry decided).
+ccol side: the `ccol` binary with `--json --trace`: in each rank's trace
+log, `call` events number the calls, `compile_end` events say which frame
+compiled during which call, and each compile's `decision` events that are
+dynamic, less its `specialize` events, are what the new entry decided (the
+counts and the last entry's decisions must equal the `--json` summary).
 
 torch side: torch.compile with a counting backend. Compiles are Dynamo's
 compilation metrics (one per `_compile` that produced an entry, empty
 graphs included; the backend is not called for those); dynamic decisions
-are the sources of the shape environment's symbols, minus symbols that the
-trace replaced by a constant. Frame names: `torch_dynamo_resume_in_f_at_N`
+are the sources of the shape environment's symbols at the end of the
+compile's graph emission, minus symbols that the trace replaced by a
+constant. Frame names: `torch_dynamo_resume_in_f_at_N`
 and ccol's `resume_in_f_at_N` are both `resume_in_f#k`, k counting f's
 resume points in line order (the line numbers of a .tl file and of its
 Python twin differ).
@@ -107,32 +110,41 @@ def ccol_source_name(torch_name):
 
 # --- ccol side ------------------------------------------------------------
 
-def _decisions(trace_dir, rank):
-    """{(frame, compile index): sorted dynamic decisions} from a rank's
-    trace log (docs/trace-format.md): the `decision` events of each compile
-    that are dynamic, less those its trace then `specialize`d."""
-    out, cur = {}, {}
+def _compiles(trace_dir, rank):
+    """{frame: {"compiled_at": [...], "dynamic": [...]}} from a rank's
+    trace log (docs/trace-format.md): `call` events number the calls; each
+    successful compile (`compile_end` ok) belongs to the call it ended in,
+    and its decisions are its `decision` events that are dynamic, less the
+    `specialize` events of its trace."""
+    rec, cur, dyn = {}, {}, {}
+    call = -1
     with open(os.path.join(trace_dir, f"rank-{rank}.jsonl")) as f:
         for line in f:
             e = json.loads(line)
-            if e["event"] == "compile_begin":
+            ev = e["event"]
+            if ev == "call":
+                call = e["index"] - 1
+            elif ev == "compile_begin":
                 cur[e["frame"]] = (e["frame"], e["index"])
-                out[cur[e["frame"]]] = set()
-            elif e["event"] == "decision" and e["decision"] == "dynamic":
-                out[(e["frame"], e["index"])].add(e["what"])
-            elif e["event"] == "specialize":
-                out[cur[e["frame"]]].discard(e["what"])
-    return {k: sorted(v) for k, v in out.items()}
+                dyn[cur[e["frame"]]] = set()
+            elif ev == "decision" and e["decision"] == "dynamic":
+                dyn[(e["frame"], e["index"])].add(e["what"])
+            elif ev == "specialize":
+                dyn[cur[e["frame"]]].discard(e["what"])
+            elif ev == "compile_end" and e["ok"]:
+                r = rec.setdefault(e["frame"], {"compiled_at": [],
+                                                "dynamic": []})
+                r["compiled_at"].append(call)
+                r["dynamic"].append(sorted(dyn[(e["frame"], e["index"])]))
+    return rec
 
 
-def _run(tool, tl, sched, n, mode, tmp, trace=None, timeout=60):
+def _run(tool, tl, sched, n, mode, tmp, trace, timeout=60):
     path = os.path.join(tmp, "s.json")
     with open(path, "w") as f:
         json.dump(sched, f)
-    args = [tool, "jit", tl, "--schedule", path, "--json",
-            "--collectives", mode, "--timeout", "10", "-n", str(n)]
-    if trace:
-        args += ["--trace", trace]
+    args = [tool, "jit", tl, "--schedule", path, "--json", "--collectives",
+            mode, "--timeout", "10", "-n", str(n), "--trace", trace]
     out = subprocess.run(args, capture_output=True, text=True,
                          timeout=timeout)
     try:
@@ -143,39 +155,22 @@ def _run(tool, tl, sched, n, mode, tmp, trace=None, timeout=60):
 
 
 def run_ccol(tool, prog, sched, n, mode):
-    """`ccol jit --json` on sched (traced, for the decisions of every
-    compile) and on each of its prefixes (for the call at which each
-    compile happened). Returns (ok, per-rank frame records, the full run's
-    JSON); when the run failed, the records stop at the failing call."""
-    calls = sched["calls"]
+    """`ccol jit --json --trace` on sched. Returns (ok, per-rank frame
+    records, the run's JSON summary); the records of a failed run stop
+    where it failed."""
     tl = os.path.join(EXAMPLES, prog + ".tl")
-    rec = [{} for _ in range(n)]
     with tempfile.TemporaryDirectory() as tmp:
         trace = os.path.join(tmp, "trace")
         full = _run(tool, tl, sched, n, mode, tmp, trace)
-        decided = [_decisions(trace, r) for r in range(n)]
-        prev = [{} for _ in range(n)]
-        for k in range(1, len(calls) + 1):
-            job = full if k == len(calls) else _run(
-                tool, tl, {"calls": calls[:k]}, n, mode, tmp)
-            if not job["ok"]:
-                break
-            for r, rk in enumerate(job["ranks"]):
-                for fr in rk["frames"]:
-                    name, before = fr["name"], prev[r].get(fr["name"], 0)
-                    e = rec[r].setdefault(name, {"compiled_at": [],
-                                                 "dynamic": []})
-                    for i in range(before + 1, fr["compiles"] + 1):
-                        e["compiled_at"].append(k - 1)
-                        e["dynamic"].append(decided[r][(name, i)])
-                    prev[r][name] = fr["compiles"]
-                    if fr["compiles"] and full["ok"] and k == len(calls):
-                        # the trace and the summary agree on the last entry
-                        assert e["dynamic"][-1] == sorted(fr["dynamic"]), \
-                            (prog, r, fr, e)
-    for r in rec:
-        for name in [x for x, v in r.items() if not v["compiled_at"]]:
-            del r[name]
+        rec = [_compiles(trace, r) for r in range(n)]
+    for r, rk in enumerate(full["ranks"]):
+        for fr in rk["frames"] if full["ok"] else []:
+            # the trace and the summary agree
+            got = rec[r].get(fr["name"], {"compiled_at": [], "dynamic": []})
+            assert len(got["compiled_at"]) == fr["compiles"], (prog, r, fr)
+            if fr["compiles"]:
+                assert got["dynamic"][-1] == sorted(fr["dynamic"]), \
+                    (prog, r, fr, got)
     return full["ok"], [normalize_frames(r) for r in rec], full
 
 
@@ -210,11 +205,9 @@ def make_arg(a, rank, call, pos):
 def shape_env_dynamic(env):
     """The dynamic decisions of a trace: the sources of its shape
     environment's symbols, less symbols replaced by a constant."""
-    import sympy
     dyn = set()
     for sym, sources in env.var_to_sources.items():
-        repl = env.replacements.get(sym)
-        if isinstance(repl, sympy.Expr) and not repl.free_symbols:
+        if not env.replace(sym).free_symbols:
             continue  # specialized to a constant by the trace
         for s in sources:
             dyn.add(ccol_source_name(s.name))

@@ -221,7 +221,13 @@ activate_tensor(Tracer *t, const Pending *p, int in)
 {
     const Tensor *x = &p->w->u.t;
     ccol_decision dt[JIT_MAXD];
-    if (!ccol__tr_guard(t, GD_NDIM, in, 0, x->ndim) || !observe_tensor(t, p, x))
+    const Tensor *o = &p->orig->u.t;
+    /* as Dynamo, a tensor that carries user marks the compiled one did not
+     * carry misses (marks it lacks are fine) */
+    if (!ccol__tr_guard(t, GD_NDIM, in, 0, x->ndim) ||
+        !ccol__tr_guard(t, GD_MARKS, in, (int)o->mark_static,
+                        o->mark_dynamic) ||
+        !observe_tensor(t, p, x))
         return false;
     int node = ccol__tr_node(t, G_INPUT, in, -1, -1);
     if (node < 0)

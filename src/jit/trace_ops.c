@@ -89,7 +89,8 @@ static void
 pin(Tracer *t, int n, bool v)
 {
     GNode *g = gn(t, n);
-    if (g->kind != G_BINOP || !((g->op == OP_EQ && v) || (g->op == OP_NE && !v)))
+    bool eq = (g->op == OP_EQ && v) || (g->op == OP_NE && !v);
+    if (g->kind != G_BINOP || !eq)
         return;
     for (int k = 0; k < 2; k++) {
         GNode *s = gn(t, k ? g->b : g->a), *c = gn(t, k ? g->a : g->b);

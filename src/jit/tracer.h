@@ -83,6 +83,8 @@ typedef struct Graph {
 typedef enum GuardKind {
     GD_KIND,        /* input's kind == i */
     GD_NDIM,        /* tensor ndim == i */
+    GD_MARKS,       /* the tensor's user marks are within those it had:
+                       mark_dynamic bits within i, mark_static within dim */
     GD_LEN,         /* list length == i */
     GD_SIZE,        /* size(dim) == i */
     GD_STRIDE,      /* stride(dim) == i */

@@ -459,6 +459,32 @@ CCOL_TEST(user_marks)
     fix_free(f);
 }
 
+/* Marks are guarded as Dynamo guards them: a tensor that carries a mark
+ * the compiled one did not carry misses; fewer marks hit. */
+CCOL_TEST(user_marks_are_guarded)
+{
+    Fix *f = fix_new(SUM2, 0, true);
+    ccol_jit_value *a[1] = { t2(f, 4, 3) };
+    call(f, "f", a, 1);
+    a[0] = t2(f, 4, 3); /* same sizes, a new mark: recompiles */
+    CHECK_STATUS(ccol_jit_tensor_mark(a[0], 0, true), CCOL_OK);
+    call(f, "f", a, 1);
+    CHECK_EQ(compiles(f, "f"), 2);
+    CHECK_CONTAINS(f->log, "guard failed: marks of L['x'] within "
+                           "mark_dynamic [], mark_static []");
+    a[0] = t2(f, 5, 3); /* no marks: within those of entry 2, hits it */
+    call(f, "f", a, 1);
+    a[0] = t2(f, 7, 3);
+    CHECK_STATUS(ccol_jit_tensor_mark(a[0], 0, true), CCOL_OK);
+    call(f, "f", a, 1);
+    CHECK_EQ(compiles(f, "f"), 2);
+    a[0] = t2(f, 7, 3); /* mark_static on dim 1: in no entry's marks */
+    CHECK_STATUS(ccol_jit_tensor_mark(a[0], 1, false), CCOL_OK);
+    call(f, "f", a, 1);
+    CHECK_EQ(compiles(f, "f"), 3);
+    fix_free(f);
+}
+
 CCOL_TEST(type_and_rank_guards)
 {
     Fix *f = fix_new("def f(x):\n"
@@ -947,6 +973,7 @@ CCOL_TEST_MAIN(CCOL_T(static_then_dynamic),
                CCOL_T(graph_break_live_locals),
                CCOL_T(list_items_read_lazily),
                CCOL_T(user_marks),
+               CCOL_T(user_marks_are_guarded),
                CCOL_T(type_and_rank_guards),
                CCOL_T(isinstance_guards_on_type),
                CCOL_T(printed_inputs_are_guarded),
