@@ -949,6 +949,8 @@ CCOL_TEST(trace_log_events)
     char path[128];
     snprintf(path, sizeof path, "%s/rank-0.jsonl", dir);
     char *log = slurp(path);
+    CHECK_CONTAINS(log, "\"event\":\"call\",\"fn\":\"f\",\"index\":1}");
+    CHECK_CONTAINS(log, "\"event\":\"call\",\"fn\":\"f\",\"index\":3}");
     CHECK_CONTAINS(log, "\"event\":\"restart\",\"frame\":\"f\"");
     CHECK_CONTAINS(log, "\"event\":\"graph_break\",\"frame\":\"f\","
                         "\"line\":3");
