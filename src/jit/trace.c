@@ -634,10 +634,42 @@ emit(Tracer *t, Value **slots, int nlocals, Value *ret, Exec x)
     return ccol__entry_plan(e);
 }
 
+/* Whether the graph has an operation (not only inputs, their symbols,
+ * constants and lists of them). */
+static bool
+has_ops(const Graph *g)
+{
+    for (int i = 0; i < g->n; i++) {
+        GKind k = g->nodes[i].kind;
+        if (k == G_BINOP || k == G_NEG || k == G_NOT || k == G_CALL)
+            return true;
+    }
+    return false;
+}
+
+/* A frame traced to its return with no operation is skipped, as Dynamo
+ * skips it ("no ops traced"): no entry, no compile, eager from then on.
+ * Decided by the retrace, with the merged decisions, so that every rank
+ * decides alike (Dynamo decides in its preflight, before its collective:
+ * a rank whose static preflight is empty while another's is not would
+ * leave that one waiting; docs/jit.md). */
+static bool
+skip_empty(Tracer *t, Exec x)
+{
+    if (x == X_BREAK || t->ctx->preflight || has_ops(&t->e->g))
+        return false;
+    t->skip = true;
+    ccol__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
+                   "no operation traced (an empty graph)");
+    return true;
+}
+
 static void
 finish_trace(Tracer *t, Value **slots, int nlocals, Value *ret, Exec x,
              TraceOut *out)
 {
+    if (x != X_ERROR && !eager(t) && skip_empty(t, x))
+        x = X_ERROR;
     if (x == X_ERROR) {
         out->end = t->skip ? TR_SKIP : TR_ERROR;
     } else if (eager(t)) {

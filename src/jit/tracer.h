@@ -162,7 +162,8 @@ typedef enum TraceEnd {
     TR_BREAK,       /* stopped at a graph break */
     TR_ERROR,       /* a program error or a failed collective */
     TR_SKIP         /* cannot be traced (a print in a loop or a callee,
-                       a graph too large): the frame runs eagerly */
+                       a graph too large), or traced to a return with no
+                       operation: the frame runs eagerly */
 } TraceEnd;
 
 /* The frame a trace or an eager run starts in. */

@@ -516,7 +516,7 @@ CCOL_TEST(isinstance_guards_on_type)
                      "        return w * v\n"
                      "    if isinstance(v, tensor):\n"
                      "        return w + v.sum()\n"
-                     "    return w\n", 0, false);
+                     "    return w * 2\n", 0, false);
     ccol_jit_value *a[2];
     a[0] = num(f, 3);
     a[1] = t1(f, 4);
@@ -532,7 +532,7 @@ CCOL_TEST(isinstance_guards_on_type)
     CHECK_EQ(compiles(f, "f"), 3);
     CHECK_STATUS(ccol_jit_none(f->m, &a[0]), CCOL_OK);
     a[1] = t1(f, 4);
-    CHECK(fabs(call(f, "f", a, 2) - 0.8) < 1e-5);
+    CHECK(fabs(call(f, "f", a, 2) - 1.6) < 1e-5);
     CHECK_EQ(compiles(f, "f"), 4);
     a[0] = num(f, 3); /* the first entry still hits */
     a[1] = t1(f, 4);
@@ -592,6 +592,28 @@ CCOL_TEST(dynamic_strides_like_torch)
      * stride of dim 1: a symbol, that g's reshape pins */
     CHECK_STR_EQ(dyn(f, "f"), "L['x'].stride(0),");
     CHECK_STR_EQ(dyn(f, "g"), "");
+    fix_free(f);
+}
+
+/* A frame traced to its return with no operation is skipped, as Dynamo
+ * skips it: no compile, eager from then on. */
+CCOL_TEST(empty_frames_are_skipped)
+{
+    Fix *f = fix_new("def ident(x):\n"
+                     "    return x\n"
+                     "def pair(x, n):\n"
+                     "    return [x, n + 1]\n", 0, false);
+    for (int i = 0; i < 2; i++) {
+        ccol_jit_value *a[2] = { t1(f, 3 + i), num(f, 2) };
+        CHECK(fabs(call(f, "ident", a, 1) - 0.45 - i * 0.35) < 1e-5);
+        ccol_jit_value_release(a[1]);
+    }
+    CHECK_EQ(compiles(f, "ident"), 0);
+    CHECK(ccol_jit_session_frame_eager(f->s, 0));
+    CHECK_CONTAINS(f->log, "frame ident: no operation traced");
+    ccol_jit_value *a[2] = { t1(f, 3), num(f, 2) };
+    call(f, "pair", a, 2); /* n + 1 folds: n is a static constant */
+    CHECK_EQ(compiles(f, "pair"), 0);
     fix_free(f);
 }
 
@@ -979,6 +1001,7 @@ CCOL_TEST_MAIN(CCOL_T(static_then_dynamic),
                CCOL_T(type_and_rank_guards),
                CCOL_T(isinstance_guards_on_type),
                CCOL_T(printed_inputs_are_guarded),
+               CCOL_T(empty_frames_are_skipped),
                CCOL_T(dynamic_strides_like_torch),
                CCOL_T(shape_ops_dynamic),
                CCOL_T(program_errors_keep_diagnostics),
