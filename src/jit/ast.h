@@ -43,6 +43,8 @@ typedef enum BinOp {
 typedef enum NodeKind {
     /* expressions */
     N_INT, N_FLOAT, N_STR, N_BOOL, N_NONE, N_NAME, N_LIST,
+    N_TUPLE,  /* (a, b, ...): only as the type argument of isinstance; the
+                 resolver turns it into an N_LIST of type names */
     N_NEG, N_POS, N_NOT, N_BINARY, N_AND, N_OR,
     N_CALL,   /* name(args): user function or builtin */
     N_METHOD, /* lhs.name(args) */
@@ -73,7 +75,8 @@ struct Node {
     int slot;           /* N_NAME, N_ASSIGN, N_FOR: local slot */
     int callee;         /* N_CALL: function index, or -1 - builtin index */
     Node *lhs, *rhs;    /* operands; N_IF/N_FOR: rhs is condition/iter */
-    NodeList args;      /* N_CALL/N_METHOD arguments, N_LIST items */
+    NodeList args;      /* N_CALL/N_METHOD arguments, N_LIST/N_TUPLE
+                           items */
     NodeList body;      /* N_IF then-block, N_FOR body */
     NodeList orelse;    /* N_IF else-block (elif is a nested N_IF) */
     bool is_range;      /* N_FOR over range(...) (args in rhs->args) */

@@ -318,27 +318,44 @@ b_len(Interp *in, Value **args, int n)
     return arg_error(in, 0, "a list, a tensor or a string", x);
 }
 
-/* isinstance(x, "tensor"|"int"|"float"|"bool"|"list"|"none"|"str");
- * like Python, a bool is also an int. */
-static Value *
-b_isinstance(Interp *in, Value **args, int n)
+/* isinstance(x, t): t is a type name ("tensor", "int", "float", "bool",
+ * "list", "str", "none"; bare names become these strings when the program
+ * is loaded) or a list of them (a tuple in the source, nested tuples too).
+ * Like Python, a bool is also an int. Returns 1 (is), 0 (is not), -1
+ * (error set). */
+static int
+instance_of(Interp *in, const Value *x, const Value *t, int depth)
 {
     static const char *const types[] = { "none", "bool", "int", "float",
                                          "str", "list", "tensor" };
-    (void)n;
-    if (args[1]->kind != CCOL_JIT_STR)
-        return arg_error(in, 1, "a type name string", args[1]);
-    for (int k = 0; k < 7; k++) {
-        if (strcmp(args[1]->u.s, types[k]) != 0)
-            continue;
-        bool is = (int)args[0]->kind == k ||
-                  (k == CCOL_JIT_INT && args[0]->kind == CCOL_JIT_BOOL);
-        return ccol__v_bool(in, is);
+    if (t->kind == CCOL_JIT_LIST && depth < 100) {
+        int any = 0;
+        for (size_t i = 0; i < t->u.list.n && any == 0; i++)
+            any = instance_of(in, x, t->u.list.items[i], depth + 1);
+        return any;
     }
-    return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
-                          "isinstance(): unknown type name '%s' (expected "
-                          "tensor, int, float, bool, list, str or none)",
-                          args[1]->u.s);
+    if (t->kind != CCOL_JIT_STR) {
+        arg_error(in, 1, "a type, a type name string or a tuple of them", t);
+        return -1;
+    }
+    for (int k = 0; k < 7; k++) {
+        if (strcmp(t->u.s, types[k]) == 0)
+            return (int)x->kind == k ||
+                   (k == CCOL_JIT_INT && x->kind == CCOL_JIT_BOOL);
+    }
+    ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+                   "isinstance(): unknown type name '%s' (expected "
+                   "tensor, int, float, bool, list, str or none)",
+                   t->u.s);
+    return -1;
+}
+
+static Value *
+b_isinstance(Interp *in, Value **args, int n)
+{
+    (void)n;
+    int is = instance_of(in, args[0], args[1], 0);
+    return is < 0 ? NULL : ccol__v_bool(in, is == 1);
 }
 
 /* Reduces a tensor's elements over all ranks through libccol, in f64. */

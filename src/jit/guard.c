@@ -43,6 +43,9 @@ check_input(const Guard *g, const Value *v)
         return (int64_t)v->kind == g->i;
     case GD_NDIM:
         return t->ndim == g->i;
+    case GD_MARKS:
+        return (t->mark_dynamic & ~(uint32_t)g->i) == 0 &&
+               (t->mark_static & ~(uint32_t)g->dim) == 0;
     case GD_LEN:
         return (int64_t)v->u.list.n == g->i;
     case GD_SIZE:
@@ -51,8 +54,6 @@ check_input(const Guard *g, const Value *v)
         return t->stride[g->dim] == g->i;
     case GD_SIZE_GE2:
         return t->size[g->dim] >= 2;
-    case GD_INT_NOT01:
-        return v->u.i != 0 && v->u.i != 1;
     case GD_INT:
         return v->u.i == g->i;
     case GD_FLOAT:
@@ -116,6 +117,21 @@ ccol__guard_check(const Entry *e, Interp *in, Value *const *slots,
 static const char *const kind_names[] = { "none", "bool", "int", "float",
                                           "str", "list", "tensor" };
 
+/* The dims of a mark bit set: "[0, 2]". */
+static void
+render_dims(Buf *b, uint32_t bits)
+{
+    const char *sep = "";
+    ccol__jit_buf_printf(b, "[");
+    for (int d = 0; d < 32; d++) {
+        if (bits & (1u << d)) {
+            ccol__jit_buf_printf(b, "%s%d", sep, d);
+            sep = ", ";
+        }
+    }
+    ccol__jit_buf_printf(b, "]");
+}
+
 void
 ccol__guard_render(const Entry *e, const Guard *g, Buf *b)
 {
@@ -126,6 +142,12 @@ ccol__guard_render(const Entry *e, const Guard *g, Buf *b)
         break;
     case GD_NDIM:
         ccol__jit_buf_printf(b, "%s.dim() == %lld", src, (long long)g->i);
+        break;
+    case GD_MARKS:
+        ccol__jit_buf_printf(b, "marks of %s within mark_dynamic ", src);
+        render_dims(b, (uint32_t)g->i);
+        ccol__jit_buf_printf(b, ", mark_static ");
+        render_dims(b, (uint32_t)g->dim);
         break;
     case GD_LEN:
         ccol__jit_buf_printf(b, "len(%s) == %lld", src, (long long)g->i);
@@ -138,9 +160,6 @@ ccol__guard_render(const Entry *e, const Guard *g, Buf *b)
         break;
     case GD_SIZE_GE2:
         ccol__jit_buf_printf(b, "%s.size(%d) >= 2", src, g->dim);
-        break;
-    case GD_INT_NOT01:
-        ccol__jit_buf_printf(b, "%s not in (0, 1)", src);
         break;
     case GD_INT:
     case GD_BOOL:

@@ -134,7 +134,7 @@ parse_args(Load *ld, Node *call, TokKind close)
 }
 
 /* primary = INT | FLOAT | STR | "True" | "False" | "None" | NAME
- *         | "(" expr ")" | "[" args "]" */
+ *         | "(" expr ")" | "(" ")" | "(" expr "," args | "[" args "]" */
 static Node *
 parse_primary(Load *ld)
 {
@@ -166,9 +166,21 @@ parse_primary(Load *ld)
         n->name = t->text;
         return n;
     case T_LPAREN:
+        if (peek(ld)->kind == T_RPAREN) { /* () */
+            next(ld);
+            return new_node(ld, N_TUPLE, t);
+        }
         n = parse_expr(ld);
-        expect(ld, T_RPAREN, " to close '('");
-        return n;
+        if (peek(ld)->kind != T_COMMA) {
+            expect(ld, T_RPAREN, " to close '('");
+            return n;
+        }
+        next(ld); /* (a, ...) is a tuple: the rest as arguments */
+        Node *tup = new_node(ld, N_TUPLE, t);
+        list_push(ld, &tup->args, n);
+        grow(ld, tup, n);
+        parse_args(ld, tup, T_RPAREN);
+        return tup;
     case T_LBRACK:
         n = new_node(ld, N_LIST, t);
         parse_args(ld, n, T_RBRACK);

@@ -103,6 +103,48 @@ resolve_name(Load *ld, Func *f, Node *n)
                            n->name);
 }
 
+/* The type names isinstance accepts, bare (`int`) or as strings ('int'),
+ * as builtins.c's b_isinstance spells them. */
+static bool
+is_type_name(const char *name)
+{
+    static const char *const names[] = { "tensor", "int", "float", "bool",
+                                         "list", "str" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (strcmp(names[i], name) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* The type argument of isinstance, as Python takes it: a type, or a tuple
+ * of them (nested tuples too). A bare type name that is not a local
+ * variable becomes its string ('int'), a tuple becomes a list of them, so
+ * the interpreter and the tracer see only constants. Anything else is an
+ * ordinary expression whose value must be a type name string (or a list of
+ * them) at run time. */
+static void
+resolve_type_arg(Load *ld, Func *f, Node *n)
+{
+    if (n->kind == N_NAME && find_local(f, n->name) < 0) {
+        if (!is_type_name(n->name))
+            ccol__jit_syntax_error(ld, n->line, n->col,
+                                   "isinstance(): '%s' is not a type (expected "
+                                   "tensor, int, float, bool, list, str or a "
+                                   "tuple of them)",
+                                   n->name);
+        n->kind = N_STR;
+        return;
+    }
+    if (n->kind != N_TUPLE) {
+        resolve_expr(ld, f, n);
+        return;
+    }
+    n->kind = N_LIST;
+    for (int i = 0; i < n->args.n; i++)
+        resolve_type_arg(ld, f, n->args.items[i]);
+}
+
 static void
 resolve_call(Load *ld, Func *f, Node *n)
 {
@@ -173,7 +215,16 @@ resolve_expr(Load *ld, Func *f, Node *n)
         return;
     case N_CALL:
         resolve_call(ld, f, n);
+        if (n->callee == -1 - ccol__jit_builtin_find("isinstance", B_FUNC)) {
+            resolve_expr(ld, f, n->args.items[0]);
+            resolve_type_arg(ld, f, n->args.items[1]);
+            return;
+        }
         break;
+    case N_TUPLE:
+        ccol__jit_syntax_error(ld, n->line, n->col,
+                               "tuples are not supported (only as the type "
+                               "argument of isinstance)");
     case N_METHOD:
         resolve_method(ld, n);
         break;

@@ -33,6 +33,7 @@ struct ccol_jit_session {
     Frame **frames;
     size_t nframes, cap;
     uint64_t compiles;
+    int64_t calls;              /* ccol_jit_session_call so far */
     int depth;                  /* frames called from eager runs */
     char errmsg[JIT_ERRMAX];
 };
@@ -536,6 +537,7 @@ ccol_jit_session_call(ccol_jit_session *s, const char *fn,
     Frame *f = frame_get(s, fn, fi, NULL);
     if (f == NULL)
         return seterr(s, CCOL_ERR_NO_MEMORY, "out of memory");
+    ccol_sync_tracef(s->sync, "call", "fn:s index:i", fn, ++s->calls);
     Value *r = NULL;
     ccol_status st = frame_call(s, f, args, (int)nargs, &r);
     if (st != CCOL_OK)

@@ -455,7 +455,9 @@ is_break(const Tracer *t, const Node *s, int level)
     return strcmp(ccol__jit_builtin(-1 - s->lhs->callee)->name, "print") == 0;
 }
 
-/* Evaluates print's arguments; the trace ends here. */
+/* Evaluates print's arguments; the trace ends here. An input printed is
+ * used (observed and guarded), as Dynamo realizes the arguments of the
+ * call it breaks on; locals only carried to the resume frame are not. */
 static Exec
 graph_break(Tracer *t, Value **slots, const Node *s)
 {
@@ -468,6 +470,10 @@ graph_break(Tracer *t, Value **slots, const Node *s)
     if (!ev_args(t, slots, &s->lhs->args, t->brk_args))
         return X_ERROR;
     t->nbrk = n;
+    for (int i = 0; i < n; i++) {
+        if (!ccol__tr_use(t, t->brk_args[i], true))
+            return X_ERROR;
+    }
     t->path.line = s->line;
     return X_BREAK;
 }
@@ -606,19 +612,64 @@ emit(Tracer *t, Value **slots, int nlocals, Value *ret, Exec x)
         if (v != NULL && e->outs[i] < 0)
             return false;
     }
+    size_t kept = 0;
+    for (size_t i = 0; i < t->ndyn; i++) {
+        if (!e->g.nodes[t->dynnode[i]].pinned) {
+            t->dyn[kept++] = t->dyn[i];
+            continue;
+        }
+        ccol_sync_tracef(t->ctx->sync, "specialize",
+                         "frame:s what:s reason:s", t->code_id, t->dyn[i],
+                         "guarded equal to a constant");
+        free(t->dyn[i]);
+    }
+    t->ndyn = kept;
     if (t->ndyn > 1)
         qsort(t->dyn, t->ndyn, sizeof(char *), cmp_str);
     e->dyn = t->dyn;
     e->ndyn = t->ndyn;
     t->dyn = NULL;
     t->ndyn = 0;
+    t->capdyn = 0;
     return ccol__entry_plan(e);
+}
+
+/* Whether the graph has an operation (not only inputs, their symbols,
+ * constants and lists of them). */
+static bool
+has_ops(const Graph *g)
+{
+    for (int i = 0; i < g->n; i++) {
+        GKind k = g->nodes[i].kind;
+        if (k == G_BINOP || k == G_NEG || k == G_NOT || k == G_CALL)
+            return true;
+    }
+    return false;
+}
+
+/* A frame traced to its return with no operation is skipped, as Dynamo
+ * skips it ("no ops traced"): no entry, no compile, eager from then on.
+ * Decided by the retrace, with the merged decisions, so that every rank
+ * decides alike (Dynamo decides in its preflight, before its collective:
+ * a rank whose static preflight is empty while another's is not would
+ * leave that one waiting; docs/jit.md). */
+static bool
+skip_empty(Tracer *t, Exec x)
+{
+    if (x == X_BREAK || t->ctx->preflight || has_ops(&t->e->g))
+        return false;
+    t->skip = true;
+    ccol__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
+                   "no operation traced (an empty graph)");
+    return true;
 }
 
 static void
 finish_trace(Tracer *t, Value **slots, int nlocals, Value *ret, Exec x,
              TraceOut *out)
 {
+    if (x != X_ERROR && !eager(t) && skip_empty(t, x))
+        x = X_ERROR;
     if (x == X_ERROR) {
         out->end = t->skip ? TR_SKIP : TR_ERROR;
     } else if (eager(t)) {
@@ -654,6 +705,7 @@ free_tracer(Tracer *t)
     for (size_t i = 0; i < t->ndyn; i++)
         free(t->dyn[i]);
     free(t->dyn);
+    free(t->dynnode);
     free(t->pend);
     free(t->data);
     ccol__entry_free(t->e);
@@ -663,7 +715,7 @@ void
 ccol__trace(const TraceCtx *ctx, const FrameCode *fc, Value *const *in,
             int nslots, TraceOut *out)
 {
-    Tracer t = { .ctx = ctx };
+    Tracer t = { .ctx = ctx, .code_id = fc->code_id };
     const Func *f = ctx->m->funcs[fc->func];
     memset(out, 0, sizeof(*out));
     t.in.m = ctx->m;

@@ -63,10 +63,58 @@ numel(Tracer *t, const Dim *d, int nd)
     return p;
 }
 
+/* Whether tensor x has a stride symbol (an input whose stride is
+ * dynamic); its strides are then in st. */
+static bool
+stride_symbols(Tracer *t, const Value *x, Dim *st)
+{
+    if (x->sym < 0 || !ccol__tr_strides(t, x, st))
+        return false;
+    for (int d = 0; d < x->u.t.ndim; d++) {
+        if (st[d].node >= 0 && t->e->g.nodes[st[d].node].kind == G_STRIDE)
+            return true;
+    }
+    return false;
+}
+
+/* reshape of a tensor with stride symbols tests its contiguity (a view or
+ * a copy) as torch's does: from the last dim, the stride of each dim of
+ * size != 1 against the contiguous stride, up to the first that differs.
+ * Each outcome is guarded, so a stride symbol found equal to a constant
+ * is pinned (docs/jit.md). */
+static bool
+contiguity_guards(Tracer *t, const Value *x)
+{
+    Dim sz[JIT_MAXD], st[JIT_MAXD];
+    if (!stride_symbols(t, x, st))
+        return t->in.status == CCOL_OK;
+    int nd = ccol__tr_dims(t, x, sz);
+    Dim want = { -1, 1 };
+    for (int d = nd - 1; d >= 0; d--) {
+        if (x->u.t.size[d] != 1) {
+            bool eq = x->u.t.stride[d] == want.c;
+            if (st[d].node != want.node) {
+                Dim e = ccol__tr_dim_bin(t, OP_EQ, st[d], want);
+                if (t->in.status != CCOL_OK ||
+                    (e.node >= 0 && !ccol__tr_guard_truth(t, e.node, eq)))
+                    return false;
+            }
+            if (!eq)
+                return true;
+        }
+        want = ccol__tr_dim_bin(t, OP_MUL, want, sz[d]);
+        if (t->in.status != CCOL_OK)
+            return false;
+    }
+    return true;
+}
+
 /* reshape: sizes from the args, -1 inferred, numel guarded equal. */
 static int
 reshape_rule(Tracer *t, Value **args, int n, const Value *r, Dim *out)
 {
+    if (!contiguity_guards(t, args[0]))
+        return -1;
     Dim in[JIT_MAXD];
     int ni = ccol__tr_dims(t, args[0], in);
     int nd = size_args(args, 1, n, out), infer = -1;

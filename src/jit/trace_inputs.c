@@ -19,9 +19,10 @@ gn(Tracer *t, int i)
 
 /* ---- lazy inputs ---- */
 
-/* Records decision "<src>.size(d)" (what "size"/"stride") or "<src>". */
+/* Records decision "<src>.size(d)" (what "size"/"stride") or "<src>",
+ * the symbol of `node`. */
 static void
-dyn_name(Tracer *t, const char *what, const char *src, int d)
+dyn_name(Tracer *t, int node, const char *what, const char *src, int d)
 {
     char buf[TR_NAMEMAX + 32];
     if (what != NULL)
@@ -33,12 +34,16 @@ dyn_name(Tracer *t, const char *what, const char *src, int d)
     if (t->ndyn == t->capdyn) {
         size_t cap = t->capdyn ? t->capdyn * 2 : 8;
         char **p = realloc(t->dyn, cap * sizeof(*p));
-        if (p == NULL)
+        if (p != NULL)
+            t->dyn = p;
+        int *q = p ? realloc(t->dynnode, cap * sizeof(*q)) : NULL;
+        if (q == NULL)
             return;
-        t->dyn = p;
+        t->dynnode = q;
         t->capdyn = cap;
     }
     t->dyn[t->ndyn] = malloc(strlen(buf) + 1);
+    t->dynnode[t->ndyn] = node;
     if (t->dyn[t->ndyn] != NULL)
         strcpy(t->dyn[t->ndyn++], buf);
 }
@@ -113,7 +118,7 @@ decide_size(Tracer *t, const Pending *p, int in, int node, int d,
         return false;
     gn(t, node)->dims[d].node = s;
     gn(t, s)->symbol = ++t->nsym;
-    dyn_name(t, "size", p->name, d);
+    dyn_name(t, s, "size", p->name, d);
     return true;
 }
 
@@ -180,6 +185,22 @@ decide_strides(Tracer *t, const Pending *p, int in, int node,
     for (int k = 0; k < x->ndim; k++) {
         int d = order[k];
         gn(t, node)->strides[d] = (Dim){ -1, x->stride[d] };
+        /* as torch's shape environment, a dynamic stride of 0 or 1 that is
+         * not the contiguous stride of the next dim is a constant */
+        bool next = d + 1 < x->ndim &&
+                    x->stride[d] == x->stride[d + 1] * x->size[d + 1];
+        if (dt[d] == CCOL_DYNAMIC && (x->stride[d] == 0 || x->stride[d] == 1) &&
+            !next) {
+            char what[TR_NAMEMAX + 32];
+            snprintf(what, sizeof what, "%s.stride(%d)", p->name, d);
+            if (!t->ctx->preflight)
+                ccol_sync_tracef(t->ctx->sync, "specialize",
+                                 "frame:s what:s reason:s", t->code_id, what,
+                                 "a stride of 0 or 1");
+            if (!ccol__tr_guard(t, GD_STRIDE, in, d, x->stride[d]))
+                return false;
+            continue;
+        }
         if (dt[d] != CCOL_DYNAMIC) {
             if (!static_stride(t, in, node, d, infer[d]))
                 return false;
@@ -190,7 +211,7 @@ decide_strides(Tracer *t, const Pending *p, int in, int node,
             return false;
         gn(t, node)->strides[d].node = s;
         gn(t, s)->symbol = ++t->nsym;
-        dyn_name(t, "stride", p->name, d);
+        dyn_name(t, s, "stride", p->name, d);
     }
     return true;
 }
@@ -200,7 +221,13 @@ activate_tensor(Tracer *t, const Pending *p, int in)
 {
     const Tensor *x = &p->w->u.t;
     ccol_decision dt[JIT_MAXD];
-    if (!ccol__tr_guard(t, GD_NDIM, in, 0, x->ndim) || !observe_tensor(t, p, x))
+    const Tensor *o = &p->orig->u.t;
+    /* as Dynamo, a tensor that carries user marks the compiled one did not
+     * carry misses (marks it lacks are fine) */
+    if (!ccol__tr_guard(t, GD_NDIM, in, 0, x->ndim) ||
+        !ccol__tr_guard(t, GD_MARKS, in, (int)o->mark_static,
+                        o->mark_dynamic) ||
+        !observe_tensor(t, p, x))
         return false;
     int node = ccol__tr_node(t, G_INPUT, in, -1, -1);
     if (node < 0)
@@ -230,9 +257,10 @@ activate_number(Tracer *t, const Pending *p, int in)
         !sync_ok(t, isf ? ccol_compile_observe_float(c, p->name, w->u.f)
                         : ccol_compile_observe_int(c, p->name, w->u.i)))
         return false;
-    /* floats are never 0/1-specialized: decide with a value that is not */
-    if (!sync_ok(t, ccol_compile_decide_scalar(c, p->name,
-                                               isf ? 2 : w->u.i, &dec)))
+    /* A dynamic int or float is never 0/1-specialized (Dynamo makes them
+     * unspecified symbols, which keep 0 and 1): decide with a value that
+     * is neither. */
+    if (!sync_ok(t, ccol_compile_decide_scalar(c, p->name, 2, &dec)))
         return false;
     explain(t, p->name);
     if (dec != CCOL_DYNAMIC) {
@@ -245,11 +273,11 @@ activate_number(Tracer *t, const Pending *p, int in)
         return true;
     }
     int node = ccol__tr_node(t, G_INPUT, in, -1, -1);
-    if (node < 0 || (!isf && !ccol__tr_guard(t, GD_INT_NOT01, in, 0, 0)))
+    if (node < 0)
         return false;
     w->sym = node;
     gn(t, node)->symbol = ++t->nsym;
-    dyn_name(t, NULL, p->name, 0);
+    dyn_name(t, node, NULL, p->name, 0);
     return true;
 }
 

@@ -80,11 +80,34 @@ ccol__tr_guard(Tracer *t, GuardKind kind, int input, int dim, int64_t i)
     return ccol__guard_add(t->e, kind, input, dim, i) || ccol__tr_oom(t);
 }
 
+/* A guard that holds only when symbol a equals the constant b pins the
+ * symbol: the entry is specialized to that value, as Dynamo's shape
+ * environment replaces the symbol by the constant (a range() bound, a
+ * matmul dim equal to a static one, a branch on `size == 3`). The graph
+ * keeps the symbol; the decision is no longer reported as dynamic. */
+static void
+pin(Tracer *t, int n, bool v)
+{
+    GNode *g = gn(t, n);
+    bool eq = (g->op == OP_EQ && v) || (g->op == OP_NE && !v);
+    if (g->kind != G_BINOP || !eq)
+        return;
+    for (int k = 0; k < 2; k++) {
+        GNode *s = gn(t, k ? g->b : g->a), *c = gn(t, k ? g->a : g->b);
+        if (s->symbol > 0 && c->kind == G_CONST && c->cv != NULL &&
+            (c->cv->kind == CCOL_JIT_INT || c->cv->kind == CCOL_JIT_FLOAT))
+            s->pinned = true;
+    }
+}
+
 /* Records that node `n` must keep truth value `v`. */
 static bool
 guard_truth(Tracer *t, int n, bool v)
 {
-    return n >= 0 && ccol__tr_guard(t, GD_EXPR, -1, n, v);
+    if (n < 0 || !ccol__tr_guard(t, GD_EXPR, -1, n, v))
+        return false;
+    pin(t, n, v);
+    return true;
 }
 
 /* a op b on Dims, folded when both are constants. */

@@ -57,6 +57,7 @@ typedef struct GNode {
     Value *cv;
     int line, col;
     int symbol;                 /* k + 1 for the symbol s<k>, else 0 */
+    bool pinned;                /* a symbol guarded equal to a constant */
     bool tensor;                /* a tensor node (sizes below) */
     bool has_strides;           /* strides[] filled */
     int ndim;
@@ -82,11 +83,12 @@ typedef struct Graph {
 typedef enum GuardKind {
     GD_KIND,        /* input's kind == i */
     GD_NDIM,        /* tensor ndim == i */
+    GD_MARKS,       /* the tensor's user marks are within those it had:
+                       mark_dynamic bits within i, mark_static within dim */
     GD_LEN,         /* list length == i */
     GD_SIZE,        /* size(dim) == i */
     GD_STRIDE,      /* stride(dim) == i */
     GD_SIZE_GE2,    /* size(dim) >= 2 (a size symbol) */
-    GD_INT_NOT01,   /* int value not 0 or 1 (an int symbol) */
     GD_INT,         /* int value == i */
     GD_FLOAT,       /* float value == f (same bits) */
     GD_BOOL,        /* bool value == i */
@@ -160,7 +162,8 @@ typedef enum TraceEnd {
     TR_BREAK,       /* stopped at a graph break */
     TR_ERROR,       /* a program error or a failed collective */
     TR_SKIP         /* cannot be traced (a print in a loop or a callee,
-                       a graph too large): the frame runs eagerly */
+                       a graph too large), or traced to a return with no
+                       operation: the frame runs eagerly */
 } TraceEnd;
 
 /* The frame a trace or an eager run starts in. */
@@ -234,8 +237,10 @@ typedef struct Tracer {
     int nsym;                   /* symbols s0, s1, ... made so far */
     unsigned char *data;        /* per node: depends on data (trace_ops.c) */
     int ndata, capdata;
-    char **dyn;
+    char **dyn;                 /* the dynamic decisions so far */
+    int *dynnode;               /* dyn[i] is the symbol of node dynnode[i] */
     size_t ndyn, capdyn;
+    const char *code_id;        /* the frame being traced */
     bool skip;                  /* a graph break that cannot be resumed */
     bool nested;                /* an error of ctx->call */
     int loops;                  /* enclosing loops and inlined calls */

@@ -238,6 +238,31 @@ static const golden types[] = {
     EXPR("isinstance(None, 'none')", "True"),
     EXPR("isinstance('s', 'str')", "True"),
     EXPR("isinstance(ones(1), 'list')", "False"),
+    /* bare type names and tuples of them, as in Python */
+    EXPR("isinstance(ones(1), tensor)", "True"),
+    EXPR("isinstance(1, int)", "True"),
+    EXPR("isinstance(True, int)", "True"),
+    EXPR("isinstance(True, bool)", "True"),
+    EXPR("isinstance(1, bool)", "False"),
+    EXPR("isinstance(1.0, float)", "True"),
+    EXPR("isinstance(1, float)", "False"),
+    EXPR("isinstance([1], list)", "True"),
+    EXPR("isinstance('s', str)", "True"),
+    EXPR("isinstance(None, int)", "False"),
+    EXPR("isinstance(2.5, (int, float))", "True"),
+    EXPR("isinstance(2, (float, int))", "True"),
+    EXPR("isinstance(False, (float, int))", "True"),
+    EXPR("isinstance([], (int, float))", "False"),
+    EXPR("isinstance(ones(2), (int, (list, (tensor,))))", "True"),
+    EXPR("isinstance(1, ())", "False"),
+    EXPR("isinstance(None, (int, 'none'))", "True"),
+    EXPR("isinstance(1, (int,),)", "True"),
+    EXPR("isinstance(1, (int, 'number'))", "True"), /* stops at a match */
+    EXPR("[isinstance(3, int), (1 + 2) * 2, (3)]", "[True, 6, 3]"),
+    /* a local variable shadows a type name, as in Python */
+    PROG("def main():\n"
+         "    int = 'float'\n"
+         "    return isinstance(2.5, int)\n", "True"),
     EXPR("[rank(), world_size()]", "[0, 1]"),
     EXPR("all_reduce(arange(3))", "tensor([0.0, 1.0, 2.0])"),
     EXPR("all_reduce(4)", "4"),
@@ -717,10 +742,57 @@ static const golden errors[] = {
           "           ^"),
     FAILS("def main():\n"
           "    return isinstance(1, 2)\n",
-          "t.tl:2:12: error: isinstance(): argument 2 must be a type name "
-          "string, got int\n"
+          "t.tl:2:12: error: isinstance(): argument 2 must be a type, a type "
+          "name string or a tuple of them, got int\n"
           "    return isinstance(1, 2)\n"
           "           ^"),
+    FAILS("def main():\n"
+          "    return isinstance(1, (float, 2.5))\n",
+          "t.tl:2:12: error: isinstance(): argument 2 must be a type, a type "
+          "name string or a tuple of them, got float\n"
+          "    return isinstance(1, (float, 2.5))\n"
+          "           ^"),
+    FAILS("def main():\n"
+          "    return isinstance(1, None)\n",
+          "t.tl:2:12: error: isinstance(): argument 2 must be a type, a type "
+          "name string or a tuple of them, got none\n"
+          "    return isinstance(1, None)\n"
+          "           ^"),
+    FAILS("def main(v):\n"
+          "    return isinstance(v, foo)\n",
+          "t.tl:2:26: error: isinstance(): 'foo' is not a type (expected "
+          "tensor, int, float, bool, list, str or a tuple of them)\n"
+          "    return isinstance(v, foo)\n"
+          "                         ^"),
+    FAILS("def main(v):\n"
+          "    return isinstance(v, (int, relu))\n",
+          "t.tl:2:32: error: isinstance(): 'relu' is not a type (expected "
+          "tensor, int, float, bool, list, str or a tuple of them)\n"
+          "    return isinstance(v, (int, relu))\n"
+          "                               ^"),
+    FAILS("def main():\n"
+          "    return isinstance(1, (float, 'number'))\n",
+          "t.tl:2:12: error: isinstance(): unknown type name 'number' "
+          "(expected tensor, int, float, bool, list, str or none)\n"
+          "    return isinstance(1, (float, 'number'))\n"
+          "           ^"),
+    FAILS("def main():\n"
+          "    return (1, 2)\n",
+          "t.tl:2:12: error: tuples are not supported (only as the type "
+          "argument of isinstance)\n"
+          "    return (1, 2)\n"
+          "           ^"),
+    FAILS("def main():\n"
+          "    return [isinstance(1, int), ()]\n",
+          "t.tl:2:33: error: tuples are not supported (only as the type "
+          "argument of isinstance)\n"
+          "    return [isinstance(1, int), ()]\n"
+          "                                ^"),
+    FAILS("def main():\n"
+          "    return isinstance(1, (int float))\n",
+          "t.tl:2:31: error: expected ')' to close '(', found name 'float'\n"
+          "    return isinstance(1, (int float))\n"
+          "                              ^"),
     FAILS("def main():\n"
           "    for x in ones(3):\n"
           "        pass\n",

@@ -228,8 +228,8 @@ CCOL_TEST(scalar_dynamic_and_01)
     Fix *f = fix_new("def f(x, n):\n"
                      "    return x * n + n // 2\n", 0, false);
     ccol_jit_value *a[2];
-    int64_t ns[] = { 3, 3, 4, 5, 1, 1, 6 };
-    int want[] = { 1, 1, 2, 2, 3, 3, 3 };
+    int64_t ns[] = { 3, 3, 4, 5, 1, 0, 6 };
+    int want[] = { 1, 1, 2, 2, 2, 2, 2 };
     for (int i = 0; i < 7; i++) {
         a[0] = t1(f, 3);
         a[1] = num(f, ns[i]);
@@ -238,8 +238,51 @@ CCOL_TEST(scalar_dynamic_and_01)
         if (i == 2)
             CHECK_STR_EQ(dyn(f, "f"), "L['n'],");
     }
-    /* the entry for n == 1 specialized the dynamic scalar to a constant */
-    CHECK_STR_EQ(dyn(f, "f"), "");
+    /* as in Dynamo, a dynamic int is not 0/1-specialized (an unspecified
+     * symbol): n == 1 and n == 0 hit the dynamic entry */
+    CHECK_STR_EQ(dyn(f, "f"), "L['n'],");
+    fix_free(f);
+}
+
+/* A symbol that the trace guards equal to a constant is specialized, as
+ * Dynamo replaces it by the constant: not reported dynamic, and a trace
+ * event says so. */
+CCOL_TEST(pinned_symbols_are_not_dynamic)
+{
+    Fix *f = fix_new("def f(x, n):\n"
+                     "    for i in range(n):\n"
+                     "        x = x + 1\n"
+                     "    return x\n"
+                     "def g(x, w):\n"
+                     "    return x @ w\n"
+                     "def h(x):\n"
+                     "    if x.size(0) == 4:\n"
+                     "        return x * 2\n"
+                     "    return x.sum()\n", 0, false);
+    int64_t ns[] = { 2, 3, 3, 4 };
+    int want[] = { 1, 2, 2, 3 };
+    for (int i = 0; i < 4; i++) {
+        ccol_jit_value *a[2] = { t1(f, 3), num(f, ns[i]) };
+        call(f, "f", a, 2);
+        CHECK_EQ(compiles(f, "f"), want[i]);
+        CHECK_STR_EQ(dyn(f, "f"), "");
+    }
+    /* x.size(1) changes, so it is dynamic, but the matmul pins it to
+     * w.size(0), marked static */
+    for (int k = 3; k <= 5; k += 2) {
+        ccol_jit_value *a[2] = { t2(f, 2, k), t2(f, k, 2) };
+        CHECK_STATUS(ccol_jit_tensor_mark(a[1], 0, false), CCOL_OK);
+        call(f, "g", a, 2);
+    }
+    CHECK_EQ(compiles(f, "g"), 2);
+    CHECK_STR_EQ(dyn(f, "g"), "");
+    /* a branch taken on x.size(0) == 4 pins it; on != 4 it stays dynamic */
+    for (int k = 3; k <= 5; k++) {
+        ccol_jit_value *a[1] = { t1(f, k) };
+        call(f, "h", a, 1);
+        CHECK_STR_EQ(dyn(f, "h"), k == 5 ? "L['x'].size(0)," : "");
+    }
+    CHECK_EQ(compiles(f, "h"), 3);
     fix_free(f);
 }
 
@@ -416,6 +459,32 @@ CCOL_TEST(user_marks)
     fix_free(f);
 }
 
+/* Marks are guarded as Dynamo guards them: a tensor that carries a mark
+ * the compiled one did not carry misses; fewer marks hit. */
+CCOL_TEST(user_marks_are_guarded)
+{
+    Fix *f = fix_new(SUM2, 0, true);
+    ccol_jit_value *a[1] = { t2(f, 4, 3) };
+    call(f, "f", a, 1);
+    a[0] = t2(f, 4, 3); /* same sizes, a new mark: recompiles */
+    CHECK_STATUS(ccol_jit_tensor_mark(a[0], 0, true), CCOL_OK);
+    call(f, "f", a, 1);
+    CHECK_EQ(compiles(f, "f"), 2);
+    CHECK_CONTAINS(f->log, "guard failed: marks of L['x'] within "
+                           "mark_dynamic [], mark_static []");
+    a[0] = t2(f, 5, 3); /* no marks: within those of entry 2, hits it */
+    call(f, "f", a, 1);
+    a[0] = t2(f, 7, 3);
+    CHECK_STATUS(ccol_jit_tensor_mark(a[0], 0, true), CCOL_OK);
+    call(f, "f", a, 1);
+    CHECK_EQ(compiles(f, "f"), 2);
+    a[0] = t2(f, 7, 3); /* mark_static on dim 1: in no entry's marks */
+    CHECK_STATUS(ccol_jit_tensor_mark(a[0], 1, false), CCOL_OK);
+    call(f, "f", a, 1);
+    CHECK_EQ(compiles(f, "f"), 3);
+    fix_free(f);
+}
+
 CCOL_TEST(type_and_rank_guards)
 {
     Fix *f = fix_new("def f(x):\n"
@@ -435,6 +504,116 @@ CCOL_TEST(type_and_rank_guards)
     a[0] = t1(f, 3); /* the first entry still hits */
     call(f, "f", a, 1);
     CHECK_EQ(compiles(f, "f"), 4);
+    fix_free(f);
+}
+
+/* isinstance under tracing is a constant of the graph; the input's type
+ * is guarded, so another type recompiles and takes the other branch. */
+CCOL_TEST(isinstance_guards_on_type)
+{
+    Fix *f = fix_new("def f(v, w):\n"
+                     "    if isinstance(v, (int, float)):\n"
+                     "        return w * v\n"
+                     "    if isinstance(v, tensor):\n"
+                     "        return w + v.sum()\n"
+                     "    return w * 2\n", 0, false);
+    ccol_jit_value *a[2];
+    a[0] = num(f, 3);
+    a[1] = t1(f, 4);
+    CHECK(fabs(call(f, "f", a, 2) - 3 * 0.8) < 1e-5); /* w sums to 0.8 */
+    CHECK_EQ(compiles(f, "f"), 1);
+    CHECK_STATUS(ccol_jit_bool(f->m, true, &a[0]), CCOL_OK);
+    a[1] = t1(f, 4); /* a bool is an int: same branch, new type guard */
+    CHECK(fabs(call(f, "f", a, 2) - 0.8) < 1e-5);
+    CHECK_EQ(compiles(f, "f"), 2);
+    a[0] = t1(f, 2);
+    a[1] = t1(f, 4);
+    CHECK(fabs(call(f, "f", a, 2) - (0.8 + 4 * 0.2)) < 1e-5);
+    CHECK_EQ(compiles(f, "f"), 3);
+    CHECK_STATUS(ccol_jit_none(f->m, &a[0]), CCOL_OK);
+    a[1] = t1(f, 4);
+    CHECK(fabs(call(f, "f", a, 2) - 1.6) < 1e-5);
+    CHECK_EQ(compiles(f, "f"), 4);
+    a[0] = num(f, 3); /* the first entry still hits */
+    a[1] = t1(f, 4);
+    call(f, "f", a, 2);
+    CHECK_EQ(compiles(f, "f"), 4);
+    fix_free(f);
+}
+
+/* print's arguments are used: an input printed is observed and guarded
+ * (as Dynamo realizes them), so a changing int recompiles once, dynamic. */
+CCOL_TEST(printed_inputs_are_guarded)
+{
+    Fix *f = fix_new("def f(x, it):\n"
+                     "    print('it', it)\n"
+                     "    return x * 2\n", 0, false);
+    for (int i = 0; i < 4; i++) {
+        ccol_jit_value *a[2] = { t1(f, 3), num(f, 5 + i) };
+        call(f, "f", a, 2);
+        CHECK_EQ(compiles(f, "f"), i == 0 ? 1 : 2);
+    }
+    CHECK_STR_EQ(dyn(f, "f"), "L['it'],");
+    CHECK_CONTAINS(f->out, "[rank 0] it 8\n");
+    /* x is only carried to the resume frame: read there, not here */
+    CHECK_EQ(compiles(f, "resume_in_f_at_2"), 1);
+    fix_free(f);
+}
+
+/* A [4, 3] tensor with strides st (12 elements of storage). */
+static ccol_jit_value *
+strided(Fix *f, int64_t s0, int64_t s1)
+{
+    int64_t sizes[2] = { 4, 3 }, st[2] = { s0, s1 };
+    float data[12] = { 0 };
+    ccol_jit_value *v = NULL;
+    CHECK_STATUS(ccol_jit_tensor(f->m, 2, sizes, st, data, 12, &v), CCOL_OK);
+    return v;
+}
+
+/* Dynamic strides as torch's shape environment makes them: a stride of 0
+ * or 1 that is not the contiguous stride of the next dim is a constant;
+ * reshape tests contiguity, which pins a stride symbol found contiguous. */
+CCOL_TEST(dynamic_strides_like_torch)
+{
+    Fix *f = fix_new("def f(x):\n"
+                     "    return x.sum(0)\n"
+                     "def g(x):\n"
+                     "    return x.reshape(-1) * 2\n", 0, false);
+    const char *fn[] = { "f", "g" };
+    for (int k = 0; k < 2; k++) {
+        ccol_jit_value *a[1] = { strided(f, 1, 4) }; /* transposed */
+        call(f, fn[k], a, 1);
+        a[0] = strided(f, 3, 1); /* contiguous: strides turn dynamic */
+        call(f, fn[k], a, 1);
+        CHECK_EQ(compiles(f, fn[k]), 2);
+    }
+    /* stride(1) is 1 (a constant); stride(0) is 3 = the contiguous
+     * stride of dim 1: a symbol, that g's reshape pins */
+    CHECK_STR_EQ(dyn(f, "f"), "L['x'].stride(0),");
+    CHECK_STR_EQ(dyn(f, "g"), "");
+    fix_free(f);
+}
+
+/* A frame traced to its return with no operation is skipped, as Dynamo
+ * skips it: no compile, eager from then on. */
+CCOL_TEST(empty_frames_are_skipped)
+{
+    Fix *f = fix_new("def ident(x):\n"
+                     "    return x\n"
+                     "def pair(x, n):\n"
+                     "    return [x, n + 1]\n", 0, false);
+    for (int i = 0; i < 2; i++) {
+        ccol_jit_value *a[2] = { t1(f, 3 + i), num(f, 2) };
+        CHECK(fabs(call(f, "ident", a, 1) - 0.45 - i * 0.35) < 1e-5);
+        ccol_jit_value_release(a[1]);
+    }
+    CHECK_EQ(compiles(f, "ident"), 0);
+    CHECK(ccol_jit_session_frame_eager(f->s, 0));
+    CHECK_CONTAINS(f->log, "frame ident: no operation traced");
+    ccol_jit_value *a[2] = { t1(f, 3), num(f, 2) };
+    call(f, "pair", a, 2); /* n + 1 folds: n is a static constant */
+    CHECK_EQ(compiles(f, "pair"), 0);
     fix_free(f);
 }
 
@@ -504,8 +683,8 @@ CCOL_TEST(break_in_callee_skips_caller)
     CHECK(ccol_jit_session_frame_eager(f->s, 0));
     CHECK_CONTAINS(f->log, "frame train:");
     CHECK_EQ(compiles(f, "train"), 0);
-    /* i is 0 (static), 1 (dynamic but specialized: 0/1), 2 (dynamic) */
-    CHECK_EQ(compiles(f, "step"), 3);
+    /* i is 0 (static), then 1 (dynamic; 2 hits that entry) */
+    CHECK_EQ(compiles(f, "step"), 2);
     CHECK_STR_EQ(dyn(f, "step"), "L['i'],");
     /* the resume frame reads only y, whose size never changes */
     CHECK_EQ(compiles(f, "resume_in_step_at_3"), 1);
@@ -782,9 +961,9 @@ CCOL_TEST(trace_log_events)
                      "    y = all_reduce(x * n)\n"
                      "    print('y', y.sum())\n"
                      "    return y\n", 2, false);
-    int64_t ns[] = { 2, 3, 0 }; /* static, dynamic, then past the limit */
+    int64_t ns[] = { 2, 3, 3 }; /* static, dynamic, then past the limit */
     for (int i = 0; i < 3; i++) {
-        ccol_jit_value *a[2] = { t1(f, 3), num(f, ns[i]) };
+        ccol_jit_value *a[2] = { t1(f, i < 2 ? 3 : 4), num(f, ns[i]) };
         call(f, "f", a, 2);
     }
     fix_free(f);
@@ -792,6 +971,8 @@ CCOL_TEST(trace_log_events)
     char path[128];
     snprintf(path, sizeof path, "%s/rank-0.jsonl", dir);
     char *log = slurp(path);
+    CHECK_CONTAINS(log, "\"event\":\"call\",\"fn\":\"f\",\"index\":1}");
+    CHECK_CONTAINS(log, "\"event\":\"call\",\"fn\":\"f\",\"index\":3}");
     CHECK_CONTAINS(log, "\"event\":\"restart\",\"frame\":\"f\"");
     CHECK_CONTAINS(log, "\"event\":\"graph_break\",\"frame\":\"f\","
                         "\"line\":3");
@@ -808,6 +989,7 @@ CCOL_TEST(trace_log_events)
 CCOL_TEST_MAIN(CCOL_T(static_then_dynamic),
                CCOL_T(branch_on_shape_records_guard),
                CCOL_T(scalar_dynamic_and_01),
+               CCOL_T(pinned_symbols_are_not_dynamic),
                CCOL_T(size_01_specialization),
                CCOL_T(recompile_limit_eager_fallback),
                CCOL_T(data_dependent_control_flow_error),
@@ -815,7 +997,12 @@ CCOL_TEST_MAIN(CCOL_T(static_then_dynamic),
                CCOL_T(graph_break_live_locals),
                CCOL_T(list_items_read_lazily),
                CCOL_T(user_marks),
+               CCOL_T(user_marks_are_guarded),
                CCOL_T(type_and_rank_guards),
+               CCOL_T(isinstance_guards_on_type),
+               CCOL_T(printed_inputs_are_guarded),
+               CCOL_T(empty_frames_are_skipped),
+               CCOL_T(dynamic_strides_like_torch),
                CCOL_T(shape_ops_dynamic),
                CCOL_T(program_errors_keep_diagnostics),
                CCOL_T(break_in_callee_skips_caller),
