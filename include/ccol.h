@@ -532,8 +532,9 @@ typedef enum ccol_decision {
  * merged size is dynamic or its element d is; a stride dim only if the
  * merged size is a tuple of plain ints (PyTorch); a scalar iff the merged
  * scalar is dynamic. Local rules come last: mark_static gives STATIC, and a
- * dynamic size or int scalar whose value is 0 or 1 is SPECIALIZED_01 (as
- * PyTorch's ShapeEnv does; logged at INFO). Before the exchange (the
+ * dynamic size whose value is 0 or 1 is SPECIALIZED_01 (as PyTorch's
+ * ShapeEnv does; logged at INFO). Numbers are never specialized: Dynamo
+ * makes a dynamic int an unspecified symbol that takes 0 and 1 too. Before the exchange (the
  * preflight) every decision is STATIC except this rank's mark_dynamic
  * dims. Sources no rank observed are STATIC.
  */
@@ -548,9 +549,8 @@ CCOL_API ccol_status ccol_compile_decide_scalar(ccol_compile *c,
                                                 const char *source,
                                                 int64_t value,
                                                 ccol_decision *out);
-/* A float source: dynamic iff the merged scalar is dynamic. A float is
- * never 0/1-specialized (PyTorch specializes sizes and ints only), so it
- * needs no value: DYNAMIC or STATIC, mark_static aside. */
+/* A float source: DYNAMIC iff the merged scalar is dynamic, else STATIC
+ * (no value needed: numbers are never 0/1-specialized). */
 CCOL_API ccol_status ccol_compile_decide_float(ccol_compile *c,
                                                const char *source,
                                                ccol_decision *out);

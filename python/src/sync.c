@@ -467,8 +467,8 @@ cp_decide_stride(compile_obj *o, PyObject *args)
     return decision(o, st, d);
 }
 
-/* decide_scalar(source, value): an int value is decided as an int (0 and
- * 1 can be specialized), a float as a float. */
+/* decide_scalar(source, value): an int value is decided as an int, a
+ * float as a float. */
 static PyObject *
 cp_decide_scalar(compile_obj *o, PyObject *args)
 {
@@ -614,8 +614,8 @@ static PyMethodDef cp_methods[] = {
       "decide_stride(source, dim) -> Decision" },
     { "decide_scalar", (PyCFunction)cp_decide_scalar, METH_VARARGS,
       "decide_scalar(source, value) -> Decision\n\n"
-      "For a number source: DYNAMIC when the merged scalar is dynamic. An\n"
-      "int 0 or 1 is then SPECIALIZED_01 here; a float never is." },
+      "For a number source (int or float): DYNAMIC when the merged scalar\n"
+      "is dynamic, else STATIC. Numbers are never 0/1-specialized." },
     { "explain", (PyCFunction)cp_explain, METH_O,
       "explain(what) -> str\n\n"
       "One line such as \"L['x'].size(0) dynamic: 5 on rank 0, 6 on rank "

@@ -426,13 +426,12 @@ def _feed(c, obs_set):
 def _decisions(c, obs_set):
     """This rank's decisions for its own sources, named as ccol names
     them. A decision other than STATIC is dynamic in the merged state
-    (SPECIALIZED_01 is the local 0/1 rule applied to a dynamic entry; the
-    value passed only matters for that rule)."""
+    (SPECIALIZED_01 is the local 0/1 rule of sizes, applied to a dynamic
+    entry)."""
     out = []
     for source, o in obs_set.items():
         if "scalar" in o:
-            v = o["scalar"] if type(o["scalar"]) is int else 0
-            out += [source] if c.decide_scalar(source, v) else []
+            out += [source] if c.decide_scalar(source, o["scalar"]) else []
             continue
         for d, v in enumerate(o["size"]):
             if c.decide_size(source, d, v):
@@ -497,3 +496,35 @@ def test_compile_collective_renders_and_decides_as_pytorch(case):
            for s, r in _render_lines(res[0][0]).items()}
     check(got, want, entries, o_prior, o_ranks,
           FIGURES["compile collective over tcp"])
+
+
+def test_numbers_are_not_specialized_at_0_and_1_as_in_pytorch():
+    """torch.compile: once n is dynamic, n = 0 and 1 reuse the dynamic
+    graph (an unspecified symbol); ccol decides a dynamic int at 0 or 1
+    DYNAMIC, not SPECIALIZED_01 (sizes are specialized, numbers not)."""
+    torch._dynamo.reset()
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    @torch.compile(backend=backend)
+    def f(x, n):
+        return x * n
+
+    x = torch.ones(3)
+    for n in (2, 3, 0, 1):
+        f(x, n)
+    assert len(graphs) == 2  # static at 2, then dynamic for 3, 0 and 1
+
+    sync = ccol.Sync()  # one rank: the two compiles make n dynamic
+    for n in (2, 3):
+        with sync.begin("f") as c:
+            c.observe("L['n']", n)
+            c.exchange()
+    for n in (0, 1):
+        with sync.begin("f") as c:
+            c.observe("L['n']", n)
+            c.exchange()
+            assert c.decide_scalar("L['n']", n) == ccol.Decision.DYNAMIC

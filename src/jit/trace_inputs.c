@@ -257,10 +257,10 @@ activate_number(Tracer *t, const Pending *p, int in)
         !sync_ok(t, isf ? ccol_compile_observe_float(c, p->name, w->u.f)
                         : ccol_compile_observe_int(c, p->name, w->u.i)))
         return false;
-    /* A dynamic int or float is never 0/1-specialized (Dynamo makes them
-     * unspecified symbols, which keep 0 and 1): decide with a value that
-     * is neither. */
-    if (!sync_ok(t, ccol_compile_decide_scalar(c, p->name, 2, &dec)))
+    /* a dynamic int or float is never 0/1-specialized (ccol.h) */
+    if (!sync_ok(t, isf ? ccol_compile_decide_float(c, p->name, &dec)
+                        : ccol_compile_decide_scalar(c, p->name, w->u.i,
+                                                     &dec)))
         return false;
     explain(t, p->name);
     if (dec != CCOL_DYNAMIC) {

@@ -110,11 +110,13 @@ ccol_compile_decide_stride(ccol_compile *c, const char *source, int dim,
     return CCOL_OK;
 }
 
-/* A number source is dynamic iff its merged scalar is DYN; an int value 0
- * or 1 (is_int) is then specialized here. `fn` names the public call. */
+/* A number source is dynamic iff its merged scalar is DYN. Numbers are
+ * never 0/1-specialized: Dynamo makes a dynamic int or float an unspecified
+ * symbol, which takes 0 and 1 like any other value (only sizes are
+ * specialized). `fn` names the public call. */
 static ccol_status
 decide_number(ccol_compile *c, const char *fn, const char *source,
-              bool is_int, int64_t value, ccol_decision *out)
+              ccol_decision *out)
 {
     const ccol__dyn_entry *e;
     ccol_status st;
@@ -125,30 +127,28 @@ decide_number(ccol_compile *c, const char *fn, const char *source,
     if (st != CCOL_OK)
         return st;
     e = merged(c, source);
-    if (e == NULL || !ccol__dyn_entry_scalar_dynamic(e))
-        *out = CCOL_STATIC;
-    else
-        *out = is_int ? specialize(c, source, value) : CCOL_DYNAMIC;
+    *out = e != NULL && ccol__dyn_entry_scalar_dynamic(e) ? CCOL_DYNAMIC
+                                                           : CCOL_STATIC;
     ccol__sync_trace_decision(c, source, 'v', 0, *out);
     return CCOL_OK;
 }
 
-/* Public API: an int source. */
+/* Public API: an int source (the value is this rank's; numbers are not
+ * specialized, so it does not change the decision). */
 ccol_status
 ccol_compile_decide_scalar(ccol_compile *c, const char *source,
                            int64_t value, ccol_decision *out)
 {
-    return decide_number(c, "ccol_compile_decide_scalar", source, true, value,
-                         out);
+    (void)value;
+    return decide_number(c, "ccol_compile_decide_scalar", source, out);
 }
 
-/* Public API: a float source (never 0/1-specialized). */
+/* Public API: a float source. */
 ccol_status
 ccol_compile_decide_float(ccol_compile *c, const char *source,
                           ccol_decision *out)
 {
-    return decide_number(c, "ccol_compile_decide_float", source, false, 0,
-                         out);
+    return decide_number(c, "ccol_compile_decide_float", source, out);
 }
 
 /* Explains with the lattice: the merged entry and the exchange's

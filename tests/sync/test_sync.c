@@ -382,9 +382,9 @@ CCOL_TEST(zero_one_specialization)
                  "stride=[S(1), 1]\n");
 }
 
-/* Floats: rank 1's learning rate differs, so L['lr'] is dynamic on every
- * rank, and a float is never 0/1-specialized (even 0.0 or 1.0); an int
- * source asked as an int with the value 0 is. L['eps'] agrees: static. */
+/* Numbers: rank 1's learning rate differs, so L['lr'] is dynamic on every
+ * rank; neither it (1.0 on rank 0) nor the int L['n'] (0 and 1 on ranks 0
+ * and 1) is 0/1-specialized, as in Dynamo. L['eps'] agrees: static. */
 static void
 float_body(ccol_comm *comm, int rank, void *arg)
 {
@@ -416,7 +416,7 @@ float_body(ccol_comm *comm, int rank, void *arg)
     ccol_sync_destroy(sync);
 }
 
-CCOL_TEST(floats_are_decided_without_a_value)
+CCOL_TEST(numbers_are_not_specialized)
 {
     for (int tp = 0; tp < 2; tp++) {
         scen *s = run(3, (ccol_test_transport)tp, float_body, 0,
@@ -426,8 +426,7 @@ CCOL_TEST(floats_are_decided_without_a_value)
             CHECK_STATUS(s->out[r].st, CCOL_OK);
             CHECK_EQ(s->out[r].dec[0], CCOL_DYNAMIC);
             CHECK_EQ(s->out[r].dec[1], CCOL_STATIC);
-            CHECK_EQ(s->out[r].dec[2],
-                     r < 2 ? CCOL_SPECIALIZED_01 : CCOL_DYNAMIC);
+            CHECK_EQ(s->out[r].dec[2], CCOL_DYNAMIC);
             CHECK_EQ(s->out[r].dec[3], CCOL_STATIC);
         }
         CHECK_STR_EQ(s->out[0].render, "L['eps']: scalar 1e-05\n"
@@ -750,7 +749,7 @@ CCOL_TEST_MAIN(CCOL_T(sizes_differ_inproc), CCOL_T(sizes_differ_tcp),
                CCOL_T(scalar_one_rank), CCOL_T(dim_and_type_mismatch),
                CCOL_T(source_subsets_and_marks),
                CCOL_T(zero_one_specialization),
-               CCOL_T(floats_are_decided_without_a_value),
+               CCOL_T(numbers_are_not_specialized),
                CCOL_T(mode_off_is_local),
                CCOL_T(equals_rank_order_fold),
                CCOL_T(prior_state_mismatch_is_joined),
