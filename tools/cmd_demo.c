@@ -23,17 +23,9 @@
 #define DEMO_TIMEOUT_S 2.0 /* collective deadline of the demo jobs */
 #define CELL 20            /* width of a table column */
 
-/* The program of the demo: examples/mlp.tl. */
-static const char demo_prog[] =
-    "def train_step(x, w1, w2, lr):\n"
-    "    h = relu(x @ w1)\n"
-    "    y = h @ w2\n"
-    "    loss = mean(y * y)\n"
-    "    g2 = all_reduce(h.t() @ y) / world_size()\n"
-    "    g1 = all_reduce(x.t() @ ((y @ w2.t()) * (h > 0))) / world_size()\n"
-    "    w1 = w1 - lr * g1\n"
-    "    w2 = w2 - lr * g2\n"
-    "    return [loss, w1, w2]\n";
+/* The program of the demo: examples/mlp.tl, byte for byte (CMake writes
+ * it into demo_prog.h), so a diagnostic's line is the file's. */
+#include "demo_prog.h"
 
 /* Batch length rank r sees at step s: rank 0 never changes, rank r > 0
  * changes at step r (examples/mlp.json for 4 ranks). */

@@ -56,6 +56,7 @@ typedef struct ccol__rep_compile {
     char *frame;        /* malloc'd frame name (code id) */
     uint64_t index;     /* per-frame compile index */
     char *reason;       /* malloc'd, may be NULL */
+    char *where;        /* malloc'd "file:line" of the frame's code, or NULL */
     int64_t begin_ns;   /* wall clock of compile_begin */
     int64_t end_ns;     /* of compile_end, 0 while open */
     int state;          /* 0 open, 1 ok, 2 failed */
@@ -162,6 +163,7 @@ char *ccol__report_join(const ccol__strs *l, const char *empty);
  * for one frame and compile index, with their witnesses. */
 typedef struct ccol__rep_row {
     const char *frame;  /* borrowed from the report */
+    const char *where;  /* borrowed "file:line" of its code, or NULL */
     uint64_t index;     /* compile index */
     int state;          /* 0 open, 1 ok, 2 failed */
     char *decisions;    /* malloc'd "L['x'].size(0), ..." or "all static" */

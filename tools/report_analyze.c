@@ -389,6 +389,7 @@ add_row(ccol__rep_row **rows, size_t *n, const ccol__rep_compile *c, int rank)
         *rows = v;
         row = &v[(*n)++];
         *row = (ccol__rep_row){ .frame = c->frame,
+                                .where = c->where,
                                 .index = c->index,
                                 .state = c->state,
                                 .decisions = d };
@@ -397,6 +398,8 @@ add_row(ccol__rep_row **rows, size_t *n, const ccol__rep_compile *c, int rank)
     free(d);
     if (row == NULL)
         return;
+    if (row->where == NULL)
+        row->where = c->where;
     for (size_t k = 0; k < c->why.n && row->why.n < 64; k++)
         if (!ccol__strs_has(&row->why, c->why.v[k]))
             ccol__strs_add(&row->why, "%s", c->why.v[k]);

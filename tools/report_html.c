@@ -64,7 +64,8 @@ static const char css[] =
     ".st-missing{color:#c00;font-weight:700}code{font-size:13px}"
     ".legend span{display:inline-block;margin-right:14px}"
     ".sw{display:inline-block;width:12px;height:12px;margin-right:4px;"
-    "vertical-align:-2px}.nw{white-space:nowrap}";
+    "vertical-align:-2px}.nw{white-space:nowrap}"
+    ".loc{font-family:monospace;font-size:12px;color:#555}";
 
 static void
 html_head(const ccol__report *r, const char *title, FILE *f)
@@ -342,6 +343,11 @@ html_frames(const ccol__report *r, FILE *f)
         fprintf(f, "<tr%s><td><code>",
                 rows[i].diverged ? " class=\"div\"" : "");
         esc(f, rows[i].frame, 300);
+        if (rows[i].where != NULL) {
+            fputs("</code><br><span class=\"loc\">", f);
+            esc(f, rows[i].where, 300);
+            fputs("</span><code>", f);
+        }
         fprintf(f,
                 "</code></td><td class=\"n\">%llu</td><td>%s%s</td>"
                 "<td>%s</td><td class=\"why\">",

@@ -302,6 +302,30 @@ on_compile_begin(line *l)
     l->rk->recompile_frame = l->rk->recompile_reason = NULL;
 }
 
+/* "frame" (written by a compiler such as ccol jit): where the code of the
+ * latest compile of that frame is, as "file:line". */
+static void
+on_frame(line *l)
+{
+    const char *frame = str_field(l, "frame", true);
+    const char *file = str_field(l, "file", true);
+    int64_t no;
+    char *where;
+
+    if (frame == NULL || file == NULL || !int_field(l, "line", true, &no))
+        return;
+    for (size_t i = l->rk->ncomp; i-- > 0;) {
+        ccol__rep_compile *c = &l->rk->compiles[i];
+        if (strcmp(c->frame, frame) != 0)
+            continue;
+        if (asprintf(&where, "%s:%lld", file, (long long)no) >= 0) {
+            free(c->where);
+            c->where = where;
+        }
+        return;
+    }
+}
+
 static void
 on_compile_end(line *l)
 {
@@ -479,6 +503,8 @@ dispatch(line *l)
         on_compile_begin(l);
     else if (strcmp(e, "compile_end") == 0)
         on_compile_end(l);
+    else if (strcmp(e, "frame") == 0)
+        on_frame(l);
     else if (strcmp(e, "decision") == 0)
         on_decision(l);
     else if (strcmp(e, "state_change") == 0)
@@ -725,6 +751,7 @@ free_rank(ccol__rep_rank *rk)
     for (size_t i = 0; i < rk->ncomp; i++) {
         free(rk->compiles[i].frame);
         free(rk->compiles[i].reason);
+        free(rk->compiles[i].where);
         ccol__strs_free(&rk->compiles[i].dynamic);
         ccol__strs_free(&rk->compiles[i].why);
         ccol__strs_free(&rk->compiles[i].changes);

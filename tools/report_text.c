@@ -105,6 +105,10 @@ text_frames(const ccol__report *r, FILE *f)
         ccol__report_ranks(who, sizeof who, rows[i].ranks, rows[i].n);
         fprintf(f, "  %s", rows[i].diverged ? "! " : "");
         put_safe(f, rows[i].frame, 200);
+        if (rows[i].where != NULL) {
+            fputs(" at ", f);
+            put_safe(f, rows[i].where, 300);
+        }
         fprintf(f,
                 " (compile %llu, %s) %s: ", (unsigned long long)rows[i].index,
                 state[rows[i].state], who);

@@ -238,6 +238,17 @@ graph_break_event(ccol_jit_session *s, const Frame *f, const Entry *e)
                      e->resume.line, "print", id);
 }
 
+/* Trace event "frame": where the frame's code is, so a report can show
+ * it (a function's def line; a resume frame's print line). */
+static void
+trace_frame(ccol_jit_session *s, const Frame *f)
+{
+    int line = f->fc.rp.line > 0 ? f->fc.rp.line
+                                 : s->m->funcs[f->fc.func]->line;
+    ccol_sync_tracef(s->sync, "frame", "frame:s file:s line:d", f->code_id,
+                     s->m->file ? s->m->file : "<input>", line);
+}
+
 /* Preflight, exchange, retrace, finish; *e NULL when the frame skips. */
 static ccol_status
 compile(ccol_jit_session *s, Frame *f, Value *const *slots, int nslots,
@@ -252,6 +263,7 @@ compile(ccol_jit_session *s, Frame *f, Value *const *slots, int nslots,
     *e = NULL;
     if (st != CCOL_OK)
         return sync_err(s, st);
+    trace_frame(s, f);
     ccol__trace(&ctx, &f->fc, slots, nslots, &out);
     if (out.end == TR_ERROR || out.end == TR_SKIP)
         return trace_failed(s, f, c, &out);

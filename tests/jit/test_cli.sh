@@ -577,6 +577,15 @@ if [ "$RC" -eq 0 ] && [ "$(grep -c "^  ranks 0-2: TIMEOUT: " "$TMP/out")" = 1 ] 
 else
     bad demo_messages "$(details)"
 fi
+# ... and its diagnostics cite the lines of examples/mlp.tl itself.
+line=$(grep -o "examples/mlp.tl:[0-9]*:10: error:" "$TMP/out" | head -n 1 |
+    cut -d: -f2)
+if [ -n "$line" ] && sed -n "${line}p" "$EX/mlp.tl" |
+    grep -q "^    g2 = all_reduce(h.t() @ y) / world_size()$"; then
+    ok demo_cites_the_file
+else
+    bad demo_cites_the_file "line '$line': $(grep -m1 mlp.tl "$TMP/out")"
+fi
 
 # Under the launcher: `ccol run` starts the ranks, rank 0 prints.
 timeout 60 "$CCOL" run -n 2 -- "$CCOL" jit "$P" --schedule "$G/breaks.2.json" \

@@ -352,8 +352,13 @@ test_real_jit() {
         d=$TMP/jit-$mode
         jit real_jit $mode "$TMP/a.json" "$d" || return
         has real_jit "$OUT" "no divergence between ranks found" || return
-        has real_jit "$OUT" "f (compile 2, ok) ranks 0-2: L['x'].size(0)" ||
+        has real_jit "$OUT" "f at $TMP/prog.tl:1 (compile 2, ok) ranks 0-2: L['x'].size(0)" ||
             return
+        # Each frame says where its code is: the def, the print.
+        has real_jit "$OUT" "resume_in_f_at_3 at $TMP/prog.tl:3 (compile 1, ok)" ||
+            return
+        grep -q "<span class=\"loc\">$TMP/prog.tl:3</span>" "$d.html" ||
+            { bad real_jit "$mode: the HTML does not show where frames are"; return; }
         grep -q '"event":"graph_break"' "$d/rank-2.jsonl" ||
             { bad real_jit "$mode: no graph_break event"; return; }
         grep -q '"event":"close"' "$d/rank-1.jsonl" ||
@@ -385,7 +390,7 @@ PYEOF2
         { bad real_jit "the HTML does not show the recompile reason"; return; }
     jit real_jit lockstep "$TMP/b.json" "$TMP/jit-lock-b" || return
     has real_jit "$OUT" "no divergence between ranks found" || return
-    has real_jit "$OUT" "f (compile 2, ok) ranks 0-2: L['x'].size(0)" || return
+    has real_jit "$OUT" "f at $TMP/prog.tl:1 (compile 2, ok) ranks 0-2: L['x'].size(0)" || return
     has real_jit "$OUT" "changed L['x']: tensor size=[4, 3] stride=[S(1), 1] -> tensor size=[?, 3] stride=[S(1), 1]" ||
         return
     has real_jit "$OUT" "L['x'].size(0) dynamic: 4 on rank 0, 5 on rank 1" ||
