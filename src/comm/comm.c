@@ -115,6 +115,26 @@ apply_params(ccol_comm *c, const ccol_comm_params *p)
     }
 }
 
+/* shm: the job is named by params.name, else by the rendezvous port. */
+static ccol_status
+attach_shm(ccol_comm *c, const ccol_comm_params *p)
+{
+    uint64_t m = p->mask;
+    char name[96], id[128];
+
+    if ((m & CCOL_COMM_PARAM_NAME) && p->name != NULL && p->name[0])
+        snprintf(name, sizeof name, "%s", p->name);
+    else if ((m & CCOL_COMM_PARAM_PORT) && p->port > 0)
+        snprintf(name, sizeof name, "port-%d", p->port);
+    else
+        return ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
+                            "the shm transport needs a job name (params.name) "
+                            "or the job's port (params.port or MASTER_PORT)");
+    snprintf(id, sizeof id, "shm:%s", name);
+    c->comm_id = ccol__hash_str(id);
+    return ccol__shm_attach(c, name);
+}
+
 /* Chooses the transport and joins the other ranks. */
 static ccol_status
 attach(ccol_comm *c, const ccol_comm_params *p)
@@ -134,6 +154,8 @@ attach(ccol_comm *c, const ccol_comm_params *p)
         c->comm_id = ccol__hash_str(id);
         return ccol__inproc_attach(c, p->name);
     }
+    if (t == CCOL_TRANSPORT_SHM)
+        return attach_shm(c, p);
     if (t != CCOL_TRANSPORT_DEFAULT && t != CCOL_TRANSPORT_TCP)
         return ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
                             "transport %d is not supported by "

@@ -6,7 +6,8 @@
  *              and validation (magic, version, token digest, communicator id,
  *              sequence number, operation and fingerprint, length, checksums);
  *   link       a transport moves whole frames between two ranks: inproc.c
- *              (in-memory queues between threads) and tcp.c (sockets);
+ *              (in-memory queues between threads), tcp.c (sockets) and
+ *              shm.c (byte rings in a shared-memory segment);
  *   tree.c     one collective algorithm over links for every operation:
  *              contributions travel up a tree to rank 0 (a star for small
  *              sizes, a k-ary tree above a threshold), rank 0 computes the
@@ -221,5 +222,7 @@ void ccol__fault_free(ccol_comm *c);
 ccol_status ccol__inproc_attach(ccol_comm *c, const char *name);
 ccol_status ccol__tcp_attach(ccol_comm *c, const char *addr, int port);
 ccol_status ccol__oob_attach(ccol_comm *c, const ccol_oob *oob);
+/* shm.c: `name` names the job's segment (every rank passes the same). */
+ccol_status ccol__shm_attach(ccol_comm *c, const char *name);
 
 #endif /* CCOL_COMM_H */

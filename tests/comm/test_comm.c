@@ -1,6 +1,6 @@
 /*
  * test_comm.c - every communicator operation at 1, 2, 3 and 8 ranks over
- * inproc threads and tcp processes (plus a tree-shaped job), with empty,
+ * inproc threads, tcp and shm processes (plus a tree-shaped job), with empty,
  * uneven and 64 KiB payloads; results must be identical on every rank.
  * Then the failure contract: a missing rank times out by name, a different
  * operation is DIVERGED on every rank, a poisoned communicator fails fast,
@@ -221,6 +221,16 @@ CCOL_TEST(tcp_all_ops_tree)
     run_all_ops(CCOL_TEST_TCP, 2);
 }
 
+CCOL_TEST(shm_all_ops)
+{
+    run_all_ops(CCOL_TEST_SHM, 0);
+}
+
+CCOL_TEST(shm_all_ops_tree)
+{
+    run_all_ops(CCOL_TEST_SHM, 2);
+}
+
 /* ---- failures ---- */
 
 typedef struct fail_info {
@@ -280,6 +290,12 @@ CCOL_TEST(tcp_missing_rank_times_out)
     run_missing(CCOL_TEST_TCP, 3);
 }
 
+CCOL_TEST(shm_missing_rank_times_out)
+{
+    run_missing(CCOL_TEST_SHM, 3);
+    run_missing(CCOL_TEST_SHM, 8);
+}
+
 /* Rank 1 calls bcast while the others call allgatherv. */
 static void
 diverge_body(ccol_comm *c, int rank, void *arg)
@@ -326,6 +342,11 @@ CCOL_TEST(inproc_different_op_diverges)
 CCOL_TEST(tcp_different_op_diverges)
 {
     run_diverge(CCOL_TEST_TCP);
+}
+
+CCOL_TEST(shm_different_op_diverges)
+{
+    run_diverge(CCOL_TEST_SHM);
 }
 
 /* Ranks passing different reduce counts or roots disagree by name. */
@@ -565,10 +586,13 @@ CCOL_TEST(status_names)
 
 CCOL_TEST_MAIN(CCOL_T(inproc_all_ops), CCOL_T(inproc_all_ops_tree),
                CCOL_T(tcp_all_ops), CCOL_T(tcp_all_ops_tree),
+               CCOL_T(shm_all_ops), CCOL_T(shm_all_ops_tree),
                CCOL_T(inproc_missing_rank_times_out),
                CCOL_T(tcp_missing_rank_times_out),
+               CCOL_T(shm_missing_rank_times_out),
                CCOL_T(inproc_different_op_diverges),
                CCOL_T(tcp_different_op_diverges),
+               CCOL_T(shm_different_op_diverges),
                CCOL_T(inproc_fingerprint_mismatch),
                CCOL_T(inproc_departed_rank_is_named),
                CCOL_T(bad_params_are_rejected),
