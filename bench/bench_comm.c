@@ -1,7 +1,7 @@
 /*
  * bench_comm.c - `ccol bench comm`: median and p90 latency of every
- * communicator operation for 2, 4 and 8 ranks over inproc (threads) and tcp
- * (forked processes), star vs tree at growing rank counts, and Open MPI's
+ * communicator operation for 2, 4 and 8 ranks over inproc (threads), tcp
+ * and shm (forked processes), star vs tree at growing rank counts, Open MPI's
  * collectives measured in the same run as a baseline (ratio ccol/MPI).
  * Per call every rank passes a barrier, then times the operation; the cost
  * of a call is the maximum over ranks. Ranks write their samples straight
@@ -58,7 +58,8 @@ typedef struct bcase {
 /* Options of one invocation. */
 typedef struct opts {
     int n;                    /* only this rank count, 0 = 2, 4, 8 */
-    int transports;           /* bit 0: inproc, 1: tcp, 2: mpi (alone) */
+    int transports;           /* bit 0: inproc, 1: tcp, 2: mpi (alone),
+                                 3: shm */
     size_t sizes[MAX_SIZES];  /* payload sizes */
     int nsizes;
     int iters;                /* timed calls per row */
@@ -69,14 +70,14 @@ typedef struct opts {
 
 /* One measured configuration; every rank runs all its cases in order. */
 typedef struct brun {
-    ccol_transport transport; /* inproc or tcp */
+    ccol_transport transport; /* inproc, tcp or shm */
     int n;                    /* ranks */
     int threshold;            /* tree_threshold, 0 = default */
     const bcase *cases;       /* rows */
     int ncases;
     int iters;                /* timed calls per row */
     int port;                 /* tcp rendezvous port */
-    char name[64];            /* inproc group name */
+    char name[64];            /* inproc group or shm job name */
     double *samples;          /* [case][iter][rank] seconds */
     char *errs;               /* [rank][ERR_LEN] first failure of a rank */
     size_t shared_len;        /* bytes of the samples+errs mapping */
@@ -98,7 +99,8 @@ static unsigned group_counter; /* makes inproc group names unique */
 static const char *
 tname(ccol_transport t)
 {
-    return t == CCOL_TRANSPORT_TCP ? "tcp" : "inproc";
+    return t == CCOL_TRANSPORT_TCP ? "tcp"
+           : t == CCOL_TRANSPORT_SHM ? "shm" : "inproc";
 }
 
 /* ------------------------------------------------------------------ */
@@ -323,11 +325,15 @@ wait_procs(brun *run, pid_t *pids)
     }
 }
 
-/* Tcp: one forked process per rank, all on a fresh loopback port. */
+/* Tcp and shm: one forked process per rank, all on a fresh loopback
+ * port (tcp) or a fresh job name (shm). */
 static bool
 run_procs(brun *run)
 {
     pid_t pids[MAX_RANKS] = { 0 };
+
+    snprintf(run->name, sizeof run->name, "bench-%ld-%u", (long)getpid(),
+             group_counter++);
 
     run->port = ccol_bench_free_port("127.0.0.1");
     if (run->port < 0) {
@@ -398,8 +404,8 @@ measure_raw(brun *run, double *out, size_t stride)
     bool ok = run_alloc(run);
 
     if (ok)
-        ok = run->transport == CCOL_TRANSPORT_TCP ? run_procs(run)
-                                                  : run_threads(run);
+        ok = run->transport != CCOL_TRANSPORT_INPROC ? run_procs(run)
+                                                     : run_threads(run);
     if (ok && run_error(run) != NULL)
         ok = false;
     if (!ok)
@@ -556,7 +562,7 @@ static void
 usage(FILE *f)
 {
     fprintf(f,
-            "usage: ccol bench comm [-n N] [--transport inproc|tcp|mpi] "
+            "usage: ccol bench comm [-n N] [--transport inproc|tcp|shm|mpi] "
             "[--sizes 64,1024,65536]\n"
             "                       [--iters K] [--json] [--no-tree] "
             "[--no-mpi]\n\n"
@@ -565,8 +571,8 @@ usage(FILE *f)
             "ranks (or only N),\nstar vs tree at 8-64 ranks, and Open MPI "
             "in the same run when installed.\n"
             "  -n N          only N ranks (2..%d)\n"
-            "  --transport T inproc (threads) or tcp (processes); "
-            "default both;\n"
+            "  --transport T inproc (threads), tcp or shm (processes); "
+            "default all three;\n"
             "                mpi: ccol over MPI against raw MPI in the "
             "same mpirun job\n"
             "                (starts `mpirun -n N` itself when not under "
@@ -657,6 +663,8 @@ parse_opt(int argc, char **argv, int *i, opts *o)
         o->transports = 2;
     else if (strcmp(a, "--transport") == 0 && strcmp(v, "mpi") == 0)
         o->transports = 4;
+    else if (strcmp(a, "--transport") == 0 && strcmp(v, "shm") == 0)
+        o->transports = 8;
     else {
         fprintf(stderr, "ccol bench comm: bad value '%s' for %s\n", v, a);
         return false;
@@ -668,7 +676,7 @@ parse_opt(int argc, char **argv, int *i, opts *o)
 static int
 parse_args(int argc, char **argv, opts *o)
 {
-    *o = (opts){ .transports = 3, .sizes = { 64, 1024, 65536 },
+    *o = (opts){ .transports = 11, .sizes = { 64, 1024, 65536 },
                  .nsizes = 3, .iters = 200, .tree = true, .mpi = true };
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
@@ -793,11 +801,12 @@ main_table(const opts *o, json_t *root)
         printf("\n%-9s %5s %-14s %8s %9s %9s %9s %8s\n", "transport",
                "ranks", "op", "bytes", "median", "p90", "MPI", "ccol/MPI");
     for (int i = 0; i < nn; i++) {
-        for (int t = 1; t <= 2; t++) {
-            if (!(o->transports & t))
+        for (int t = 1; t <= 8; t <<= 1) {
+            if (!(o->transports & t) || t == 4)
                 continue;
-            ok = main_config(o, t == 1 ? CCOL_TRANSPORT_INPROC
-                                       : CCOL_TRANSPORT_TCP,
+            ok = main_config(o, t == 1   ? CCOL_TRANSPORT_INPROC
+                                : t == 2 ? CCOL_TRANSPORT_TCP
+                                         : CCOL_TRANSPORT_SHM,
                              ns[i], cases, ncases, have[i] ? &m[i] : NULL,
                              rows) && ok;
         }
@@ -824,9 +833,9 @@ typedef struct tree_cfg {
 static const tree_cfg tree_cfgs[] = {
     { CCOL_TRANSPORT_INPROC, 8 }, { CCOL_TRANSPORT_INPROC, 16 },
     { CCOL_TRANSPORT_INPROC, 32 }, { CCOL_TRANSPORT_INPROC, 64 },
-    { CCOL_TRANSPORT_TCP, 8 },
+    { CCOL_TRANSPORT_TCP, 8 }, { CCOL_TRANSPORT_SHM, 8 },
 };
-#define NTREE_CFGS 5
+#define NTREE_CFGS 6
 
 /* Calls per row: fewer at large rank counts, whose calls are slower. */
 static int
@@ -992,7 +1001,8 @@ tree_table(const opts *o, json_t *root)
                "transport", "ranks", "op", "bytes", "star", "tree",
                "tree/star");
     for (int i = 0; i < NTREE_CFGS; i++) {
-        int bit = tree_cfgs[i].t == CCOL_TRANSPORT_TCP ? 2 : 1;
+        int bit = tree_cfgs[i].t == CCOL_TRANSPORT_TCP   ? 2
+                  : tree_cfgs[i].t == CCOL_TRANSPORT_SHM ? 8 : 1;
 
         if (!(o->transports & bit))
             continue;
@@ -1042,7 +1052,7 @@ ccol_bench_comm(int argc, char **argv)
         usage(rc < 0 ? stdout : stderr);
         return rc < 0 ? 0 : rc;
     }
-    if (o.transports == 3 && mpi_glue_auto())
+    if (o.transports == 11 && mpi_glue_auto())
         o.transports = 4; /* under mpirun: no --transport means mpi */
     if (o.transports == 4) {
         bench_mpi_opts m = { o.n, o.sizes, o.nsizes, o.iters, o.json };

@@ -74,7 +74,8 @@ usage(FILE *f)
             "-- CMD [ARGS...]\n\n"
             "Starts N local ranks of CMD with torchrun's environment\n"
             "(RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,\n"
-            "MASTER_PORT, GROUP_RANK) and CCOL_RUN=1.\n\n"
+            "MASTER_PORT, GROUP_RANK) and CCOL_RUN=1; CCOL_TRANSPORT=shm\n"
+            "unless set (local ranks talk through shared memory).\n\n"
             "  -n N               number of ranks (1..%d); also --nproc,\n"
             "                     --nproc-per-node\n"
             "  --master-addr A    rendezvous address (default 127.0.0.1)\n"
@@ -303,12 +304,20 @@ setenv_int(const char *name, int v)
     return setenv(name, buf, 1) == 0;
 }
 
+/* Local ranks talk through shared memory unless the caller chose a
+ * transport (CCOL_TRANSPORT=tcp keeps the sockets). */
+static bool
+default_local_transport(void)
+{
+    return setenv("CCOL_TRANSPORT", "shm", 0) == 0;
+}
+
 /* Sets the variables every rank shares, in the launcher's environment. */
 static bool
 shared_env(const run_opts *o)
 {
     scrub_env();
-    return setenv_int("WORLD_SIZE", o->n) &&
+    return default_local_transport() && setenv_int("WORLD_SIZE", o->n) &&
            setenv_int("LOCAL_WORLD_SIZE", o->n) &&
            setenv("MASTER_ADDR", o->addr, 1) == 0 &&
            setenv_int("MASTER_PORT", o->port) &&

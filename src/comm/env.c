@@ -126,6 +126,39 @@ read_knobs(ccol__err *err, ccol_comm_params *p)
     return CCOL_OK;
 }
 
+/* Reads CCOL_TRANSPORT (tcp, shm or inproc) into p; unset or empty keeps
+ * the default. The MPI path is the adapter library, not a name here. */
+static ccol_status
+read_transport(ccol__err *err, ccol_comm_params *p)
+{
+    static const struct {
+        const char *name;
+        ccol_transport t;
+    } names[] = { { "tcp", CCOL_TRANSPORT_TCP },
+                  { "shm", CCOL_TRANSPORT_SHM },
+                  { "inproc", CCOL_TRANSPORT_INPROC } };
+    const char *v = getenv("CCOL_TRANSPORT");
+
+    if (v == NULL || v[0] == '\0')
+        return CCOL_OK;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (strcmp(v, names[i].name) == 0) {
+            p->transport = names[i].t;
+            p->mask |= CCOL_COMM_PARAM_TRANSPORT;
+            return CCOL_OK;
+        }
+    }
+    if (strcmp(v, "mpi") == 0)
+        return ccol__seterr(err, CCOL_ERR_INVALID_ARG,
+                            "CCOL_TRANSPORT='mpi': libccol joins MPI jobs "
+                            "through the MPI adapter (ccol_comm_create_mpi), "
+                            "not from the environment; accepted here: tcp, "
+                            "shm, inproc");
+    return ccol__seterr(err, CCOL_ERR_INVALID_ARG,
+                        "CCOL_TRANSPORT='%s' is not a transport; accepted: "
+                        "tcp, shm, inproc", v);
+}
+
 /* Copies the fields set in `o` over `p`. */
 static void
 overlay(ccol_comm_params *p, const ccol_comm_params *o)
@@ -179,7 +212,8 @@ ccol_comm_create_env(const ccol_comm_params *overrides, ccol_comm **out)
     if (out == NULL)
         return CCOL_ERR_INVALID_ARG;
     if (resolve_rank(&err, &rank, &size, &used) != CCOL_OK ||
-        read_knobs(&err, &p) != CCOL_OK)
+        read_knobs(&err, &p) != CCOL_OK ||
+        read_transport(&err, &p) != CCOL_OK)
         return fail_env(&err, out);
     p.rank = rank;
     p.size = size;
@@ -188,7 +222,8 @@ ccol_comm_create_env(const ccol_comm_params *overrides, ccol_comm **out)
         overlay(&p, overrides);
     if (p.size > 1 && !(p.mask & CCOL_COMM_PARAM_PORT) &&
         !((p.mask & CCOL_COMM_PARAM_TRANSPORT) &&
-          p.transport == CCOL_TRANSPORT_INPROC)) {
+          (p.transport == CCOL_TRANSPORT_INPROC ||
+           p.transport == CCOL_TRANSPORT_SHM))) {
         ccol__seterr(&err, CCOL_ERR_INVALID_ARG,
                      "%s says rank %d of %d but MASTER_PORT is not set: "
                      "the tcp transport needs MASTER_ADDR/MASTER_PORT of "

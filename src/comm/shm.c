@@ -54,6 +54,7 @@
 #define RING_CAP ((uint32_t)64 << 10)
 #define LIVENESS_NS 10000000 /* sleepers check peers every 10 ms */
 #define DEFAULT_SPIN_NS 50000
+#define YIELD_AFTER_NS 5000 /* then spin with sched_yield */
 
 enum { ST_FREE = 0, ST_JOINED = 1, ST_DEPARTED = 2 };
 
@@ -339,26 +340,32 @@ shm_wait(ccol_comm *c, slink *l, const int *peers, int n, int64_t deadline,
 {
     rank_ctl *me = ctl_of(l, c->rank);
     ccol__err before = c->err, gone_err;
-    int64_t spin_end = ccol__now_ns() + l->spin_ns;
+    int64_t now = ccol__now_ns(), spin_end = 0, yield_from = 0;
+    bool yielding = l->yield;
     unsigned it = 0;
     int p;
 
-    if (spin_end > deadline)
-        spin_end = deadline;
+    l->progress = true; /* sets the spin budget below */
     for (;;) {
         if ((p = fn(c, l, arg)) != 0)
             return p > 0 ? CCOL_OK : c->err.code;
         if (l->progress) {
             l->progress = false;
-            spin_end = ccol__now_ns() + l->spin_ns;
-            if (spin_end > deadline)
-                spin_end = deadline;
+            now = it ? ccol__now_ns() : now;
+            spin_end = now + l->spin_ns < deadline ? now + l->spin_ns
+                                                   : deadline;
+            yield_from = now + YIELD_AFTER_NS;
         }
         if (l->spin_ns > 0 &&
-            ((++it & 63) != 0 || ccol__now_ns() < spin_end)) {
-            if ((it & 63) == 0 && peers_gone(c, l, peers, n, false))
-                break;
-            if (l->yield)
+            ((++it & 63) != 0 || (now = ccol__now_ns()) < spin_end)) {
+            if ((it & 63) == 0) {
+                if (peers_gone(c, l, peers, n, false))
+                    break;
+                yielding = yielding || now >= yield_from;
+            }
+            /* Pause while the peer is likely on another core; yield once
+             * the wait grows, so a peer waiting for this core runs. */
+            if (yielding)
                 sched_yield();
             else
                 cpu_relax();

@@ -565,6 +565,11 @@ quiet_body(ccol_comm *c, int rank, void *arg)
     __atomic_add_fetch(calls, mine, __ATOMIC_SEQ_CST);
 }
 
+CCOL_TEST(shm_interrupt_hook_stops_a_wait)
+{
+    run_interrupt(CCOL_TEST_SHM);
+}
+
 CCOL_TEST(interrupt_hook_is_quiet_on_fast_operations)
 {
     ccol_test_job job = { .size = 3, .transport = CCOL_TEST_INPROC,
@@ -601,5 +606,6 @@ CCOL_TEST_MAIN(CCOL_T(inproc_all_ops), CCOL_T(inproc_all_ops_tree),
                CCOL_T(env_resolution),
                CCOL_T(inproc_interrupt_hook_stops_a_wait),
                CCOL_T(tcp_interrupt_hook_stops_a_wait),
+               CCOL_T(shm_interrupt_hook_stops_a_wait),
                CCOL_T(interrupt_hook_is_quiet_on_fast_operations),
                CCOL_T(status_names))

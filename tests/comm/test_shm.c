@@ -410,7 +410,51 @@ CCOL_TEST(missing_rank_0_is_named_at_join)
     ccol_comm_destroy(c);
 }
 
-CCOL_TEST_MAIN(CCOL_T(ring_reader_reassembles_across_wraps),
+/* CCOL_TRANSPORT picks the transport of ccol_comm_create_env; the port
+ * names the job. */
+CCOL_TEST(environment_selects_shm)
+{
+    ccol_comm *c = NULL;
+    pid_t pid;
+    int st;
+    char port[16];
+
+    snprintf(port, sizeof port, "%d", 20000 + (int)(getpid() % 20000));
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("MASTER_PORT", port, 1);
+    setenv("CCOL_TRANSPORT", "carrier-pigeon", 1);
+    setenv("RANK", "0", 1);
+    CHECK_STATUS(ccol_comm_create_env(NULL, &c), CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "CCOL_TRANSPORT='carrier-pigeon'");
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "tcp, shm, inproc");
+    ccol_comm_destroy(c);
+    setenv("CCOL_TRANSPORT", "shm", 1);
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {
+        ccol_comm *d = NULL;
+        int64_t v = 1;
+        setenv("RANK", "1", 1);
+        int ok = ccol_comm_create_env(NULL, &d) == CCOL_OK &&
+                 ccol_allreduce_i64(d, &v, 1, CCOL_OP_SUM) == CCOL_OK &&
+                 v == 1 && strcmp(ccol_comm_transport(d), "shm") == 0;
+        ccol_comm_destroy(d);
+        _exit(ok ? 0 : 1);
+    }
+    CHECK_OK(ccol_comm_create_env(NULL, &c), c);
+    CHECK_STR_EQ(ccol_comm_transport(c), "shm");
+    job2_body(c, 0, NULL);
+    ccol_comm_destroy(c);
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    unsetenv("CCOL_TRANSPORT");
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    unsetenv("MASTER_PORT");
+}
+
+CCOL_TEST_MAIN(CCOL_T(environment_selects_shm),
+               CCOL_T(ring_reader_reassembles_across_wraps),
                CCOL_T(ring_reader_rejects_bad_bytes),
                CCOL_T(segment_names_are_clean),
                CCOL_T(sleeping_path_without_spinning),
