@@ -24,7 +24,7 @@ bench() {
 test_usage() {
     local args
     for args in "-n 1" "-n 65" "-n x" "--iters 0" "--iters" "--sizes 1,,2" \
-        "--sizes 64," "--sizes -5" "--sizes 99999999999" "--transport shm" \
+        "--sizes 64," "--sizes -5" "--sizes 99999999999" "--transport pigeon" \
         "--frob"; do
         # shellcheck disable=SC2086
         bench $args
@@ -39,7 +39,7 @@ test_usage() {
 
 test_text() {
     local t
-    for t in inproc tcp; do
+    for t in inproc tcp shm; do
         bench -n 3 --transport "$t" --iters 5 --sizes 16,100 --no-tree \
             --no-mpi
         [ "$RC" = 0 ] || { bad text "$t: exit $RC: $ERR"; return; }
@@ -58,10 +58,10 @@ test_json() {
     [ "$(head -c1 <<<"$OUT")" = "{" ] && [ "$(tail -c2 <<<"$OUT")" = "}" ] ||
         { bad json "not one object: $OUT"; return; }
     grep -q '"ok": true' <<<"$OUT" || { bad json "not ok"; return; }
-    # 2 transports x 6 rows, plus 5 star/tree configs x 3 rows.
-    [ "$(grep -c '"median_us"' <<<"$OUT")" = 12 ] ||
+    # 3 transports x 6 rows, plus 6 star/tree configs x 3 rows.
+    [ "$(grep -c '"median_us"' <<<"$OUT")" = 18 ] ||
         { bad json "rows: $(grep -c '"median_us"' <<<"$OUT")"; return; }
-    [ "$(grep -c '"star_us"' <<<"$OUT")" = 15 ] ||
+    [ "$(grep -c '"star_us"' <<<"$OUT")" = 18 ] ||
         { bad json "tree rows: $(grep -c '"star_us"' <<<"$OUT")"; return; }
     grep -q '"verdict"' <<<"$OUT" || { bad json "no verdict"; return; }
     if command -v python3 >/dev/null; then
