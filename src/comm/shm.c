@@ -16,7 +16,7 @@
  *
  * Frames are those of every other transport; the tree engine (tree.c)
  * runs the collectives. Waiting is spin-then-block: a waiter polls its
- * rings for a short budget (CCOL_SHM_SPIN_US, default 50 us; calling
+ * rings for a short budget (CCOL_SHM_SPIN_US, default 100 us; calling
  * sched_yield between polls when there are more ranks than processors),
  * then sets its sleeping flag and sleeps in futex(2) on its doorbell. A
  * producer rings the doorbell (and makes the system call) only when the
@@ -53,8 +53,7 @@
 #define SEG_VERSION 1u
 #define RING_CAP ((uint32_t)64 << 10)
 #define LIVENESS_NS 10000000 /* sleepers check peers every 10 ms */
-#define DEFAULT_SPIN_NS 50000
-#define YIELD_AFTER_NS 5000 /* then spin with sched_yield */
+#define DEFAULT_SPIN_NS 100000
 
 enum { ST_FREE = 0, ST_JOINED = 1, ST_DEPARTED = 2 };
 
@@ -94,6 +93,8 @@ typedef struct slink {
     int *nbr;            /* their ranks */
     int *pidfd;          /* a pidfd per neighbour, -1 if none */
     uint64_t *out_head;  /* my producer counter of the ring to each */
+    uint64_t *out_tail;  /* its consumer counter as last read (a lower
+                            bound: reading it again costs a cache miss) */
     uint64_t *in_tail;   /* my consumer counter of the ring from each */
     ccol__shm_asm *as;   /* partial frame from each */
 } slink;
@@ -340,8 +341,7 @@ shm_wait(ccol_comm *c, slink *l, const int *peers, int n, int64_t deadline,
 {
     rank_ctl *me = ctl_of(l, c->rank);
     ccol__err before = c->err, gone_err;
-    int64_t now = ccol__now_ns(), spin_end = 0, yield_from = 0;
-    bool yielding = l->yield;
+    int64_t now = ccol__now_ns(), spin_end = 0;
     unsigned it = 0;
     int p;
 
@@ -354,18 +354,14 @@ shm_wait(ccol_comm *c, slink *l, const int *peers, int n, int64_t deadline,
             now = it ? ccol__now_ns() : now;
             spin_end = now + l->spin_ns < deadline ? now + l->spin_ns
                                                    : deadline;
-            yield_from = now + YIELD_AFTER_NS;
         }
         if (l->spin_ns > 0 &&
             ((++it & 63) != 0 || (now = ccol__now_ns()) < spin_end)) {
-            if ((it & 63) == 0) {
-                if (peers_gone(c, l, peers, n, false))
-                    break;
-                yielding = yielding || now >= yield_from;
-            }
-            /* Pause while the peer is likely on another core; yield once
-             * the wait grows, so a peer waiting for this core runs. */
-            if (yielding)
+            if ((it & 63) == 0 && peers_gone(c, l, peers, n, false))
+                break;
+            /* With more ranks than cores the peer may need this core:
+             * yield it instead of pausing. */
+            if (l->yield)
                 sched_yield();
             else
                 cpu_relax();
@@ -473,11 +469,19 @@ shm_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
     w.head = l->out_head[i];
     w.peer = peer;
     while (off < len) {
-        uint64_t tail = atomic_load_explicit(&w.r->tail, memory_order_acquire);
+        uint64_t tail = l->out_tail[i];
         size_t space, n;
         ccol_status st;
 
-        if (w.head - tail >= l->cap) {
+        if (w.head - tail < l->cap && w.head - tail + (len - off) > l->cap)
+            tail = atomic_load_explicit(&w.r->tail, memory_order_acquire);
+        if (w.head - tail > l->cap) {
+            return ccol__seterr(&c->err, CCOL_ERR_PEER,
+                                "rank %d corrupted the ring this rank writes "
+                                "to it (read counter %" PRIu64 ", written "
+                                "%" PRIu64 ")", peer, tail, w.head);
+        }
+        if (w.head - tail == l->cap) {
             st = shm_wait(c, l, &peer, 1, deadline, poll_space, &w);
             if (st == CCOL_ERR_TIMEOUT)
                 st = ccol__seterr(&c->err, CCOL_ERR_TIMEOUT,
@@ -486,8 +490,11 @@ shm_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
                                   peer, c->timeout_s);
             if (st != CCOL_OK)
                 return st;
-            tail = atomic_load_explicit(&w.r->tail, memory_order_acquire);
+            l->out_tail[i] = atomic_load_explicit(&w.r->tail,
+                                                  memory_order_acquire);
+            continue; /* checked again above */
         }
+        l->out_tail[i] = tail;
         space = l->cap - (size_t)(w.head - tail);
         n = len - off < space ? len - off : space;
         copy_in(w.r, l->cap, w.head, frame + off, n);
@@ -909,9 +916,11 @@ setup_nbrs(ccol_comm *c, slink *l)
     l->nbr = calloc((size_t)n + 1, sizeof *l->nbr);
     l->pidfd = calloc((size_t)n + 1, sizeof *l->pidfd);
     l->out_head = calloc((size_t)n + 1, sizeof *l->out_head);
+    l->out_tail = calloc((size_t)n + 1, sizeof *l->out_tail);
     l->in_tail = calloc((size_t)n + 1, sizeof *l->in_tail);
     l->as = calloc((size_t)n + 1, sizeof *l->as);
-    if (!l->nbr || !l->pidfd || !l->out_head || !l->in_tail || !l->as)
+    if (!l->nbr || !l->pidfd || !l->out_head || !l->out_tail ||
+        !l->in_tail || !l->as)
         return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
     if (c->parent >= 0)
         l->nbr[k++] = c->parent;
@@ -986,6 +995,7 @@ shm_destroy(ccol_comm *c)
     free(l->nbr);
     free(l->pidfd);
     free(l->out_head);
+    free(l->out_tail);
     free(l->in_tail);
     free(l->as);
     free(l);
