@@ -210,7 +210,7 @@ typedef struct ccol_comm_params {
  * one, the same `port`, which then only names the job). Rank 0 creates the
  * shared-memory segment, the others map it (retrying until the deadline); a
  * segment left by a crashed job is replaced, one whose rank 0 is alive gives
- * CCOL_ERR_BUSY. Waits spin briefly (CCOL_SHM_SPIN_US, default 100), then
+ * CCOL_ERR_BUSY. Waits spin briefly (CCOL_SPIN_US, default 100), then
  * sleep in the kernel; a rank that dies is named on its tree neighbours.
  */
 CCOL_API ccol_status ccol_comm_create(const ccol_comm_params *params,

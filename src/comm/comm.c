@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static ccol_comm *
 comm_alloc(void)
@@ -39,6 +40,26 @@ ccol__comm_fail(ccol_comm *c, ccol_status st, const char *fmt, ...)
     va_end(ap);
     c->poisoned = true;
     return st;
+}
+
+ccol_status
+ccol__spin_setup(ccol_comm *c, int64_t *spin_ns, bool *yield)
+{
+    const char *v = getenv("CCOL_SPIN_US");
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    long long us;
+
+    *spin_ns = CCOL__DEFAULT_SPIN_NS;
+    *yield = ncpu > 0 && c->size > ncpu;
+    if (v == NULL || v[0] == '\0')
+        return CCOL_OK;
+    if (!ccol__parse_int(v, 0, 1000000, &us))
+        return ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
+                            "CCOL_SPIN_US='%s' is not a number of "
+                            "microseconds in [0, 1000000]",
+                            v);
+    *spin_ns = (int64_t)us * 1000;
+    return CCOL_OK;
 }
 
 /* Checks params against their documented ranges. */

@@ -204,6 +204,20 @@ ccol_status ccol__tree_run(ccol_comm *c, ccol__coll *op);
  * and fanout. */
 ccol_status ccol__tree_setup(ccol_comm *c);
 
+/* The spin-then-block policy of the shm and inproc waits: CCOL_SPIN_US
+ * (default 100 us, 0 = block at once) into *spin_ns; *yield when ranks
+ * outnumber processors (spin with sched_yield instead of pausing). A bad
+ * value is CCOL_ERR_INVALID_ARG naming it. */
+#define CCOL__DEFAULT_SPIN_NS 100000
+#if defined(__x86_64__) || defined(__i386__)
+#define CCOL__CPU_RELAX() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define CCOL__CPU_RELAX() __asm__ __volatile__("yield")
+#else
+#define CCOL__CPU_RELAX() ((void)0)
+#endif
+ccol_status ccol__spin_setup(ccol_comm *c, int64_t *spin_ns, bool *yield);
+
 /* Poisons the communicator with a message. Returns st. */
 ccol_status ccol__comm_fail(ccol_comm *c, ccol_status st, const char *fmt,
                             ...) CCOL__PRINTF(3, 4);

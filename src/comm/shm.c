@@ -16,7 +16,7 @@
  *
  * Frames are those of every other transport; the tree engine (tree.c)
  * runs the collectives. Waiting is spin-then-block: a waiter polls its
- * rings for a short budget (CCOL_SHM_SPIN_US, default 100 us; calling
+ * rings for a short budget (CCOL_SPIN_US, default 100 us; calling
  * sched_yield between polls when there are more ranks than processors),
  * then sets its sleeping flag and sleeps in futex(2) on its doorbell. A
  * producer rings the doorbell (and makes the system call) only when the
@@ -53,7 +53,6 @@
 #define SEG_VERSION 1u
 #define RING_CAP ((uint32_t)64 << 10)
 #define LIVENESS_NS 10000000 /* sleepers check peers every 10 ms */
-#define DEFAULT_SPIN_NS 100000
 
 enum { ST_FREE = 0, ST_JOINED = 1, ST_DEPARTED = 2 };
 
@@ -242,16 +241,6 @@ futex(_Atomic uint32_t *addr, int op, uint32_t val,
     return syscall(SYS_futex, (void *)(uintptr_t)addr, op, val, ts, NULL, 0);
 }
 
-static inline void
-cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 /* Tells rank r there is news for it; a system call only if it sleeps. */
 static void
 ring_bell(slink *l, int r)
@@ -364,7 +353,7 @@ shm_wait(ccol_comm *c, slink *l, const int *peers, int n, int64_t deadline,
             if (l->yield)
                 sched_yield();
             else
-                cpu_relax();
+                CCOL__CPU_RELAX();
             continue;
         }
         uint32_t v = atomic_load_explicit(&me->doorbell, memory_order_acquire);
@@ -1010,27 +999,6 @@ static const ccol__link_ops shm_ops = {
     .shutdown = shm_shutdown,
 };
 
-/* CCOL_SHM_SPIN_US: microseconds to spin before sleeping. */
-static ccol_status
-spin_knob(ccol_comm *c, slink *l)
-{
-    const char *v = getenv("CCOL_SHM_SPIN_US");
-    long long us;
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-
-    l->spin_ns = DEFAULT_SPIN_NS;
-    l->yield = ncpu > 0 && c->size > ncpu;
-    if (v == NULL || v[0] == '\0')
-        return CCOL_OK;
-    if (!ccol__parse_int(v, 0, 1000000, &us))
-        return ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
-                            "CCOL_SHM_SPIN_US='%s' is not a number of "
-                            "microseconds in [0, 1000000]",
-                            v);
-    l->spin_ns = us * 1000;
-    return CCOL_OK;
-}
-
 ccol_status
 ccol__shm_attach(ccol_comm *c, const char *name)
 {
@@ -1045,7 +1013,7 @@ ccol__shm_attach(ccol_comm *c, const char *name)
     ccol__shm_path(name, l->path, sizeof l->path);
     c->link = l;
     c->ops = &shm_ops;
-    st = spin_knob(c, l);
+    st = ccol__spin_setup(c, &l->spin_ns, &l->yield);
     if (st == CCOL_OK)
         st = join(c, l, ccol__now_ns() + (int64_t)(c->timeout_s * 1e9));
     if (st == CCOL_OK)

@@ -2,10 +2,10 @@
  * test_shm.c - the shared-memory transport beyond the common contract of
  * test_comm.c: the ring reader on hand-made rings (wrap-around, frames
  * split across pumps, corrupt counters and headers), the pure sleeping path
- * (no spinning), the segment's name removed once everyone joined, a stale
- * segment of a crashed job replaced, a live job's segment refused, ranks
- * that disagree about the world size or claim a rank twice, and the
- * spin knob's validation.
+ * (no spinning) and the spinning one, the segment's name removed once
+ * everyone joined, a stale segment of a crashed job replaced, a live job's
+ * segment refused, ranks that disagree about the world size or claim a rank
+ * twice, CCOL_TRANSPORT, and the spin knob's validation.
  */
 #include "harness.h"
 
@@ -183,12 +183,25 @@ ops_body(ccol_comm *c, int rank, void *arg)
 CCOL_TEST(sleeping_path_without_spinning)
 {
     static const int sizes[] = { 2, 3, 8 };
-    setenv("CCOL_SHM_SPIN_US", "0", 1);
+    setenv("CCOL_SPIN_US", "0", 1);
     for (int i = 0; i < 3; i++) {
         ccol_test_job job = { .size = sizes[i], .transport = CCOL_TEST_SHM };
         CHECK_EQ(ccol_test_ranks(&job, ops_body, NULL), 0);
     }
-    unsetenv("CCOL_SHM_SPIN_US");
+    unsetenv("CCOL_SPIN_US");
+}
+
+/* A long spin budget: every hand-off between live ranks happens while
+ * spinning, the futex path only serves departures. */
+CCOL_TEST(spinning_path_with_a_long_budget)
+{
+    static const int sizes[] = { 2, 3 };
+    setenv("CCOL_SPIN_US", "1000000", 1);
+    for (int i = 0; i < 2; i++) {
+        ccol_test_job job = { .size = sizes[i], .transport = CCOL_TEST_SHM };
+        CHECK_EQ(ccol_test_ranks(&job, ops_body, NULL), 0);
+    }
+    unsetenv("CCOL_SPIN_US");
 }
 
 CCOL_TEST(spin_knob_is_validated)
@@ -199,11 +212,16 @@ CCOL_TEST(spin_knob_is_validated)
                            .name = "knob-test" };
     ccol_comm *c = NULL;
 
-    setenv("CCOL_SHM_SPIN_US", "fast", 1);
+    setenv("CCOL_SPIN_US", "fast", 1);
     CHECK_STATUS(ccol_comm_create(&p, &c), CCOL_ERR_INVALID_ARG);
-    CHECK_CONTAINS(ccol_comm_errmsg(c), "CCOL_SHM_SPIN_US='fast'");
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "CCOL_SPIN_US='fast'");
     ccol_comm_destroy(c);
-    unsetenv("CCOL_SHM_SPIN_US");
+    p.transport = CCOL_TRANSPORT_INPROC; /* the same policy and knob */
+    CHECK_STATUS(ccol_comm_create(&p, &c), CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "CCOL_SPIN_US='fast'");
+    ccol_comm_destroy(c);
+    p.transport = CCOL_TRANSPORT_SHM;
+    unsetenv("CCOL_SPIN_US");
     p.name = NULL;
     p.mask &= ~(uint64_t)CCOL_COMM_PARAM_NAME;
     CHECK_STATUS(ccol_comm_create(&p, &c), CCOL_ERR_INVALID_ARG);
@@ -458,6 +476,7 @@ CCOL_TEST_MAIN(CCOL_T(environment_selects_shm),
                CCOL_T(ring_reader_rejects_bad_bytes),
                CCOL_T(segment_names_are_clean),
                CCOL_T(sleeping_path_without_spinning),
+               CCOL_T(spinning_path_with_a_long_budget),
                CCOL_T(spin_knob_is_validated),
                CCOL_T(segment_name_is_removed_after_joining),
                CCOL_T(stale_segment_of_a_crashed_job_is_replaced),
