@@ -209,6 +209,10 @@ ccol_status ccol__tree_setup(ccol_comm *c);
  * outnumber processors (spin with sched_yield instead of pausing). A bad
  * value is CCOL_ERR_INVALID_ARG naming it. */
 #define CCOL__DEFAULT_SPIN_NS 100000
+/* Within the spin, pause this long before yielding the core: enough for a
+ * hand-off between ranks on two cores, short enough that a peer sharing
+ * this core (a loaded machine) is not kept off it for the whole budget. */
+#define CCOL__PAUSE_NS 5000
 #if defined(__x86_64__) || defined(__i386__)
 #define CCOL__CPU_RELAX() __builtin_ia32_pause()
 #elif defined(__aarch64__)

@@ -323,9 +323,10 @@ static bool
 spin(group *g, const ilink *l, int me, int64_t spin_end, int64_t deadline)
 {
     unsigned seen = atomic_load_explicit(&g->events[me], memory_order_acquire);
-    bool moved = false;
+    int64_t now = ccol__now_ns(), yield_from = now + CCOL__PAUSE_NS;
+    bool moved = false, yielding = l->yield;
 
-    if (ccol__now_ns() >= spin_end)
+    if (now >= spin_end)
         return false;
     pthread_mutex_unlock(&g->mu);
     for (unsigned it = 1;; it++) {
@@ -335,11 +336,12 @@ spin(group *g, const ilink *l, int me, int64_t spin_end, int64_t deadline)
             break;
         }
         if ((it & 63) == 0) {
-            int64_t now = ccol__now_ns();
+            now = ccol__now_ns();
             if (now >= spin_end || now >= deadline)
                 break;
+            yielding = yielding || now >= yield_from;
         }
-        if (l->yield)
+        if (yielding)
             sched_yield();
         else
             CCOL__CPU_RELAX();
@@ -357,6 +359,7 @@ inproc_recv(ccol_comm *c, const int *peers, int n, int64_t deadline,
     qframe *f;
     ccol_status st;
     int64_t spin_end = 0;
+    bool spun = false; /* the spin budget is used up */
 
     pthread_mutex_lock(&g->mu);
     while ((f = dequeue(g, c->rank, peers, n)) == NULL) {
@@ -371,8 +374,12 @@ inproc_recv(ccol_comm *c, const int *peers, int n, int64_t deadline,
         }
         if (spin_end == 0)
             spin_end = ccol__now_ns() + l->spin_ns;
-        if (l->spin_ns > 0 && spin(g, l, c->rank, spin_end, deadline))
-            continue; /* news came while spinning: look again */
+        if (l->spin_ns > 0 && !spun) {
+            /* Look again after spinning either way: a frame queued while
+             * the lock was released has already been signalled. */
+            spun = !spin(g, l, c->rank, spin_end, deadline);
+            continue;
+        }
         if (wait_turn(g, c->rank, deadline) &&
             (f = dequeue(g, c->rank, peers, n)) == NULL) {
             pthread_mutex_unlock(&g->mu);

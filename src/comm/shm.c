@@ -274,8 +274,9 @@ nbr_dead(const slink *l, int i, int pid)
     return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
 }
 
-/* PEER with a message if one of `peers` left or died; 1 if only its
- * departure flag is new (the caller drains its ring once more), else 0. */
+/* 1 when one of `peers` left or (with `full`, which costs a system call
+ * per peer) its process died: PEER message in c->err, the rank in
+ * l->gone. Else 0. */
 static int
 peers_gone(ccol_comm *c, slink *l, const int *peers, int n, bool full)
 {
@@ -330,7 +331,8 @@ shm_wait(ccol_comm *c, slink *l, const int *peers, int n, int64_t deadline,
 {
     rank_ctl *me = ctl_of(l, c->rank);
     ccol__err before = c->err, gone_err;
-    int64_t now = ccol__now_ns(), spin_end = 0;
+    int64_t now = ccol__now_ns(), spin_end = 0, yield_from = 0;
+    bool yielding = false;
     unsigned it = 0;
     int p;
 
@@ -343,14 +345,19 @@ shm_wait(ccol_comm *c, slink *l, const int *peers, int n, int64_t deadline,
             now = it ? ccol__now_ns() : now;
             spin_end = now + l->spin_ns < deadline ? now + l->spin_ns
                                                    : deadline;
+            yield_from = now + CCOL__PAUSE_NS;
+            yielding = l->yield;
         }
         if (l->spin_ns > 0 &&
             ((++it & 63) != 0 || (now = ccol__now_ns()) < spin_end)) {
-            if ((it & 63) == 0 && peers_gone(c, l, peers, n, false))
-                break;
-            /* With more ranks than cores the peer may need this core:
-             * yield it instead of pausing. */
-            if (l->yield)
+            if ((it & 63) == 0) {
+                if (peers_gone(c, l, peers, n, false))
+                    break;
+                yielding = yielding || now >= yield_from;
+            }
+            /* With more ranks than cores, or once the wait outlasts a
+             * hand-off between cores, the peer may need this core. */
+            if (yielding)
                 sched_yield();
             else
                 CCOL__CPU_RELAX();
@@ -414,7 +421,6 @@ poll_space(ccol_comm *c, slink *l, void *arg)
     space_wait *w = arg;
     uint64_t tail = atomic_load_explicit(&w->r->tail, memory_order_acquire);
 
-    (void)l;
     if (w->head - tail > l->cap) {
         ccol__seterr(&c->err, CCOL_ERR_PEER,
                      "rank %d corrupted the ring this rank writes to it "
@@ -678,9 +684,13 @@ create_seg(ccol_comm *c, slink *l)
                             "cannot create shm segment %s: the name keeps "
                             "being taken", l->path);
     l->named = true;
-    if (ftruncate(fd, (off_t)bytes) != 0) {
+    /* Reserve the pages now: a full /dev/shm must be an error here, not a
+     * SIGBUS when a ring is first touched. */
+    if (ftruncate(fd, (off_t)bytes) != 0 ||
+        (errno = posix_fallocate(fd, 0, (off_t)bytes)) != 0) {
         st = ccol__seterr(&c->err, CCOL_ERR_IO,
-                          "cannot size shm segment %s to %zu bytes: %s",
+                          "cannot size shm segment %s to %zu bytes: %s "
+                          "(is /dev/shm full?)",
                           l->path, bytes, strerror(errno));
         close(fd);
         return st;
@@ -917,8 +927,14 @@ setup_nbrs(ccol_comm *c, slink *l)
         l->nbr[k++] = c->children[i];
     l->nn = n;
     for (int i = 0; i < n; i++) {
-        int pid = atomic_load(&ctl_of(l, l->nbr[i])->pid);
-        l->pidfd[i] = (int)syscall(SYS_pidfd_open, pid, 0);
+        rank_ctl *nc = ctl_of(l, l->nbr[i]);
+        int pid = atomic_load(&nc->pid);
+        /* A rank stores its pid just after claiming its line. */
+        for (int tries = 0; pid == 0 && tries < 1000; tries++) {
+            nap(1000000);
+            pid = atomic_load(&nc->pid);
+        }
+        l->pidfd[i] = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
     }
     return CCOL_OK;
 }
