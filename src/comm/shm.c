@@ -323,45 +323,72 @@ sleep_on_bell(rank_ctl *me, uint32_t v, int64_t until)
     futex(&me->doorbell, FUTEX_WAIT, v, &ts);
 }
 
+/* The spinning part of a wait. */
+typedef struct spin_state {
+    int64_t end;        /* spin budget ends */
+    int64_t yield_from; /* pause until then, then yield */
+    bool on;            /* still spinning */
+    bool yielding;      /* yield the core between polls */
+    unsigned it;        /* polls so far */
+} spin_state;
+
+static void
+spin_reset(const slink *l, spin_state *s, int64_t deadline)
+{
+    int64_t now = ccol__now_ns();
+
+    s->end = now + l->spin_ns < deadline ? now + l->spin_ns : deadline;
+    s->yield_from = now + CCOL__PAUSE_NS;
+    s->on = l->spin_ns > 0;
+    s->yielding = l->yield;
+    s->it = 0;
+}
+
+/* Lets one poll interval pass; false once the budget is spent. With more
+ * ranks than cores, or once the wait outlasts a hand-off between cores,
+ * the peer may need this core: yield it instead of pausing. */
+static bool
+spin_step(spin_state *s)
+{
+    if ((++s->it & 63) == 0) {
+        int64_t now = ccol__now_ns();
+        if (now >= s->end)
+            return s->on = false;
+        s->yielding = s->yielding || now >= s->yield_from;
+    }
+    if (s->yielding)
+        sched_yield();
+    else
+        CCOL__CPU_RELAX();
+    return true;
+}
+
 /* Blocks until `fn` reports or a watched peer goes or `deadline`
- * (CCOL_ERR_TIMEOUT, no message). Spins first, then sleeps on the bell. */
+ * (CCOL_ERR_TIMEOUT, no message). Spins first (again after any progress),
+ * then sleeps on the bell, waking every LIVENESS_NS to check the peers. */
 static ccol_status
 shm_wait(ccol_comm *c, slink *l, const int *peers, int n, int64_t deadline,
          poll_fn fn, void *arg)
 {
     rank_ctl *me = ctl_of(l, c->rank);
     ccol__err before = c->err, gone_err;
-    int64_t now = ccol__now_ns(), spin_end = 0, yield_from = 0;
-    bool yielding = false;
-    unsigned it = 0;
+    spin_state s;
     int p;
 
-    l->progress = true; /* sets the spin budget below */
+    l->progress = false;
+    spin_reset(l, &s, deadline);
     for (;;) {
         if ((p = fn(c, l, arg)) != 0)
             return p > 0 ? CCOL_OK : c->err.code;
         if (l->progress) {
             l->progress = false;
-            now = it ? ccol__now_ns() : now;
-            spin_end = now + l->spin_ns < deadline ? now + l->spin_ns
-                                                   : deadline;
-            yield_from = now + CCOL__PAUSE_NS;
-            yielding = l->yield;
+            spin_reset(l, &s, deadline);
         }
-        if (l->spin_ns > 0 &&
-            ((++it & 63) != 0 || (now = ccol__now_ns()) < spin_end)) {
-            if ((it & 63) == 0) {
-                if (peers_gone(c, l, peers, n, false))
-                    break;
-                yielding = yielding || now >= yield_from;
-            }
-            /* With more ranks than cores, or once the wait outlasts a
-             * hand-off between cores, the peer may need this core. */
-            if (yielding)
-                sched_yield();
-            else
-                CCOL__CPU_RELAX();
-            continue;
+        if (s.on) {
+            if ((s.it & 63) == 63 && peers_gone(c, l, peers, n, false))
+                break;
+            if (spin_step(&s))
+                continue;
         }
         uint32_t v = atomic_load_explicit(&me->doorbell, memory_order_acquire);
         int gone = 0;
