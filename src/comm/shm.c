@@ -16,8 +16,9 @@
  *
  * Frames are those of every other transport; the tree engine (tree.c)
  * runs the collectives. Waiting is spin-then-block: a waiter polls its
- * rings for a short budget (CCOL_SPIN_US, default 100 us; calling
- * sched_yield between polls when there are more ranks than processors),
+ * rings for a short budget (CCOL_SPIN_US, default 100 us; pausing between
+ * polls for the first 5 us, then calling sched_yield, from the start when
+ * there are more ranks than processors),
  * then sets its sleeping flag and sleeps in futex(2) on its doorbell. A
  * producer rings the doorbell (and makes the system call) only when the
  * consumer's flag says it sleeps. Sleepers wake every 10 ms to check that
