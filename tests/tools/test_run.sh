@@ -289,7 +289,19 @@ CEOF
     ok comm_job
 }
 
+# Local ranks get CCOL_TRANSPORT=shm unless the caller chose a transport.
+test_transport_default() {
+    run -n 2 -- sh -c 'echo "$CCOL_TRANSPORT"'
+    [ "$RC" = 0 ] && [ "$(grep -c ' shm$' <<<"$OUT")" = 2 ] ||
+        { bad transport_default "rc=$RC out=$OUT err=$ERR"; return; }
+    CCOL_TRANSPORT=tcp run -n 2 -- sh -c 'echo "$CCOL_TRANSPORT"'
+    [ "$RC" = 0 ] && [ "$(grep -c ' tcp$' <<<"$OUT")" = 2 ] ||
+        { bad transport_default "kept: rc=$RC out=$OUT err=$ERR"; return; }
+    ok transport_default
+}
+
 test_env
+test_transport_default
 test_master_addr
 test_nproc_aliases
 test_prefix
