@@ -147,6 +147,8 @@ attach_shm(ccol_comm *c, const ccol_comm_params *p)
         snprintf(name, sizeof name, "%s", p->name);
     else if ((m & CCOL_COMM_PARAM_PORT) && p->port > 0)
         snprintf(name, sizeof name, "port-%d", p->port);
+    else if (c->size == 1)
+        return CCOL_OK; /* a one-rank job needs no segment */
     else
         return ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
                             "the shm transport needs a job name (params.name) "

@@ -224,6 +224,13 @@ CCOL_TEST(spin_knob_is_validated)
     unsetenv("CCOL_SPIN_US");
     p.name = NULL;
     p.mask &= ~(uint64_t)CCOL_COMM_PARAM_NAME;
+    /* One rank with neither name nor port is a local communicator... */
+    CHECK_OK(ccol_comm_create(&p, &c), c);
+    CHECK_STR_EQ(ccol_comm_transport(c), "local");
+    ccol_comm_destroy(c);
+    /* ...two ranks need something to meet by. */
+    p.mask |= CCOL_COMM_PARAM_SIZE;
+    p.size = 2;
     CHECK_STATUS(ccol_comm_create(&p, &c), CCOL_ERR_INVALID_ARG);
     CHECK_CONTAINS(ccol_comm_errmsg(c), "needs a job name");
     ccol_comm_destroy(c);
