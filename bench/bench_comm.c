@@ -1,7 +1,7 @@
 /*
  * bench_comm.c - `ccol bench comm`: median and p90 latency of every
- * communicator operation for 2, 4 and 8 ranks over inproc (threads) and tcp
- * (forked processes), star vs tree at growing rank counts, and Open MPI's
+ * communicator operation for 2, 4 and 8 ranks over inproc (threads), tcp
+ * and shm (forked processes), star vs tree at growing rank counts, Open MPI's
  * collectives measured in the same run as a baseline (ratio ccol/MPI).
  * Per call every rank passes a barrier, then times the operation; the cost
  * of a call is the maximum over ranks. Ranks write their samples straight
@@ -58,25 +58,27 @@ typedef struct bcase {
 /* Options of one invocation. */
 typedef struct opts {
     int n;                    /* only this rank count, 0 = 2, 4, 8 */
-    int transports;           /* bit 0: inproc, 1: tcp, 2: mpi (alone) */
+    int transports;           /* bit 0: inproc, 1: tcp, 2: mpi (alone),
+                                 3: shm */
     size_t sizes[MAX_SIZES];  /* payload sizes */
     int nsizes;
     int iters;                /* timed calls per row */
     bool json;                /* one JSON object on stdout */
     bool tree;                /* run the star vs tree comparison */
     bool mpi;                 /* run the MPI baseline */
+    bool gloo;                /* run the torch.distributed gloo baseline */
 } opts;
 
 /* One measured configuration; every rank runs all its cases in order. */
 typedef struct brun {
-    ccol_transport transport; /* inproc or tcp */
+    ccol_transport transport; /* inproc, tcp or shm */
     int n;                    /* ranks */
     int threshold;            /* tree_threshold, 0 = default */
     const bcase *cases;       /* rows */
     int ncases;
     int iters;                /* timed calls per row */
     int port;                 /* tcp rendezvous port */
-    char name[64];            /* inproc group name */
+    char name[64];            /* inproc group or shm job name */
     double *samples;          /* [case][iter][rank] seconds */
     char *errs;               /* [rank][ERR_LEN] first failure of a rank */
     size_t shared_len;        /* bytes of the samples+errs mapping */
@@ -98,7 +100,8 @@ static unsigned group_counter; /* makes inproc group names unique */
 static const char *
 tname(ccol_transport t)
 {
-    return t == CCOL_TRANSPORT_TCP ? "tcp" : "inproc";
+    return t == CCOL_TRANSPORT_TCP ? "tcp"
+           : t == CCOL_TRANSPORT_SHM ? "shm" : "inproc";
 }
 
 /* ------------------------------------------------------------------ */
@@ -323,11 +326,15 @@ wait_procs(brun *run, pid_t *pids)
     }
 }
 
-/* Tcp: one forked process per rank, all on a fresh loopback port. */
+/* Tcp and shm: one forked process per rank, all on a fresh loopback
+ * port (tcp) or a fresh job name (shm). */
 static bool
 run_procs(brun *run)
 {
     pid_t pids[MAX_RANKS] = { 0 };
+
+    snprintf(run->name, sizeof run->name, "bench-%ld-%u", (long)getpid(),
+             group_counter++);
 
     run->port = ccol_bench_free_port("127.0.0.1");
     if (run->port < 0) {
@@ -398,8 +405,8 @@ measure_raw(brun *run, double *out, size_t stride)
     bool ok = run_alloc(run);
 
     if (ok)
-        ok = run->transport == CCOL_TRANSPORT_TCP ? run_procs(run)
-                                                  : run_threads(run);
+        ok = run->transport != CCOL_TRANSPORT_INPROC ? run_procs(run)
+                                                     : run_threads(run);
     if (ok && run_error(run) != NULL)
         ok = false;
     if (!ok)
@@ -461,20 +468,23 @@ typedef struct mpi_rows {
 } mpi_rows;
 
 
-/* Parses "mpi_coll <op> <bytes> <median_us> <p90_us> <iters>" lines. */
+/* Parses "<tag> <op> <bytes> <median_us> <p90_us> <iters>" lines, tag
+ * "mpi_coll" (ccol-mpi-coll) or "gloo" (bench_gloo.py). */
 static int
-mpi_parse(const char *text, const bcase *cases, int ncases, mpi_rows *m)
+mpi_parse(const char *text, const char *tag, const bcase *cases, int ncases,
+          mpi_rows *m)
 {
     int found = 0;
 
     for (const char *l = text; l != NULL && *l != '\0';) {
-        char op[32];
+        char op[32], who[16];
         size_t bytes;
         double med, p90;
         const char *nl = strchr(l, '\n');
 
-        if (sscanf(l, "mpi_coll %31s %zu %lf %lf", op, &bytes, &med,
-                   &p90) == 4 && isfinite(med) && isfinite(p90) &&
+        if (sscanf(l, "%15s %31s %zu %lf %lf", who, op, &bytes, &med,
+                   &p90) == 5 && strcmp(who, tag) == 0 && isfinite(med) &&
+            isfinite(p90) &&
             med >= 0 && p90 >= 0) {
             for (int c = 0; c < ncases; c++) {
                 const char *nm = kind_names[cases[c].kind];
@@ -533,7 +543,7 @@ mpi_measure(const opts *o, int n, const bcase *cases, int ncases,
         snprintf(dbuf, sizeof dbuf, "%d", NDOUBLES);
         sizes_arg(o, sbuf, sizeof sbuf);
         rc = ccol_bench_capture(argv, MPI_TIMEOUT_S, &out);
-        if (rc == 0 && mpi_parse(out, cases, ncases, m) > 0)
+        if (rc == 0 && mpi_parse(out, "mpi_coll", cases, ncases, m) > 0)
             *why = NULL;
         else {
             snprintf(msg, sizeof msg, "mpirun -n %d failed (%s): %.300s", n,
@@ -548,6 +558,65 @@ mpi_measure(const opts *o, int n, const bcase *cases, int ncases,
     return *why == NULL;
 }
 
+/* The Python that runs the gloo baseline: $CCOL_PYTHON, else the source
+ * tree's .venv (make python), else python3 on the PATH. */
+static char *
+gloo_python(void)
+{
+    const char *env = getenv("CCOL_PYTHON");
+    char venv[4200];
+
+    if (env != NULL && env[0] != '\0')
+        return strdup(env);
+    snprintf(venv, sizeof venv, "%s/bin/python", CCOL_BENCH_VENV);
+    if (access(venv, X_OK) == 0)
+        return strdup(venv);
+    return ccol_bench_which("python3");
+}
+
+/*
+ * Runs bench/python/bench_gloo.py with n ranks: torch.distributed's gloo
+ * timed like ccol. True with g filled; false with *why set otherwise.
+ */
+static bool
+gloo_measure(const opts *o, int n, const bcase *cases, int ncases,
+             mpi_rows *g, const char **why)
+{
+    static char msg[512];
+    char *py = gloo_python(), script[4200], nbuf[16], ibuf[16], sbuf[256];
+    char dbuf[16], *out = NULL;
+    int rc;
+
+    for (int c = 0; c < MAX_CASES; c++)
+        g->med[c] = g->p90[c] = -1;
+    snprintf(script, sizeof script, "%s/bench_gloo.py", CCOL_BENCH_PYDIR);
+    *why = "not available (python3 with torch==2.13.0: make python)";
+    if (py != NULL && access(script, R_OK) == 0) {
+        char nflag[] = "-n", sflag[] = "--sizes", iflag[] = "--iters";
+        char dflag[] = "--doubles";
+        char *argv[] = { py, script, nflag, nbuf, sflag, sbuf, iflag, ibuf,
+                         dflag, dbuf, NULL };
+
+        snprintf(nbuf, sizeof nbuf, "%d", n);
+        snprintf(ibuf, sizeof ibuf, "%d", o->iters);
+        snprintf(dbuf, sizeof dbuf, "%d", NDOUBLES);
+        sizes_arg(o, sbuf, sizeof sbuf);
+        rc = ccol_bench_capture(argv, MPI_TIMEOUT_S, &out);
+        if (rc == 0 && mpi_parse(out, "gloo", cases, ncases, g) > 0)
+            *why = NULL;
+        else if (rc != 3) {
+            snprintf(msg, sizeof msg, "%.150s -n %d failed (%s): %.300s",
+                     script,
+                     n, rc == -1 ? "timed out" : "status or output",
+                     out != NULL ? out : "");
+            *why = msg;
+        }
+    }
+    free(out);
+    free(py);
+    return *why == NULL;
+}
+
 /* ------------------------------------------------------------------ */
 /* Options                                                             */
 /* ------------------------------------------------------------------ */
@@ -556,17 +625,19 @@ static void
 usage(FILE *f)
 {
     fprintf(f,
-            "usage: ccol bench comm [-n N] [--transport inproc|tcp|mpi] "
+            "usage: ccol bench comm [-n N] [--transport inproc|tcp|shm|mpi] "
             "[--sizes 64,1024,65536]\n"
             "                       [--iters K] [--json] [--no-tree] "
-            "[--no-mpi]\n\n"
+            "[--no-mpi] [--no-gloo]\n\n"
             "Median and p90 latency of allgatherv, bcast, join_reduce, "
             "allreduce\n(one int64; %d doubles) and barrier for 2, 4 and 8 "
             "ranks (or only N),\nstar vs tree at 8-64 ranks, and Open MPI "
-            "in the same run when installed.\n"
+            "and torch.distributed's gloo\n(bench/python/bench_gloo.py; "
+            "$CCOL_PYTHON, else .venv, else python3)\nin the same run when "
+            "installed.\n"
             "  -n N          only N ranks (2..%d)\n"
-            "  --transport T inproc (threads) or tcp (processes); "
-            "default both;\n"
+            "  --transport T inproc (threads), tcp or shm (processes); "
+            "default all three;\n"
             "                mpi: ccol over MPI against raw MPI in the "
             "same mpirun job\n"
             "                (starts `mpirun -n N` itself when not under "
@@ -578,7 +649,8 @@ usage(FILE *f)
             "  --iters K     timed calls per row (default 200)\n"
             "  --json        print one JSON object\n"
             "  --no-tree     skip the star vs tree comparison\n"
-            "  --no-mpi      skip the MPI baseline\n",
+            "  --no-mpi      skip the MPI baseline\n"
+            "  --no-gloo     skip the gloo baseline\n",
             NDOUBLES, MAX_RANKS, MAX_SIZES);
 }
 
@@ -633,10 +705,11 @@ parse_opt(int argc, char **argv, int *i, opts *o)
     long x;
 
     if (strcmp(a, "--json") == 0 || strcmp(a, "--no-tree") == 0 ||
-        strcmp(a, "--no-mpi") == 0) {
+        strcmp(a, "--no-mpi") == 0 || strcmp(a, "--no-gloo") == 0) {
         o->json |= a[2] == 'j';
         o->tree &= strcmp(a, "--no-tree") != 0;
         o->mpi &= strcmp(a, "--no-mpi") != 0;
+        o->gloo &= strcmp(a, "--no-gloo") != 0;
         return true;
     }
     if (v == NULL) {
@@ -657,6 +730,8 @@ parse_opt(int argc, char **argv, int *i, opts *o)
         o->transports = 2;
     else if (strcmp(a, "--transport") == 0 && strcmp(v, "mpi") == 0)
         o->transports = 4;
+    else if (strcmp(a, "--transport") == 0 && strcmp(v, "shm") == 0)
+        o->transports = 8;
     else {
         fprintf(stderr, "ccol bench comm: bad value '%s' for %s\n", v, a);
         return false;
@@ -668,8 +743,9 @@ parse_opt(int argc, char **argv, int *i, opts *o)
 static int
 parse_args(int argc, char **argv, opts *o)
 {
-    *o = (opts){ .transports = 3, .sizes = { 64, 1024, 65536 },
-                 .nsizes = 3, .iters = 200, .tree = true, .mpi = true };
+    *o = (opts){ .transports = 11, .sizes = { 64, 1024, 65536 },
+                 .nsizes = 3, .iters = 200, .tree = true, .mpi = true,
+                 .gloo = true };
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
             return -1;
@@ -706,33 +782,50 @@ jnum(double v)
     return json_real(round(v * 1000.0) / 1000.0);
 }
 
+/* Prints a baseline's median and ccol's ratio to it, or dashes. */
+static void
+print_base(double med, double base)
+{
+    if (base >= 0)
+        printf(" %9.1f %8.2f", base, base > 0 ? med / base : 0);
+    else
+        printf(" %9s %8s", "-", "-");
+}
+
 /* Emits one row as text or into the JSON array. */
 static void
 emit_row(const opts *o, json_t *rows, ccol_transport t, int n,
-         const bcase *bc, const stat2 *s, double mpi_med)
+         const bcase *bc, const stat2 *s, double mpi_med, double gloo_med)
 {
     if (o->json) {
-        json_array_append_new(rows, json_pack(
+        json_t *row = json_pack(
             "{s:s, s:i, s:s, s:I, s:o, s:o, s:o, s:o}", "transport",
             tname(t), "ranks", n, "op", kind_names[bc->kind], "bytes",
             (json_int_t)bc->bytes, "median_us", jnum(s->med), "p90_us",
             jnum(s->p90), "mpi_median_us",
             mpi_med >= 0 ? jnum(mpi_med) : json_null(), "ratio",
-            mpi_med > 0 ? jnum(s->med / mpi_med) : json_null()));
+            mpi_med > 0 ? jnum(s->med / mpi_med) : json_null());
+        if (o->gloo) {
+            json_object_set_new(row, "gloo_median_us", gloo_med >= 0
+                                ? jnum(gloo_med) : json_null());
+            json_object_set_new(row, "gloo_ratio", gloo_med > 0
+                                ? jnum(s->med / gloo_med) : json_null());
+        }
+        json_array_append_new(rows, row);
         return;
     }
     printf("%-9s %5d %-14s %8zu %9.1f %9.1f", tname(t), n,
            kind_names[bc->kind], bc->bytes, s->med, s->p90);
-    if (mpi_med >= 0)
-        printf(" %9.1f %8.2f\n", mpi_med, mpi_med > 0 ? s->med / mpi_med : 0);
-    else
-        printf(" %9s %8s\n", "-", "-");
+    print_base(s->med, mpi_med);
+    if (o->gloo)
+        print_base(s->med, gloo_med);
+    printf("\n");
 }
 
 /* Measures one transport at one rank count and emits its rows. */
 static bool
 main_config(const opts *o, ccol_transport t, int n, const bcase *cases,
-            int ncases, const mpi_rows *m, json_t *rows)
+            int ncases, const mpi_rows *m, const mpi_rows *g, json_t *rows)
 {
     stat2 stats[MAX_CASES];
     brun run = { .transport = t, .n = n, .cases = cases, .ncases = ncases,
@@ -742,7 +835,7 @@ main_config(const opts *o, ccol_transport t, int n, const bcase *cases,
         return false;
     for (int c = 0; c < ncases; c++)
         emit_row(o, rows, t, n, &cases[c], &stats[c],
-                 m != NULL ? m->med[c] : -1);
+                 m != NULL ? m->med[c] : -1, g != NULL ? g->med[c] : -1);
     return true;
 }
 
@@ -773,6 +866,29 @@ mpi_all(const opts *o, const int *ns, int nn, const bcase *cases,
     return got;
 }
 
+/* The gloo baseline for each rank count, like mpi_all(). */
+static void
+gloo_all(const opts *o, const int *ns, int nn, const bcase *cases,
+         int ncases, mpi_rows *g, bool *have, json_t *gloo_json)
+{
+    const char *why = NULL;
+    int got = 0;
+
+    for (int i = 0; i < nn && o->gloo; i++) {
+        have[i] = gloo_measure(o, ns[i], cases, ncases, &g[i], &why);
+        got += have[i];
+        if (!have[i] && why != NULL && strncmp(why, "not", 3) == 0)
+            break;
+    }
+    json_object_set_new(gloo_json, "available", json_boolean(got > 0));
+    if (why != NULL) {
+        json_object_set_new(gloo_json, "note", json_string(why));
+        fprintf(o->json ? stderr : stdout, "gloo baseline: %s\n", why);
+    } else if (!o->gloo) {
+        json_object_set_new(gloo_json, "note", json_string("skipped"));
+    }
+}
+
 /* The main table: every transport at every rank count. */
 static bool
 main_table(const opts *o, json_t *root)
@@ -780,26 +896,32 @@ main_table(const opts *o, json_t *root)
     int ns[3] = { 2, 4, 8 }, nn = o->n ? 1 : 3;
     bcase cases[MAX_CASES];
     int ncases = build_cases(o, cases);
-    mpi_rows m[3];
+    mpi_rows m[3], g[3];
     bool have[3] = { false, false, false }, ok = true;
+    bool ghave[3] = { false, false, false };
     json_t *rows = json_array(), *mpi_json = json_object();
+    json_t *gloo_json = json_object();
 
     if (o->n)
         ns[0] = o->n;
     json_object_set_new(root, "rows", rows);
     json_object_set_new(root, "mpi", mpi_json);
+    json_object_set_new(root, "gloo", gloo_json);
     mpi_all(o, ns, nn, cases, ncases, m, have, mpi_json);
+    gloo_all(o, ns, nn, cases, ncases, g, ghave, gloo_json);
     if (!o->json)
-        printf("\n%-9s %5s %-14s %8s %9s %9s %9s %8s\n", "transport",
-               "ranks", "op", "bytes", "median", "p90", "MPI", "ccol/MPI");
+        printf("\n%-9s %5s %-14s %8s %9s %9s %9s %8s%s\n", "transport",
+               "ranks", "op", "bytes", "median", "p90", "MPI", "ccol/MPI",
+               o->gloo ? "      gloo ccol/gloo" : "");
     for (int i = 0; i < nn; i++) {
-        for (int t = 1; t <= 2; t++) {
-            if (!(o->transports & t))
+        for (int t = 1; t <= 8; t <<= 1) {
+            if (!(o->transports & t) || t == 4)
                 continue;
-            ok = main_config(o, t == 1 ? CCOL_TRANSPORT_INPROC
-                                       : CCOL_TRANSPORT_TCP,
+            ok = main_config(o, t == 1   ? CCOL_TRANSPORT_INPROC
+                                : t == 2 ? CCOL_TRANSPORT_TCP
+                                         : CCOL_TRANSPORT_SHM,
                              ns[i], cases, ncases, have[i] ? &m[i] : NULL,
-                             rows) && ok;
+                             ghave[i] ? &g[i] : NULL, rows) && ok;
         }
     }
     return ok;
@@ -824,9 +946,9 @@ typedef struct tree_cfg {
 static const tree_cfg tree_cfgs[] = {
     { CCOL_TRANSPORT_INPROC, 8 }, { CCOL_TRANSPORT_INPROC, 16 },
     { CCOL_TRANSPORT_INPROC, 32 }, { CCOL_TRANSPORT_INPROC, 64 },
-    { CCOL_TRANSPORT_TCP, 8 },
+    { CCOL_TRANSPORT_TCP, 8 }, { CCOL_TRANSPORT_SHM, 8 },
 };
-#define NTREE_CFGS 5
+#define NTREE_CFGS 6
 
 /* Calls per row: fewer at large rank counts, whose calls are slower. */
 static int
@@ -992,7 +1114,8 @@ tree_table(const opts *o, json_t *root)
                "transport", "ranks", "op", "bytes", "star", "tree",
                "tree/star");
     for (int i = 0; i < NTREE_CFGS; i++) {
-        int bit = tree_cfgs[i].t == CCOL_TRANSPORT_TCP ? 2 : 1;
+        int bit = tree_cfgs[i].t == CCOL_TRANSPORT_TCP   ? 2
+                  : tree_cfgs[i].t == CCOL_TRANSPORT_SHM ? 8 : 1;
 
         if (!(o->transports & bit))
             continue;
@@ -1024,10 +1147,12 @@ print_intro(const opts *o, json_t *root)
     printf("ccol bench comm: %d timed calls per row after %d warm-up "
            "calls.\nPer call: barrier, then the timed operation; cost = "
            "max over ranks;\nmedian and p90 in microseconds. inproc ranks "
-           "are threads, tcp ranks\nprocesses; MPI is Open MPI via mpirun "
-           "(processes). allreduce_f64: %d doubles.\njoin_reduce combines "
-           "by byte-wise max; its MPI row is MPI_Allreduce(MPI_MAX)\non "
-           "unsigned bytes.\n", o->iters, WARMUP, NDOUBLES);
+           "are threads, tcp and shm ranks\nprocesses; MPI is Open MPI via "
+           "mpirun (processes); gloo is torch.distributed\n(processes, "
+           "all_gather for allgatherv). allreduce_f64: %d doubles.\n"
+           "join_reduce combines by byte-wise max; its MPI and gloo rows "
+           "are an\nall-reduce MAX on unsigned bytes.\n",
+           o->iters, WARMUP, NDOUBLES);
 }
 
 int
@@ -1042,7 +1167,7 @@ ccol_bench_comm(int argc, char **argv)
         usage(rc < 0 ? stdout : stderr);
         return rc < 0 ? 0 : rc;
     }
-    if (o.transports == 3 && mpi_glue_auto())
+    if (o.transports == 11 && mpi_glue_auto())
         o.transports = 4; /* under mpirun: no --transport means mpi */
     if (o.transports == 4) {
         bench_mpi_opts m = { o.n, o.sizes, o.nsizes, o.iters, o.json };

@@ -1,9 +1,9 @@
 /*
  * bench_faults.c - `ccol bench faults`: a randomized fault campaign.
  *
- * Each trial runs a real `ccol jit` job (this binary, -n N local ranks over
- * tcp, lockstep mode) whose ranks see different batch sizes, so
- * the job runs compile exchanges, guard collectives and in-graph
+ * Each trial runs a real `ccol jit` job (this binary, -n N local ranks
+ * over shm and tcp in turn, lockstep mode) whose ranks see different batch
+ * sizes, so the job runs compile exchanges, guard collectives and in-graph
  * all_reduces. One rank gets one random fault through CCOL_FAULT (drop,
  * delay, truncate, corrupt, close, kill or stall at a random operation).
  * The trial passes when the job ends within the deadline plus a margin and
@@ -52,6 +52,7 @@ typedef struct trial {
     int ranks, faulty, op;
     const char *kind;
     const char *mode;
+    const char *transport; /* CCOL_TRANSPORT of the job */
 } trial;
 
 /* Writes the program and a schedule for `n` ranks: six calls, batch sizes
@@ -208,8 +209,10 @@ run_trial(const faults_cfg *cfg, const trial *t, tally *ty, char *why,
              t->kind, strcmp(t->kind, "stall") == 0 ? ",ms=2500" : "");
     make_argv(cfg, t, &a);
     setenv("CCOL_FAULT", spec, 1);
+    setenv("CCOL_TRANSPORT", t->transport, 1);
     rc = ccol_bench_capture(a.v, limit, &out);
     unsetenv("CCOL_FAULT");
+    unsetenv("CCOL_TRANSPORT");
     ty->tried++;
     if (rc == -1 || rc == -2) {
         snprintf(why, n, "%s (%s)", rc == -1 ? "hang: killed" : "not started",
@@ -304,19 +307,21 @@ ccol_bench_faults(int argc, char **argv)
         return 1;
     }
     srand(cfg.seed);
-    printf("fault campaign: %d trials, seed %u, deadline %g s\n", cfg.trials,
-           cfg.seed, cfg.timeout);
+    printf("fault campaign: %d trials (shm and tcp in turn), seed %u, "
+           "deadline %g s\n", cfg.trials, cfg.seed, cfg.timeout);
     for (int i = 0; i < cfg.trials; i++) {
         int k = rand() % NKINDS;
         trial t = { .ranks = 2 + rand() % 7, .op = 1 + rand() % 15,
-                    .kind = kinds[k], .mode = "lockstep" };
+                    .kind = kinds[k], .mode = "lockstep",
+                    .transport = i % 2 ? "tcp" : "shm" };
         char why[512];
         t.faulty = rand() % t.ranks;
         if (run_trial(&cfg, &t, &ty[k], why, sizeof why) != 0) {
             fails++;
             ty[k].bad++;
-            printf("FAIL trial %d: %d ranks, %s, rank %d op %d %s: %s\n", i,
-                   t.ranks, t.mode, t.faulty, t.op, t.kind, why);
+            printf("FAIL trial %d: %d ranks, %s, %s, rank %d op %d %s: %s\n",
+                   i, t.ranks, t.transport, t.mode, t.faulty, t.op, t.kind,
+                   why);
         }
     }
     print_table(ty, fails, cfg.trials);

@@ -5,9 +5,10 @@
  *    (guard check + dispatch + a one-node graph) for frames with 1, 4 and 16
  *    tensor inputs, against a floor measured in the same run: comparing the
  *    inputs' sizes and strides with memcmp, the least any guard can do.
- * 2. Lockstep at 2, 4 and 8 ranks (threads over inproc): the same call with
- *    the guard collective, against one bare allreduce of the same size (the
- *    floor of any collective) and the off-mode call.
+ * 2. Lockstep at 2, 4 and 8 ranks (threads over inproc, then processes
+ *    over shm): the same call with the guard collective, against one bare
+ *    allreduce of the same size (the floor of any collective) and the
+ *    off-mode call.
  * 3. Compile time per frame (first call), off and lockstep.
  * Medians over repeated batches; ratios printed next to each row.
  */
@@ -22,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MAX_IN 16
@@ -35,7 +38,8 @@ static const char program[] =
 
 typedef struct jit_cfg {
     int calls;        /* calls per batch */
-    char name[64];    /* inproc group of the multi-rank part */
+    char name[64];    /* inproc group or shm job of the multi-rank part */
+    ccol_transport transport; /* of the multi-rank part */
 } jit_cfg;
 
 /* One rank's module, session and inputs. */
@@ -182,7 +186,7 @@ make_comm(const mr_arg *a)
                                    CCOL_COMM_PARAM_NAME |
                                    CCOL_COMM_PARAM_TIMEOUT,
                            .rank = a->rank, .size = a->size,
-                           .transport = CCOL_TRANSPORT_INPROC,
+                           .transport = a->cfg->transport,
                            .name = a->cfg->name, .timeout_s = 60 };
     ccol_comm *c = NULL;
     if (ccol_comm_create(&p, &c) != CCOL_OK) {
@@ -244,29 +248,83 @@ mr_thread(void *p)
     return NULL;
 }
 
+/* Runs the ranks as threads (inproc) or forked processes (shm) whose
+ * results land in shared memory. */
+static int
+run_ranks(jit_cfg *cfg, mr_arg *a, int size)
+{
+    pthread_t th[8];
+    pid_t pid[8];
+    int bad = 0, st;
+
+    for (int r = 0; r < size; r++) {
+        a[r] = (mr_arg){ .cfg = cfg, .rank = r, .size = size };
+        if (cfg->transport == CCOL_TRANSPORT_INPROC) {
+            pthread_create(&th[r], NULL, mr_thread, &a[r]);
+            continue;
+        }
+        fflush(NULL);
+        pid[r] = fork();
+        if (pid[r] == 0) {
+            mr_thread(&a[r]);
+            _exit(a[r].failed);
+        }
+        a[r].failed = pid[r] < 0;
+    }
+    for (int r = 0; r < size; r++) {
+        if (cfg->transport == CCOL_TRANSPORT_INPROC)
+            pthread_join(th[r], NULL);
+        else if (pid[r] > 0 && (waitpid(pid[r], &st, 0) != pid[r] || st != 0))
+            a[r].failed = 1;
+        bad |= a[r].failed;
+    }
+    return bad;
+}
+
 static int
 multi_rank(jit_cfg *cfg, int size)
 {
-    pthread_t th[8];
-    mr_arg a[8];
-    int bad = 0;
+    mr_arg *a = mmap(NULL, 8 * sizeof *a, PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    int bad;
 
-    snprintf(cfg->name, sizeof cfg->name, "bench-jit-%d-%d", (int)getpid(),
-             size);
-    for (int r = 0; r < size; r++) {
-        a[r] = (mr_arg){ .cfg = cfg, .rank = r, .size = size };
-        pthread_create(&th[r], NULL, mr_thread, &a[r]);
-    }
-    for (int r = 0; r < size; r++) {
-        pthread_join(th[r], NULL);
-        bad |= a[r].failed;
-    }
-    if (bad)
+    if (a == MAP_FAILED)
         return 1;
+    snprintf(cfg->name, sizeof cfg->name, "bench-jit-%d-%d-%d",
+             (int)getpid(), size, (int)cfg->transport);
+    bad = run_ranks(cfg, a, size);
+    if (bad) {
+        munmap(a, 8 * sizeof *a);
+        return 1;
+    }
     printf("%-6d %12.0f %14.1f %14.1f %8.2f %12.3f %12.3f\n", size,
            a[0].off_ns, a[0].lockstep_ns / 1e3, a[0].allreduce_ns / 1e3,
            a[0].lockstep_ns / a[0].allreduce_ns, a[0].compile_off_s * 1e3,
            a[0].compile_lock_s * 1e3);
+    munmap(a, 8 * sizeof *a);
+    return 0;
+}
+
+/* The lockstep table for one transport. */
+static int
+lockstep_table(jit_cfg *cfg, ccol_transport t)
+{
+    static const int sizes[3] = { 2, 4, 8 };
+
+    cfg->transport = t;
+    printf("\nlockstep, 4 inputs, %s (medians; rank 0):\n",
+           t == CCOL_TRANSPORT_INPROC ? "threads over inproc"
+                                      : "processes over shm");
+    printf("%-6s %12s %14s %14s %8s %12s %12s\n", "ranks", "off (ns)",
+           "lockstep (us)", "allreduce (us)", "lk/ar", "compile off",
+           "compile lk");
+    printf("%-6s %12s %14s %14s %8s %12s %12s\n", "", "", "", "", "",
+           "(ms)", "(ms)");
+    for (int i = 0; i < 3; i++)
+        if (multi_rank(cfg, sizes[i]) != 0) {
+            fprintf(stderr, "bench jit: the %d-rank run failed\n", sizes[i]);
+            return 1;
+        }
     return 0;
 }
 
@@ -274,7 +332,6 @@ int
 ccol_bench_jit(int argc, char **argv)
 {
     jit_cfg cfg = { .calls = 20000 };
-    static const int sizes[3] = { 2, 4, 8 };
 
     if (argc == 3 && strcmp(argv[1], "--calls") == 0)
         cfg.calls = atoi(argv[2]);
@@ -284,16 +341,7 @@ ccol_bench_jit(int argc, char **argv)
     }
     if (single_rank(&cfg) != 0)
         return 1;
-    printf("\nlockstep, 4 inputs, threads over inproc (medians; rank 0):\n");
-    printf("%-6s %12s %14s %14s %8s %12s %12s\n", "ranks", "off (ns)",
-           "lockstep (us)", "allreduce (us)", "lk/ar", "compile off",
-           "compile lk");
-    printf("%-6s %12s %14s %14s %8s %12s %12s\n", "", "", "", "", "",
-           "(ms)", "(ms)");
-    for (int i = 0; i < 3; i++)
-        if (multi_rank(&cfg, sizes[i]) != 0) {
-            fprintf(stderr, "bench jit: the %d-rank run failed\n", sizes[i]);
-            return 1;
-        }
-    return 0;
+    if (lockstep_table(&cfg, CCOL_TRANSPORT_INPROC) != 0)
+        return 1;
+    return lockstep_table(&cfg, CCOL_TRANSPORT_SHM);
 }

@@ -141,7 +141,8 @@ typedef enum ccol_transport {
     CCOL_TRANSPORT_DEFAULT = 0, /* tcp for size > 1, else a local comm */
     CCOL_TRANSPORT_INPROC = 1,  /* threads of one process are the ranks */
     CCOL_TRANSPORT_TCP = 2,     /* processes on one or many hosts */
-    CCOL_TRANSPORT_OOB = 3      /* reserved: the caller's communicator */
+    CCOL_TRANSPORT_OOB = 3,     /* reserved: the caller's communicator */
+    CCOL_TRANSPORT_SHM = 4      /* processes of one host, shared memory */
 } ccol_transport;
 
 /* Field bits of ccol_comm_params.mask: a field is used only when its bit is
@@ -182,7 +183,8 @@ typedef struct ccol_comm_params {
     double timeout_s;     /* deadline of each operation, > 0 */
     size_t max_payload;   /* largest accepted message (default 64 MiB) */
     const char *token;    /* job token; peers without it are refused */
-    const char *name;     /* inproc: group name the threads join */
+    const char *name;     /* inproc: group name the threads join;
+                             shm: job name (default: from the port) */
     int tree_threshold;   /* above this size use a tree (default 64) */
     int tree_fanout;      /* children per node of the tree (default 4) */
     const char *fault;    /* fault injection spec (docs/reliability.md);
@@ -204,6 +206,12 @@ typedef struct ccol_comm_params {
  * group rendezvous in process memory.
  * tcp: rank 0 listens on addr:port and acts as the rendezvous; other ranks
  * connect (retrying until the deadline, so start order does not matter).
+ * shm: processes of one host; every rank passes the same `name` (or, without
+ * one, the same `port`, which then only names the job). Rank 0 creates the
+ * shared-memory segment, the others map it (retrying until the deadline); a
+ * segment left by a crashed job is replaced, one whose rank 0 is alive gives
+ * CCOL_ERR_BUSY. Waits spin briefly (CCOL_SPIN_US, default 100), then
+ * sleep in the kernel; a rank that dies is named on its tree neighbours.
  */
 CCOL_API ccol_status ccol_comm_create(const ccol_comm_params *params,
                                       ccol_comm **out);
@@ -217,9 +225,10 @@ CCOL_API ccol_status ccol_comm_create(const ccol_comm_params *params,
  * a number, or a rank outside the size, is CCOL_ERR_INVALID_ARG naming the
  * variable. No set at all gives a single-rank communicator. CCOL_TIMEOUT,
  * CCOL_TOKEN, MASTER_ADDR and MASTER_PORT are read too, and CCOL_TRANSPORT
- * picks the transport by name: "tcp" or "inproc" (ranks that are threads
- * of one process, meeting in the group `name` of the overrides, default
- * "env"); unset or empty means the default. Any other value is
+ * picks the transport by name: "tcp", "shm" (processes of one host, named
+ * by MASTER_PORT) or "inproc" (ranks that are threads of one process,
+ * meeting in the group `name` of the overrides, default "env"); unset or
+ * empty means the default. Any other value is
  * CCOL_ERR_INVALID_ARG naming it and the accepted names.
  * Fields set in `overrides` (may be NULL) win over the environment.
  */

@@ -1,6 +1,6 @@
 /*
  * cmd_demo.c - `ccol demo`: the problem compiler collectives solve, shown
- * on a real job. Four local ranks (each its own process, over tcp) train a
+ * on a real job. Four local ranks (each its own process, over shm) train a
  * small MLP on variable-length batches, summing gradient-like values with
  * all_reduce; each rank's batch length changes at a different step. The
  * same job runs through the tracing JIT (the `ccol jit` machinery, called
@@ -485,7 +485,7 @@ ccol_cmd_demo(int argc, char **argv)
         return 1;
     o.sched = s;
     o.nranks = n;
-    printf("ccol demo: %s on %d local ranks (processes over tcp), "
+    printf("ccol demo: %s on %d local ranks (processes over shm), "
            "through the tracing JIT\n\n", o.prog, n);
     print_batches(n);
     rc = run_modes(&o, runs, n);

@@ -87,7 +87,9 @@ usage(FILE *f)
             "                [--local-ranks-filter R[,R...]] -- CMD [ARGS...]\n\n"
             "Starts N local ranks of CMD with torchrun's environment\n"
             "(RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,\n"
-            "MASTER_PORT, GROUP_RANK) and CCOL_RUN=1.\n\n"
+            "MASTER_PORT, GROUP_RANK) and CCOL_RUN=1; with one node also\n"
+            "CCOL_TRANSPORT=shm unless set (local ranks talk through shared\n"
+            "memory).\n\n"
             "  -n N               ranks on this node (1..%d); also --nproc,\n"
             "                     --nproc-per-node, --nproc_per_node\n"
             "  --nnodes M         nodes of the job (default 1); each node runs\n"
@@ -479,12 +481,22 @@ setenv_int(const char *name, int v)
     return setenv(name, buf, 1) == 0;
 }
 
+/* Local ranks talk through shared memory unless the caller chose a
+ * transport (CCOL_TRANSPORT=tcp keeps the sockets). */
+static bool
+default_local_transport(void)
+{
+    return setenv("CCOL_TRANSPORT", "shm", 0) == 0;
+}
+
 /* Sets the variables every rank shares, in the launcher's environment. */
 static bool
 shared_env(const run_opts *o)
 {
     scrub_env();
-    return setenv_int("WORLD_SIZE", o->n * o->nnodes) &&
+    /* shared memory only when every rank is on this host */
+    return (o->nnodes > 1 || default_local_transport()) &&
+           setenv_int("WORLD_SIZE", o->n * o->nnodes) &&
            setenv_int("LOCAL_WORLD_SIZE", o->n) &&
            setenv("MASTER_ADDR", o->addr, 1) == 0 &&
            setenv_int("MASTER_PORT", o->port) &&

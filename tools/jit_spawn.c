@@ -99,6 +99,8 @@ child_main(const jit_opts *o, int r, int port, int wfd)
     set_env_int("LOCAL_WORLD_SIZE", o->nranks);
     set_env_int("MASTER_PORT", port);
     setenv("MASTER_ADDR", "127.0.0.1", 1);
+    /* Local ranks: shared memory unless the caller chose a transport. */
+    setenv("CCOL_TRANSPORT", "shm", 0);
     jit_rank_env(o);
     signal(SIGPIPE, SIG_IGN);
     ccol_status st = ccol_comm_create_env(NULL, &comm);

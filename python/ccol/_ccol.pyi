@@ -34,7 +34,7 @@ class Decision(enum.IntEnum):
     DYNAMIC = 1
     SPECIALIZED_01 = 2
 
-_Transport = Literal["default", "tcp", "inproc"]
+_Transport = Literal["default", "tcp", "shm", "inproc"]
 _OpName = Literal["sum", "min", "max", "and", "or"]
 _Num = Union[int, float]
 

@@ -61,11 +61,13 @@ parse_transport(PyObject *o, ccol_transport *t)
         *t = CCOL_TRANSPORT_TCP;
     else if (s != NULL && strcmp(s, "inproc") == 0)
         *t = CCOL_TRANSPORT_INPROC;
+    else if (s != NULL && strcmp(s, "shm") == 0)
+        *t = CCOL_TRANSPORT_SHM;
     else {
         if (!PyErr_Occurred())
             PyErr_Format(PyExc_ValueError,
-                         "transport must be 'default', 'tcp' or 'inproc', "
-                         "not %R", o);
+                         "transport must be 'default', 'tcp', 'shm' or "
+                         "'inproc', not %R", o);
         return 0;
     }
     return 1;

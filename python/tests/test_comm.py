@@ -1,4 +1,4 @@
-"""ccol.Comm at 1, 2 and 3 ranks, in processes over tcp."""
+"""ccol.Comm at 1, 2 and 3 ranks, in processes over tcp (and shm)."""
 
 import math
 import os
@@ -384,3 +384,25 @@ def test_errors_are_classes_under_error():
     assert issubclass(ccol.TimeoutError, TimeoutError)
     assert issubclass(ccol.InvalidError, ValueError)
     assert ccol.status_name(-5) == "DIVERGED"
+
+
+def _shm_rank(rank, size, name):
+    with ccol.Comm(rank, size, transport="shm", name=name,
+                   timeout=5) as comm:
+        return (comm.transport, comm.allreduce(rank + 1),
+                comm.allgather(b"%d" % rank))
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_shm_transport(n):
+    name = "pytest-%d-%d" % (os.getpid(), n)
+    res = ok(run_ranks(n, _shm_rank, n, name, own_comm=True))
+    for t, s, g in res:
+        assert t == "shm"
+        assert s == n * (n + 1) // 2
+        assert g == [b"%d" % r for r in range(n)]
+
+
+def test_unknown_transport_is_refused():
+    with pytest.raises(ValueError, match="'shm'"):
+        ccol.Comm(0, 1, transport="pigeon")

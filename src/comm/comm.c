@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static ccol_comm *
 comm_alloc(void)
@@ -39,6 +40,26 @@ ccol__comm_fail(ccol_comm *c, ccol_status st, const char *fmt, ...)
     va_end(ap);
     c->poisoned = true;
     return st;
+}
+
+ccol_status
+ccol__spin_setup(ccol_comm *c, int64_t *spin_ns, bool *yield)
+{
+    const char *v = getenv("CCOL_SPIN_US");
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    long long us;
+
+    *spin_ns = CCOL__DEFAULT_SPIN_NS;
+    *yield = ncpu > 0 && c->size > ncpu;
+    if (v == NULL || v[0] == '\0')
+        return CCOL_OK;
+    if (!ccol__parse_int(v, 0, 1000000, &us))
+        return ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
+                            "CCOL_SPIN_US='%s' is not a number of "
+                            "microseconds in [0, 1000000]",
+                            v);
+    *spin_ns = (int64_t)us * 1000;
+    return CCOL_OK;
 }
 
 /* Checks params against their documented ranges. */
@@ -115,6 +136,28 @@ apply_params(ccol_comm *c, const ccol_comm_params *p)
     }
 }
 
+/* shm: the job is named by params.name, else by the rendezvous port. */
+static ccol_status
+attach_shm(ccol_comm *c, const ccol_comm_params *p)
+{
+    uint64_t m = p->mask;
+    char name[96], id[128];
+
+    if ((m & CCOL_COMM_PARAM_NAME) && p->name != NULL && p->name[0])
+        snprintf(name, sizeof name, "%s", p->name);
+    else if ((m & CCOL_COMM_PARAM_PORT) && p->port > 0)
+        snprintf(name, sizeof name, "port-%d", p->port);
+    else if (c->size == 1)
+        return CCOL_OK; /* a one-rank job needs no segment */
+    else
+        return ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
+                            "the shm transport needs a job name (params.name) "
+                            "or the job's port (params.port or MASTER_PORT)");
+    snprintf(id, sizeof id, "shm:%s", name);
+    c->comm_id = ccol__hash_str(id);
+    return ccol__shm_attach(c, name);
+}
+
 /* Chooses the transport and joins the other ranks. */
 static ccol_status
 attach(ccol_comm *c, const ccol_comm_params *p)
@@ -134,6 +177,8 @@ attach(ccol_comm *c, const ccol_comm_params *p)
         c->comm_id = ccol__hash_str(id);
         return ccol__inproc_attach(c, p->name);
     }
+    if (t == CCOL_TRANSPORT_SHM)
+        return attach_shm(c, p);
     if (t != CCOL_TRANSPORT_DEFAULT && t != CCOL_TRANSPORT_TCP)
         return ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
                             "transport %d is not supported by "

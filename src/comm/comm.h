@@ -6,7 +6,8 @@
  *              and validation (magic, version, token digest, communicator id,
  *              sequence number, operation and fingerprint, length, checksums);
  *   link       a transport moves whole frames between two ranks: inproc.c
- *              (in-memory queues between threads) and tcp.c (sockets);
+ *              (in-memory queues between threads), tcp.c (sockets) and
+ *              shm.c (byte rings in a shared-memory segment);
  *   tree.c     one collective algorithm over links for every operation:
  *              contributions travel up a tree to rank 0 (a star for small
  *              sizes, a k-ary tree above a threshold), rank 0 computes the
@@ -203,6 +204,24 @@ ccol_status ccol__tree_run(ccol_comm *c, ccol__coll *op);
  * and fanout. */
 ccol_status ccol__tree_setup(ccol_comm *c);
 
+/* The spin-then-block policy of the shm and inproc waits: CCOL_SPIN_US
+ * (default 100 us, 0 = block at once) into *spin_ns; *yield when ranks
+ * outnumber processors (spin with sched_yield instead of pausing). A bad
+ * value is CCOL_ERR_INVALID_ARG naming it. */
+#define CCOL__DEFAULT_SPIN_NS 100000
+/* Within the spin, pause this long before yielding the core: enough for a
+ * hand-off between ranks on two cores, short enough that a peer sharing
+ * this core (a loaded machine) is not kept off it for the whole budget. */
+#define CCOL__PAUSE_NS 5000
+#if defined(__x86_64__) || defined(__i386__)
+#define CCOL__CPU_RELAX() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define CCOL__CPU_RELAX() __asm__ __volatile__("yield")
+#else
+#define CCOL__CPU_RELAX() ((void)0)
+#endif
+ccol_status ccol__spin_setup(ccol_comm *c, int64_t *spin_ns, bool *yield);
+
 /* Poisons the communicator with a message. Returns st. */
 ccol_status ccol__comm_fail(ccol_comm *c, ccol_status st, const char *fmt,
                             ...) CCOL__PRINTF(3, 4);
@@ -221,5 +240,7 @@ void ccol__fault_free(ccol_comm *c);
 ccol_status ccol__inproc_attach(ccol_comm *c, const char *name);
 ccol_status ccol__tcp_attach(ccol_comm *c, const char *addr, int port);
 ccol_status ccol__oob_attach(ccol_comm *c, const ccol_oob *oob);
+/* shm.c: `name` names the job's segment (every rank passes the same). */
+ccol_status ccol__shm_attach(ccol_comm *c, const char *name);
 
 #endif /* CCOL_COMM_H */

@@ -99,6 +99,7 @@ static const struct {
 } transport_names[] = {
     { "inproc", CCOL_TRANSPORT_INPROC },
     { "tcp", CCOL_TRANSPORT_TCP },
+    { "shm", CCOL_TRANSPORT_SHM },
 };
 
 #define NTRANSPORTS (sizeof transport_names / sizeof transport_names[0])
@@ -123,6 +124,11 @@ read_transport(ccol__err *err, ccol_comm_params *p)
                  "%s%s", i == 0 ? "" : i + 1 == NTRANSPORTS ? " or " : ", ",
                  transport_names[i].name);
     }
+    if (strcmp(v, "mpi") == 0)
+        return ccol__seterr(err, CCOL_ERR_INVALID_ARG,
+                            "CCOL_TRANSPORT='mpi': libccol joins MPI jobs "
+                            "through the MPI adapter (ccol_comm_create_mpi), "
+                            "not from the environment; use %s here", names);
     return ccol__seterr(err, CCOL_ERR_INVALID_ARG,
                         "CCOL_TRANSPORT='%.64s' is not a transport: use %s "
                         "(or leave it unset for the default)", v, names);
@@ -238,7 +244,8 @@ ccol_comm_create_env(const ccol_comm_params *overrides, ccol_comm **out)
     }
     if (p.size > 1 && !(p.mask & CCOL_COMM_PARAM_PORT) &&
         !((p.mask & CCOL_COMM_PARAM_TRANSPORT) &&
-          p.transport == CCOL_TRANSPORT_INPROC)) {
+          (p.transport == CCOL_TRANSPORT_INPROC ||
+           p.transport == CCOL_TRANSPORT_SHM))) {
         ccol__seterr(&err, CCOL_ERR_INVALID_ARG,
                      "%s says rank %d of %d but MASTER_PORT is not set: "
                      "the tcp transport needs MASTER_ADDR/MASTER_PORT of "

@@ -7,11 +7,18 @@
  * decoder as on the network, so tests over inproc exercise the real header
  * checks. A rank that destroys its communicator is marked as departed and
  * every rank waiting for it fails at once instead of at the deadline.
+ *
+ * Waiting follows the spin-then-block policy of the shm transport
+ * (CCOL_SPIN_US): a receiver first polls its inbox's event counter without
+ * the lock for the spin budget, then sleeps on its condition variable, so
+ * threads that arrive close together hand frames over without a wake-up.
  */
 #include "comm.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,11 +42,15 @@ typedef struct group {
     bool *departed;         /* rank destroyed its communicator */
     qframe **head, **tail;  /* inbox per rank */
     pthread_cond_t *cv;     /* wakes rank r */
+    _Atomic unsigned *events; /* per rank: bumped on news for it (a frame,
+                                 a departure), polled while spinning */
     pthread_mutex_t mu;
 } group;
 
 typedef struct ilink {
     group *g;
+    int64_t spin_ns;  /* spin budget of a wait */
+    bool yield;       /* threads outnumber processors */
 } ilink;
 
 static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -64,6 +75,7 @@ group_free(group *g)
     free(g->head);
     free(g->tail);
     free(g->cv);
+    free((void *)(uintptr_t)g->events);
     free(g->name);
     free(g);
 }
@@ -84,6 +96,7 @@ group_new(const char *name, int size, uint64_t token)
     g->head = calloc((size_t)size, sizeof *g->head);
     g->tail = calloc((size_t)size, sizeof *g->tail);
     g->cv = calloc((size_t)size, sizeof *g->cv);
+    g->events = calloc((size_t)size, sizeof *g->events);
     pthread_mutex_init(&g->mu, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -91,7 +104,7 @@ group_new(const char *name, int size, uint64_t token)
         pthread_cond_init(&g->cv[r], &ca);
     pthread_condattr_destroy(&ca);
     if (!g->name || !g->present || !g->departed || !g->head || !g->tail ||
-        !g->cv) {
+        !g->cv || !g->events) {
         group_free(g);
         return NULL;
     }
@@ -227,6 +240,7 @@ inproc_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
         g->head[peer] = q;
     g->tail[peer] = q;
     c->sent += len;
+    atomic_fetch_add_explicit(&g->events[peer], 1, memory_order_release);
     pthread_cond_signal(&g->cv[peer]);
     pthread_mutex_unlock(&g->mu);
     return CCOL_OK;
@@ -302,13 +316,50 @@ decode_frame(ccol_comm *c, qframe *f, ccol__msg *msg)
     return st;
 }
 
+/* Polls rank `me`'s event counter without the lock (held on entry and on
+ * return) until it moves or the spin budget or deadline ends. True when
+ * it moved. */
+static bool
+spin(group *g, const ilink *l, int me, int64_t spin_end, int64_t deadline)
+{
+    unsigned seen = atomic_load_explicit(&g->events[me], memory_order_acquire);
+    int64_t now = ccol__now_ns(), yield_from = now + CCOL__PAUSE_NS;
+    bool moved = false, yielding = l->yield;
+
+    if (now >= spin_end)
+        return false;
+    pthread_mutex_unlock(&g->mu);
+    for (unsigned it = 1;; it++) {
+        if (atomic_load_explicit(&g->events[me], memory_order_acquire) !=
+            seen) {
+            moved = true;
+            break;
+        }
+        if ((it & 63) == 0) {
+            now = ccol__now_ns();
+            if (now >= spin_end || now >= deadline)
+                break;
+            yielding = yielding || now >= yield_from;
+        }
+        if (yielding)
+            sched_yield();
+        else
+            CCOL__CPU_RELAX();
+    }
+    pthread_mutex_lock(&g->mu);
+    return moved;
+}
+
 static ccol_status
 inproc_recv(ccol_comm *c, const int *peers, int n, int64_t deadline,
             int *from, ccol__msg *msg)
 {
-    group *g = ((ilink *)c->link)->g;
+    ilink *l = c->link;
+    group *g = l->g;
     qframe *f;
     ccol_status st;
+    int64_t spin_end = 0;
+    bool spun = false; /* the spin budget is used up */
 
     pthread_mutex_lock(&g->mu);
     while ((f = dequeue(g, c->rank, peers, n)) == NULL) {
@@ -320,6 +371,14 @@ inproc_recv(ccol_comm *c, const int *peers, int n, int64_t deadline,
                                 "rank %d left (destroyed its communicator) "
                                 "while this rank waited for it",
                                 gone);
+        }
+        if (spin_end == 0)
+            spin_end = ccol__now_ns() + l->spin_ns;
+        if (l->spin_ns > 0 && !spun) {
+            /* Look again after spinning either way: a frame queued while
+             * the lock was released has already been signalled. */
+            spun = !spin(g, l, c->rank, spin_end, deadline);
+            continue;
         }
         if (wait_turn(g, c->rank, deadline) &&
             (f = dequeue(g, c->rank, peers, n)) == NULL) {
@@ -346,8 +405,10 @@ inproc_shutdown(ccol_comm *c)
     group *g = ((ilink *)c->link)->g;
     pthread_mutex_lock(&g->mu);
     g->departed[c->rank] = true;
-    for (int r = 0; r < g->size; r++)
+    for (int r = 0; r < g->size; r++) {
+        atomic_fetch_add(&g->events[r], 1);
         pthread_cond_broadcast(&g->cv[r]);
+    }
     pthread_mutex_unlock(&g->mu);
 }
 
@@ -374,8 +435,10 @@ inproc_destroy(ccol_comm *c)
     g->present[c->rank] = false;
     g->departed[c->rank] = true;
     last = --g->refs == 0;
-    for (int r = 0; r < g->size; r++)
+    for (int r = 0; r < g->size; r++) {
+        atomic_fetch_add(&g->events[r], 1);
         pthread_cond_broadcast(&g->cv[r]);
+    }
     pthread_mutex_unlock(&g->mu);
     if (last) {
         group **pp = &registry;
@@ -406,6 +469,9 @@ ccol__inproc_attach(ccol_comm *c, const char *name)
     l->g = g;
     c->link = l;
     c->ops = &inproc_ops;
+    st = ccol__spin_setup(c, &l->spin_ns, &l->yield);
+    if (st != CCOL_OK)
+        return st;
     pthread_mutex_lock(&g->mu);
     st = await_all(c, g, ccol__now_ns() + (int64_t)(c->timeout_s * 1e9));
     pthread_mutex_unlock(&g->mu);

@@ -36,7 +36,7 @@ typedef struct run {
     uint8_t **child_pl;    /* payload per child index */
     uint32_t *child_len;   /* its length */
     bool *arrived;         /* per child index */
-    char what[160];        /* "allgatherv #3 [label]" */
+    char what[160];        /* "allgatherv #3 [label]", see what_of() */
 } run;
 
 static int64_t
@@ -98,16 +98,22 @@ ccol__tree_setup(ccol_comm *c)
     return CCOL_OK;
 }
 
-static void
-describe_run(run *r)
+/* "allgatherv #3 [label]", formatted on first use: only failures need it,
+ * and formatting on every call would cost more than a fast transport's
+ * whole round trip. */
+static const char *
+what_of(run *r)
 {
     ccol_comm *c = r->c;
     char d[96];
+    if (r->what[0] != '\0')
+        return r->what;
     ccol__op_describe(r->op->op, r->op->arg, c->seq, d, sizeof d);
     if (c->label[0])
         snprintf(r->what, sizeof r->what, "%s [%s]", d, c->label);
     else
         snprintf(r->what, sizeof r->what, "%s", d);
+    return r->what;
 }
 
 /* Says what rank `peer` was last seen doing, for timeout messages. */
@@ -214,7 +220,7 @@ check_same_op(run *r, int from, const ccol__hdr *h)
     return ccol__seterr(&c->err, CCOL_ERR_DIVERGED,
                         "ranks diverged: rank %d is in %s while rank %d is "
                         "in %s",
-                        from, th_full, c->rank, r->what);
+                        from, th_full, c->rank, what_of(r));
 }
 
 static int
@@ -254,7 +260,7 @@ take_child_frame(run *r, int from, ccol__msg *m)
     if (i < 0 || r->arrived[i]) {
         return ccol__seterr(&c->err, CCOL_ERR_PEER,
                             "rank %d sent an unexpected frame during %s",
-                            from, r->what);
+                            from, what_of(r));
     }
     note_seen(c, from, &m->h);
     if (m->h.kind == CCOL__K_ERRUP)
@@ -262,7 +268,7 @@ take_child_frame(run *r, int from, ccol__msg *m)
     if (m->h.kind != CCOL__K_UP)
         return ccol__seterr(&c->err, CCOL_ERR_PEER,
                             "rank %d sent a frame of kind %u during %s", from,
-                            m->h.kind, r->what);
+                            m->h.kind, what_of(r));
     st = check_same_op(r, from, &m->h);
     if (st != CCOL_OK)
         return st;
@@ -295,7 +301,7 @@ report_missing(run *r)
         nmiss++;
     }
     ccol__seterr(&c->err, CCOL_ERR_TIMEOUT,
-                 "%s timed out after %.3g s; missing %s: %s", r->what,
+                 "%s timed out after %.3g s; missing %s: %s", what_of(r),
                  c->timeout_s, nmiss == 1 ? "rank" : "ranks",
                  b.p ? (char *)b.p : "?");
     ccol__buf_free(&b);
@@ -392,7 +398,8 @@ join_up(run *r, uint8_t **out, size_t *len)
                                                                   : CCOL_ERR_PEER,
                                 "%s: combining the contribution of rank %d's "
                                 "subtree failed (%s)",
-                                r->what, c->children[i], ccol_status_name(st));
+                                what_of(r), c->children[i],
+                                ccol_status_name(st));
         acc = next;
         alen = nlen;
     }
@@ -429,7 +436,7 @@ split_concat(run *r, const uint8_t *p, size_t len, const uint8_t **blobs,
         return ccol__seterr(&c->err, CCOL_ERR_PEER,
                             "%s: the gathered contributions are malformed "
                             "(%d of %d ranks decoded)",
-                            r->what, count, c->size);
+                            what_of(r), count, c->size);
     return CCOL_OK;
 }
 
@@ -505,7 +512,7 @@ await_down(run *r, int64_t deadline)
                             "%s timed out after %.3g s: no reply from rank %d "
                             "(%s); it is stalled, in another operation, or "
                             "failed",
-                            r->what, c->timeout_s, c->parent, seen);
+                            what_of(r), c->timeout_s, c->parent, seen);
     }
     if (st != CCOL_OK)
         return st;
@@ -517,7 +524,7 @@ await_down(run *r, int64_t deadline)
         st = ccol__seterr(&c->err, CCOL_ERR_PEER,
                           "rank %d answered %s with a frame of kind %u for "
                           "%s #%" PRIu64,
-                          from, r->what, m.h.kind, ccol__op_name(m.h.op),
+                          from, what_of(r), m.h.kind, ccol__op_name(m.h.op),
                           m.h.seq);
     if (st == CCOL_OK) {
         r->op->result = m.payload;
@@ -596,7 +603,6 @@ run_init(run *r, ccol_comm *c, ccol__coll *op)
     r->child_pl = calloc(n, sizeof *r->child_pl);
     r->child_len = calloc(n, sizeof *r->child_len);
     r->arrived = calloc(n, sizeof *r->arrived);
-    describe_run(r);
     if (r->child_pl == NULL || r->child_len == NULL || r->arrived == NULL)
         return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
     return CCOL_OK;

@@ -69,6 +69,9 @@ bool ccol__past(int64_t deadline);
 /* Checksums and hashes. crc32c is the Castagnoli CRC used on the wire;
  * hash64 is FNV-1a for fingerprints and digests that need no secrecy. */
 uint32_t ccol__crc32c(uint32_t crc, const void *data, size_t len);
+/* The portable table-driven CRC-32C (ccol__crc32c uses the CPU's
+ * instruction when it has one); exposed so tests compare the two. */
+uint32_t ccol__crc32c_sw(uint32_t crc, const void *data, size_t len);
 uint64_t ccol__hash64(uint64_t seed, const void *data, size_t len);
 uint64_t ccol__hash_str(const char *s);
 

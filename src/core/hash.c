@@ -6,6 +6,7 @@
 #include "core.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <string.h>
 
 /* Slicing-by-8 tables: crc_table[k][b] is the CRC of byte b followed by k
@@ -13,9 +14,17 @@
 static uint32_t crc_table[8][256];
 static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+static bool crc_hw_ok;
+#endif
+
 static void
 crc_init(void)
 {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    crc_hw_ok = __builtin_cpu_supports("sse4.2");
+#endif
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t c = i;
         for (int k = 0; k < 8; k++)
@@ -28,8 +37,30 @@ crc_init(void)
                               crc_table[0][crc_table[k - 1][i] & 0xFF];
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define CRC_HW 1
+/* SSE 4.2 has an instruction for exactly this polynomial: about ten times
+ * the speed of the tables, which matters for 64 KiB frames over shm. */
+__attribute__((target("sse4.2"))) static uint32_t
+crc_hw(uint32_t crc, const uint8_t *p, size_t len)
+{
+    uint64_t c = ~crc;
+
+    for (; len >= 8; p += 8, len -= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c = __builtin_ia32_crc32di(c, v);
+    }
+    crc = (uint32_t)c;
+    for (; len > 0; p++, len--)
+        crc = __builtin_ia32_crc32qi(crc, *p);
+    return ~crc;
+}
+#endif
+
+/* The table-driven CRC, for every machine. */
 uint32_t
-ccol__crc32c(uint32_t crc, const void *data, size_t len)
+ccol__crc32c_sw(uint32_t crc, const void *data, size_t len)
 {
     const uint8_t *p = data;
     pthread_once(&crc_once, crc_init);
@@ -44,6 +75,17 @@ ccol__crc32c(uint32_t crc, const void *data, size_t len)
     for (size_t i = 0; i < len; i++)
         crc = crc_table[0][(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
     return ~crc;
+}
+
+uint32_t
+ccol__crc32c(uint32_t crc, const void *data, size_t len)
+{
+    pthread_once(&crc_once, crc_init);
+#ifdef CRC_HW
+    if (crc_hw_ok && len > 0)
+        return crc_hw(crc, data, len);
+#endif
+    return ccol__crc32c_sw(crc, data, len);
 }
 
 uint64_t

@@ -1,6 +1,6 @@
 /*
  * test_comm.c - every communicator operation at 1, 2, 3 and 8 ranks over
- * inproc threads and tcp processes (plus a tree-shaped job), with empty,
+ * inproc threads, tcp and shm processes (plus a tree-shaped job), with empty,
  * uneven and 64 KiB payloads; results must be identical on every rank.
  * Then the failure contract: a missing rank times out by name, a different
  * operation is DIVERGED on every rank, a poisoned communicator fails fast,
@@ -222,6 +222,16 @@ CCOL_TEST(tcp_all_ops_tree)
     run_all_ops(CCOL_TEST_TCP, 2);
 }
 
+CCOL_TEST(shm_all_ops)
+{
+    run_all_ops(CCOL_TEST_SHM, 0);
+}
+
+CCOL_TEST(shm_all_ops_tree)
+{
+    run_all_ops(CCOL_TEST_SHM, 2);
+}
+
 /* ---- failures ---- */
 
 typedef struct fail_info {
@@ -279,6 +289,12 @@ CCOL_TEST(inproc_missing_rank_times_out)
 CCOL_TEST(tcp_missing_rank_times_out)
 {
     run_missing(CCOL_TEST_TCP, 3);
+}
+
+CCOL_TEST(shm_missing_rank_times_out)
+{
+    run_missing(CCOL_TEST_SHM, 3);
+    run_missing(CCOL_TEST_SHM, 8);
 }
 
 /* Rank 1 calls bcast while the others call allgatherv. */
@@ -361,6 +377,11 @@ CCOL_TEST(inproc_different_op_diverges)
 CCOL_TEST(tcp_different_op_diverges)
 {
     run_diverge(CCOL_TEST_TCP);
+}
+
+CCOL_TEST(shm_different_op_diverges)
+{
+    run_diverge(CCOL_TEST_SHM);
 }
 
 /* Ranks passing different reduce counts or roots disagree by name. */
@@ -652,6 +673,11 @@ quiet_body(ccol_comm *c, int rank, void *arg)
     __atomic_add_fetch(calls, mine, __ATOMIC_SEQ_CST);
 }
 
+CCOL_TEST(shm_interrupt_hook_stops_a_wait)
+{
+    run_interrupt(CCOL_TEST_SHM);
+}
+
 CCOL_TEST(interrupt_hook_is_quiet_on_fast_operations)
 {
     ccol_test_job job = { .size = 3, .transport = CCOL_TEST_INPROC,
@@ -717,11 +743,14 @@ CCOL_TEST(status_names)
 
 CCOL_TEST_MAIN(CCOL_T(inproc_all_ops), CCOL_T(inproc_all_ops_tree),
                CCOL_T(tcp_all_ops), CCOL_T(tcp_all_ops_tree),
+               CCOL_T(shm_all_ops), CCOL_T(shm_all_ops_tree),
                CCOL_T(inproc_missing_rank_times_out),
                CCOL_T(tcp_missing_rank_times_out),
+               CCOL_T(shm_missing_rank_times_out),
                CCOL_T(inproc_different_op_diverges),
                CCOL_T(join_reduce_is_named_by_its_label),
                CCOL_T(tcp_different_op_diverges),
+               CCOL_T(shm_different_op_diverges),
                CCOL_T(inproc_fingerprint_mismatch),
                CCOL_T(inproc_departed_rank_is_named),
                CCOL_T(bad_params_are_rejected),
@@ -730,6 +759,7 @@ CCOL_TEST_MAIN(CCOL_T(inproc_all_ops), CCOL_T(inproc_all_ops_tree),
                CCOL_T(env_resolution), CCOL_T(env_transport),
                CCOL_T(inproc_interrupt_hook_stops_a_wait),
                CCOL_T(tcp_interrupt_hook_stops_a_wait),
+               CCOL_T(shm_interrupt_hook_stops_a_wait),
                CCOL_T(interrupt_hook_is_quiet_on_fast_operations),
                CCOL_T(inproc_allreduce_over_the_limit),
                CCOL_T(tcp_allreduce_over_the_limit),

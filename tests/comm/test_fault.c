@@ -2,8 +2,8 @@
  * test_fault.c - injected faults (CCOL_FAULT / params.fault): every
  * surviving rank must end with an error naming the faulty rank, within the
  * deadline plus a margin, or succeed when the fault is harmless (a short
- * delay). Processes over tcp (a killed rank must not take the test down)
- * and threads over inproc.
+ * delay). Processes over tcp and shm (a killed rank must not take the test
+ * down) and threads over inproc.
  */
 #include "harness.h"
 
@@ -133,6 +133,41 @@ CCOL_TEST(inproc_faults_are_named)
     expect_named(o, 3, 2, CCOL_ERR_PEER, 2);
 }
 
+/* The same faults over shared memory: a killed rank is noticed by its
+ * pid, a closed or truncating one by its departure flag. */
+CCOL_TEST(shm_kill_and_stall_are_named)
+{
+    outcome *o = run(CCOL_TEST_SHM, 3, "rank=2,op=2,kind=kill");
+    expect_named(o, 3, 2, CCOL_ERR_PEER, 2);
+    CHECK_CONTAINS(o->msg[0], "rank 2");
+    CHECK_CONTAINS(o->msg[0], "died");
+    o = run(CCOL_TEST_SHM, 3, "rank=1,op=2,kind=stall,ms=2500");
+    expect_named(o, 3, 1, CCOL_ERR_TIMEOUT, 1);
+    CHECK_CONTAINS(o->msg[0], "missing rank: 1");
+    o = run(CCOL_TEST_SHM, 8, "rank=0,op=3,kind=kill");
+    expect_named(o, 8, 0, CCOL_ERR_PEER, 0);
+}
+
+CCOL_TEST(shm_frame_faults_are_named)
+{
+    outcome *o = run(CCOL_TEST_SHM, 3, "rank=1,op=2,kind=corrupt");
+    for (int r = 0; r < 3; r++) {
+        CHECK_STATUS((ccol_status)o->status[r], CCOL_ERR_PEER);
+        CHECK_CONTAINS(o->msg[r], "rank 1");
+    }
+    o = run(CCOL_TEST_SHM, 3, "rank=2,op=2,kind=truncate");
+    expect_named(o, 3, 2, CCOL_ERR_PEER, 2);
+    o = run(CCOL_TEST_SHM, 3, "rank=1,op=3,kind=close");
+    expect_named(o, 3, 1, CCOL_ERR_PEER, 1);
+    o = run(CCOL_TEST_SHM, 3, "rank=1,op=2,kind=drop");
+    for (int r = 0; r < 3; r++)
+        CHECK_STATUS((ccol_status)o->status[r], CCOL_ERR_TIMEOUT);
+    CHECK_CONTAINS(o->msg[0], "missing rank: 1");
+    o = run(CCOL_TEST_SHM, 3, "rank=2,op=2,kind=delay,ms=100");
+    for (int r = 0; r < 3; r++)
+        CHECK_STATUS((ccol_status)o->status[r], CCOL_OK);
+}
+
 CCOL_TEST(bad_fault_spec_is_rejected)
 {
     ccol_comm_params p = { .mask = CCOL_COMM_PARAM_FAULT,
@@ -149,4 +184,6 @@ CCOL_TEST_MAIN(CCOL_T(tcp_kill_is_peer_named), CCOL_T(tcp_stall_is_timeout_named
                CCOL_T(tcp_drop_is_timeout_named),
                CCOL_T(short_delay_is_harmless),
                CCOL_T(inproc_faults_are_named),
+               CCOL_T(shm_kill_and_stall_are_named),
+               CCOL_T(shm_frame_faults_are_named),
                CCOL_T(bad_fault_spec_is_rejected))

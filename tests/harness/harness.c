@@ -243,6 +243,10 @@ ccol_test_params(const ccol_test_job *job, int rank, ccol_comm_params *p)
         p->transport = CCOL_TRANSPORT_INPROC;
         p->mask |= CCOL_COMM_PARAM_NAME;
         p->name = job->name;
+    } else if (job->transport == CCOL_TEST_SHM) {
+        p->transport = CCOL_TRANSPORT_SHM;
+        p->mask |= CCOL_COMM_PARAM_NAME;
+        p->name = job->name;
     } else {
         p->transport = CCOL_TRANSPORT_TCP;
         p->mask |= CCOL_COMM_PARAM_PORT;

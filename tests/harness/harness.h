@@ -4,7 +4,8 @@
  * Each test runs in a forked child with a timeout, so a crash or a hang
  * (the usual symptom of a multi-rank bug) fails that test by name and the
  * suite goes on. ccol_test_ranks() runs one function on N ranks: threads
- * over the inproc transport, or forked processes over tcp on loopback, and
+ * over the inproc transport, or forked processes over tcp on loopback or
+ * over shared memory, and
  * joins them with a timeout. Assertions print both values with file, line
  * and rank. The runner ends with the line "N passed, N failed".
  *
@@ -106,7 +107,8 @@ double ccol_test_scale(double seconds);
 
 typedef enum ccol_test_transport {
     CCOL_TEST_INPROC = 0, /* threads as ranks */
-    CCOL_TEST_TCP = 1     /* forked processes over loopback */
+    CCOL_TEST_TCP = 1,    /* forked processes over loopback */
+    CCOL_TEST_SHM = 2     /* forked processes over shared memory */
 } ccol_test_transport;
 
 /* A rank's body. `comm` is NULL when `base->mask` has

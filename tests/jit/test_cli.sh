@@ -306,7 +306,7 @@ expect_err program_directory 2 "is a directory, not a program" \
     "$TMP" --schedule "$S" -n 2 --json --timeout 5
 # So is a CCOL_* variable the ranks would refuse, with or without -n.
 CCOL_TRANSPORT=carrier-pigeon expect_err env_transport 2 \
-    "CCOL_TRANSPORT='carrier-pigeon' is not a transport: use inproc or tcp" \
+    "CCOL_TRANSPORT='carrier-pigeon' is not a transport: use inproc, tcp or shm" \
     "$P" --schedule "$S" -n 2 --json
 CCOL_TRANSPORT=carrier-pigeon RANK=0 WORLD_SIZE=1 expect_err env_transport_joined 2 \
     "CCOL_TRANSPORT='carrier-pigeon' is not a transport" \

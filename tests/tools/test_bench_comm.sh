@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_bench_comm.sh - tests of `ccol bench comm`: usage errors, a short
-# run of each transport in text and JSON form, and the message printed when
-# the MPI baseline is not installed.
+# run of each transport in text and JSON form, the message printed when
+# the MPI baseline is not installed, and the gloo baseline.
 # Usage: bash test_bench_comm.sh <path-of-ccol> <source-dir>
 set -u
 
@@ -24,7 +24,7 @@ bench() {
 test_usage() {
     local args
     for args in "-n 1" "-n 65" "-n x" "--iters 0" "--iters" "--sizes 1,,2" \
-        "--sizes 64," "--sizes -5" "--sizes 99999999999" "--transport shm" \
+        "--sizes 64," "--sizes -5" "--sizes 99999999999" "--transport pigeon" \
         "--frob"; do
         # shellcheck disable=SC2086
         bench $args
@@ -39,9 +39,9 @@ test_usage() {
 
 test_text() {
     local t
-    for t in inproc tcp; do
+    for t in inproc tcp shm; do
         bench -n 3 --transport "$t" --iters 5 --sizes 16,100 --no-tree \
-            --no-mpi
+            --no-mpi --no-gloo
         [ "$RC" = 0 ] || { bad text "$t: exit $RC: $ERR"; return; }
         # 3 sized ops x 2 sizes + 2 allreduces + barrier = 9 rows.
         [ "$(grep -c "^$t  *3 " <<<"$OUT")" = 9 ] ||
@@ -53,15 +53,15 @@ test_text() {
 }
 
 test_json() {
-    bench -n 2 --iters 5 --sizes 64 --no-mpi --json
+    bench -n 2 --iters 5 --sizes 64 --no-mpi --no-gloo --json
     [ "$RC" = 0 ] || { bad json "exit $RC: $ERR"; return; }
     [ "$(head -c1 <<<"$OUT")" = "{" ] && [ "$(tail -c2 <<<"$OUT")" = "}" ] ||
         { bad json "not one object: $OUT"; return; }
     grep -q '"ok": true' <<<"$OUT" || { bad json "not ok"; return; }
-    # 2 transports x 6 rows, plus 5 star/tree configs x 3 rows.
-    [ "$(grep -c '"median_us"' <<<"$OUT")" = 12 ] ||
+    # 3 transports x 6 rows, plus 6 star/tree configs x 3 rows.
+    [ "$(grep -c '"median_us"' <<<"$OUT")" = 18 ] ||
         { bad json "rows: $(grep -c '"median_us"' <<<"$OUT")"; return; }
-    [ "$(grep -c '"star_us"' <<<"$OUT")" = 15 ] ||
+    [ "$(grep -c '"star_us"' <<<"$OUT")" = 18 ] ||
         { bad json "tree rows: $(grep -c '"star_us"' <<<"$OUT")"; return; }
     grep -q '"verdict"' <<<"$OUT" || { bad json "no verdict"; return; }
     if command -v python3 >/dev/null; then
@@ -74,7 +74,8 @@ test_json() {
 test_no_mpi() {
     local want='MPI baseline: not available (install openmpi-bin'
     timeout -k 5 300 env PATH=/nonexistent "$CCOL" bench comm -n 2 \
-        --transport inproc --iters 3 --sizes 8 --no-tree >"$TMP/out" 2>&1
+        --transport inproc --iters 3 --sizes 8 --no-tree --no-gloo \
+        >"$TMP/out" 2>&1
     RC=$?
     [ "$RC" = 0 ] || { bad no_mpi "exit $RC: $(cat "$TMP/out")"; return; }
     grep -qF "$want libopenmpi-dev)" "$TMP/out" ||
@@ -90,7 +91,7 @@ test_mpi() {
         ok mpi
         return
     fi
-    bench -n 2 --transport tcp --iters 5 --sizes 64 --no-tree
+    bench -n 2 --transport tcp --iters 5 --sizes 64 --no-tree --no-gloo
     [ "$RC" = 0 ] || { bad mpi "exit $RC: $ERR"; return; }
     # Every row has an MPI figure and a ratio.
     [ "$(grep -cE '^tcp +2 [a-z_0-9]+ .* [0-9.]+ +[0-9.]+$' <<<"$OUT")" = 6 ] ||
@@ -98,11 +99,25 @@ test_mpi() {
     ok mpi
 }
 
+# The gloo baseline runs when torch is importable, else says why not.
+test_gloo() {
+    bench -n 2 --transport shm --iters 5 --sizes 64 --no-tree --no-mpi
+    [ "$RC" = 0 ] || { bad gloo "exit $RC: $ERR"; return; }
+    if grep -q 'gloo baseline: not available' <<<"$OUT"; then
+        ok gloo
+        return
+    fi
+    [ "$(grep -cE '^shm +2 [a-z_0-9]+ .* [0-9.]+ +[0-9.]+$' <<<"$OUT")" = 6 ] ||
+        { bad gloo "no gloo ratios: $OUT"; return; }
+    ok gloo
+}
+
 test_usage
 test_text
 test_json
 test_no_mpi
 test_mpi
+test_gloo
 
 echo "$PASS passed, $FAIL failed"
 [ "$FAIL" = 0 ]

@@ -387,7 +387,24 @@ test_usage_nodes() {
     ok usage_nodes
 }
 
+# Local ranks get CCOL_TRANSPORT=shm unless the caller chose a transport.
+test_transport_default() {
+    run -n 2 -- sh -c 'echo "$CCOL_TRANSPORT"'
+    [ "$RC" = 0 ] && [ "$(grep -c ' shm$' <<<"$OUT")" = 2 ] ||
+        { bad transport_default "rc=$RC out=$OUT err=$ERR"; return; }
+    CCOL_TRANSPORT=tcp run -n 2 -- sh -c 'echo "$CCOL_TRANSPORT"'
+    [ "$RC" = 0 ] && [ "$(grep -c ' tcp$' <<<"$OUT")" = 2 ] ||
+        { bad transport_default "kept: rc=$RC out=$OUT err=$ERR"; return; }
+    # Several nodes: ranks are on other hosts too, no shared-memory default.
+    run -n 1 --nnodes 2 --node-rank 1 --master-port "$(free_port)" -- \
+        sh -c 'echo "[$CCOL_TRANSPORT]"'
+    [ "$RC" = 0 ] && grep -q ' \[\]$' <<<"$OUT" ||
+        { bad transport_default "nodes: rc=$RC out=$OUT err=$ERR"; return; }
+    ok transport_default
+}
+
 test_env
+test_transport_default
 test_master_addr
 test_nproc_aliases
 test_prefix

@@ -1,0 +1,1068 @@
+/*
+ * shm.c - the shared-memory link: processes of one host are the ranks.
+ *
+ * Rank 0 creates a POSIX shared-memory segment named after the job
+ * (ccol__shm_path), every other rank maps it, claims its control line and
+ * waits until all ranks have joined; rank 0 then removes the name, so a
+ * crash later leaves nothing behind. Layout, each part cache-line aligned:
+ *
+ *   line 0            header: magic (stored last), version, world size,
+ *                     ring capacity, tree shape, job token digest, pid of
+ *                     rank 0
+ *   lines 1..size     one control line per rank: state (free, joined,
+ *                     departed), pid, a sleeping flag and a doorbell word
+ *   rings             two per rank r > 0: r -> parent ("up") and
+ *                     parent -> r ("down"), see shm.h
+ *
+ * Frames are those of every other transport; the tree engine (tree.c)
+ * runs the collectives. Waiting is spin-then-block: a waiter polls its
+ * rings for a short budget (CCOL_SPIN_US, default 100 us; pausing between
+ * polls for the first 5 us, then calling sched_yield, from the start when
+ * there are more ranks than processors),
+ * then sets its sleeping flag and sleeps in futex(2) on its doorbell. A
+ * producer rings the doorbell (and makes the system call) only when the
+ * consumer's flag says it sleeps. Sleepers wake every 10 ms to check that
+ * the peers they wait for are alive (a pidfd, or kill(pid, 0) without
+ * one) and have not left, so a dead or departed rank is named at once.
+ *
+ * A segment left by a crashed job (its rank 0 dead) is replaced by the
+ * next rank 0 of the same name; ranks that opened the stale one notice
+ * the replacement (another inode behind the name, or a dead creator) and
+ * start over. A segment whose rank 0 is alive is never taken over.
+ */
+#define _GNU_SOURCE
+#include "shm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SEG_MAGIC 0x4D485343u /* "CSHM" */
+#define SEG_VERSION 1u
+#define RING_CAP ((uint32_t)64 << 10)
+#define LIVENESS_NS 10000000 /* sleepers check peers every 10 ms */
+
+enum { ST_FREE = 0, ST_JOINED = 1, ST_DEPARTED = 2 };
+
+typedef struct seg_hdr {
+    _Atomic uint32_t magic;  /* SEG_MAGIC once the segment is ready */
+    uint32_t version;        /* SEG_VERSION */
+    uint32_t size;           /* world size */
+    uint32_t cap;            /* ring capacity */
+    uint32_t threshold;      /* tree shape every rank must share */
+    uint32_t fanout;
+    uint64_t token;          /* job token digest */
+    _Atomic int32_t creator; /* pid of rank 0 */
+} seg_hdr;
+
+typedef struct rank_ctl {
+    _Atomic uint32_t state;    /* ST_* */
+    _Atomic int32_t pid;       /* owner's pid once joined */
+    _Atomic uint32_t sleeping; /* owner sleeps (or is about to) */
+    _Atomic uint32_t doorbell; /* futex word, bumped by producers */
+} rank_ctl;
+
+typedef struct slink {
+    uint8_t *base;       /* the mapping */
+    size_t bytes;        /* its length */
+    uint32_t cap;        /* ring capacity */
+    size_t stride;       /* bytes per ring */
+    char path[96];       /* segment name */
+    ino_t ino;           /* inode behind the name when we opened it */
+    bool named;          /* rank 0: the name still exists */
+    bool closed;         /* shut down (fault injection) */
+    bool claimed;        /* this rank's control line is ours */
+    bool yield;          /* more ranks than processors */
+    int64_t spin_ns;     /* spin budget before sleeping */
+    bool progress;       /* a poll moved bytes: spin again */
+    int gone;            /* the last peer found gone */
+    int nn;              /* tree neighbours: parent first, then children */
+    int *nbr;            /* their ranks */
+    int *pidfd;          /* a pidfd per neighbour, -1 if none */
+    uint64_t *out_head;  /* my producer counter of the ring to each */
+    uint64_t *out_tail;  /* its consumer counter as last read (a lower
+                            bound: reading it again costs a cache miss) */
+    uint64_t *in_tail;   /* my consumer counter of the ring from each */
+    ccol__shm_asm *as;   /* partial frame from each */
+} slink;
+
+/* ---- layout ---- */
+
+static seg_hdr *
+hdr_of(const slink *l)
+{
+    return (seg_hdr *)l->base;
+}
+
+static rank_ctl *
+ctl_of(const slink *l, int r)
+{
+    return (rank_ctl *)(l->base + CCOL__SHM_LINE * (size_t)(1 + r));
+}
+
+/* Ring `dir` (0 up from r, 1 down to r) of rank r > 0. */
+static ccol__shm_ring *
+ring_of(const slink *l, int size, int r, int dir)
+{
+    size_t off = CCOL__SHM_LINE * (size_t)(1 + size) +
+                 l->stride * (size_t)(2 * (r - 1) + dir);
+    return (ccol__shm_ring *)(l->base + off);
+}
+
+static size_t
+seg_bytes(int size, uint32_t cap)
+{
+    size_t stride = sizeof(ccol__shm_ring) + cap;
+    return CCOL__SHM_LINE * (size_t)(1 + size) +
+           stride * (size_t)(2 * (size - 1));
+}
+
+void
+ccol__shm_path(const char *name, char *out, size_t outlen)
+{
+    char clean[64];
+    size_t n = strlen(name), i;
+
+    for (i = 0; i < n && i < sizeof clean - 1; i++) {
+        char ch = name[i];
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                  (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' ||
+                  ch == '-';
+        clean[i] = ok ? ch : '_';
+    }
+    clean[i] = '\0';
+    if (n >= sizeof clean - 1)
+        snprintf(out, outlen, "/ccol-%u-%.40s-%016" PRIx64,
+                 (unsigned)getuid(), clean, ccol__hash_str(name));
+    else
+        snprintf(out, outlen, "/ccol-%u-%s", (unsigned)getuid(), clean);
+}
+
+/* ---- the ring reader (also fuzzed) ---- */
+
+void
+ccol__shm_asm_reset(ccol__shm_asm *a)
+{
+    free(a->msg.payload);
+    memset(a, 0, sizeof *a);
+}
+
+static void
+copy_out(const ccol__shm_ring *r, uint32_t cap, uint64_t pos, uint8_t *dst,
+         size_t n)
+{
+    size_t at = (size_t)(pos & (cap - 1)), first = cap - at;
+
+    if (first > n)
+        first = n;
+    memcpy(dst, r->data + at, first);
+    if (n > first)
+        memcpy(dst + first, r->data, n - first);
+}
+
+/* Header complete: decode it and allocate the payload. */
+static ccol__shm_pump
+take_header(ccol__shm_asm *a, size_t max_payload, ccol_status *st, char *why,
+            size_t whylen)
+{
+    *st = ccol__hdr_decode(a->hdr, max_payload, &a->msg.h, why, whylen);
+    if (*st != CCOL_OK)
+        return CCOL__SHM_BAD;
+    a->have_hdr = true;
+    if (a->msg.h.len > 0) {
+        a->msg.payload = malloc(a->msg.h.len);
+        if (a->msg.payload == NULL) {
+            *st = CCOL_ERR_NO_MEMORY;
+            snprintf(why, whylen, "out of memory for a %" PRIu32
+                     "-byte payload", a->msg.h.len);
+            return CCOL__SHM_BAD;
+        }
+    }
+    return CCOL__SHM_PARTIAL;
+}
+
+ccol__shm_pump
+ccol__shm_ring_pump(ccol__shm_ring *r, uint32_t cap, uint64_t *tail,
+                    size_t max_payload, ccol__shm_asm *a, ccol_status *st,
+                    char *why, size_t whylen)
+{
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+    uint64_t avail = head - *tail;
+    ccol__shm_pump out = CCOL__SHM_EMPTY;
+
+    if (avail > cap) {
+        *st = CCOL_ERR_PEER;
+        snprintf(why, whylen, "its ring counters are inconsistent (written "
+                 "%" PRIu64 ", read %" PRIu64 ", capacity %" PRIu32 ")",
+                 head, *tail, cap);
+        return CCOL__SHM_BAD;
+    }
+    while (avail > 0 && out != CCOL__SHM_FRAME) {
+        size_t want = a->have_hdr ? CCOL__HDR_SIZE + a->msg.h.len - a->got
+                                  : CCOL__HDR_SIZE - a->got;
+        uint8_t *dst = a->have_hdr ? a->msg.payload + (a->got - CCOL__HDR_SIZE)
+                                   : a->hdr + a->got;
+        size_t n = want < avail ? want : (size_t)avail;
+
+        copy_out(r, cap, *tail, dst, n);
+        *tail += n;
+        avail -= n;
+        a->got += n;
+        out = CCOL__SHM_PARTIAL;
+        if (!a->have_hdr && a->got == CCOL__HDR_SIZE &&
+            take_header(a, max_payload, st, why, whylen) == CCOL__SHM_BAD)
+            return CCOL__SHM_BAD;
+        if (a->have_hdr && a->got == CCOL__HDR_SIZE + a->msg.h.len)
+            out = CCOL__SHM_FRAME;
+    }
+    if (out != CCOL__SHM_EMPTY)
+        atomic_store_explicit(&r->tail, *tail, memory_order_release);
+    return out;
+}
+
+/* ---- waking and waiting ---- */
+
+static long
+futex(_Atomic uint32_t *addr, int op, uint32_t val,
+      const struct timespec *ts)
+{
+    return syscall(SYS_futex, (void *)(uintptr_t)addr, op, val, ts, NULL, 0);
+}
+
+/* Tells rank r there is news for it; a system call only if it sleeps. */
+static void
+ring_bell(slink *l, int r)
+{
+    rank_ctl *k = ctl_of(l, r);
+
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&k->sleeping, memory_order_relaxed)) {
+        atomic_fetch_add_explicit(&k->doorbell, 1, memory_order_release);
+        futex(&k->doorbell, FUTEX_WAKE, INT_MAX, NULL);
+    }
+}
+
+static int
+nbr_index(const slink *l, int peer)
+{
+    for (int i = 0; i < l->nn; i++)
+        if (l->nbr[i] == peer)
+            return i;
+    return -1;
+}
+
+/* Is the process behind neighbour i gone? */
+static bool
+nbr_dead(const slink *l, int i, int pid)
+{
+    struct pollfd p = { l->pidfd[i], POLLIN, 0 };
+
+    if (l->pidfd[i] >= 0)
+        return poll(&p, 1, 0) > 0;
+    return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+/* 1 when one of `peers` left or (with `full`, which costs a system call
+ * per peer) its process died: PEER message in c->err, the rank in
+ * l->gone. Else 0. */
+static int
+peers_gone(ccol_comm *c, slink *l, const int *peers, int n, bool full)
+{
+    for (int k = 0; k < n; k++) {
+        rank_ctl *ctl = ctl_of(l, peers[k]);
+        int i = nbr_index(l, peers[k]);
+        int pid = atomic_load_explicit(&ctl->pid, memory_order_relaxed);
+
+        l->gone = peers[k];
+        if (atomic_load_explicit(&ctl->state, memory_order_acquire) ==
+            ST_DEPARTED) {
+            ccol__seterr(&c->err, CCOL_ERR_PEER,
+                         "rank %d left (destroyed its communicator or shut "
+                         "down) while this rank waited for it",
+                         peers[k]);
+            return 1;
+        }
+        if (full && i >= 0 && nbr_dead(l, i, pid)) {
+            ccol__seterr(&c->err, CCOL_ERR_PEER,
+                         "rank %d (pid %d) died while this rank waited for "
+                         "it",
+                         peers[k], pid);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A condition a waiter polls: > 0 done, 0 not yet, < 0 failed (c->err). */
+typedef int (*poll_fn)(ccol_comm *c, slink *l, void *arg);
+
+static void
+sleep_on_bell(rank_ctl *me, uint32_t v, int64_t until)
+{
+    int64_t ns = until - ccol__now_ns();
+    struct timespec ts;
+
+    if (ns <= 0)
+        return;
+    if (ns > LIVENESS_NS)
+        ns = LIVENESS_NS;
+    ts.tv_sec = (time_t)(ns / 1000000000);
+    ts.tv_nsec = (long)(ns % 1000000000);
+    futex(&me->doorbell, FUTEX_WAIT, v, &ts);
+}
+
+/* The spinning part of a wait. */
+typedef struct spin_state {
+    int64_t end;        /* spin budget ends */
+    int64_t yield_from; /* pause until then, then yield */
+    bool on;            /* still spinning */
+    bool yielding;      /* yield the core between polls */
+    unsigned it;        /* polls so far */
+} spin_state;
+
+static void
+spin_reset(const slink *l, spin_state *s, int64_t deadline)
+{
+    int64_t now = ccol__now_ns();
+
+    s->end = now + l->spin_ns < deadline ? now + l->spin_ns : deadline;
+    s->yield_from = now + CCOL__PAUSE_NS;
+    s->on = l->spin_ns > 0;
+    s->yielding = l->yield;
+    s->it = 0;
+}
+
+/* Lets one poll interval pass; false once the budget is spent. With more
+ * ranks than cores, or once the wait outlasts a hand-off between cores,
+ * the peer may need this core: yield it instead of pausing. */
+static bool
+spin_step(spin_state *s)
+{
+    if ((++s->it & 63) == 0) {
+        int64_t now = ccol__now_ns();
+        if (now >= s->end)
+            return s->on = false;
+        s->yielding = s->yielding || now >= s->yield_from;
+    }
+    if (s->yielding)
+        sched_yield();
+    else
+        CCOL__CPU_RELAX();
+    return true;
+}
+
+/* Blocks until `fn` reports or a watched peer goes or `deadline`
+ * (CCOL_ERR_TIMEOUT, no message). Spins first (again after any progress),
+ * then sleeps on the bell, waking every LIVENESS_NS to check the peers. */
+static ccol_status
+shm_wait(ccol_comm *c, slink *l, const int *peers, int n, int64_t deadline,
+         poll_fn fn, void *arg)
+{
+    rank_ctl *me = ctl_of(l, c->rank);
+    ccol__err before = c->err, gone_err;
+    spin_state s;
+    int p;
+
+    l->progress = false;
+    spin_reset(l, &s, deadline);
+    for (;;) {
+        if ((p = fn(c, l, arg)) != 0)
+            return p > 0 ? CCOL_OK : c->err.code;
+        if (l->progress) {
+            l->progress = false;
+            spin_reset(l, &s, deadline);
+        }
+        if (s.on) {
+            if ((s.it & 63) == 63 && peers_gone(c, l, peers, n, false))
+                break;
+            if (spin_step(&s))
+                continue;
+        }
+        uint32_t v = atomic_load_explicit(&me->doorbell, memory_order_acquire);
+        int gone = 0;
+        atomic_store_explicit(&me->sleeping, 1, memory_order_relaxed);
+        atomic_thread_fence(memory_order_seq_cst);
+        if ((p = fn(c, l, arg)) == 0)
+            gone = peers_gone(c, l, peers, n, true);
+        if (p == 0 && !gone && !ccol__past(deadline))
+            sleep_on_bell(me, v, ccol__intr_wake(deadline));
+        atomic_store_explicit(&me->sleeping, 0, memory_order_relaxed);
+        if (p != 0)
+            return p > 0 ? CCOL_OK : c->err.code;
+        if (gone)
+            break;
+        if (ccol__past(deadline))
+            return CCOL_ERR_TIMEOUT;
+    }
+    /* A peer left: what it wrote before leaving still counts. */
+    gone_err = c->err;
+    c->err = before;
+    if ((p = fn(c, l, arg)) != 0)
+        return p > 0 ? CCOL_OK : c->err.code;
+    c->err = gone_err;
+    return CCOL_ERR_PEER; /* message set by peers_gone() */
+}
+
+/* ---- send and receive ---- */
+
+/* The ring this rank writes to reach neighbour i, and reads from it. */
+static ccol__shm_ring *
+out_ring(const ccol_comm *c, const slink *l, int i)
+{
+    int peer = l->nbr[i];
+    return peer == c->parent ? ring_of(l, c->size, c->rank, 0)
+                             : ring_of(l, c->size, peer, 1);
+}
+
+static ccol__shm_ring *
+in_ring(const ccol_comm *c, const slink *l, int i)
+{
+    int peer = l->nbr[i];
+    return peer == c->parent ? ring_of(l, c->size, c->rank, 1)
+                             : ring_of(l, c->size, peer, 0);
+}
+
+typedef struct space_wait {
+    ccol__shm_ring *r;
+    uint64_t head;
+    int peer;
+} space_wait;
+
+/* Polls for free space in a ring; a consumer counter that ran ahead of
+ * what was written is a corrupt peer. */
+static int
+poll_space(ccol_comm *c, slink *l, void *arg)
+{
+    space_wait *w = arg;
+    uint64_t tail = atomic_load_explicit(&w->r->tail, memory_order_acquire);
+
+    if (w->head - tail > l->cap) {
+        ccol__seterr(&c->err, CCOL_ERR_PEER,
+                     "rank %d corrupted the ring this rank writes to it "
+                     "(read counter %" PRIu64 ", written %" PRIu64 ")",
+                     w->peer, tail, w->head);
+        return -1;
+    }
+    return w->head - tail < l->cap ? 1 : 0;
+}
+
+static void
+copy_in(ccol__shm_ring *r, uint32_t cap, uint64_t pos, const uint8_t *src,
+        size_t n)
+{
+    size_t at = (size_t)(pos & (cap - 1)), first = cap - at;
+
+    if (first > n)
+        first = n;
+    memcpy(r->data + at, src, first);
+    if (n > first)
+        memcpy(r->data, src + first, n - first);
+}
+
+static ccol_status
+shm_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
+{
+    slink *l = c->link;
+    int i = nbr_index(l, peer);
+    space_wait w;
+    int64_t deadline = ccol__now_ns() + (int64_t)(c->timeout_s * 1e9);
+    size_t off = 0;
+
+    if (l->closed)
+        return ccol__seterr(&c->err, CCOL_ERR_CLOSED,
+                            "this rank's connections were shut down");
+    if (i < 0)
+        return ccol__seterr(&c->err, CCOL_ERR_INTERNAL,
+                            "shm: rank %d is not a tree neighbour of rank %d",
+                            peer, c->rank);
+    w.r = out_ring(c, l, i);
+    w.head = l->out_head[i];
+    w.peer = peer;
+    while (off < len) {
+        uint64_t tail = l->out_tail[i];
+        size_t space, n;
+        ccol_status st;
+
+        if (w.head - tail < l->cap && w.head - tail + (len - off) > l->cap)
+            tail = atomic_load_explicit(&w.r->tail, memory_order_acquire);
+        if (w.head - tail > l->cap) {
+            return ccol__seterr(&c->err, CCOL_ERR_PEER,
+                                "rank %d corrupted the ring this rank writes "
+                                "to it (read counter %" PRIu64 ", written "
+                                "%" PRIu64 ")", peer, tail, w.head);
+        }
+        if (w.head - tail == l->cap) {
+            st = shm_wait(c, l, &peer, 1, deadline, poll_space, &w);
+            if (st == CCOL_ERR_TIMEOUT)
+                st = ccol__seterr(&c->err, CCOL_ERR_TIMEOUT,
+                                  "rank %d did not read its messages within "
+                                  "%.3g s",
+                                  peer, c->timeout_s);
+            if (st != CCOL_OK)
+                return st;
+            l->out_tail[i] = atomic_load_explicit(&w.r->tail,
+                                                  memory_order_acquire);
+            continue; /* checked again above */
+        }
+        l->out_tail[i] = tail;
+        space = l->cap - (size_t)(w.head - tail);
+        n = len - off < space ? len - off : space;
+        copy_in(w.r, l->cap, w.head, frame + off, n);
+        w.head += n;
+        off += n;
+        l->out_head[i] = w.head;
+        atomic_store_explicit(&w.r->head, w.head, memory_order_release);
+        ring_bell(l, peer);
+    }
+    c->sent += len;
+    return CCOL_OK;
+}
+
+typedef struct frame_wait {
+    const int *peers;
+    int n;
+    int *from;
+    ccol__msg *msg;
+} frame_wait;
+
+/* Polls the rings of the wanted peers for one complete frame. */
+static int
+poll_frame(ccol_comm *c, slink *l, void *arg)
+{
+    frame_wait *w = arg;
+
+    for (int k = 0; k < w->n; k++) {
+        int i = nbr_index(l, w->peers[k]);
+        ccol__shm_asm *a;
+        ccol_status st = CCOL_OK;
+        char why[200];
+        ccol__shm_pump p;
+
+        if (i < 0)
+            continue;
+        a = &l->as[i];
+        p = ccol__shm_ring_pump(in_ring(c, l, i), l->cap, &l->in_tail[i],
+                                c->max_payload, a, &st, why, sizeof why);
+        if (p == CCOL__SHM_EMPTY)
+            continue;
+        ring_bell(l, w->peers[k]); /* the producer may wait for space */
+        if (p == CCOL__SHM_BAD) {
+            *w->from = w->peers[k];
+            ccol__seterr(&c->err, st, "rank %d sent a bad frame: %s",
+                         w->peers[k], why);
+            return -1;
+        }
+        if (p != CCOL__SHM_FRAME) {
+            l->progress = true;
+            continue;
+        }
+        *w->from = w->peers[k];
+        *w->msg = a->msg;
+        c->received += CCOL__HDR_SIZE + a->msg.h.len;
+        memset(a, 0, sizeof *a);
+        if (ccol__frame_check(c, w->peers[k], w->msg) != CCOL_OK) {
+            free(w->msg->payload);
+            w->msg->payload = NULL;
+            return -1;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+static ccol_status
+shm_recv(ccol_comm *c, const int *peers, int n, int64_t deadline, int *from,
+         ccol__msg *msg)
+{
+    slink *l = c->link;
+    frame_wait w = { peers, n, from, msg };
+    ccol_status st;
+
+    for (int k = 0; k < n; k++)
+        if (nbr_index(l, peers[k]) < 0)
+            return ccol__seterr(&c->err, CCOL_ERR_INTERNAL,
+                                "shm: rank %d is not a tree neighbour of "
+                                "rank %d",
+                                peers[k], c->rank);
+    st = shm_wait(c, l, peers, n, deadline, poll_frame, &w);
+    if (st == CCOL_ERR_PEER && *from < 0)
+        *from = l->gone;
+    return st;
+}
+
+/* ---- joining ---- */
+
+static bool
+pid_alive(int pid)
+{
+    int fd;
+    bool alive;
+    struct pollfd p;
+
+    if (pid <= 0)
+        return false;
+    fd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (fd < 0)
+        return !(kill(pid, 0) != 0 && errno == ESRCH);
+    p.fd = fd;
+    p.events = POLLIN;
+    p.revents = 0;
+    alive = poll(&p, 1, 0) == 0; /* readable once the process exited */
+    close(fd);
+    return alive;
+}
+
+static void
+unmap(slink *l)
+{
+    if (l->base != NULL)
+        munmap(l->base, l->bytes);
+    l->base = NULL;
+    l->bytes = 0;
+}
+
+/* Maps `bytes` of fd; remembers the inode behind the name. */
+static ccol_status
+map_fd(ccol_comm *c, slink *l, int fd, size_t bytes)
+{
+    struct stat sb;
+    void *p;
+
+    if (fstat(fd, &sb) != 0)
+        return ccol__seterr(&c->err, CCOL_ERR_IO, "shm segment %s: fstat: %s",
+                            l->path, strerror(errno));
+    p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+        return ccol__seterr(&c->err, CCOL_ERR_IO,
+                            "shm segment %s: cannot map %zu bytes: %s",
+                            l->path, bytes, strerror(errno));
+    l->base = p;
+    l->bytes = bytes;
+    l->ino = sb.st_ino;
+    return CCOL_OK;
+}
+
+/* Rank 0, name taken: a live job keeps it (BUSY), a dead one's is removed.
+ * Returns OK when the caller may try to create the segment again. */
+static ccol_status
+clear_stale(ccol_comm *c, slink *l)
+{
+    int fd = shm_open(l->path, O_RDWR, 0);
+    struct stat sb;
+    int creator = 0;
+    uint32_t magic = 0;
+
+    if (fd < 0)
+        return CCOL_OK; /* gone meanwhile */
+    if (fstat(fd, &sb) == 0 && (size_t)sb.st_size >= CCOL__SHM_LINE) {
+        seg_hdr *h = mmap(NULL, CCOL__SHM_LINE, PROT_READ, MAP_SHARED, fd, 0);
+        if (h != MAP_FAILED) {
+            magic = atomic_load(&h->magic);
+            creator = atomic_load(&h->creator);
+            munmap(h, CCOL__SHM_LINE);
+        }
+    }
+    close(fd);
+    if (magic == SEG_MAGIC && pid_alive(creator))
+        return ccol__seterr(&c->err, CCOL_ERR_BUSY,
+                            "shm segment %s belongs to a job that is still "
+                            "running (its rank 0 is pid %d); give this job "
+                            "another name or MASTER_PORT",
+                            l->path, creator);
+    ccol__log(CCOL_LOG_INFO, "comm", "rank 0/%d: removing the stale shm "
+              "segment %s (its rank 0, pid %d, is gone)", c->size, l->path,
+              creator);
+    shm_unlink(l->path);
+    return CCOL_OK;
+}
+
+/* Rank 0 creates and initialises the segment. */
+static ccol_status
+create_seg(ccol_comm *c, slink *l)
+{
+    size_t bytes = seg_bytes(c->size, l->cap);
+    ccol_status st;
+    seg_hdr *h;
+    int fd = -1;
+
+    for (int attempt = 0; attempt < 4 && fd < 0; attempt++) {
+        fd = shm_open(l->path, O_CREAT | O_EXCL | O_RDWR, 0600);
+        if (fd < 0 && errno != EEXIST)
+            return ccol__seterr(&c->err, CCOL_ERR_IO,
+                                "cannot create shm segment %s: %s", l->path,
+                                strerror(errno));
+        if (fd < 0 && (st = clear_stale(c, l)) != CCOL_OK)
+            return st;
+    }
+    if (fd < 0)
+        return ccol__seterr(&c->err, CCOL_ERR_BUSY,
+                            "cannot create shm segment %s: the name keeps "
+                            "being taken", l->path);
+    l->named = true;
+    /* Reserve the pages now: a full /dev/shm must be an error here, not a
+     * SIGBUS when a ring is first touched. */
+    if (ftruncate(fd, (off_t)bytes) != 0 ||
+        (errno = posix_fallocate(fd, 0, (off_t)bytes)) != 0) {
+        st = ccol__seterr(&c->err, CCOL_ERR_IO,
+                          "cannot size shm segment %s to %zu bytes: %s "
+                          "(is /dev/shm full?)",
+                          l->path, bytes, strerror(errno));
+        close(fd);
+        return st;
+    }
+    st = map_fd(c, l, fd, bytes);
+    close(fd);
+    if (st != CCOL_OK)
+        return st;
+    h = hdr_of(l);
+    h->version = SEG_VERSION;
+    h->size = (uint32_t)c->size;
+    h->cap = l->cap;
+    h->threshold = (uint32_t)c->threshold;
+    h->fanout = (uint32_t)c->fanout;
+    h->token = c->token;
+    atomic_store(&h->creator, (int32_t)getpid());
+    atomic_store_explicit(&h->magic, SEG_MAGIC, memory_order_release);
+    return CCOL_OK;
+}
+
+/* Checks a ready header against this rank's view of the job. */
+static ccol_status
+check_hdr(ccol_comm *c, slink *l, const seg_hdr *h)
+{
+    if (h->version != SEG_VERSION)
+        return ccol__seterr(&c->err, CCOL_ERR_VERSION,
+                            "shm segment %s has layout version %u, this rank "
+                            "speaks %u", l->path, h->version, SEG_VERSION);
+    if (h->size != (uint32_t)c->size)
+        return ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
+                            "shm segment %s: rank %d says the world size is "
+                            "%d, the job was created with size %u",
+                            l->path, c->rank, c->size, h->size);
+    if (h->threshold != (uint32_t)c->threshold ||
+        h->fanout != (uint32_t)c->fanout)
+        return ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
+                            "shm segment %s: rank %d uses tree threshold %d "
+                            "and fanout %d, rank 0 uses %u and %u",
+                            l->path, c->rank, c->threshold, c->fanout,
+                            h->threshold, h->fanout);
+    if (h->token != c->token)
+        return ccol__seterr(&c->err, CCOL_ERR_PEER,
+                            "shm segment %s: rank %d presented a different "
+                            "job token (CCOL_TOKEN differs)", l->path,
+                            c->rank);
+    if (h->cap != l->cap)
+        return ccol__seterr(&c->err, CCOL_ERR_VERSION,
+                            "shm segment %s has rings of %u bytes, this rank "
+                            "expects %u", l->path, h->cap, l->cap);
+    return CCOL_OK;
+}
+
+/* Other ranks: one attempt to open a ready segment with a live rank 0.
+ * 1 mapped, 0 not yet (retry), < 0 error in c->err. */
+static int
+open_seg(ccol_comm *c, slink *l)
+{
+    size_t bytes = seg_bytes(c->size, l->cap);
+    int fd = shm_open(l->path, O_RDWR, 0);
+    struct stat sb;
+    seg_hdr *h;
+    ccol_status st;
+
+    if (fd < 0 && errno == ENOENT)
+        return 0;
+    if (fd < 0) {
+        ccol__seterr(&c->err, CCOL_ERR_IO, "cannot open shm segment %s: %s",
+                     l->path, strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, &sb) != 0 || (size_t)sb.st_size < CCOL__SHM_LINE) {
+        close(fd);
+        return 0; /* rank 0 is still sizing it */
+    }
+    if ((size_t)sb.st_size != bytes)
+        bytes = CCOL__SHM_LINE; /* map the header to say what differs */
+    st = map_fd(c, l, fd, bytes);
+    close(fd);
+    if (st != CCOL_OK)
+        return -1;
+    h = hdr_of(l);
+    if (atomic_load_explicit(&h->magic, memory_order_acquire) != SEG_MAGIC ||
+        !pid_alive(atomic_load(&h->creator))) {
+        unmap(l); /* not ready yet, or stale: rank 0 will replace it */
+        return 0;
+    }
+    if ((st = check_hdr(c, l, h)) != CCOL_OK ||
+        (bytes != seg_bytes(c->size, l->cap) &&
+         (st = ccol__seterr(&c->err, CCOL_ERR_PEER,
+                            "shm segment %s has %zu bytes, a job of %d ranks "
+                            "needs %zu", l->path, (size_t)sb.st_size, c->size,
+                            seg_bytes(c->size, l->cap))) != CCOL_OK)) {
+        unmap(l);
+        return -1;
+    }
+    return 1;
+}
+
+/* The segment this rank mapped was replaced or its rank 0 died. */
+static bool
+seg_replaced(const slink *l)
+{
+    int fd = shm_open(l->path, O_RDONLY, 0);
+    struct stat sb;
+    bool other;
+
+    if (fd < 0)
+        return !pid_alive(atomic_load(&hdr_of(l)->creator));
+    other = fstat(fd, &sb) == 0 && sb.st_ino != l->ino;
+    close(fd);
+    return other || !pid_alive(atomic_load(&hdr_of(l)->creator));
+}
+
+static void
+nap(int64_t ns)
+{
+    struct timespec ts = { 0, (long)ns };
+    nanosleep(&ts, NULL);
+}
+
+/* Claims this rank's control line. */
+static ccol_status
+claim(ccol_comm *c, slink *l)
+{
+    rank_ctl *k = ctl_of(l, c->rank);
+    uint32_t want = ST_FREE;
+
+    if (!atomic_compare_exchange_strong(&k->state, &want, ST_JOINED))
+        return ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
+                            "shm segment %s: rank %d joined twice (duplicate "
+                            "rank)", l->path, c->rank);
+    atomic_store(&k->pid, (int32_t)getpid());
+    l->claimed = true;
+    return CCOL_OK;
+}
+
+/* Waits until every rank joined. 1 when the segment must be reopened
+ * (it was stale), 0 when all joined, < 0 on failure. */
+static int
+await_all(ccol_comm *c, slink *l, int64_t deadline)
+{
+    int64_t pause = 100000, next_check = ccol__now_ns() + 5000000;
+
+    for (;;) {
+        int missing = 0;
+        for (int r = 0; r < c->size; r++)
+            missing += atomic_load(&ctl_of(l, r)->state) == ST_FREE;
+        if (missing == 0)
+            return 0;
+        if (c->rank != 0 && ccol__now_ns() >= next_check) {
+            if (seg_replaced(l))
+                return 1;
+            next_check = ccol__now_ns() + 5000000;
+        }
+        if (ccol__past(deadline)) {
+            ccol__buf b = { 0 };
+            for (int r = 0, n = 0; r < c->size; r++)
+                if (atomic_load(&ctl_of(l, r)->state) == ST_FREE)
+                    ccol__buf_printf(&b, "%s%d", n++ ? ", " : "", r);
+            ccol__seterr(&c->err, CCOL_ERR_TIMEOUT,
+                         "shm segment %s: ranks did not join within %.3g s; "
+                         "missing: %s",
+                         l->path, c->timeout_s, b.p ? (char *)b.p : "?");
+            ccol__buf_free(&b);
+            return -1;
+        }
+        nap(pause);
+        if (pause < 2000000)
+            pause *= 2;
+    }
+}
+
+/* Maps the segment (creating it on rank 0) and waits for every rank. */
+static ccol_status
+join(ccol_comm *c, slink *l, int64_t deadline)
+{
+    int64_t pause = 100000;
+
+    if (c->rank == 0) {
+        ccol_status st = create_seg(c, l);
+        if (st == CCOL_OK)
+            st = claim(c, l);
+        if (st == CCOL_OK && await_all(c, l, deadline) != 0)
+            st = c->err.code;
+        return st;
+    }
+    for (;;) {
+        int got = open_seg(c, l), w;
+        if (got < 0)
+            return c->err.code;
+        if (got == 0) {
+            if (ccol__past(deadline))
+                return ccol__seterr(&c->err, CCOL_ERR_TIMEOUT,
+                                    "shm segment %s: rank 0 did not create "
+                                    "it within %.3g s (missing: 0)",
+                                    l->path, c->timeout_s);
+            nap(pause);
+            if (pause < 2000000)
+                pause *= 2;
+            continue;
+        }
+        if (claim(c, l) != CCOL_OK) {
+            unmap(l);
+            return c->err.code;
+        }
+        w = await_all(c, l, deadline);
+        if (w <= 0)
+            return w == 0 ? CCOL_OK : c->err.code;
+        ccol__log(CCOL_LOG_INFO, "comm", "rank %d/%d: shm segment %s was "
+                  "stale; joining the new one", c->rank, c->size, l->path);
+        l->claimed = false;
+        unmap(l);
+    }
+}
+
+/* Tree neighbours, their pidfds and the per-neighbour ring state. */
+static ccol_status
+setup_nbrs(ccol_comm *c, slink *l)
+{
+    int n = c->nchildren + (c->parent >= 0 ? 1 : 0), k = 0;
+
+    l->nbr = calloc((size_t)n + 1, sizeof *l->nbr);
+    l->pidfd = calloc((size_t)n + 1, sizeof *l->pidfd);
+    l->out_head = calloc((size_t)n + 1, sizeof *l->out_head);
+    l->out_tail = calloc((size_t)n + 1, sizeof *l->out_tail);
+    l->in_tail = calloc((size_t)n + 1, sizeof *l->in_tail);
+    l->as = calloc((size_t)n + 1, sizeof *l->as);
+    if (!l->nbr || !l->pidfd || !l->out_head || !l->out_tail ||
+        !l->in_tail || !l->as)
+        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
+    if (c->parent >= 0)
+        l->nbr[k++] = c->parent;
+    for (int i = 0; i < c->nchildren; i++)
+        l->nbr[k++] = c->children[i];
+    l->nn = n;
+    for (int i = 0; i < n; i++) {
+        rank_ctl *nc = ctl_of(l, l->nbr[i]);
+        int pid = atomic_load(&nc->pid);
+        /* A rank stores its pid just after claiming its line. */
+        for (int tries = 0; pid == 0 && tries < 1000; tries++) {
+            nap(1000000);
+            pid = atomic_load(&nc->pid);
+        }
+        l->pidfd[i] = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+    }
+    return CCOL_OK;
+}
+
+/* ---- leaving ---- */
+
+/* Marks this rank as departed and wakes its neighbours. */
+static void
+depart(ccol_comm *c, slink *l)
+{
+    if (l->base == NULL || !l->claimed)
+        return;
+    atomic_store_explicit(&ctl_of(l, c->rank)->state, ST_DEPARTED,
+                          memory_order_release);
+    for (int i = 0; i < l->nn; i++) {
+        rank_ctl *k = ctl_of(l, l->nbr[i]);
+        atomic_fetch_add(&k->doorbell, 1);
+        futex(&k->doorbell, FUTEX_WAKE, INT_MAX, NULL);
+    }
+}
+
+/* Rank 0 removes the name if it is still the segment it created. */
+static void
+drop_name(slink *l)
+{
+    int fd;
+    struct stat sb;
+
+    if (!l->named)
+        return;
+    l->named = false;
+    fd = shm_open(l->path, O_RDONLY, 0);
+    if (fd < 0)
+        return;
+    if (fstat(fd, &sb) == 0 && sb.st_ino == l->ino)
+        shm_unlink(l->path);
+    close(fd);
+}
+
+static void
+shm_shutdown(ccol_comm *c)
+{
+    slink *l = c->link;
+    depart(c, l);
+    l->closed = true;
+}
+
+static void
+shm_destroy(ccol_comm *c)
+{
+    slink *l = c->link;
+
+    if (l == NULL)
+        return;
+    depart(c, l);
+    drop_name(l);
+    for (int i = 0; i < l->nn; i++) {
+        if (l->pidfd[i] >= 0)
+            close(l->pidfd[i]);
+        ccol__shm_asm_reset(&l->as[i]);
+    }
+    unmap(l);
+    free(l->nbr);
+    free(l->pidfd);
+    free(l->out_head);
+    free(l->out_tail);
+    free(l->in_tail);
+    free(l->as);
+    free(l);
+    c->link = NULL;
+}
+
+static const ccol__link_ops shm_ops = {
+    .name = "shm",
+    .send = shm_send,
+    .recv = shm_recv,
+    .destroy = shm_destroy,
+    .shutdown = shm_shutdown,
+};
+
+ccol_status
+ccol__shm_attach(ccol_comm *c, const char *name)
+{
+    slink *l = calloc(1, sizeof *l);
+    ccol_status st;
+
+    if (l == NULL)
+        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
+    l->cap = RING_CAP;
+    l->stride = sizeof(ccol__shm_ring) + RING_CAP;
+    l->gone = -1;
+    ccol__shm_path(name, l->path, sizeof l->path);
+    c->link = l;
+    c->ops = &shm_ops;
+    st = ccol__spin_setup(c, &l->spin_ns, &l->yield);
+    if (st == CCOL_OK)
+        st = join(c, l, ccol__now_ns() + (int64_t)(c->timeout_s * 1e9));
+    if (st == CCOL_OK)
+        st = setup_nbrs(c, l);
+    if (c->rank == 0 && st == CCOL_OK)
+        drop_name(l); /* everyone mapped it: nothing can go stale now */
+    return st;
+}

@@ -1,0 +1,67 @@
+/*
+ * shm.h - internals of the shared-memory transport (shm.c), shared with the
+ * tests and the fuzz harness of the ring reader.
+ *
+ * Ranks of one host map one segment. Every tree edge (a rank and its
+ * parent) has two byte rings, one per direction; a ring has a single
+ * producer and a single consumer, each owning a 64-bit byte counter on its
+ * own cache line. Counters only grow, so a byte is never read twice and a
+ * ring position is never reused before its consumer has passed it. The
+ * bytes carried are ordinary frames (frame.c), reassembled by the consumer
+ * and decoded by the same defensive decoder as bytes off a socket.
+ */
+#ifndef CCOL_SHM_H
+#define CCOL_SHM_H
+
+#include "comm.h"
+
+#include <stdatomic.h>
+
+#define CCOL__SHM_LINE 64
+
+/* One direction of a tree edge. The consumer trusts nothing here: the
+ * producer may be a crashed or hostile process. */
+typedef struct ccol__shm_ring {
+    _Atomic uint64_t head; /* bytes ever written (producer's line) */
+    char pad0[CCOL__SHM_LINE - 8];
+    _Atomic uint64_t tail; /* bytes ever consumed (consumer's line) */
+    char pad1[CCOL__SHM_LINE - 8];
+    uint8_t data[];        /* `cap` bytes, cap a power of two */
+} ccol__shm_ring;
+
+/* Reassembles frames from a ring, keeping partial frames between calls. */
+typedef struct ccol__shm_asm {
+    uint8_t hdr[CCOL__HDR_SIZE]; /* header bytes so far */
+    size_t got;                  /* bytes of the current frame so far */
+    bool have_hdr;               /* hdr decoded into msg.h */
+    ccol__msg msg;               /* frame being assembled */
+} ccol__shm_asm;
+
+/* Outcome of pumping a ring. */
+typedef enum ccol__shm_pump {
+    CCOL__SHM_EMPTY = 0,    /* nothing new */
+    CCOL__SHM_PARTIAL = 1,  /* bytes moved, no complete frame yet */
+    CCOL__SHM_FRAME = 2,    /* a complete frame is in a->msg */
+    CCOL__SHM_BAD = -1      /* corrupt counters or a bad header: why */
+} ccol__shm_pump;
+
+/*
+ * Moves the bytes available in ring `r` (capacity `cap`) into the
+ * assembler, stopping at the end of one frame. `*tail` is the consumer's
+ * private copy of its counter; it is published in r->tail. Header checks
+ * use ccol__hdr_decode with `max_payload`; on CCOL__SHM_BAD `*st` and `why`
+ * say what was wrong. The caller owns a->msg.payload after a FRAME.
+ */
+ccol__shm_pump ccol__shm_ring_pump(ccol__shm_ring *r, uint32_t cap,
+                                   uint64_t *tail, size_t max_payload,
+                                   ccol__shm_asm *a, ccol_status *st,
+                                   char *why, size_t whylen);
+
+/* Frees a partial frame. */
+void ccol__shm_asm_reset(ccol__shm_asm *a);
+
+/* The name of the segment for a job name: "/ccol-<uid>-<name>", with
+ * characters outside [A-Za-z0-9._-] replaced and long names hashed. */
+void ccol__shm_path(const char *name, char *out, size_t outlen);
+
+#endif /* CCOL_SHM_H */

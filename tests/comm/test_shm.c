@@ -1,0 +1,492 @@
+/*
+ * test_shm.c - the shared-memory transport beyond the common contract of
+ * test_comm.c: the ring reader on hand-made rings (wrap-around, frames
+ * split across pumps, corrupt counters and headers), the pure sleeping path
+ * (no spinning) and the spinning one, the segment's name removed once
+ * everyone joined, a stale segment of a crashed job replaced, a live job's
+ * segment refused, ranks that disagree about the world size or claim a rank
+ * twice, CCOL_TRANSPORT, and the spin knob's validation.
+ */
+#include "harness.h"
+
+#include "comm/shm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---- the ring reader ---- */
+
+enum { CAP = 256 };
+
+typedef struct test_ring {
+    ccol__shm_ring r;
+    uint8_t bytes[CAP];
+} test_ring;
+
+/* Appends bytes as a producer would, wrapping at the capacity. */
+static void
+produce(test_ring *t, uint64_t *head, const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        t->r.data[(*head + i) % CAP] = p[i];
+    *head += n;
+    atomic_store(&t->r.head, *head);
+}
+
+static uint8_t *
+frame_of(size_t payload, size_t *flen)
+{
+    ccol_comm c;
+    ccol__hdr h;
+    uint8_t *pl = malloc(payload + 1), *f;
+
+    memset(&c, 0, sizeof c);
+    c.size = 2;
+    c.rank = 1;
+    c.seq = 7;
+    for (size_t i = 0; i < payload; i++)
+        pl[i] = (uint8_t)(i * 13 + 1);
+    ccol__hdr_init(&c, &h, CCOL__K_UP, CCOL__OP_ALLGATHERV, 0, 0);
+    f = ccol__frame_encode(&h, pl, payload, flen);
+    free(pl);
+    return f;
+}
+
+CCOL_TEST(ring_reader_reassembles_across_wraps)
+{
+    test_ring *t = calloc(1, sizeof *t);
+    ccol__shm_asm a;
+    uint64_t head = 0, tail = 0;
+    ccol_status st = CCOL_OK;
+    char why[200];
+    size_t flen;
+    uint8_t *f = frame_of(200, &flen); /* 312 bytes: larger than the ring */
+    int frames = 0;
+
+    memset(&a, 0, sizeof a);
+    /* Start near the end of the ring so every frame wraps. */
+    head = tail = 3 * CAP - 40;
+    atomic_store(&t->r.head, head);
+    for (int k = 0; k < 3; k++) {
+        size_t off = 0;
+        while (off < flen) {
+            size_t n = flen - off < 100 ? flen - off : 100;
+            ccol__shm_pump p;
+            produce(t, &head, f + off, n);
+            off += n;
+            p = ccol__shm_ring_pump(&t->r, CAP, &tail, 1 << 20, &a, &st,
+                                    why, sizeof why);
+            CHECK(p == (off == flen ? CCOL__SHM_FRAME : CCOL__SHM_PARTIAL));
+            CHECK_EQ(atomic_load(&t->r.tail), tail);
+            if (p != CCOL__SHM_FRAME)
+                continue;
+            frames++;
+            CHECK_EQ(a.msg.h.len, 200);
+            CHECK_EQ(a.msg.h.seq, 7);
+            CHECK(memcmp(a.msg.payload, f + CCOL__HDR_SIZE, 200) == 0);
+            ccol__shm_asm_reset(&a);
+        }
+    }
+    CHECK_EQ(frames, 3);
+    CHECK(ccol__shm_ring_pump(&t->r, CAP, &tail, 1 << 20, &a, &st, why,
+                              sizeof why) == CCOL__SHM_EMPTY);
+    free(f);
+    free(t);
+}
+
+CCOL_TEST(ring_reader_rejects_bad_bytes)
+{
+    test_ring *t = calloc(1, sizeof *t);
+    ccol__shm_asm a;
+    uint64_t head = 0, tail = 0;
+    ccol_status st = CCOL_OK;
+    char why[200];
+    size_t flen;
+    uint8_t *f = frame_of(10, &flen);
+
+    memset(&a, 0, sizeof a);
+    /* A producer counter more than a ring ahead of the consumer. */
+    atomic_store(&t->r.head, CAP + 1);
+    CHECK(ccol__shm_ring_pump(&t->r, CAP, &tail, 1 << 20, &a, &st, why,
+                              sizeof why) == CCOL__SHM_BAD);
+    CHECK_STATUS(st, CCOL_ERR_PEER);
+    CHECK_CONTAINS(why, "inconsistent");
+    /* A counter that went backwards looks the same. */
+    tail = 50;
+    atomic_store(&t->r.head, 10);
+    CHECK(ccol__shm_ring_pump(&t->r, CAP, &tail, 1 << 20, &a, &st, why,
+                              sizeof why) == CCOL__SHM_BAD);
+    /* A flipped header byte. */
+    head = tail = 0;
+    f[20] ^= 0x40;
+    produce(t, &head, f, flen);
+    CHECK(ccol__shm_ring_pump(&t->r, CAP, &tail, 1 << 20, &a, &st, why,
+                              sizeof why) == CCOL__SHM_BAD);
+    CHECK_CONTAINS(why, "checksum");
+    ccol__shm_asm_reset(&a);
+    /* A payload above the receiver's limit. */
+    free(f);
+    f = frame_of(100, &flen);
+    head = tail = 0;
+    produce(t, &head, f, flen);
+    CHECK(ccol__shm_ring_pump(&t->r, CAP, &tail, 64, &a, &st, why,
+                              sizeof why) == CCOL__SHM_BAD);
+    CHECK_CONTAINS(why, "exceeds the limit");
+    ccol__shm_asm_reset(&a);
+    free(f);
+    free(t);
+}
+
+CCOL_TEST(segment_names_are_clean)
+{
+    char p[96], q[96];
+    char uid[32];
+
+    snprintf(uid, sizeof uid, "/ccol-%u-", (unsigned)getuid());
+    ccol__shm_path("port-29500", p, sizeof p);
+    CHECK(strncmp(p, uid, strlen(uid)) == 0);
+    CHECK_CONTAINS(p, "port-29500");
+    ccol__shm_path("../a b/c", p, sizeof p);
+    CHECK(strchr(p + 1, '/') == NULL);
+    CHECK_CONTAINS(p, ".._a_b_c");
+    ccol__shm_path("a-very-long-job-name-that-goes-on-and-on-and-on-and-1", p,
+                   sizeof p);
+    ccol__shm_path("a-very-long-job-name-that-goes-on-and-on-and-on-and-2", q,
+                   sizeof q);
+    CHECK(strcmp(p, q) != 0);
+}
+
+/* ---- jobs ---- */
+
+static void
+ops_body(ccol_comm *c, int rank, void *arg)
+{
+    int64_t v = rank + 1;
+    int size = ccol_comm_size(c);
+    (void)arg;
+    CHECK_STR_EQ(ccol_comm_transport(c), "shm");
+    for (int i = 0; i < 50; i++) {
+        v = rank + 1;
+        CHECK_OK(ccol_allreduce_i64(c, &v, 1, CCOL_OP_SUM), c);
+        CHECK_EQ(v, (int64_t)size * (size + 1) / 2);
+        CHECK_OK(ccol_barrier(c), c);
+    }
+}
+
+CCOL_TEST(sleeping_path_without_spinning)
+{
+    static const int sizes[] = { 2, 3, 8 };
+    setenv("CCOL_SPIN_US", "0", 1);
+    for (int i = 0; i < 3; i++) {
+        ccol_test_job job = { .size = sizes[i], .transport = CCOL_TEST_SHM };
+        CHECK_EQ(ccol_test_ranks(&job, ops_body, NULL), 0);
+    }
+    unsetenv("CCOL_SPIN_US");
+}
+
+/* A long spin budget: every hand-off between live ranks happens while
+ * spinning, the futex path only serves departures. */
+CCOL_TEST(spinning_path_with_a_long_budget)
+{
+    static const int sizes[] = { 2, 3 };
+    setenv("CCOL_SPIN_US", "1000000", 1);
+    for (int i = 0; i < 2; i++) {
+        ccol_test_job job = { .size = sizes[i], .transport = CCOL_TEST_SHM };
+        CHECK_EQ(ccol_test_ranks(&job, ops_body, NULL), 0);
+    }
+    unsetenv("CCOL_SPIN_US");
+}
+
+CCOL_TEST(spin_knob_is_validated)
+{
+    ccol_comm_params p = { .mask = CCOL_COMM_PARAM_TRANSPORT |
+                                   CCOL_COMM_PARAM_NAME,
+                           .transport = CCOL_TRANSPORT_SHM,
+                           .name = "knob-test" };
+    ccol_comm *c = NULL;
+
+    setenv("CCOL_SPIN_US", "fast", 1);
+    CHECK_STATUS(ccol_comm_create(&p, &c), CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "CCOL_SPIN_US='fast'");
+    ccol_comm_destroy(c);
+    p.transport = CCOL_TRANSPORT_INPROC; /* the same policy and knob */
+    CHECK_STATUS(ccol_comm_create(&p, &c), CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "CCOL_SPIN_US='fast'");
+    ccol_comm_destroy(c);
+    p.transport = CCOL_TRANSPORT_SHM;
+    unsetenv("CCOL_SPIN_US");
+    p.name = NULL;
+    p.mask &= ~(uint64_t)CCOL_COMM_PARAM_NAME;
+    /* One rank with neither name nor port is a local communicator... */
+    CHECK_OK(ccol_comm_create(&p, &c), c);
+    CHECK_STR_EQ(ccol_comm_transport(c), "local");
+    ccol_comm_destroy(c);
+    /* ...two ranks need something to meet by. */
+    p.mask |= CCOL_COMM_PARAM_SIZE;
+    p.size = 2;
+    CHECK_STATUS(ccol_comm_create(&p, &c), CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "needs a job name");
+    ccol_comm_destroy(c);
+}
+
+static bool
+seg_exists(const char *name)
+{
+    char path[96];
+    int fd;
+
+    ccol__shm_path(name, path, sizeof path);
+    fd = shm_open(path, O_RDONLY, 0);
+    if (fd >= 0)
+        close(fd);
+    return fd >= 0;
+}
+
+typedef struct name_arg {
+    const ccol_test_job *job; /* named by the harness before the fork */
+    int *exists;              /* shared: per rank, the name still exists */
+} name_arg;
+
+/* Every rank looks for its own job's segment after the first barrier. */
+static void
+name_body(ccol_comm *c, int rank, void *arg)
+{
+    name_arg *a = arg;
+    CHECK_OK(ccol_barrier(c), c);
+    a->exists[rank] = seg_exists(a->job->name);
+}
+
+CCOL_TEST(segment_name_is_removed_after_joining)
+{
+    ccol_test_job job = { .size = 3, .transport = CCOL_TEST_SHM };
+    name_arg a = { &job, ccol_test_shared(8 * sizeof(int)) };
+
+    for (int r = 0; r < 3; r++)
+        a.exists[r] = -1;
+    CHECK_EQ(ccol_test_ranks(&job, name_body, &a), 0);
+    CHECK(!seg_exists(job.name));
+    for (int r = 0; r < 3; r++)
+        CHECK_EQ(a.exists[r], 0);
+}
+
+/* Params of an shm rank outside the harness. */
+static ccol_comm_params
+shm_params(const char *name, int rank, int size, double timeout)
+{
+    ccol_comm_params p;
+
+    memset(&p, 0, sizeof p);
+    p.mask = CCOL_COMM_PARAM_RANK | CCOL_COMM_PARAM_SIZE |
+             CCOL_COMM_PARAM_TRANSPORT | CCOL_COMM_PARAM_NAME |
+             CCOL_COMM_PARAM_TIMEOUT;
+    p.rank = rank;
+    p.size = size;
+    p.transport = CCOL_TRANSPORT_SHM;
+    p.name = name;
+    p.timeout_s = timeout;
+    return p;
+}
+
+/* Forks a process that joins `name` as `rank` of `size` and then either
+ * dies by SIGKILL while waiting for the others (crash) or keeps waiting
+ * until the deadline (live). */
+static pid_t
+spawn_rank(const char *name, int rank, int size, double timeout)
+{
+    pid_t pid;
+
+    fflush(stdout);
+    fflush(stderr);
+    pid = fork();
+    if (pid == 0) {
+        ccol_comm_params p = shm_params(name, rank, size, timeout);
+        ccol_comm *c = NULL;
+        ccol_comm_create(&p, &c);
+        ccol_comm_destroy(c);
+        _exit(0);
+    }
+    return pid;
+}
+
+static void
+wait_for_segment(const char *name)
+{
+    double end = ccol_test_now() + 10;
+    while (!seg_exists(name) && ccol_test_now() < end)
+        usleep(1000);
+}
+
+static void
+job2_body(ccol_comm *c, int rank, void *arg)
+{
+    (void)arg;
+    int64_t v = rank;
+    CHECK_OK(ccol_allreduce_i64(c, &v, 1, CCOL_OP_SUM), c);
+    CHECK_EQ(v, 1);
+}
+
+CCOL_TEST(stale_segment_of_a_crashed_job_is_replaced)
+{
+    char name[64];
+    pid_t pid;
+    int st;
+
+    snprintf(name, sizeof name, "stale-%d", (int)getpid());
+    /* A crashed job: its rank 0 created the segment and died. */
+    pid = spawn_rank(name, 0, 2, 30);
+    wait_for_segment(name);
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    CHECK(seg_exists(name));
+    /* A new job of the same name (and another size) runs. Rank 1 of the
+     * new job starts first and may map the stale segment. */
+    {
+        ccol_comm_params p1 = shm_params(name, 1, 2, 10);
+        ccol_comm *c0 = NULL;
+        pid_t r1;
+        fflush(stdout);
+        r1 = fork();
+        if (r1 == 0) {
+            ccol_comm *c1 = NULL;
+            int ok = ccol_comm_create(&p1, &c1) == CCOL_OK;
+            if (ok) {
+                int64_t v = 1;
+                ok = ccol_allreduce_i64(c1, &v, 1, CCOL_OP_SUM) == CCOL_OK &&
+                     v == 1;
+            }
+            if (!ok)
+                fprintf(stderr, "rank 1: %s\n", ccol_comm_errmsg(c1));
+            ccol_comm_destroy(c1);
+            _exit(ok ? 0 : 1);
+        }
+        usleep(50000);
+        ccol_comm_params p0 = shm_params(name, 0, 2, 10);
+        CHECK_OK(ccol_comm_create(&p0, &c0), c0);
+        job2_body(c0, 0, NULL);
+        ccol_comm_destroy(c0);
+        waitpid(r1, &st, 0);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    CHECK(!seg_exists(name));
+}
+
+CCOL_TEST(live_jobs_segment_is_refused)
+{
+    char name[64];
+    ccol_comm_params p;
+    ccol_comm *c = NULL;
+    pid_t pid;
+    int st;
+
+    snprintf(name, sizeof name, "busy-%d", (int)getpid());
+    pid = spawn_rank(name, 0, 2, 5); /* waits for rank 1 for 5 s */
+    wait_for_segment(name);
+    p = shm_params(name, 0, 2, 1);
+    CHECK_STATUS(ccol_comm_create(&p, &c), CCOL_ERR_BUSY);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "still running");
+    ccol_comm_destroy(c);
+    /* A rank claiming the world has 3 ranks is refused by name. */
+    p = shm_params(name, 1, 3, 1);
+    CHECK_STATUS(ccol_comm_create(&p, &c), CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "world size is 3");
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "created with size 2");
+    ccol_comm_destroy(c);
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+}
+
+CCOL_TEST(rank_claimed_twice_is_refused)
+{
+    char name[64];
+    pid_t pid;
+    ccol_comm_params p;
+    ccol_comm *c = NULL;
+    int st;
+
+    snprintf(name, sizeof name, "dup-%d", (int)getpid());
+    pid = spawn_rank(name, 0, 3, 5);
+    wait_for_segment(name);
+    pid_t r1 = spawn_rank(name, 1, 3, 5);
+    usleep(200000);
+    p = shm_params(name, 1, 3, 1);
+    CHECK_STATUS(ccol_comm_create(&p, &c), CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "rank 1 joined twice");
+    ccol_comm_destroy(c);
+    kill(pid, SIGKILL);
+    kill(r1, SIGKILL);
+    waitpid(pid, &st, 0);
+    waitpid(r1, &st, 0);
+}
+
+CCOL_TEST(missing_rank_0_is_named_at_join)
+{
+    ccol_comm_params p = shm_params("nobody-home", 1, 2, 0.3);
+    ccol_comm *c = NULL;
+
+    CHECK_STATUS(ccol_comm_create(&p, &c), CCOL_ERR_TIMEOUT);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "missing: 0");
+    ccol_comm_destroy(c);
+}
+
+/* CCOL_TRANSPORT picks the transport of ccol_comm_create_env; the port
+ * names the job. */
+CCOL_TEST(environment_selects_shm)
+{
+    ccol_comm *c = NULL;
+    pid_t pid;
+    int st;
+    char port[16];
+
+    snprintf(port, sizeof port, "%d", 20000 + (int)(getpid() % 20000));
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("MASTER_PORT", port, 1);
+    setenv("CCOL_TRANSPORT", "carrier-pigeon", 1);
+    setenv("RANK", "0", 1);
+    CHECK_STATUS(ccol_comm_create_env(NULL, &c), CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "CCOL_TRANSPORT='carrier-pigeon'");
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "tcp, shm, inproc");
+    ccol_comm_destroy(c);
+    setenv("CCOL_TRANSPORT", "shm", 1);
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {
+        ccol_comm *d = NULL;
+        int64_t v = 1;
+        setenv("RANK", "1", 1);
+        int ok = ccol_comm_create_env(NULL, &d) == CCOL_OK &&
+                 ccol_allreduce_i64(d, &v, 1, CCOL_OP_SUM) == CCOL_OK &&
+                 v == 1 && strcmp(ccol_comm_transport(d), "shm") == 0;
+        ccol_comm_destroy(d);
+        _exit(ok ? 0 : 1);
+    }
+    CHECK_OK(ccol_comm_create_env(NULL, &c), c);
+    CHECK_STR_EQ(ccol_comm_transport(c), "shm");
+    job2_body(c, 0, NULL);
+    ccol_comm_destroy(c);
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    unsetenv("CCOL_TRANSPORT");
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    unsetenv("MASTER_PORT");
+}
+
+CCOL_TEST_MAIN(CCOL_T(environment_selects_shm),
+               CCOL_T(ring_reader_reassembles_across_wraps),
+               CCOL_T(ring_reader_rejects_bad_bytes),
+               CCOL_T(segment_names_are_clean),
+               CCOL_T(sleeping_path_without_spinning),
+               CCOL_T(spinning_path_with_a_long_budget),
+               CCOL_T(spin_knob_is_validated),
+               CCOL_T(segment_name_is_removed_after_joining),
+               CCOL_T(stale_segment_of_a_crashed_job_is_replaced),
+               CCOL_T(live_jobs_segment_is_refused),
+               CCOL_T(rank_claimed_twice_is_refused),
+               CCOL_T(missing_rank_0_is_named_at_join))

@@ -1,0 +1,128 @@
+/*
+ * fuzz_shm.c - libFuzzer harness for the shared-memory ring reader: the
+ * bytes and counters another process leaves in a ring are untrusted. A
+ * producer driven by the input writes the rest of the input into a small
+ * ring in chunks (wrapping at any position, counters starting anywhere),
+ * optionally lying about its counter; the consumer pumps frames out with
+ * the transport's own reader and checks each complete frame as a
+ * communicator would. Also feeds the input to the segment-name builder.
+ *
+ * Input: byte 0 chunk size (0: as much as fits), byte 1 lie mode (0: an
+ * honest producer; else the published counter is taken from the input
+ * every lie-mode-th step), bytes 2..9 the starting counter, then the
+ * stream.
+ */
+#include "comm/shm.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { CAP = 256 };
+
+typedef struct fring {
+    ccol__shm_ring r;
+    uint8_t bytes[CAP];
+} fring;
+
+/* The name builder must always give one clean, bounded name. */
+static void
+fuzz_path(const uint8_t *p, size_t n)
+{
+    char name[300], out[96];
+    size_t k = n < sizeof name - 1 ? n : sizeof name - 1;
+
+    memcpy(name, p, k);
+    name[k] = '\0';
+    ccol__shm_path(name, out, sizeof out);
+    assert(out[0] == '/' && strchr(out + 1, '/') == NULL);
+}
+
+/* Checks a complete frame as a 4-rank communicator would. */
+static void
+check_frame(ccol__shm_asm *a)
+{
+    ccol_comm c;
+
+    assert(a->got == CCOL__HDR_SIZE + a->msg.h.len);
+    memset(&c, 0, sizeof c);
+    c.size = 4;
+    (void)ccol__frame_check(&c, (int)(a->msg.h.from % 4), &a->msg);
+    ccol__shm_asm_reset(a);
+}
+
+/* Produces up to `chunk` bytes of the stream; returns bytes written. */
+static size_t
+produce(fring *f, uint64_t *head, uint64_t tail, const uint8_t *p, size_t n,
+        size_t chunk)
+{
+    size_t space = CAP - (size_t)(*head - tail), k;
+
+    k = n < space ? n : space;
+    if (chunk > 0 && k > chunk)
+        k = chunk;
+    for (size_t i = 0; i < k; i++)
+        f->r.data[(*head + i) % CAP] = p[i];
+    *head += k;
+    atomic_store(&f->r.head, *head);
+    return k;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fring *f;
+    ccol__shm_asm a;
+    uint64_t start = 0, head, tail;
+    size_t chunk, lie, off = 10, step = 0;
+    ccol_status st;
+    char why[200];
+
+    fuzz_path(data, size);
+    if (size < 10)
+        return 0;
+    chunk = data[0];
+    lie = data[1];
+    for (int i = 0; i < 8; i++)
+        start |= (uint64_t)data[2 + i] << (8 * i);
+    f = calloc(1, sizeof *f);
+    if (f == NULL)
+        return 0;
+    memset(&a, 0, sizeof a);
+    head = tail = start;
+    atomic_store(&f->r.head, head);
+    atomic_store(&f->r.tail, tail);
+    for (;;) {
+        size_t wrote = 0;
+        ccol__shm_pump p;
+
+        if (off < size && head - tail < CAP) {
+            wrote = produce(f, &head, tail, data + off, size - off, chunk);
+            off += wrote;
+        }
+        if (lie > 0 && ++step % lie == 0 && off + 8 <= size) {
+            uint64_t v = 0;
+            for (int i = 0; i < 8; i++)
+                v |= (uint64_t)data[off + (size_t)i] << (8 * i);
+            atomic_store(&f->r.head, v); /* a lying producer */
+        }
+        step += lie == 0;
+        st = CCOL_OK;
+        p = ccol__shm_ring_pump(&f->r, CAP, &tail, 1 << 12, &a, &st, why,
+                                sizeof why);
+        if (p == CCOL__SHM_BAD) {
+            assert(st != CCOL_OK && why[0] != '\0');
+            break;
+        }
+        assert(atomic_load(&f->r.tail) == tail);
+        if (p == CCOL__SHM_FRAME)
+            check_frame(&a);
+        if ((p == CCOL__SHM_EMPTY && wrote == 0) || step > 100000)
+            break; /* nothing moved on either side */
+    }
+    ccol__shm_asm_reset(&a);
+    free(f);
+    return 0;
+}
