@@ -298,8 +298,9 @@ CCOL_API ccol_status ccol_comm_set_timeout(ccol_comm *comm, double seconds);
 
 /*
  * Sets a short label (up to 43 bytes kept) that travels with this rank's
- * next operations and appears in other ranks' error messages, e.g.
- * "compile exchange f (compile 2)". NULL clears it.
+ * next operations and leads their description in every rank's error
+ * messages, e.g. "exchange for compile 2 of f (join_reduce #4)". NULL
+ * clears it.
  */
 CCOL_API void ccol_comm_set_label(ccol_comm *comm, const char *label);
 
@@ -520,9 +521,9 @@ CCOL_API ccol_status ccol_compile_mark_static(ccol_compile *c,
 
 /*
  * Runs the compile collective, exactly once per compile: a second call is
- * CCOL_ERR_INVALID_ARG. The communicator's label is "compile <code id>
- * (compile k)" during the exchange, so other ranks' timeout messages say
- * what this rank was doing. On failure (DIVERGED, TIMEOUT, PEER, ...) the
+ * CCOL_ERR_INVALID_ARG. The communicator's label is "exchange for compile
+ * k of <code id>" during the exchange, so other ranks' messages say what
+ * this rank was doing. On failure (DIVERGED, TIMEOUT, PEER, ...) the
  * frame state is unchanged, decisions fail, and the compile can only be
  * finished with ok = false.
  */

@@ -300,7 +300,7 @@ def _exchange(job, code, local_state):
                   render=entry.render())
     mine = {"v": 1, "frame": frame, "compile": k, "seq": job.exchanges,
             "state": encode_state(local_state)}
-    comm.set_label(f"compile {code.co_name} (compile {k})")
+    comm.set_label(f"exchange for compile {k} of {code.co_name}")
     sent0, recv0 = comm.traffic
     t0 = time.monotonic_ns()
     try:

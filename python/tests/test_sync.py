@@ -131,7 +131,7 @@ def _missing_exchange(comm):
 
 def test_a_rank_that_never_exchanges_is_named():
     res = ok(run_ranks(2, _missing_exchange, timeout=1.0))
-    assert "compile exchange of f (compile 1)" in res[0]
+    assert "exchange for compile 1 of f" in res[0]
     assert "missing rank: 1" in res[0]
 
 

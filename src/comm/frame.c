@@ -181,3 +181,16 @@ ccol__op_describe(uint16_t op, uint64_t arg, uint64_t seq, char *out,
         break;
     }
 }
+
+void
+ccol__op_describe_labeled(uint16_t op, uint64_t arg, uint64_t seq,
+                          const char *label, char *out, size_t outlen)
+{
+    char d[96];
+
+    ccol__op_describe(op, arg, seq, d, sizeof d);
+    if (label != NULL && label[0] != '\0')
+        snprintf(out, outlen, "%s (%s)", label, d);
+    else
+        snprintf(out, outlen, "%s", d);
+}

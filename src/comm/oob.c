@@ -130,7 +130,7 @@ check_records(ccol_comm *c, const uint8_t *recs, size_t *lens,
     for (int r = 0; r < c->size; r++) {
         ccol__hdr h;
         ccol__msg m = { 0 };
-        char why[160], d0[96], dr[96];
+        char why[160], d0[160], dr[160];
         ccol_status st = ccol__hdr_decode(recs + (size_t)r * CCOL__HDR_SIZE,
                                           c->max_payload, &h, why, sizeof why);
         if (st != CCOL_OK)
@@ -145,12 +145,14 @@ check_records(ccol_comm *c, const uint8_t *recs, size_t *lens,
         if (r == 0)
             h0 = h;
         if (h.seq != h0.seq || h.op != h0.op || h.arg != h0.arg) {
-            ccol__op_describe(h.op, h.arg, h.seq, dr, sizeof dr);
-            ccol__op_describe(h0.op, h0.arg, h0.seq, d0, sizeof d0);
+            ccol__op_describe_labeled(h.op, h.arg, h.seq, h.label, dr,
+                                      sizeof dr);
+            ccol__op_describe_labeled(h0.op, h0.arg, h0.seq, h0.label, d0,
+                                      sizeof d0);
             return ccol__seterr(&c->err, CCOL_ERR_DIVERGED,
-                                "ranks diverged: rank %d is in %s [%s] while "
-                                "rank 0 is in %s [%s]",
-                                r, dr, h.label, d0, h0.label);
+                                "ranks diverged: rank %d is in %s while rank "
+                                "0 is in %s",
+                                r, dr, d0);
         }
         lens[r] = h.len;
         crcs[r] = h.pcrc;

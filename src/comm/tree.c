@@ -36,7 +36,7 @@ typedef struct run {
     uint8_t **child_pl;    /* payload per child index */
     uint32_t *child_len;   /* its length */
     bool *arrived;         /* per child index */
-    char what[160];        /* "allgatherv #3 [label]", see what_of() */
+    char what[160];        /* "label (allgatherv #3)", see what_of() */
 } run;
 
 static int64_t
@@ -98,21 +98,16 @@ ccol__tree_setup(ccol_comm *c)
     return CCOL_OK;
 }
 
-/* "allgatherv #3 [label]", formatted on first use: only failures need it,
- * and formatting on every call would cost more than a fast transport's
+/* "label (allgatherv #3)", formatted on first use: only failures need
+ * it, and formatting on every call would cost more than a fast transport's
  * whole round trip. */
 static const char *
 what_of(run *r)
 {
     ccol_comm *c = r->c;
-    char d[96];
-    if (r->what[0] != '\0')
-        return r->what;
-    ccol__op_describe(r->op->op, r->op->arg, c->seq, d, sizeof d);
-    if (c->label[0])
-        snprintf(r->what, sizeof r->what, "%s [%s]", d, c->label);
-    else
-        snprintf(r->what, sizeof r->what, "%s", d);
+    if (r->what[0] == '\0')
+        ccol__op_describe_labeled(r->op->op, r->op->arg, c->seq, c->label,
+                                  r->what, sizeof r->what);
     return r->what;
 }
 
@@ -121,16 +116,13 @@ static void
 describe_seen(const ccol_comm *c, int peer, char *out, size_t n)
 {
     const ccol__seen *s = &c->seen[peer];
-    char d[96];
+    char d[160];
     if (!s->any) {
         snprintf(out, n, "never heard from");
         return;
     }
-    ccol__op_describe(s->op, s->arg, s->seq, d, n < sizeof d ? n : sizeof d);
-    if (s->label[0])
-        snprintf(out, n, "last seen in %s [%s]", d, s->label);
-    else
-        snprintf(out, n, "last seen in %s", d);
+    ccol__op_describe_labeled(s->op, s->arg, s->seq, s->label, d, sizeof d);
+    snprintf(out, n, "last seen in %s", d);
 }
 
 static ccol_status
@@ -208,15 +200,12 @@ static ccol_status
 check_same_op(run *r, int from, const ccol__hdr *h)
 {
     ccol_comm *c = r->c;
-    char theirs[96], th_full[160];
+    char th_full[160];
 
     if (h->seq == c->seq && h->op == r->op->op && h->arg == r->op->arg)
         return CCOL_OK;
-    ccol__op_describe(h->op, h->arg, h->seq, theirs, sizeof theirs);
-    if (h->label[0])
-        snprintf(th_full, sizeof th_full, "%s [%s]", theirs, h->label);
-    else
-        snprintf(th_full, sizeof th_full, "%s", theirs);
+    ccol__op_describe_labeled(h->op, h->arg, h->seq, h->label, th_full,
+                              sizeof th_full);
     return ccol__seterr(&c->err, CCOL_ERR_DIVERGED,
                         "ranks diverged: rank %d is in %s while rank %d is "
                         "in %s",

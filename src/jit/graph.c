@@ -9,6 +9,7 @@
  */
 #include "tracer.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -253,7 +254,14 @@ eval_collective(Interp *in, const GNode *nd, Value *const *inputs,
                 Value **vals, ccol_sync *trace)
 {
     uint64_t t0 = trace && ccol_sync_tracing(trace) ? now_ns() : 0;
+    char label[32];
+    /* other ranks' messages then say which all_reduce this rank was in */
+    snprintf(label, sizeof label, "all_reduce at line %d", nd->line);
+    if (in->comm != NULL)
+        ccol_comm_set_label(in->comm, label);
     Value *v = eval_node(in, nd, inputs, vals);
+    if (in->comm != NULL)
+        ccol_comm_set_label(in->comm, NULL);
     if (t0 != 0 && v != NULL) {
         uint64_t n = v->kind == CCOL_JIT_TENSOR ? ccol__t_numel(&v->u.t) : 1;
         ccol_sync_tracef(trace, "collective", "name:s bytes:u dur_ns:i",

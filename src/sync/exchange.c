@@ -210,18 +210,18 @@ join_reduce(ccol_compile *c, ccol__xchg *out)
         return ccol__seterr(&s->err, CCOL_ERR_NO_MEMORY, "compile exchange "
                             "of %.200s: no memory", c->code_id);
     }
-    snprintf(label, sizeof label, "compile %s (compile %llu)", c->code_id,
-             (unsigned long long)c->index);
+    /* the index first: a label longer than the frame header's field is
+     * cut at its end, which may only shorten the frame's name */
+    snprintf(label, sizeof label, "exchange for compile %llu of %s",
+             (unsigned long long)c->index, c->code_id);
     ccol_comm_set_label(s->comm, label);
     st = ccol_join_reduce(s->comm, XCHG_KEY, b.p, b.len,
                           ccol__wire_xchg_combine, NULL, &res, &len);
     ccol_comm_set_label(s->comm, NULL);
     ccol__buf_free(&b);
     if (st != CCOL_OK)
-        return ccol__seterr(&s->err, st, "compile exchange of %.200s "
-                            "(compile %llu): %s", c->code_id,
-                            (unsigned long long)c->index,
-                            ccol_comm_errmsg(s->comm));
+        return ccol__sync_fail_comm(&s->err, st, label,
+                                    ccol_comm_errmsg(s->comm));
     s->ncoll++;
     st = ccol__wire_get_xchg(res, len, out, &s->err);
     ccol_free(res);

@@ -98,13 +98,13 @@ guard_run(ccol_sync *sync, const char *code_id, bool hit, bool *all_hit)
     v[0] = (int64_t)(ccol__hash_str(code_id) >> 1);
     v[1] = ~v[0];
     v[2] = hit ? 1 : 0;
-    snprintf(label, sizeof label, "guard %s", code_id);
+    snprintf(label, sizeof label, "guard collective of %s", code_id);
     ccol_comm_set_label(sync->comm, label);
     st = ccol_allreduce_i64(sync->comm, v, 3, CCOL_OP_MIN);
     ccol_comm_set_label(sync->comm, NULL);
     if (st != CCOL_OK)
-        return ccol__seterr(&sync->err, st, "guard collective of %.200s: %s",
-                            code_id, ccol_comm_errmsg(sync->comm));
+        return ccol__sync_fail_comm(&sync->err, st, label,
+                                    ccol_comm_errmsg(sync->comm));
     sync->nguard++;
     if (v[0] != ~v[1])
         return frames_differ(sync, code_id);

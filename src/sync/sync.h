@@ -102,6 +102,11 @@ void ccol__sync_ranks(ccol__buf *b, const int *ranks, size_t n);
  */
 void ccol__sync_text(ccol__buf *b, const char *s, size_t len, size_t max);
 
+/* A failed collective run under `label` (the comm's label during it): the
+ * comm's message, which leads with the label when the operation itself
+ * failed; otherwise (an earlier failure) "label: message". */
+ccol_status ccol__sync_fail_comm(ccol__err *e, ccol_status st,
+                                 const char *label, const char *msg);
 /* Copies the text of b (or `fallback` when b ran out of memory) into an
  * error record with status st; frees b. Returns st. */
 ccol_status ccol__sync_fail_buf(ccol__err *e, ccol_status st, ccol__buf *b,

@@ -6,6 +6,8 @@
  */
 #include "sync.h"
 
+#include "../comm/comm.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -63,6 +65,19 @@ ccol__sync_fail_buf(ccol__err *e, ccol_status st, ccol__buf *b,
         ccol__seterr(e, st, "%s", (const char *)b->p);
     ccol__buf_free(b);
     return st;
+}
+
+ccol_status
+ccol__sync_fail_comm(ccol__err *e, ccol_status st, const char *label,
+                     const char *msg)
+{
+    size_t n = strlen(label);
+
+    if (n > CCOL__WIRE_LABEL - 1)
+        n = CCOL__WIRE_LABEL - 1; /* the comm keeps that much of it */
+    if (strncmp(msg, label, n) == 0)
+        return ccol__seterr(e, st, "%s", msg);
+    return ccol__seterr(e, st, "%s: %s", label, msg);
 }
 
 /* Formats only when the level passes the filter; every line names the

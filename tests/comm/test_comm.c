@@ -329,8 +329,8 @@ run_diverge(ccol_test_transport t)
     CHECK_EQ(ccol_test_ranks(&job, diverge_body, fi), 0);
     for (int r = 0; r < 3; r++) {
         CHECK_STATUS((ccol_status)fi->status[r], CCOL_ERR_DIVERGED);
-        CHECK_CONTAINS(fi->msg[r], "rank 1 is in bcast(root 0) #1 [guard f]");
-        CHECK_CONTAINS(fi->msg[r], "allgatherv #1 [compile f]");
+        CHECK_CONTAINS(fi->msg[r], "rank 1 is in guard f (bcast(root 0) #1)");
+        CHECK_CONTAINS(fi->msg[r], "compile f (allgatherv #1)");
         CHECK(fi->took[r] < 2.0);
     }
 }
@@ -363,8 +363,8 @@ CCOL_TEST(join_reduce_is_named_by_its_label)
     CHECK_EQ(ccol_test_ranks(&job, join_diverge_body, fi), 0);
     for (int r = 0; r < 2; r++) {
         CHECK_STATUS((ccol_status)fi->status[r], CCOL_ERR_DIVERGED);
-        CHECK_CONTAINS(fi->msg[r], "rank 1 is in join_reduce #1 [compile f "
-                       "(compile 2)]");
+        CHECK_CONTAINS(fi->msg[r], "rank 1 is in compile f (compile 2) "
+                       "(join_reduce #1)");
         CHECK(strstr(fi->msg[r], "key") == NULL);
     }
 }

@@ -451,7 +451,7 @@ CCOL_TEST(environment_selects_shm)
     setenv("RANK", "0", 1);
     CHECK_STATUS(ccol_comm_create_env(NULL, &c), CCOL_ERR_INVALID_ARG);
     CHECK_CONTAINS(ccol_comm_errmsg(c), "CCOL_TRANSPORT='carrier-pigeon'");
-    CHECK_CONTAINS(ccol_comm_errmsg(c), "tcp, shm, inproc");
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "inproc, tcp or shm");
     ccol_comm_destroy(c);
     setenv("CCOL_TRANSPORT", "shm", 1);
     fflush(stdout);

@@ -472,7 +472,7 @@ one_rank_fails(ccol_test_transport tp)
     }
     /* rank 0 failed in its graph's all_reduce: located in the program */
     CHECK_CONTAINS(res->msg[0], "prog.tl:3:");
-    CHECK_CONTAINS(res->msg[1], "compile exchange of f (compile 2)");
+    CHECK_CONTAINS(res->msg[1], "exchange for compile 2 of f");
 }
 
 CCOL_TEST(one_rank_recompile_compile_mode_fails_named)

@@ -638,7 +638,7 @@ CCOL_TEST(missing_rank_times_out)
         for (int r = 0; r < 3; r += 2) {
             CHECK_STATUS(s->out[r].st, CCOL_ERR_TIMEOUT);
             CHECK_CONTAINS(s->out[r].msg, "missing rank: 1");
-            CHECK_CONTAINS(s->out[r].msg, "compile exchange of f");
+            CHECK_CONTAINS(s->out[r].msg, "exchange for compile 1 of f");
         }
     }
 }
@@ -651,7 +651,7 @@ CCOL_TEST(departed_rank_is_named)
         for (int r = 0; r < 3; r += 2) {
             CHECK(s->out[r].st == CCOL_ERR_PEER ||
                   s->out[r].st == CCOL_ERR_CLOSED);
-            CHECK_CONTAINS(s->out[r].msg, "compile exchange of f");
+            CHECK_CONTAINS(s->out[r].msg, "exchange for compile 1 of f");
             CHECK_CONTAINS(s->out[r].msg, "rank 1");
         }
     }

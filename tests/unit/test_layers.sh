@@ -5,9 +5,11 @@
 # include no internal header of libccol.
 #
 # Layers, bottom up: core comm dyn wire trace sync | jit | tools.
-# Usage: test_layers.sh CCOL_TOOL SOURCE_DIR (the tool is not used).
+# Usage: test_layers.sh CCOL_TOOL SOURCE_DIR (the tool's folder is the
+# build's, whose generated/ holds headers made from the tree).
 set -u
 root=${2:?usage: test_layers.sh CCOL_TOOL SOURCE_DIR}
+generated=$(cd "$(dirname "${1:?}")" 2>/dev/null && pwd)/generated
 cd "$root" || exit 2
 
 # The layer of a folder (a number; higher is above), or nothing.
@@ -48,6 +50,9 @@ check_file() {
     while IFS= read -r name; do
         checked=$((checked + 1))
         target=$(resolve "$dir" "$name")
+        if [ -z "$target" ] && [ -f "$generated/$name" ]; then
+            continue # made by the build from the tree (demo_prog.h)
+        fi
         if [ -z "$target" ]; then
             echo "FAIL $f: #include \"$name\" is not in the tree"
             fail=$((fail + 1))
