@@ -383,16 +383,23 @@ def test_equal_numbers_of_another_type_are_the_documented_difference(
     check(got, want, entries, o_prior, o_ranks, FIGURES["fixed"])
 
 
-def test_pytorch_does_not_track_bools():
-    """Bools never reach the lattice in Dynamo (they are specialized
-    constants, guarded by value), and ccol's observations refuse them:
-    a bool that changes recompiles with no automatic-dynamic entry."""
+def _counting_backend():
+    """A fresh Dynamo, and a torch.compile backend that keeps the graphs
+    it is given (and runs them as they are)."""
     torch._dynamo.reset()
     graphs = []
 
     def backend(gm, example_inputs):
         graphs.append(gm)
         return gm.forward
+    return graphs, backend
+
+
+def test_pytorch_does_not_track_bools():
+    """Bools never reach the lattice in Dynamo (they are specialized
+    constants, guarded by value), and ccol's observations refuse them:
+    a bool that changes recompiles with no automatic-dynamic entry."""
+    graphs, backend = _counting_backend()
 
     @torch.compile(backend=backend)
     def f(x, flag):
@@ -502,12 +509,7 @@ def test_numbers_are_not_specialized_at_0_and_1_as_in_pytorch():
     """torch.compile: once n is dynamic, n = 0 and 1 reuse the dynamic
     graph (an unspecified symbol); ccol decides a dynamic int at 0 or 1
     DYNAMIC, not SPECIALIZED_01 (sizes are specialized, numbers not)."""
-    torch._dynamo.reset()
-    graphs = []
-
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
+    graphs, backend = _counting_backend()
 
     @torch.compile(backend=backend)
     def f(x, n):

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import ccol
+import conformance
 from conftest import RankError, free_port, ok, run_ranks
 
 
@@ -24,24 +25,12 @@ def _env(port):
 
 
 def _upstream_on(rank, size, gport):
-    """Upstream compiler collectives over gloo, device step left out."""
+    """Upstream compiler collectives over gloo, device step left out
+    (conformance.upstream_collectives_on says why)."""
     import torch.distributed as dist
-    from torch._dynamo import config, exc
-    from torch._dynamo.output_graph import OutputGraph
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{gport}",
                             rank=rank, world_size=size)
-    config.enable_compiler_collectives = True
-
-    def run_compiler_collective(self):
-        tx = self.root_tx
-        if (ds := tx.distributed_state) is not None and ds.all_states is None:
-            all_states = [None] * ds.compile_pg.size()
-            dist.all_gather_object(all_states, ds.local_state,
-                                   group=ds.compile_pg)
-            ds.all_states = all_states
-            tx.speculation_log.clear()
-            raise exc.CompileCollectiveRestartAnalysis
-    OutputGraph.run_compiler_collective = run_compiler_collective
+    conformance.upstream_collectives_on()
 
 
 def _setup(rank, size, mode, gport, cport, guards=False):
