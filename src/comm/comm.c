@@ -417,8 +417,9 @@ run_op(ccol_comm *c, ccol__coll *op)
     else
         st = ccol__tree_run(c, op);
     if (ccol__intr_end(prev) && st != CCOL_OK) {
-        char what[96];
-        ccol__op_describe(op->op, op->arg, c->seq, what, sizeof what);
+        char what[160];
+        ccol__op_describe_labeled(op->op, op->arg, c->seq, c->label, what,
+                                  sizeof what);
         st = ccol__comm_fail(c, CCOL_ERR_INTERRUPTED,
                              "%s interrupted by the caller on rank %d", what,
                              c->rank);

@@ -269,7 +269,8 @@ oob_run(ccol_comm *c, ccol__coll *op)
 
     c->seq++;
     ccol__fault_on_op(c);
-    ccol__op_describe(op->op, op->arg, c->seq, what, sizeof what);
+    ccol__op_describe_labeled(op->op, op->arg, c->seq, c->label, what,
+                              sizeof what);
     if (lens == NULL || crcs == NULL)
         st = ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
     if (st == CCOL_OK)
