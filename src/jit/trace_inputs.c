@@ -20,8 +20,9 @@ gn(Tracer *t, int i)
 /* ---- lazy inputs ---- */
 
 /* Records decision "<src>.size(d)" (what "size"/"stride") or "<src>",
- * the symbol of `node`. */
-static void
+ * the symbol of `node`. Running out of memory is the trace's error: a
+ * dynamic decision never goes missing from the entry's list. */
+static bool
 dyn_name(Tracer *t, int node, const char *what, const char *src, int d)
 {
     char buf[TR_NAMEMAX + 32];
@@ -30,7 +31,7 @@ dyn_name(Tracer *t, int node, const char *what, const char *src, int d)
     else
         snprintf(buf, sizeof buf, "%s", src);
     if (t->ctx->preflight)
-        return;
+        return true;
     if (t->ndyn == t->capdyn) {
         size_t cap = t->capdyn ? t->capdyn * 2 : 8;
         char **p = realloc(t->dyn, cap * sizeof(*p));
@@ -38,14 +39,20 @@ dyn_name(Tracer *t, int node, const char *what, const char *src, int d)
             t->dyn = p;
         int *q = p ? realloc(t->dynnode, cap * sizeof(*q)) : NULL;
         if (q == NULL)
-            return;
+            goto oom;
         t->dynnode = q;
         t->capdyn = cap;
     }
     t->dyn[t->ndyn] = malloc(strlen(buf) + 1);
+    if (t->dyn[t->ndyn] == NULL)
+        goto oom;
     t->dynnode[t->ndyn] = node;
-    if (t->dyn[t->ndyn] != NULL)
-        strcpy(t->dyn[t->ndyn++], buf);
+    strcpy(t->dyn[t->ndyn++], buf);
+    return true;
+oom:
+    ccol__jit_fail(&t->in, CCOL_ERR_NO_MEMORY,
+                   "out of memory recording the dynamic decision %s", buf);
+    return false;
 }
 
 static void
@@ -118,8 +125,7 @@ decide_size(Tracer *t, const Pending *p, int in, int node, int d,
         return false;
     gn(t, node)->dims[d].node = s;
     gn(t, s)->symbol = ++t->nsym;
-    dyn_name(t, s, "size", p->name, d);
-    return true;
+    return dyn_name(t, s, "size", p->name, d);
 }
 
 /* The lattice's stride encoding: dims visited by stride ascending (ties:
@@ -211,7 +217,8 @@ decide_strides(Tracer *t, const Pending *p, int in, int node,
             return false;
         gn(t, node)->strides[d].node = s;
         gn(t, s)->symbol = ++t->nsym;
-        dyn_name(t, s, "stride", p->name, d);
+        if (!dyn_name(t, s, "stride", p->name, d))
+            return false;
     }
     return true;
 }
@@ -277,8 +284,7 @@ activate_number(Tracer *t, const Pending *p, int in)
         return false;
     w->sym = node;
     gn(t, node)->symbol = ++t->nsym;
-    dyn_name(t, node, NULL, p->name, 0);
-    return true;
+    return dyn_name(t, node, NULL, p->name, 0);
 }
 
 /* First read of a pending input: guards, observation, decisions. */
