@@ -11,6 +11,7 @@
  * past the deadline and every other rank names it.
  */
 #include "tools.h"
+#include "util.h"
 
 #include "jit_job.h"
 
@@ -41,14 +42,6 @@ typedef struct demo_run {
     json_t *job;   /* the job summary */
     double wall_s; /* wall time of the whole job */
 } demo_run;
-
-static double
-now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* The schedule of the demo as JSON text, parsed like a user's file. */
 static schedule *
@@ -84,13 +77,13 @@ run_job(jit_opts *o, demo_run *d)
 {
     char err[512];
     bool printer;
-    double t0 = now_s();
+    double t0 = tool_now_s();
 
     if (jit_job_run(o, &d->job, &printer, err, sizeof err) != 0) {
         fprintf(stderr, "demo: %s\n", err);
         return -1;
     }
-    d->wall_s = now_s() - t0;
+    d->wall_s = tool_now_s() - t0;
     return 0;
 }
 

@@ -7,6 +7,7 @@
  * own process group so that stopping a rank also stops what it started.
  */
 #include "tools.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -111,15 +112,6 @@ usage(FILE *f)
             "Options may be spelled with '-' or '_' (--node_rank), and as\n"
             "--opt=value.\n",
             MAX_RANKS);
-}
-
-static double
-now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* Parses a whole decimal integer in [lo, hi]; false on anything else. */
@@ -391,40 +383,21 @@ parse_args(int argc, char **argv, run_opts *o)
     return check_nodes(o);
 }
 
-/*
- * Picks a free TCP port by binding port 0 on `addr` and reading back the
- * port the kernel chose. Returns the port, or 0 after printing why not.
- */
+/* A free TCP port on `addr` for the rendezvous, or 0 after printing why
+ * there is none. */
 static int
 pick_port(const char *addr)
 {
-    struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
-    struct addrinfo *ai = NULL;
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    int fd, err, port = 0;
+    const char *why = "";
+    int port = tool_free_port(addr, &why);
 
-    hints.ai_family = AF_UNSPEC;
-    err = getaddrinfo(addr, "0", &hints, &ai);
-    if (err != 0) {
+    if (port == -1)
         fprintf(stderr, "ccol run: cannot resolve master address '%s': %s\n",
-                addr, gai_strerror(err));
-        return 0;
-    }
-    fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-        getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
-        port = ntohs(ss.ss_family == AF_INET6
-                         ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                         : ((struct sockaddr_in *)&ss)->sin_port);
-    } else {
+                addr, why);
+    else if (port < 0)
         fprintf(stderr, "ccol run: cannot pick a free port on '%s': %s "
-                "(pass --master-port)\n", addr, strerror(errno));
-    }
-    if (fd >= 0)
-        close(fd);
-    freeaddrinfo(ai);
-    return port;
+                "(pass --master-port)\n", addr, why);
+    return port > 0 ? port : 0;
 }
 
 static bool
@@ -623,22 +596,6 @@ spawn_rank(launcher *l, const run_opts *o, int r)
     return true;
 }
 
-/* Writes all of buf to fd; output errors (closed terminal) are ignored. */
-static void
-write_all(int fd, const char *buf, size_t len)
-{
-    while (len > 0) {
-        ssize_t k = write(fd, buf, len);
-
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return;
-        buf += k;
-        len -= (size_t)k;
-    }
-}
-
 static void write_prefixed(int r, int out, const char *line, size_t len);
 
 /* Emits one line of a stream with a newline, in one write to each of
@@ -648,8 +605,8 @@ static void
 emit_line(const stream *s, const char *line, size_t len)
 {
     if (s->log >= 0) {
-        write_all(s->log, line, len);
-        write_all(s->log, "\n", 1);
+        tool_write_all(s->log, line, len);
+        tool_write_all(s->log, "\n", 1);
     }
     if (s->out < 0)
         return;
@@ -667,15 +624,15 @@ write_prefixed(int r, int out, const char *line, size_t len)
     char *buf = total <= sizeof stackbuf ? stackbuf : malloc(total);
 
     if (buf == NULL) {
-        write_all(out, prefix, (size_t)plen);
-        write_all(out, line, len);
-        write_all(out, "\n", 1);
+        tool_write_all(out, prefix, (size_t)plen);
+        tool_write_all(out, line, len);
+        tool_write_all(out, "\n", 1);
         return;
     }
     memcpy(buf, prefix, (size_t)plen);
     memcpy(buf + plen, line, len);
     buf[total - 1] = '\n';
-    write_all(out, buf, total);
+    tool_write_all(out, buf, total);
     if (buf != stackbuf)
         free(buf);
 }
@@ -746,7 +703,7 @@ stop_all(launcher *l, int sig)
     for (int r = 0; r < l->n; r++)
         signal_rank(&l->ranks[r], sig);
     if (l->kill_at == 0)
-        l->kill_at = now_s() + GRACE_S;
+        l->kill_at = tool_now_s() + GRACE_S;
 }
 
 /* Describes a wait status as "exited with status 3" / "killed by ...". */
@@ -810,7 +767,7 @@ handle_signals(launcher *l)
                     "all ranks\n", b, strsignal(b));
             stop_all(l, b);
         } else {
-            l->kill_at = now_s(); /* a second signal: kill at once */
+            l->kill_at = tool_now_s(); /* a second signal: kill at once */
         }
     }
 }
@@ -819,7 +776,7 @@ handle_signals(launcher *l)
 static void
 check_deadlines(launcher *l)
 {
-    double t = now_s();
+    double t = tool_now_s();
 
     if (l->kill_at != 0 && t >= l->kill_at) {
         if (l->live > 0)
@@ -836,7 +793,7 @@ check_deadlines(launcher *l)
 static int
 poll_timeout(const launcher *l)
 {
-    double next = 0, t = now_s();
+    double next = 0, t = tool_now_s();
 
     if (l->kill_at > 0)
         next = l->kill_at;
@@ -894,7 +851,7 @@ event_loop(launcher *l, struct pollfd *pfd, stream **owner)
 
         if (l->live == 0 && k == 1)
             break;
-        if (l->drain_at > 0 && now_s() >= l->drain_at)
+        if (l->drain_at > 0 && tool_now_s() >= l->drain_at)
             break;
         if (poll(pfd, k, poll_timeout(l)) < 0 && errno != EINTR)
             break;

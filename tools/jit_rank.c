@@ -6,6 +6,7 @@
  * and describes what happened as a JSON summary entry (docs/cli.md).
  */
 #include "jit_job.h"
+#include "util.h"
 
 #include "ccol_jit_session.h"
 
@@ -62,14 +63,6 @@ static const char *
 code_of(ccol_status st)
 {
     return st == CCOL_ERR_INVALID_ARG ? "PROGRAM" : ccol_status_name(st);
-}
-
-static double
-now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* Length of a "[rank R] " prefix of this rank at the start of line, or
@@ -462,7 +455,7 @@ jit_rank_run(const jit_opts *o, ccol_comm *comm)
     rank_ctx c = { .o = o, .comm = comm, .rank = ccol_comm_rank(comm),
                    .prefixed = o->nranks == 0 && run != NULL &&
                                strcmp(run, "1") == 0 };
-    double t0 = now_s();
+    double t0 = tool_now_s();
     json_t *entry;
 
     c.results = json_array();
@@ -479,7 +472,7 @@ jit_rank_run(const jit_opts *o, ccol_comm *comm)
         set_error(&c, "INTERNAL", "only %zu of the %zu calls ran",
                   json_array_size(c.results), o->sched->ncalls);
     finish(&c);
-    entry = entry_of(&c, now_s() - t0);
+    entry = entry_of(&c, tool_now_s() - t0);
     ccol_jit_session_destroy(c.s);
     ccol_jit_module_destroy(c.m);
     json_decref(c.results);

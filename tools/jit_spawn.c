@@ -8,6 +8,7 @@
  * the collective deadline).
  */
 #include "jit_job.h"
+#include "util.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -36,52 +37,12 @@ typedef struct child {
     bool killed;      /* killed by the watchdog */
 } child;
 
-static double
-now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* A loopback port nobody listens on right now. */
-static int
-free_port(void)
-{
-    struct sockaddr_in a = { 0 };
-    socklen_t len = sizeof a;
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
-
 static void
 set_env_int(const char *name, long v)
 {
     char buf[32];
     snprintf(buf, sizeof buf, "%ld", v);
     setenv(name, buf, 1);
-}
-
-static void
-write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return;
-        p += w;
-        n -= (size_t)w;
-    }
 }
 
 /* The body of rank r: run, send the entry, exit 0 iff it succeeded. */
@@ -114,7 +75,7 @@ child_main(const jit_opts *o, int r, int port, int wfd)
     ok = json_is_true(json_object_get(entry, "ok"));
     enc = entry ? jit_summary_encode(entry) : NULL;
     if (enc != NULL)
-        write_all(wfd, enc, strlen(enc));
+        tool_write_all(wfd, enc, strlen(enc));
     close(wfd);
     fflush(NULL);
     ccol_comm_destroy(comm);
@@ -265,14 +226,14 @@ collect(const jit_opts *o, child *ch)
     while (done < n) {
         done = step(ch, n);
         if (done > 0 && limit < 0)
-            limit = now_s() + grace;
-        if (limit < 0 || now_s() < limit)
+            limit = tool_now_s() + grace;
+        if (limit < 0 || tool_now_s() < limit)
             continue;
         if (killed)
             break;
         kill_rest(ch, n);
         killed = true;
-        limit = now_s() + 2;
+        limit = tool_now_s() + 2;
     }
     for (int r = 0; r < n; r++) {
         if (ch[r].fd >= 0)
@@ -317,7 +278,7 @@ jit_spawn_run(const jit_opts *o, json_t **entries, char *err,
               size_t errlen)
 {
     child ch[JIT_MAX_RANKS];
-    int port = free_port(), rc = 0;
+    int port = tool_free_port("127.0.0.1", NULL), rc = 0;
 
     if (o->nranks < 1 || o->nranks > JIT_MAX_RANKS) {
         snprintf(err, errlen, "-n must be in [1, %d]", JIT_MAX_RANKS);

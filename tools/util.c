@@ -1,0 +1,67 @@
+/*
+ * util.c - small helpers the subcommands share (util.h).
+ */
+#include "util.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+double
+tool_now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void
+tool_write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+
+    while (len > 0) {
+        ssize_t k = write(fd, p, len);
+
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return;
+        p += k;
+        len -= (size_t)k;
+    }
+}
+
+int
+tool_free_port(const char *addr, const char **why)
+{
+    struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
+    struct addrinfo *ai = NULL;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    int fd, err, port = -2;
+
+    err = getaddrinfo(addr, "0", &hints, &ai);
+    if (err != 0) {
+        if (why != NULL)
+            *why = gai_strerror(err);
+        return -1;
+    }
+    fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+        getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
+        port = ntohs(ss.ss_family == AF_INET6
+                         ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                         : ((struct sockaddr_in *)&ss)->sin_port);
+    else if (why != NULL)
+        *why = strerror(errno);
+    if (fd >= 0)
+        close(fd);
+    freeaddrinfo(ai);
+    return port;
+}
