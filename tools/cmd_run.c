@@ -7,6 +7,7 @@
  * own process group so that stopping a rank also stops what it started.
  */
 #include "tools.h"
+#include "launch.h"
 #include "util.h"
 
 #include <errno.h>
@@ -400,81 +401,13 @@ pick_port(const char *addr)
     return port > 0 ? port : 0;
 }
 
-static bool
-conflicting_var(const char *entry)
+/* The launch this node makes, for the environment of its ranks. */
+static tool_launch
+launch_of(const run_opts *o)
 {
-    static const char *const names[] = {
-        "PMI_RANK=", "PMI_SIZE=", "MPI_LOCALRANKID=", "MPI_LOCALNRANKS=",
-        "SLURM_PROCID=", "SLURM_NTASKS=", "SLURM_LOCALID=",
-        "SLURM_STEP_NUM_TASKS=",
-    };
-
-    if (strncmp(entry, "OMPI_COMM_WORLD_", 16) == 0)
-        return true;
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strncmp(entry, names[i], strlen(names[i])) == 0)
-            return true;
-    return false;
-}
-
-/*
- * Removes the rank variables of outer launchers (Open MPI, PMI, Slurm) from
- * the launcher's environment, which the ranks inherit, so that a rank
- * resolves torchrun's set and nothing else.
- */
-static void
-scrub_env(void)
-{
-    char name[256];
-    bool again = true;
-
-    while (again) {
-        again = false;
-        for (char **e = environ; e != NULL && *e != NULL; e++) {
-            const char *eq = strchr(*e, '=');
-            size_t len = eq != NULL ? (size_t)(eq - *e) : strlen(*e);
-
-            if (!conflicting_var(*e) || len >= sizeof name)
-                continue;
-            memcpy(name, *e, len);
-            name[len] = '\0';
-            unsetenv(name); /* environ changed: rescan from the start */
-            again = true;
-            break;
-        }
-    }
-}
-
-static bool
-setenv_int(const char *name, int v)
-{
-    char buf[32];
-
-    snprintf(buf, sizeof buf, "%d", v);
-    return setenv(name, buf, 1) == 0;
-}
-
-/* Local ranks talk through shared memory unless the caller chose a
- * transport (CCOL_TRANSPORT=tcp keeps the sockets). */
-static bool
-default_local_transport(void)
-{
-    return setenv("CCOL_TRANSPORT", "shm", 0) == 0;
-}
-
-/* Sets the variables every rank shares, in the launcher's environment. */
-static bool
-shared_env(const run_opts *o)
-{
-    scrub_env();
-    /* shared memory only when every rank is on this host */
-    return (o->nnodes > 1 || default_local_transport()) &&
-           setenv_int("WORLD_SIZE", o->n * o->nnodes) &&
-           setenv_int("LOCAL_WORLD_SIZE", o->n) &&
-           setenv("MASTER_ADDR", o->addr, 1) == 0 &&
-           setenv_int("MASTER_PORT", o->port) &&
-           setenv_int("GROUP_RANK", o->node_rank) &&
-           setenv("CCOL_RUN", "1", 1) == 0;
+    return (tool_launch){ .nlocal = o->n, .nnodes = o->nnodes,
+                          .node_rank = o->node_rank, .addr = o->addr,
+                          .port = o->port };
 }
 
 static void
@@ -543,8 +476,8 @@ child_exec(const run_opts *o, int rank, int outfd, int errfd, bool null_in)
         _exit(127);
     close(outfd);
     close(errfd);
-    if (!setenv_int("RANK", o->node_rank * o->n + rank) ||
-        !setenv_int("LOCAL_RANK", rank))
+    tool_launch env = launch_of(o);
+    if (!tool_launch_rank_env(&env, rank))
         _exit(127);
     execvp(o->cmd[0], o->cmd);
     fprintf(stderr, "ccol run: rank %d: cannot execute '%s': %s\n",
@@ -990,7 +923,8 @@ ccol_cmd_run(int argc, char **argv)
         if (o.port == 0)
             return 1;
     }
-    if (!shared_env(&o)) {
+    tool_launch env = launch_of(&o);
+    if (!tool_launch_env(&env)) {
         fprintf(stderr, "ccol run: cannot set the environment: %s\n",
                 strerror(errno));
         return 1;

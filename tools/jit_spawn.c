@@ -8,6 +8,7 @@
  * the collective deadline).
  */
 #include "jit_job.h"
+#include "launch.h"
 #include "util.h"
 
 #include <arpa/inet.h>
@@ -37,14 +38,6 @@ typedef struct child {
     bool killed;      /* killed by the watchdog */
 } child;
 
-static void
-set_env_int(const char *name, long v)
-{
-    char buf[32];
-    snprintf(buf, sizeof buf, "%ld", v);
-    setenv(name, buf, 1);
-}
-
 /* The body of rank r: run, send the entry, exit 0 iff it succeeded. */
 static void
 child_main(const jit_opts *o, int r, int port, int wfd)
@@ -54,14 +47,11 @@ child_main(const jit_opts *o, int r, int port, int wfd)
     char *enc, msg[1024];
     int ok;
 
-    set_env_int("RANK", r);
-    set_env_int("LOCAL_RANK", r);
-    set_env_int("WORLD_SIZE", o->nranks);
-    set_env_int("LOCAL_WORLD_SIZE", o->nranks);
-    set_env_int("MASTER_PORT", port);
-    setenv("MASTER_ADDR", "127.0.0.1", 1);
-    /* Local ranks: shared memory unless the caller chose a transport. */
-    setenv("CCOL_TRANSPORT", "shm", 0);
+    tool_launch launch = { .nlocal = o->nranks, .nnodes = 1,
+                           .addr = "127.0.0.1", .port = port };
+
+    if (!tool_launch_env(&launch) || !tool_launch_rank_env(&launch, r))
+        _exit(127);
     jit_rank_env(o);
     signal(SIGPIPE, SIG_IGN);
     ccol_status st = ccol_comm_create_env(NULL, &comm);
