@@ -220,33 +220,34 @@ ccol_status ccol__trace_report(ccol_jit_module *m, const Interp *in);
 /* An input not read yet (Dynamo's lazy variables): a wrapper value whose
  * sym is -2 - index; reading it adds guards and an observation. */
 typedef struct Pending {
-    char name[TR_NAMEMAX];
-    int slot, depth;
-    int path[TR_MAXPATH];
+    char name[TR_NAMEMAX];      /* its source, e.g. L['xs'][1] */
+    int slot, depth;            /* the parameter, and list levels below it */
+    int path[TR_MAXPATH];       /* the list index at each level */
     const Value *orig;          /* the caller's value */
     Value *w;                   /* the wrapper (borrowed) */
 } Pending;
 
+/* The state of one trace of a frame (preflight or retrace). */
 typedef struct Tracer {
-    const TraceCtx *ctx;
-    Interp in;
-    Entry *e;
+    const TraceCtx *ctx;        /* the compile: sync, modes, log */
+    Interp in;                  /* evaluation state and the error, if any */
+    Entry *e;                   /* the entry being built: graph and guards */
     const Node *at;             /* the AST node being evaluated */
-    Pending *pend;
-    int npend, cappend;
+    Pending *pend;              /* inputs not read yet, by index */
+    int npend, cappend;         /* their number, and allocated */
     int nsym;                   /* symbols s0, s1, ... made so far */
     unsigned char *data;        /* per node: depends on data (trace_ops.c) */
-    int ndata, capdata;
+    int ndata, capdata;         /* entries of data used, and allocated */
     char **dyn;                 /* the dynamic decisions so far */
     int *dynnode;               /* dyn[i] is the symbol of node dynnode[i] */
-    size_t ndyn, capdyn;
+    size_t ndyn, capdyn;        /* decisions recorded, and allocated */
     const char *code_id;        /* the frame being traced */
     bool skip;                  /* a graph break that cannot be resumed */
     bool nested;                /* an error of ctx->call */
     int loops;                  /* enclosing loops and inlined calls */
     ResumePoint path;           /* enclosing if blocks (when loops == 0) */
-    Value **brk_args;
-    int nbrk;
+    Value **brk_args;           /* print's arguments at a graph break */
+    int nbrk;                   /* their number */
 } Tracer;
 
 /* trace_ops.c, trace_inputs.c, trace_builtins.c: symbolic values. All
