@@ -65,7 +65,7 @@ def _record(tx, source, obs):
         tx, source, FrameStateSizeEntry.make_scalar(obs["value"]))
 
 
-def _decisions(source, entry, ndims, number_seen):
+def decisions(source, entry, ndims, number_seen):
     """Dynamo's decisions from the merged entry, named as ccol names them.
 
     Dims are asked up to the largest tensor rank observed (each rank's
@@ -122,7 +122,7 @@ def merge(prior, ranks):
                      if o["kind"] == "tensor"), default=0)
         number = any(o["kind"] != "tensor" for o in seen)
         out[source] = {"render": entry.render(),
-                       "dynamic": _decisions(source, entry, ndims, number)}
+                       "dynamic": decisions(source, entry, ndims, number)}
         entries[source] = entry
     return out, entries
 

@@ -470,15 +470,10 @@ def _pytorch_decisions(entries, o_set):
     sources."""
     out = []
     for source, o in o_set.items():
-        e = entries[source]
-        if o["kind"] != "tensor":
-            out += [source] if e.scalar is pgo_oracle.pgo.auto_dynamic else []
-            continue
-        for d in range(o["tensor"].dim()):
-            if e.is_size_dynamic(d):
-                out.append(f"{source}.size({d})")
-            if e.is_stride_dynamic(d):
-                out.append(f"{source}.stride({d})")
+        tensor = o["kind"] == "tensor"
+        out += pgo_oracle.decisions(source, entries[source],
+                                    o["tensor"].dim() if tensor else 0,
+                                    not tensor)
     return sorted(out, key=str.encode)
 
 

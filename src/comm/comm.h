@@ -167,12 +167,10 @@ ccol_status ccol__hdr_decode(const uint8_t *b, size_t max_payload,
 /* Checks a decoded frame against this communicator: token digest, comm
  * id, sender rank range, payload checksum. Sets c->err naming `from`. */
 ccol_status ccol__frame_check(ccol_comm *c, int from, const ccol__msg *m);
-/* Describes an operation for messages: "barrier #3", "bcast(root 1) #4". */
-void ccol__op_describe(uint16_t op, uint64_t arg, uint64_t seq, char *out,
-                       size_t outlen);
-/* The same, led by the caller's label when there is one, so messages say
- * what the operation was for: "guard collective of f (allreduce_i64(min,
- * n=3) #11)"; without a label just the description. */
+/* Describes an operation for messages: "barrier #3", "bcast(root 1) #4",
+ * led by the caller's label when there is one, so messages say what the
+ * operation was for: "guard collective of f (allreduce_i64(min, n=3)
+ * #11)". */
 void ccol__op_describe_labeled(uint16_t op, uint64_t arg, uint64_t seq,
                                const char *label, char *out, size_t outlen);
 const char *ccol__op_name(uint16_t op);

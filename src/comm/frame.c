@@ -156,9 +156,10 @@ ccol__op_name(uint16_t op)
 
 static const char *const reduce_ops[] = { "sum", "min", "max", "and", "or" };
 
-void
-ccol__op_describe(uint16_t op, uint64_t arg, uint64_t seq, char *out,
-                  size_t outlen)
+/* The operation alone: "barrier #3", "bcast(root 1) #4". */
+static void
+op_describe(uint16_t op, uint64_t arg, uint64_t seq, char *out,
+            size_t outlen)
 {
     const char *name = ccol__op_name(op);
     unsigned rop = (unsigned)((arg >> 48) & 0xFF);
@@ -188,7 +189,7 @@ ccol__op_describe_labeled(uint16_t op, uint64_t arg, uint64_t seq,
 {
     char d[96];
 
-    ccol__op_describe(op, arg, seq, d, sizeof d);
+    op_describe(op, arg, seq, d, sizeof d);
     if (label != NULL && label[0] != '\0')
         snprintf(out, outlen, "%s (%s)", label, d);
     else

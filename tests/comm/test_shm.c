@@ -180,28 +180,29 @@ ops_body(ccol_comm *c, int rank, void *arg)
     }
 }
 
-CCOL_TEST(sleeping_path_without_spinning)
+/* Every operation at each size in `sizes` (0-terminated) with
+ * CCOL_SPIN_US set to `spin_us`. */
+static void
+ops_with_spin(const char *spin_us, const int *sizes)
 {
-    static const int sizes[] = { 2, 3, 8 };
-    setenv("CCOL_SPIN_US", "0", 1);
-    for (int i = 0; i < 3; i++) {
+    setenv("CCOL_SPIN_US", spin_us, 1);
+    for (int i = 0; sizes[i] != 0; i++) {
         ccol_test_job job = { .size = sizes[i], .transport = CCOL_TEST_SHM };
         CHECK_EQ(ccol_test_ranks(&job, ops_body, NULL), 0);
     }
     unsetenv("CCOL_SPIN_US");
 }
 
+CCOL_TEST(sleeping_path_without_spinning)
+{
+    ops_with_spin("0", (const int[]){ 2, 3, 8, 0 });
+}
+
 /* A long spin budget: every hand-off between live ranks happens while
  * spinning, the futex path only serves departures. */
 CCOL_TEST(spinning_path_with_a_long_budget)
 {
-    static const int sizes[] = { 2, 3 };
-    setenv("CCOL_SPIN_US", "1000000", 1);
-    for (int i = 0; i < 2; i++) {
-        ccol_test_job job = { .size = sizes[i], .transport = CCOL_TEST_SHM };
-        CHECK_EQ(ccol_test_ranks(&job, ops_body, NULL), 0);
-    }
-    unsetenv("CCOL_SPIN_US");
+    ops_with_spin("1000000", (const int[]){ 2, 3, 0 });
 }
 
 CCOL_TEST(spin_knob_is_validated)
