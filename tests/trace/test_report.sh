@@ -172,6 +172,12 @@ test_malformed() {
     report "$d" --text
     has malformed "$ERR" "rank-0.jsonl:1: exchange: field 'index' must be an integer" ||
         return
+    # So does a frame location whose line is not a number.
+    printf '{"v":1,"wall_ns":5,"rank":0,"event":"frame","frame":"f","file":"p.tl","line":"9"}\n' \
+        >"$TMP/bad/rank-0.jsonl"
+    report "$d" --text
+    has malformed "$ERR" "rank-0.jsonl:1: frame: field 'line' must be an integer" ||
+        return
     # A FIFO named like a trace file is refused, not read (no hang).
     rm -f "$d/rank-3.jsonl"
     mkfifo "$d/rank-3.jsonl"
