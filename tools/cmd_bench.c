@@ -27,7 +27,7 @@ usage(FILE *f)
 }
 
 int
-ccol_cmd_bench(int argc, char **argv)
+cmd_bench(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "--help") == 0) {
         usage(argc < 2 ? stderr : stdout);

@@ -453,7 +453,7 @@ parse_n(int argc, char **argv, int *n)
 }
 
 int
-ccol_cmd_demo(int argc, char **argv)
+cmd_demo(int argc, char **argv)
 {
     demo_run runs[3] = { { "off (alone)", NULL, 0 },
                          { "compile", NULL, 0 },

@@ -47,11 +47,11 @@ lattice_error(ccol_dyn *d, const char *path)
 
 /* Folds one rank's file; prints the reason and returns -1 on failure. */
 static int
-fold_file(ccol_dyn *d, const ccol__obs_file *f, int rank, const char *path)
+fold_file(ccol_dyn *d, const tool_obs_file *f, int rank, const char *path)
 {
     size_t n;
 
-    if (ccol__obs_fold(f, d, rank) != CCOL_OK ||
+    if (tool_obs_fold(f, d, rank) != CCOL_OK ||
         ccol_dyn_nsources(d, &n) != CCOL_OK)
         return lattice_error(d, path);
     if (n > MAX_SOURCES) {
@@ -212,7 +212,7 @@ print_fold(ccol_dyn *d, bool explain)
 static int
 merge(int nfiles, char **paths, bool explain)
 {
-    ccol__obs_file file;
+    tool_obs_file file;
     ccol_dyn *d;
     char err[1024];
     int rc = 0;
@@ -222,12 +222,12 @@ merge(int nfiles, char **paths, bool explain)
         return 1;
     }
     for (int r = 0; r < nfiles && rc == 0; r++) {
-        if (ccol__obs_load(paths[r], &file, err, sizeof err) != 0) {
+        if (tool_obs_load(paths[r], &file, err, sizeof err) != 0) {
             fprintf(stderr, "ccol dyn merge: %s\n", err);
             rc = 1;
         } else {
             rc = fold_file(d, &file, r, paths[r]) != 0;
-            ccol__obs_free(&file);
+            tool_obs_free(&file);
         }
     }
     if (rc == 0)
@@ -268,7 +268,7 @@ cmd_merge(int argc, char **argv)
 }
 
 int
-ccol_cmd_dyn(int argc, char **argv)
+cmd_dyn(int argc, char **argv)
 {
     if (argc < 2) {
         usage(stderr);

@@ -371,7 +371,7 @@ run(const jit_opts *o, const char *sched_path)
 }
 
 int
-ccol_cmd_jit(int argc, char **argv)
+cmd_jit(int argc, char **argv)
 {
     jit_opts o = { .mode = JIT_MODE_DEFAULT,
                    .transport = JIT_TRANSPORT_AUTO };

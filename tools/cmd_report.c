@@ -73,7 +73,7 @@ parse(int argc, char **argv, opts *o)
 
 /* Writes the HTML report to o->out; 0 or 1 (with a message). */
 static int
-write_html(const ccol__report *r, const opts *o)
+write_html(const tool_report *r, const opts *o)
 {
     FILE *f = fopen(o->out, "w");
     int bad;
@@ -83,7 +83,7 @@ write_html(const ccol__report *r, const opts *o)
                 strerror(errno));
         return 1;
     }
-    bad = ccol__report_html(r, o->title ? o->title : o->dir, f);
+    bad = tool_report_html(r, o->title ? o->title : o->dir, f);
     if (fclose(f) != 0 || bad) {
         fprintf(stderr, "ccol report: error writing %s\n", o->out);
         return 1;
@@ -93,30 +93,30 @@ write_html(const ccol__report *r, const opts *o)
 }
 
 int
-ccol_cmd_report(int argc, char **argv)
+cmd_report(int argc, char **argv)
 {
-    ccol__report r = { 0 };
+    tool_report r = { 0 };
     opts o = { 0 };
     int st = parse(argc, argv, &o);
 
     if (st >= 0)
         return st;
-    if (ccol__report_read_dir(&r, o.dir) != 0) {
+    if (tool_report_read_dir(&r, o.dir) != 0) {
         for (size_t i = 0; i < r.errors.n; i++)
             fprintf(stderr, "ccol report: %s\n", r.errors.v[i]);
-        ccol__report_free(&r);
+        tool_report_free(&r);
         return 1;
     }
-    ccol__report_analyze(&r);
+    tool_report_analyze(&r);
     for (size_t i = 0; i < r.errors.n; i++)
         fprintf(stderr, "ccol report: error: %s\n", r.errors.v[i]);
     st = r.errors.n > 0 ? 1 : 0;
     if (o.out != NULL && write_html(&r, &o) != 0)
         st = 1;
     if (o.text)
-        ccol__report_text(&r, stdout);
+        tool_report_text(&r, stdout);
     if (st == 0 && o.check && r.warnings.n > 0)
         st = 3;
-    ccol__report_free(&r);
+    tool_report_free(&r);
     return st;
 }

@@ -907,7 +907,7 @@ out:
 }
 
 int
-ccol_cmd_run(int argc, char **argv)
+cmd_run(int argc, char **argv)
 {
     run_opts o;
     int rc = parse_args(argc, argv, &o);

@@ -11,12 +11,12 @@
 static int cmd_version(int argc, char **argv);
 
 static const ccol_cmd commands[] = {
-    { "demo", ccol_cmd_demo, "run the demonstration job on local ranks" },
-    { "run", ccol_cmd_run, "start N local ranks of a command (like torchrun)" },
-    { "jit", ccol_cmd_jit, "run a .tl program's schedule through the JIT" },
-    { "dyn", ccol_cmd_dyn, "merge per-rank observation files (lattice)" },
-    { "report", ccol_cmd_report, "HTML or text report of a trace directory" },
-    { "bench", ccol_cmd_bench, "benchmarks (comm, sync, ...)" },
+    { "demo", cmd_demo, "run the demonstration job on local ranks" },
+    { "run", cmd_run, "start N local ranks of a command (like torchrun)" },
+    { "jit", cmd_jit, "run a .tl program's schedule through the JIT" },
+    { "dyn", cmd_dyn, "merge per-rank observation files (lattice)" },
+    { "report", cmd_report, "HTML or text report of a trace directory" },
+    { "bench", cmd_bench, "benchmarks (comm, sync, ...)" },
     { "version", cmd_version, "print library and protocol versions" },
 };
 

@@ -145,7 +145,7 @@ check_keys(ctx *c, json_t *o)
 }
 
 static int
-parse_scalar(ctx *c, const json_t *v, ccol__obs_src *s)
+parse_scalar(ctx *c, const json_t *v, tool_obs_src *s)
 {
     if (json_is_integer(v)) {
         s->kind = CCOL__OBS_INT;
@@ -162,7 +162,7 @@ parse_scalar(ctx *c, const json_t *v, ccol__obs_src *s)
 }
 
 static int
-parse_tensor(ctx *c, const json_t *o, ccol__obs_src *s)
+parse_tensor(ctx *c, const json_t *o, tool_obs_src *s)
 {
     int64_t marks[CCOL_DYN_MAX_DIMS];
     size_t n, ns, nm;
@@ -203,7 +203,7 @@ dup_str(const char *s)
 }
 
 static int
-parse_source(ctx *c, const char *source, json_t *o, ccol__obs_src *s)
+parse_source(ctx *c, const char *source, json_t *o, tool_obs_src *s)
 {
     set_path(c, source);
     if (source[0] == '\0')
@@ -224,7 +224,7 @@ parse_source(ctx *c, const char *source, json_t *o, ccol__obs_src *s)
 }
 
 static int
-parse_root(ctx *c, json_t *root, ccol__obs_file *out)
+parse_root(ctx *c, json_t *root, tool_obs_file *out)
 {
     const char *k;
     json_t *v;
@@ -243,8 +243,8 @@ parse_root(ctx *c, json_t *root, ccol__obs_file *out)
 }
 
 int
-ccol__obs_parse(const char *text, size_t len, const char *name,
-                ccol__obs_file *out, char *err, size_t errlen)
+tool_obs_parse(const char *text, size_t len, const char *name,
+                tool_obs_file *out, char *err, size_t errlen)
 {
     ctx c = { name, "$", err, errlen };
     json_error_t je;
@@ -266,7 +266,7 @@ ccol__obs_parse(const char *text, size_t len, const char *name,
     }
     json_decref(root);
     if (rc != 0)
-        ccol__obs_free(out);
+        tool_obs_free(out);
     return rc;
 }
 
@@ -310,7 +310,7 @@ slurp(const char *path, size_t *len, char *err, size_t errlen)
 }
 
 int
-ccol__obs_load(const char *path, ccol__obs_file *out, char *err,
+tool_obs_load(const char *path, tool_obs_file *out, char *err,
                size_t errlen)
 {
     size_t len;
@@ -320,14 +320,14 @@ ccol__obs_load(const char *path, ccol__obs_file *out, char *err,
     memset(out, 0, sizeof *out);
     if (text == NULL)
         return -1;
-    rc = ccol__obs_parse(text, len, path, out, err, errlen);
+    rc = tool_obs_parse(text, len, path, out, err, errlen);
     free(text);
     return rc;
 }
 
 /* Records one source: its observation, then its marks. */
 static ccol_status
-fold_source(const ccol__obs_src *s, ccol_dyn *d, int rank)
+fold_source(const tool_obs_src *s, ccol_dyn *d, int rank)
 {
     ccol_status st;
 
@@ -344,7 +344,7 @@ fold_source(const ccol__obs_src *s, ccol_dyn *d, int rank)
 }
 
 ccol_status
-ccol__obs_fold(const ccol__obs_file *f, ccol_dyn *d, int rank)
+tool_obs_fold(const tool_obs_file *f, ccol_dyn *d, int rank)
 {
     ccol_status st = CCOL_OK;
 
@@ -354,7 +354,7 @@ ccol__obs_fold(const ccol__obs_file *f, ccol_dyn *d, int rank)
 }
 
 void
-ccol__obs_free(ccol__obs_file *f)
+tool_obs_free(tool_obs_file *f)
 {
     for (size_t i = 0; i < f->n; i++)
         free(f->v[i].source);

@@ -25,7 +25,7 @@ enum {
 };
 
 /* One source of an observation file, as read (checked, not yet folded). */
-typedef struct ccol__obs_src {
+typedef struct tool_obs_src {
     char *source;                     /* malloc'd source name */
     int kind;                         /* CCOL__OBS_* */
     int ndim;                         /* tensor rank (0 for numbers) */
@@ -35,24 +35,24 @@ typedef struct ccol__obs_src {
     int64_t i;                        /* the value of an INT */
     double f;                         /* the value of a FLOAT */
     uint64_t marks;                   /* bit d set: mark_dynamic(d) */
-} ccol__obs_src;
+} tool_obs_src;
 
 /* One rank's file: sources in file order. */
-typedef struct ccol__obs_file {
-    ccol__obs_src *v; /* sources */
+typedef struct tool_obs_file {
+    tool_obs_src *v; /* sources */
     size_t n;         /* number of sources */
-} ccol__obs_file;
+} tool_obs_file;
 
 /*
  * Parses `len` bytes of JSON text named `name` (for messages) into *out.
  * Returns 0, or -1 with a one-line message "NAME: PATH: what was expected"
  * in err (errlen bytes, always NUL-terminated); *out is then empty.
  */
-int ccol__obs_parse(const char *text, size_t len, const char *name,
-                    ccol__obs_file *out, char *err, size_t errlen);
+int tool_obs_parse(const char *text, size_t len, const char *name,
+                    tool_obs_file *out, char *err, size_t errlen);
 
 /* Reads and parses the file at `path` (same contract; at most 64 MiB). */
-int ccol__obs_load(const char *path, ccol__obs_file *out, char *err,
+int tool_obs_load(const char *path, tool_obs_file *out, char *err,
                    size_t errlen);
 
 /*
@@ -60,9 +60,9 @@ int ccol__obs_load(const char *path, ccol__obs_file *out, char *err,
  * observation of their source). Returns the status of the first failed
  * call; its message is in ccol_dyn_errmsg(d).
  */
-ccol_status ccol__obs_fold(const ccol__obs_file *f, ccol_dyn *d, int rank);
+ccol_status tool_obs_fold(const tool_obs_file *f, ccol_dyn *d, int rank);
 
 /* Frees the sources of *f and empties it. */
-void ccol__obs_free(ccol__obs_file *f);
+void tool_obs_free(tool_obs_file *f);
 
 #endif /* CCOL_OBS_JSON_H */

@@ -23,11 +23,11 @@
 #define CCOL__REPORT_MAX_ERRORS 200
 
 /* A growable list of malloc'd strings. */
-typedef struct ccol__strs {
+typedef struct tool_strs {
     char **v;   /* the strings */
     size_t n;   /* their number */
     size_t cap; /* allocated */
-} ccol__strs;
+} tool_strs;
 
 /* What a mark on the timeline is. */
 enum {
@@ -44,15 +44,15 @@ enum {
 };
 
 /* An instant or short span on a rank's timeline. */
-typedef struct ccol__rep_mark {
+typedef struct tool_rep_mark {
     int kind;       /* CCOL__MARK_* */
     int64_t t_ns;   /* start, wall clock */
     int64_t dur_ns; /* 0 for an instant */
     char *label;    /* malloc'd tooltip text */
-} ccol__rep_mark;
+} tool_rep_mark;
 
 /* One compile of a frame on one rank. */
-typedef struct ccol__rep_compile {
+typedef struct tool_rep_compile {
     char *frame;        /* malloc'd frame name (code id) */
     uint64_t index;     /* per-frame compile index */
     char *reason;       /* malloc'd, may be NULL */
@@ -60,13 +60,13 @@ typedef struct ccol__rep_compile {
     int64_t begin_ns;   /* wall clock of compile_begin */
     int64_t end_ns;     /* of compile_end, 0 while open */
     int state;          /* 0 open, 1 ok, 2 failed */
-    ccol__strs dynamic; /* sorted dynamic decisions ("L['x'].size(0)") */
-    ccol__strs why;     /* explanations with witnesses, in order */
-    ccol__strs changes; /* state changes "L['x']: before -> after" */
-} ccol__rep_compile;
+    tool_strs dynamic; /* sorted dynamic decisions ("L['x'].size(0)") */
+    tool_strs why;     /* explanations with witnesses, in order */
+    tool_strs changes; /* state changes "L['x']: before -> after" */
+} tool_rep_compile;
 
 /* Everything read about one rank. */
-typedef struct ccol__rep_rank {
+typedef struct tool_rep_rank {
     bool present;         /* a file or a line named this rank */
     char *file;           /* malloc'd file name, NULL if none */
     size_t nevents;       /* good lines */
@@ -88,43 +88,43 @@ typedef struct ccol__rep_rank {
     char last_event[72];  /* name of the latest event (by wall clock) */
     int64_t pid;          /* process id of the first line (0: none) */
     int64_t other_pid;    /* another process id seen in the file, or 0 */
-    ccol__rep_compile *compiles; /* in begin order */
+    tool_rep_compile *compiles; /* in begin order */
     size_t ncomp, capcomp;
-    ccol__rep_mark *marks; /* timeline marks in file order */
+    tool_rep_mark *marks; /* timeline marks in file order */
     size_t nmarks, capmarks;
-    ccol__strs seq; /* collective sequence ("exchange f #1") */
+    tool_strs seq; /* collective sequence ("exchange f #1") */
     char *recompile_frame;  /* malloc'd frame of the last recompile event */
     char *recompile_reason; /* malloc'd its reason, until a compile takes it */
-} ccol__rep_rank;
+} tool_rep_rank;
 
 /* A whole report. Zeroed is empty. */
-typedef struct ccol__report {
-    ccol__rep_rank *ranks;  /* indexed by rank, nranks entries */
+typedef struct tool_report {
+    tool_rep_rank *ranks;  /* indexed by rank, nranks entries */
     size_t nranks;          /* highest rank seen + 1 */
     int size;               /* world size claimed by the lines (max) */
     size_t nfiles;          /* files read */
     size_t nlines;          /* good lines */
     int64_t t0, t1;         /* wall clock range of all events */
-    ccol__strs errors;      /* "file:line: what is wrong" */
+    tool_strs errors;      /* "file:line: what is wrong" */
     size_t nerrors_dropped; /* errors past the cap */
-    ccol__strs warnings;    /* divergences, after analyze */
-} ccol__report;
+    tool_strs warnings;    /* divergences, after analyze */
+} tool_report;
 
 /* ---- report_read.c ---- */
 
 /* Appends a printf-style string to a list (ignores running out of
  * memory, which only shortens the report). */
-void ccol__strs_add(ccol__strs *l, const char *fmt, ...)
+void tool_strs_add(tool_strs *l, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-bool ccol__strs_has(const ccol__strs *l, const char *s);
-void ccol__strs_free(ccol__strs *l);
+bool tool_strs_has(const tool_strs *l, const char *s);
+void tool_strs_free(tool_strs *l);
 
 /*
  * Parses the trace lines of one file (`len` bytes, not NUL-terminated)
  * named `name` in messages, expected to hold rank `file_rank` (-1: any)
  * and adds them to r. Bad lines become errors "name:line: what".
  */
-void ccol__report_feed(ccol__report *r, const char *name, int file_rank,
+void tool_report_feed(tool_report *r, const char *name, int file_rank,
                        const char *data, size_t len);
 
 /*
@@ -132,67 +132,67 @@ void ccol__report_feed(ccol__report *r, const char *name, int file_rank,
  * the directory cannot be read or holds no trace file (a message is then
  * in r->errors).
  */
-int ccol__report_read_dir(ccol__report *r, const char *dir);
+int tool_report_read_dir(tool_report *r, const char *dir);
 
 /* Frees everything in r and zeroes it. */
-void ccol__report_free(ccol__report *r);
+void tool_report_free(tool_report *r);
 
 /* ---- report_analyze.c ---- */
 
 /* Fills r->warnings with every divergence between ranks: compile counts,
  * decisions for the same frame and compile, collective sequences, ranks
  * that stopped early or are missing, errors. */
-void ccol__report_analyze(ccol__report *r);
+void tool_report_analyze(tool_report *r);
 
 /* The number of ranks to show: the world size the lines claim, or the
  * highest rank seen + 1 if that is larger. */
-size_t ccol__report_world(const ccol__report *r);
+size_t tool_report_world(const tool_report *r);
 
 /* Appends "rank 3", "ranks 0, 2" or "ranks 0-3, 7" for ranks[0..n). */
-void ccol__report_ranks(char *out, size_t outlen, const int *ranks, size_t n);
+void tool_report_ranks(char *out, size_t outlen, const int *ranks, size_t n);
 
 /* The first compile of `frame` with `index` on rank `rk`, or NULL. */
-const ccol__rep_compile *ccol__report_find(const ccol__rep_rank *rk,
+const tool_rep_compile *tool_report_find(const tool_rep_rank *rk,
                                            const char *frame, uint64_t index);
 
 /* Joins a list as "a, b, c" into a malloc'd string ("static" if empty
  * and `empty` given). */
-char *ccol__report_join(const ccol__strs *l, const char *empty);
+char *tool_report_join(const tool_strs *l, const char *empty);
 
 /* One row of the frames table: the ranks that made the same decisions
  * for one frame and compile index, with their witnesses. */
-typedef struct ccol__rep_row {
+typedef struct tool_rep_row {
     const char *frame;  /* borrowed from the report */
     const char *where;  /* borrowed "file:line" of its code, or NULL */
     uint64_t index;     /* compile index */
     int state;          /* 0 open, 1 ok, 2 failed */
     char *decisions;    /* malloc'd "L['x'].size(0), ..." or "all static" */
-    ccol__strs why;     /* distinct explanations of those ranks, in order */
-    ccol__strs changes; /* distinct state changes of those ranks */
-    ccol__strs reasons; /* distinct reasons those ranks compiled */
+    tool_strs why;     /* distinct explanations of those ranks, in order */
+    tool_strs changes; /* distinct state changes of those ranks */
+    tool_strs reasons; /* distinct reasons those ranks compiled */
     int *ranks;         /* malloc'd ranks, ascending */
     size_t n;           /* their number */
     bool diverged;      /* another row has the same frame and index */
-} ccol__rep_row;
+} tool_rep_row;
 
 /* Builds the rows in order of first appearance. Returns their number
- * (*out malloc'd, free with ccol__report_rows_free). */
-size_t ccol__report_rows(const ccol__report *r, ccol__rep_row **out);
-void ccol__report_rows_free(ccol__rep_row *rows, size_t n);
+ * (*out malloc'd, free with tool_report_rows_free). */
+size_t tool_report_rows(const tool_report *r, tool_rep_row **out);
+void tool_report_rows_free(tool_rep_row *rows, size_t n);
 
 /* A word for how rank i's trace ended: "ok" (closed), "running" (no close
  * event; none of the ranks wrote one, or the job is still going),
  * "stopped" (others closed, this one did not), "died" (ends inside a
  * line), "failed" (error events), "missing" (no events). */
-const char *ccol__report_status(const ccol__report *r, size_t i);
+const char *tool_report_status(const tool_report *r, size_t i);
 
 /* ---- report_text.c, report_html.c ---- */
 
 /* Prints the summary, the frames and the warnings as text. */
-void ccol__report_text(const ccol__report *r, FILE *f);
+void tool_report_text(const tool_report *r, FILE *f);
 
 /* Writes one self-contained HTML page (inline CSS and SVG, no scripts,
  * nothing fetched). Returns 0, or -1 on a write error. */
-int ccol__report_html(const ccol__report *r, const char *title, FILE *f);
+int tool_report_html(const tool_report *r, const char *title, FILE *f);
 
 #endif /* CCOL_REPORT_H */

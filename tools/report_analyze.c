@@ -66,14 +66,14 @@ groups_free(groups *g)
 }
 
 size_t
-ccol__report_world(const ccol__report *r)
+tool_report_world(const tool_report *r)
 {
     return r->size > 0 && (size_t)r->size > r->nranks ? (size_t)r->size
                                                       : r->nranks;
 }
 
 void
-ccol__report_ranks(char *out, size_t outlen, const int *ranks, size_t n)
+tool_report_ranks(char *out, size_t outlen, const int *ranks, size_t n)
 {
     size_t len =
         (size_t)snprintf(out, outlen, "%s", n == 1 ? "rank " : "ranks ");
@@ -96,7 +96,7 @@ ccol__report_ranks(char *out, size_t outlen, const int *ranks, size_t n)
 }
 
 char *
-ccol__report_join(const ccol__strs *l, const char *empty)
+tool_report_join(const tool_strs *l, const char *empty)
 {
     size_t n = 1;
     char *s;
@@ -120,7 +120,7 @@ ccol__report_join(const ccol__strs *l, const char *empty)
 /* Writes "<ranks>: <key>; <ranks>: <key>" for every group into a warning
  * that starts with `head`. */
 static void
-warn_groups(ccol__report *r, const char *head, const groups *g)
+warn_groups(tool_report *r, const char *head, const groups *g)
 {
     size_t cap = 256, len;
     char *s, who[512];
@@ -132,25 +132,25 @@ warn_groups(ccol__report *r, const char *head, const groups *g)
         return;
     len = (size_t)snprintf(s, cap, "%s: ", head);
     for (size_t i = 0; i < g->n; i++) {
-        ccol__report_ranks(who, sizeof who, g->v[i].ranks, g->v[i].n);
+        tool_report_ranks(who, sizeof who, g->v[i].ranks, g->v[i].n);
         len += (size_t)snprintf(s + len, cap - len, "%s%s: %s", i ? "; " : "",
                                 who, g->v[i].key);
     }
-    ccol__strs_add(&r->warnings, "%s", s);
+    tool_strs_add(&r->warnings, "%s", s);
     free(s);
 }
 
 /* Ranks that wrote at least one good line. */
 static bool
-active(const ccol__report *r, size_t i)
+active(const tool_report *r, size_t i)
 {
     return r->ranks[i].present && r->ranks[i].nevents > 0;
 }
 
 static void
-check_missing(ccol__report *r)
+check_missing(tool_report *r)
 {
-    size_t size = ccol__report_world(r);
+    size_t size = tool_report_world(r);
     int miss[CCOL__REPORT_MAX_RANKS];
     size_t n = 0;
     char who[512];
@@ -160,15 +160,15 @@ check_missing(ccol__report *r)
             miss[n++] = (int)i;
     if (n == 0)
         return;
-    ccol__report_ranks(who, sizeof who, miss, n);
-    ccol__strs_add(&r->warnings,
+    tool_report_ranks(who, sizeof who, miss, n);
+    tool_strs_add(&r->warnings,
                    "%s of %zu left no trace events (never "
                    "started tracing, or the file is missing or empty)",
                    who, size);
 }
 
 static void
-check_counts(ccol__report *r)
+check_counts(tool_report *r)
 {
     groups g = { 0 };
     char key[64];
@@ -191,19 +191,19 @@ check_counts(ccol__report *r)
 
 /* Groups every rank's decisions for one frame and compile index. */
 static void
-check_one_compile(ccol__report *r, const char *frame, uint64_t index)
+check_one_compile(tool_report *r, const char *frame, uint64_t index)
 {
     groups g = { 0 };
     char head[512];
 
     for (size_t i = 0; i < r->nranks; i++) {
-        const ccol__rep_compile *c =
-            ccol__report_find(&r->ranks[i], frame, index);
+        const tool_rep_compile *c =
+            tool_report_find(&r->ranks[i], frame, index);
         char *d;
 
         if (c == NULL || c->state == 0)
             continue;
-        d = ccol__report_join(&c->dynamic, "all static");
+        d = tool_report_join(&c->dynamic, "all static");
         if (d != NULL)
             groups_add(&g, d, (int)i);
         free(d);
@@ -220,9 +220,9 @@ check_one_compile(ccol__report *r, const char *frame, uint64_t index)
 /* Has an earlier compile (on any rank up to `rank`, position `pos`) the
  * same frame and index? Then it was already checked. */
 static bool
-seen_before(const ccol__report *r, size_t rank, size_t pos)
+seen_before(const tool_report *r, size_t rank, size_t pos)
 {
-    const ccol__rep_compile *c = &r->ranks[rank].compiles[pos];
+    const tool_rep_compile *c = &r->ranks[rank].compiles[pos];
 
     for (size_t i = 0; i <= rank; i++) {
         size_t end = i == rank ? pos : r->ranks[i].ncomp;
@@ -235,7 +235,7 @@ seen_before(const ccol__report *r, size_t rank, size_t pos)
 }
 
 static void
-check_decisions(ccol__report *r)
+check_decisions(tool_report *r)
 {
     for (size_t i = 0; i < r->nranks; i++)
         for (size_t k = 0; k < r->ranks[i].ncomp; k++)
@@ -246,7 +246,7 @@ check_decisions(ccol__report *r)
 
 /* First position where two sequences differ. */
 static size_t
-first_diff(const ccol__strs *a, const ccol__strs *b)
+first_diff(const tool_strs *a, const tool_strs *b)
 {
     size_t k = 0;
 
@@ -257,23 +257,23 @@ first_diff(const ccol__strs *a, const ccol__strs *b)
 
 /* Describes how rank `x`'s sequence departs from the reference `ref`. */
 static void
-describe_seq(ccol__report *r, const group *gx, size_t ref, const group *gr)
+describe_seq(tool_report *r, const group *gx, size_t ref, const group *gr)
 {
-    const ccol__strs *a = &r->ranks[ref].seq;
-    const ccol__strs *b = &r->ranks[gx->ranks[0]].seq;
+    const tool_strs *a = &r->ranks[ref].seq;
+    const tool_strs *b = &r->ranks[gx->ranks[0]].seq;
     size_t k = first_diff(a, b);
     char who[512], refwho[512];
 
-    ccol__report_ranks(who, sizeof who, gx->ranks, gx->n);
-    ccol__report_ranks(refwho, sizeof refwho, gr->ranks, gr->n);
+    tool_report_ranks(who, sizeof who, gx->ranks, gx->n);
+    tool_report_ranks(refwho, sizeof refwho, gr->ranks, gr->n);
     if (k < a->n && k < b->n)
-        ccol__strs_add(&r->warnings,
+        tool_strs_add(&r->warnings,
                        "collective sequences differ at "
                        "collective #%zu: %s ran '%s' while %s ran '%s' "
                        "(this is how jobs hang or time out)",
                        k + 1, who, b->v[k], refwho, a->v[k]);
     else
-        ccol__strs_add(&r->warnings,
+        tool_strs_add(&r->warnings,
                        "collective sequences differ: %s ran "
                        "%zu collectives, %s ran %zu; the first %zu agree, "
                        "then '%s'",
@@ -282,7 +282,7 @@ describe_seq(ccol__report *r, const group *gx, size_t ref, const group *gr)
 }
 
 static void
-check_sequences(ccol__report *r)
+check_sequences(tool_report *r)
 {
     groups g = { 0 };
     char key[32];
@@ -308,37 +308,37 @@ check_sequences(ccol__report *r)
 
 /* Ranks that died, failed, or stopped before the others. */
 static void
-check_stops(ccol__report *r)
+check_stops(tool_report *r)
 {
     bool any_closed = false;
 
     for (size_t i = 0; i < r->nranks; i++)
         any_closed |= active(r, i) && r->ranks[i].closed;
     for (size_t i = 0; i < r->nranks; i++) {
-        const ccol__rep_rank *rk = &r->ranks[i];
+        const tool_rep_rank *rk = &r->ranks[i];
         if (!active(r, i))
             continue;
         if (rk->truncated)
-            ccol__strs_add(&r->warnings,
+            tool_strs_add(&r->warnings,
                            "rank %zu stopped early: its "
                            "trace ends inside a line (it died while "
                            "writing)",
                            i);
         else if (any_closed && !rk->closed)
-            ccol__strs_add(&r->warnings,
+            tool_strs_add(&r->warnings,
                            "rank %zu stopped early: its "
                            "trace ends at +%.3f s without the close event "
                            "other ranks wrote (crashed or killed?)",
                            i, (double)(rk->last_ns - r->t0) / 1e9);
         if (rk->other_pid != 0)
-            ccol__strs_add(&r->warnings,
+            tool_strs_add(&r->warnings,
                            "rank %zu's trace holds lines of several "
                            "processes (pids %lld and %lld): did several "
                            "jobs write to this directory? Use a fresh one "
                            "per job",
                            i, (long long)rk->pid, (long long)rk->other_pid);
         if (rk->nerrors > 0)
-            ccol__strs_add(&r->warnings,
+            tool_strs_add(&r->warnings,
                            "rank %zu reported %llu error%s; "
                            "last: %.400s",
                            i, (unsigned long long)rk->nerrors,
@@ -348,9 +348,9 @@ check_stops(ccol__report *r)
 }
 
 void
-ccol__report_analyze(ccol__report *r)
+tool_report_analyze(tool_report *r)
 {
-    ccol__strs_free(&r->warnings);
+    tool_strs_free(&r->warnings);
     check_missing(r);
     check_counts(r);
     check_decisions(r);
@@ -361,8 +361,8 @@ ccol__report_analyze(ccol__report *r)
 /* ---- rows of the frames table ---- */
 
 /* The row of `c`'s frame, index, state and decisions `d`, or NULL. */
-static ccol__rep_row *
-find_row(ccol__rep_row *rows, size_t n, const ccol__rep_compile *c,
+static tool_rep_row *
+find_row(tool_rep_row *rows, size_t n, const tool_rep_compile *c,
          const char *d)
 {
     for (size_t i = 0; i < n; i++)
@@ -376,10 +376,10 @@ find_row(ccol__rep_row *rows, size_t n, const ccol__rep_compile *c,
 /* Appends a row, or adds `rank` (and its witnesses) to the row of the
  * same compile with the same decisions. */
 static void
-add_row(ccol__rep_row **rows, size_t *n, const ccol__rep_compile *c, int rank)
+add_row(tool_rep_row **rows, size_t *n, const tool_rep_compile *c, int rank)
 {
-    char *d = ccol__report_join(&c->dynamic, "all static");
-    ccol__rep_row *row, *v;
+    char *d = tool_report_join(&c->dynamic, "all static");
+    tool_rep_row *row, *v;
     int *rs;
 
     if (d == NULL)
@@ -388,7 +388,7 @@ add_row(ccol__rep_row **rows, size_t *n, const ccol__rep_compile *c, int rank)
     if (row == NULL && (v = realloc(*rows, (*n + 1) * sizeof *v))) {
         *rows = v;
         row = &v[(*n)++];
-        *row = (ccol__rep_row){ .frame = c->frame,
+        *row = (tool_rep_row){ .frame = c->frame,
                                 .where = c->where,
                                 .index = c->index,
                                 .state = c->state,
@@ -401,14 +401,14 @@ add_row(ccol__rep_row **rows, size_t *n, const ccol__rep_compile *c, int rank)
     if (row->where == NULL)
         row->where = c->where;
     for (size_t k = 0; k < c->why.n && row->why.n < 64; k++)
-        if (!ccol__strs_has(&row->why, c->why.v[k]))
-            ccol__strs_add(&row->why, "%s", c->why.v[k]);
+        if (!tool_strs_has(&row->why, c->why.v[k]))
+            tool_strs_add(&row->why, "%s", c->why.v[k]);
     for (size_t k = 0; k < c->changes.n && row->changes.n < 64; k++)
-        if (!ccol__strs_has(&row->changes, c->changes.v[k]))
-            ccol__strs_add(&row->changes, "%s", c->changes.v[k]);
+        if (!tool_strs_has(&row->changes, c->changes.v[k]))
+            tool_strs_add(&row->changes, "%s", c->changes.v[k]);
     if (c->reason != NULL && row->reasons.n < 16 &&
-        !ccol__strs_has(&row->reasons, c->reason))
-        ccol__strs_add(&row->reasons, "%s", c->reason);
+        !tool_strs_has(&row->reasons, c->reason))
+        tool_strs_add(&row->reasons, "%s", c->reason);
     rs = realloc(row->ranks, (row->n + 1) * sizeof *rs);
     if (rs != NULL) {
         row->ranks = rs;
@@ -419,7 +419,7 @@ add_row(ccol__rep_row **rows, size_t *n, const ccol__rep_compile *c, int rank)
 /* Orders rows by first appearance of their (frame, index), keeping the
  * rows of one compile together, and flags compiles split over rows. */
 static void
-flag_diverged(ccol__rep_row *rows, size_t n)
+flag_diverged(tool_rep_row *rows, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         for (size_t j = i + 1; j < n; j++)
@@ -427,7 +427,7 @@ flag_diverged(ccol__rep_row *rows, size_t n)
                 strcmp(rows[j].frame, rows[i].frame) == 0) {
                 rows[i].diverged = rows[j].diverged = true;
                 if (j > i + 1) { /* move row j right after row i */
-                    ccol__rep_row t = rows[j];
+                    tool_rep_row t = rows[j];
                     memmove(&rows[i + 2], &rows[i + 1], (j - i - 1) * sizeof t);
                     rows[i + 1] = t;
                 }
@@ -435,9 +435,9 @@ flag_diverged(ccol__rep_row *rows, size_t n)
 }
 
 size_t
-ccol__report_rows(const ccol__report *r, ccol__rep_row **out)
+tool_report_rows(const tool_report *r, tool_rep_row **out)
 {
-    ccol__rep_row *rows = NULL;
+    tool_rep_row *rows = NULL;
     size_t n = 0;
 
     for (size_t i = 0; i < r->nranks; i++)
@@ -449,20 +449,20 @@ ccol__report_rows(const ccol__report *r, ccol__rep_row **out)
 }
 
 void
-ccol__report_rows_free(ccol__rep_row *rows, size_t n)
+tool_report_rows_free(tool_rep_row *rows, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         free(rows[i].decisions);
         free(rows[i].ranks);
-        ccol__strs_free(&rows[i].why);
-        ccol__strs_free(&rows[i].changes);
-        ccol__strs_free(&rows[i].reasons);
+        tool_strs_free(&rows[i].why);
+        tool_strs_free(&rows[i].changes);
+        tool_strs_free(&rows[i].reasons);
     }
     free(rows);
 }
 
 const char *
-ccol__report_status(const ccol__report *r, size_t i)
+tool_report_status(const tool_report *r, size_t i)
 {
     bool any_closed = false;
 

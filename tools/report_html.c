@@ -68,7 +68,7 @@ static const char css[] =
     ".loc{font-family:monospace;font-size:12px;color:#555}";
 
 static void
-html_head(const ccol__report *r, const char *title, FILE *f)
+html_head(const tool_report *r, const char *title, FILE *f)
 {
     size_t nactive = 0;
 
@@ -88,7 +88,7 @@ html_head(const ccol__report *r, const char *title, FILE *f)
     fprintf(f,
             "</h1>\n<p id=\"meta\">%zu rank%s traced (world size %d), "
             "%zu file%s, %zu events over %.3f s.</p>\n",
-            nactive, nactive == 1 ? "" : "s", (int)ccol__report_world(r),
+            nactive, nactive == 1 ? "" : "s", (int)tool_report_world(r),
             r->nfiles, r->nfiles == 1 ? "" : "s", r->nlines,
             r->t1 > r->t0 ? (double)(r->t1 - r->t0) / 1e9 : 0.0);
     if (r->t0 > 0) {
@@ -103,7 +103,7 @@ html_head(const ccol__report *r, const char *title, FILE *f)
 }
 
 static void
-html_warnings(const ccol__report *r, FILE *f)
+html_warnings(const tool_report *r, FILE *f)
 {
     fputs("<section id=\"warnings\"><h2>Divergence between ranks</h2>\n", f);
     if (r->warnings.n == 0)
@@ -132,7 +132,7 @@ html_warnings(const ccol__report *r, FILE *f)
 }
 
 static void
-html_summary(const ccol__report *r, FILE *f)
+html_summary(const tool_report *r, FILE *f)
 {
     fputs("<section id=\"summary\"><h2>Summary per rank</h2>\n<table>"
           "<tr><th>rank</th><th>compiles</th><th>failed</th><th>exchanges"
@@ -141,10 +141,10 @@ html_summary(const ccol__report *r, FILE *f)
           "<th>errors</th><th>events</th><th>status</th>"
           "<th>last event</th></tr>\n",
           f);
-    for (size_t i = 0; i < ccol__report_world(r); i++) {
-        const ccol__rep_rank *k = i < r->nranks ? &r->ranks[i] : NULL;
-        const char *st = ccol__report_status(r, i);
-        static const ccol__rep_rank none;
+    for (size_t i = 0; i < tool_report_world(r); i++) {
+        const tool_rep_rank *k = i < r->nranks ? &r->ranks[i] : NULL;
+        const char *st = tool_report_status(r, i);
+        static const tool_rep_rank none;
 
         if (k == NULL)
             k = &none;
@@ -180,7 +180,7 @@ html_summary(const ccol__report *r, FILE *f)
 
 /* x coordinate of wall clock t. */
 static double
-xof(const ccol__report *r, int64_t t)
+xof(const tool_report *r, int64_t t)
 {
     double span = r->t1 > r->t0 ? (double)(r->t1 - r->t0) : 1.0;
     double x = (double)(t - r->t0) / span;
@@ -204,7 +204,7 @@ static const char *const mark_name[CCOL__MARK_NKINDS] = {
 };
 
 static void
-svg_axis(const ccol__report *r, FILE *f, double h)
+svg_axis(const tool_report *r, FILE *f, double h)
 {
     double span = r->t1 > r->t0 ? (double)(r->t1 - r->t0) / 1e9 : 0.0;
     double step = 1e-6;
@@ -222,10 +222,10 @@ svg_axis(const ccol__report *r, FILE *f, double h)
 }
 
 static void
-svg_compiles(const ccol__report *r, const ccol__rep_rank *k, double y, FILE *f)
+svg_compiles(const tool_report *r, const tool_rep_rank *k, double y, FILE *f)
 {
     for (size_t c = 0; c < k->ncomp; c++) {
-        const ccol__rep_compile *cp = &k->compiles[c];
+        const tool_rep_compile *cp = &k->compiles[c];
         int64_t end = cp->end_ns ? cp->end_ns : k->last_ns;
         double x0 = xof(r, cp->begin_ns), x1 = xof(r, end);
         const char *fill = cp->state == 1   ? "#4a7fd0"
@@ -251,10 +251,10 @@ svg_compiles(const ccol__report *r, const ccol__rep_rank *k, double y, FILE *f)
 }
 
 static void
-svg_marks(const ccol__report *r, const ccol__rep_rank *k, double y, FILE *f)
+svg_marks(const tool_report *r, const tool_rep_rank *k, double y, FILE *f)
 {
     for (size_t m = 0; m < k->nmarks && m < MAX_MARKS; m++) {
-        const ccol__rep_mark *mk = &k->marks[m];
+        const tool_rep_mark *mk = &k->marks[m];
         double x0 = xof(r, mk->t_ns), x1 = xof(r, mk->t_ns + mk->dur_ns);
         const char *col = mark_color[mk->kind];
 
@@ -282,9 +282,9 @@ svg_marks(const ccol__report *r, const ccol__rep_rank *k, double y, FILE *f)
 }
 
 static void
-html_timeline(const ccol__report *r, FILE *f)
+html_timeline(const tool_report *r, FILE *f)
 {
-    size_t n = ccol__report_world(r);
+    size_t n = tool_report_world(r);
     double h = TOP + ROW_H * (double)n + 10;
 
     fputs("<section id=\"timeline\"><h2>Compile timeline</h2>\n"
@@ -305,7 +305,7 @@ html_timeline(const ccol__report *r, FILE *f)
     svg_axis(r, f, h);
     for (size_t i = 0; i < n; i++) {
         double y = TOP + ROW_H * (double)i;
-        const char *st = ccol__report_status(r, i);
+        const char *st = tool_report_status(r, i);
         bool bad = strcmp(st, "ok") != 0 && strcmp(st, "running") != 0;
 
         fprintf(f,
@@ -325,10 +325,10 @@ html_timeline(const ccol__report *r, FILE *f)
 /* ---- frames ---- */
 
 static void
-html_frames(const ccol__report *r, FILE *f)
+html_frames(const tool_report *r, FILE *f)
 {
-    ccol__rep_row *rows;
-    size_t n = ccol__report_rows(r, &rows);
+    tool_rep_row *rows;
+    size_t n = tool_report_rows(r, &rows);
     static const char *const state[] = { "open", "ok", "failed" };
     char who[512];
 
@@ -339,7 +339,7 @@ html_frames(const ccol__report *r, FILE *f)
           "<th>witnesses</th></tr>\n",
           f);
     for (size_t i = 0; i < n; i++) {
-        ccol__report_ranks(who, sizeof who, rows[i].ranks, rows[i].n);
+        tool_report_ranks(who, sizeof who, rows[i].ranks, rows[i].n);
         fprintf(f, "<tr%s><td><code>",
                 rows[i].diverged ? " class=\"div\"" : "");
         esc(f, rows[i].frame, 300);
@@ -372,11 +372,11 @@ html_frames(const ccol__report *r, FILE *f)
         fputs("</td></tr>\n", f);
     }
     fputs("</table></section>\n", f);
-    ccol__report_rows_free(rows, n);
+    tool_report_rows_free(rows, n);
 }
 
 int
-ccol__report_html(const ccol__report *r, const char *title, FILE *f)
+tool_report_html(const tool_report *r, const char *title, FILE *f)
 {
     html_head(r, title, f);
     html_warnings(r, f);

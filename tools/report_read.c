@@ -18,7 +18,7 @@
 /* ---- string lists ---- */
 
 void
-ccol__strs_add(ccol__strs *l, const char *fmt, ...)
+tool_strs_add(tool_strs *l, const char *fmt, ...)
 {
     va_list ap;
     char *s = NULL;
@@ -43,7 +43,7 @@ ccol__strs_add(ccol__strs *l, const char *fmt, ...)
 }
 
 bool
-ccol__strs_has(const ccol__strs *l, const char *s)
+tool_strs_has(const tool_strs *l, const char *s)
 {
     for (size_t i = 0; i < l->n; i++)
         if (strcmp(l->v[i], s) == 0)
@@ -52,7 +52,7 @@ ccol__strs_has(const ccol__strs *l, const char *s)
 }
 
 void
-ccol__strs_free(ccol__strs *l)
+tool_strs_free(tool_strs *l)
 {
     for (size_t i = 0; i < l->n; i++)
         free(l->v[i]);
@@ -70,21 +70,21 @@ cmp_str(const void *a, const void *b)
 
 /* Where a line came from and what it said. */
 typedef struct line {
-    ccol__report *r;    /* the report */
+    tool_report *r;    /* the report */
     const char *name;   /* file name for messages */
     size_t no;          /* line number, from 1 */
     json_t *o;          /* the parsed object */
     const char *event;  /* its event name */
     int64_t t;          /* its wall clock */
-    ccol__rep_rank *rk; /* its rank */
+    tool_rep_rank *rk; /* its rank */
 } line;
 
-static void error_at(ccol__report *r, const char *name, size_t no,
+static void error_at(tool_report *r, const char *name, size_t no,
                      const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 static void
-error_at(ccol__report *r, const char *name, size_t no, const char *fmt, ...)
+error_at(tool_report *r, const char *name, size_t no, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
@@ -97,9 +97,9 @@ error_at(ccol__report *r, const char *name, size_t no, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     if (no > 0)
-        ccol__strs_add(&r->errors, "%s:%zu: %s", name, no, msg);
+        tool_strs_add(&r->errors, "%s:%zu: %s", name, no, msg);
     else
-        ccol__strs_add(&r->errors, "%s: %s", name, msg);
+        tool_strs_add(&r->errors, "%s: %s", name, msg);
 }
 
 /* A string field, or NULL with an error when `need` and missing. */
@@ -144,12 +144,12 @@ bool_field(line *l, const char *key, bool dflt)
 }
 
 /* The rank slot for `rank`, growing the table; NULL when out of memory. */
-static ccol__rep_rank *
-rank_slot(ccol__report *r, int rank)
+static tool_rep_rank *
+rank_slot(tool_report *r, int rank)
 {
     if ((size_t)rank >= r->nranks) {
         size_t n = (size_t)rank + 1;
-        ccol__rep_rank *v = realloc(r->ranks, n * sizeof *v);
+        tool_rep_rank *v = realloc(r->ranks, n * sizeof *v);
         if (v == NULL)
             return NULL;
         memset(v + r->nranks, 0, (n - r->nranks) * sizeof *v);
@@ -162,8 +162,8 @@ rank_slot(ccol__report *r, int rank)
 
 /* ---- compiles and marks ---- */
 
-static ccol__rep_compile *
-find_compile(ccol__rep_rank *rk, const char *frame, uint64_t index)
+static tool_rep_compile *
+find_compile(tool_rep_rank *rk, const char *frame, uint64_t index)
 {
     for (size_t i = rk->ncomp; i-- > 0;)
         if (rk->compiles[i].index == index &&
@@ -172,8 +172,8 @@ find_compile(ccol__rep_rank *rk, const char *frame, uint64_t index)
     return NULL;
 }
 
-const ccol__rep_compile *
-ccol__report_find(const ccol__rep_rank *rk, const char *frame, uint64_t index)
+const tool_rep_compile *
+tool_report_find(const tool_rep_rank *rk, const char *frame, uint64_t index)
 {
     for (size_t i = rk->ncomp; i-- > 0;)
         if (rk->compiles[i].index == index &&
@@ -182,10 +182,10 @@ ccol__report_find(const ccol__rep_rank *rk, const char *frame, uint64_t index)
     return NULL;
 }
 
-static ccol__rep_compile *
-add_compile(ccol__rep_rank *rk, const char *frame, uint64_t index)
+static tool_rep_compile *
+add_compile(tool_rep_rank *rk, const char *frame, uint64_t index)
 {
-    ccol__rep_compile *c;
+    tool_rep_compile *c;
 
     if (rk->ncomp == rk->capcomp) {
         size_t cap = rk->capcomp ? rk->capcomp * 2 : 8;
@@ -211,8 +211,8 @@ static void add_mark(line *l, int kind, int64_t dur, const char *fmt, ...)
 static void
 add_mark(line *l, int kind, int64_t dur, const char *fmt, ...)
 {
-    ccol__rep_rank *rk = l->rk;
-    ccol__rep_mark *m;
+    tool_rep_rank *rk = l->rk;
+    tool_rep_mark *m;
     va_list ap;
     char *label = NULL;
 
@@ -252,12 +252,12 @@ frame_index(line *l, const char **frame, int64_t *index)
 
 /* The compile an event refers to, created when its begin is missing
  * (a file that starts mid-compile). */
-static ccol__rep_compile *
+static tool_rep_compile *
 event_compile(line *l)
 {
     const char *frame;
     int64_t index;
-    ccol__rep_compile *c;
+    tool_rep_compile *c;
 
     if (!frame_index(l, &frame, &index))
         return NULL;
@@ -277,7 +277,7 @@ on_compile_begin(line *l)
 {
     const char *frame, *reason;
     int64_t index;
-    ccol__rep_compile *c;
+    tool_rep_compile *c;
 
     if (!frame_index(l, &frame, &index))
         return;
@@ -315,7 +315,7 @@ on_frame(line *l)
     if (frame == NULL || file == NULL || !int_field(l, "line", true, &no))
         return;
     for (size_t i = l->rk->ncomp; i-- > 0;) {
-        ccol__rep_compile *c = &l->rk->compiles[i];
+        tool_rep_compile *c = &l->rk->compiles[i];
         if (strcmp(c->frame, frame) != 0)
             continue;
         if (asprintf(&where, "%s:%lld", file, (long long)no) >= 0) {
@@ -329,7 +329,7 @@ on_frame(line *l)
 static void
 on_compile_end(line *l)
 {
-    ccol__rep_compile *c = event_compile(l);
+    tool_rep_compile *c = event_compile(l);
     json_t *dyn = json_object_get(l->o, "dynamic"), *v;
     size_t i;
 
@@ -349,8 +349,8 @@ on_compile_end(line *l)
     }
     json_array_foreach(
         dyn, i, v) if (json_is_string(v) &&
-                       !ccol__strs_has(&c->dynamic, json_string_value(v)))
-        ccol__strs_add(&c->dynamic, "%s", json_string_value(v));
+                       !tool_strs_has(&c->dynamic, json_string_value(v)))
+        tool_strs_add(&c->dynamic, "%s", json_string_value(v));
     if (c->dynamic.n > 1)
         qsort(c->dynamic.v, c->dynamic.n, sizeof(char *), cmp_str);
 }
@@ -358,7 +358,7 @@ on_compile_end(line *l)
 static void
 on_decision(line *l)
 {
-    ccol__rep_compile *c = event_compile(l);
+    tool_rep_compile *c = event_compile(l);
     const char *what, *dec, *why;
 
     if (c == NULL)
@@ -368,18 +368,18 @@ on_decision(line *l)
     why = str_field(l, "explain", false);
     if (what == NULL || dec == NULL)
         return;
-    if (strcmp(dec, "static") != 0 && !ccol__strs_has(&c->dynamic, what)) {
-        ccol__strs_add(&c->dynamic, "%s", what);
+    if (strcmp(dec, "static") != 0 && !tool_strs_has(&c->dynamic, what)) {
+        tool_strs_add(&c->dynamic, "%s", what);
         qsort(c->dynamic.v, c->dynamic.n, sizeof(char *), cmp_str);
     }
-    if (why != NULL && !ccol__strs_has(&c->why, why))
-        ccol__strs_add(&c->why, "%s", why);
+    if (why != NULL && !tool_strs_has(&c->why, why))
+        tool_strs_add(&c->why, "%s", why);
 }
 
 static void
 on_state_change(line *l)
 {
-    ccol__rep_compile *c = event_compile(l);
+    tool_rep_compile *c = event_compile(l);
     const char *src, *before, *after;
 
     if (c == NULL)
@@ -388,7 +388,7 @@ on_state_change(line *l)
     before = str_field(l, "before", false);
     after = str_field(l, "after", true);
     if (src != NULL && after != NULL && c->changes.n < 256)
-        ccol__strs_add(&c->changes, "%s: %s -> %s", src,
+        tool_strs_add(&c->changes, "%s: %s -> %s", src,
                        before ? before : "(new)", after);
 }
 
@@ -416,7 +416,7 @@ on_exchange(line *l)
     if (!coll)
         return;
     l->rk->nexchanges++;
-    ccol__strs_add(&l->rk->seq, "exchange %s (compile %lld)", frame,
+    tool_strs_add(&l->rk->seq, "exchange %s (compile %lld)", frame,
                    (long long)index);
 }
 
@@ -438,7 +438,7 @@ on_guard(line *l)
              "guard %s: %s here, %s", frame, hit ? "hit" : "miss",
              all ? "all ranks hit" : "recompile on every rank");
     if (bool_field(l, "collective", false))
-        ccol__strs_add(&l->rk->seq, "guard %s", frame);
+        tool_strs_add(&l->rk->seq, "guard %s", frame);
 }
 
 /* restart, recompile, graph_break, eager_fallback: a counted mark. */
@@ -489,7 +489,7 @@ on_collective(line *l)
     if (name == NULL || !int_field(l, "dur_ns", false, &dur))
         return;
     add_mark(l, CCOL__MARK_COLLECTIVE, dur, "collective %s", name);
-    ccol__strs_add(&l->rk->seq, "collective %s", name);
+    tool_strs_add(&l->rk->seq, "collective %s", name);
 }
 
 /* Folds one checked line into its rank. */
@@ -497,7 +497,7 @@ static void
 dispatch(line *l)
 {
     const char *e = l->event;
-    ccol__rep_rank *rk = l->rk;
+    tool_rep_rank *rk = l->rk;
 
     if (strcmp(e, "compile_begin") == 0)
         on_compile_begin(l);
@@ -585,7 +585,7 @@ feed_line(line *l, int file_rank, const char *p, size_t n)
     }
     l->event = "line";
     if (check_header(l, file_rank)) {
-        ccol__report *r = l->r;
+        tool_report *r = l->r;
         l->rk->nevents++;
         r->nlines++;
         if (r->t0 == 0 || l->t < r->t0)
@@ -605,7 +605,7 @@ feed_line(line *l, int file_rank, const char *p, size_t n)
 }
 
 void
-ccol__report_feed(ccol__report *r, const char *name, int file_rank,
+tool_report_feed(tool_report *r, const char *name, int file_rank,
                   const char *data, size_t len)
 {
     line l = { .r = r, .name = name };
@@ -661,7 +661,7 @@ trace_name(const char *name, int *rank)
 
 /* Reads one file (at most CCOL__REPORT_MAX_FILE bytes) and feeds it. */
 static void
-read_file(ccol__report *r, const char *path, int rank)
+read_file(tool_report *r, const char *path, int rank)
 {
     struct stat st;
     FILE *f;
@@ -701,7 +701,7 @@ read_file(ccol__report *r, const char *path, int rank)
     if (buf == NULL)
         error_at(r, path, 0, "out of memory");
     else
-        ccol__report_feed(r, path, rank, buf, n);
+        tool_report_feed(r, path, rank, buf, n);
     free(buf);
 }
 
@@ -714,7 +714,7 @@ cmp_int(const void *a, const void *b)
 }
 
 int
-ccol__report_read_dir(ccol__report *r, const char *dir)
+tool_report_read_dir(tool_report *r, const char *dir)
 {
     DIR *d = opendir(dir);
     struct dirent *de;
@@ -746,15 +746,15 @@ ccol__report_read_dir(ccol__report *r, const char *dir)
 }
 
 static void
-free_rank(ccol__rep_rank *rk)
+free_rank(tool_rep_rank *rk)
 {
     for (size_t i = 0; i < rk->ncomp; i++) {
         free(rk->compiles[i].frame);
         free(rk->compiles[i].reason);
         free(rk->compiles[i].where);
-        ccol__strs_free(&rk->compiles[i].dynamic);
-        ccol__strs_free(&rk->compiles[i].why);
-        ccol__strs_free(&rk->compiles[i].changes);
+        tool_strs_free(&rk->compiles[i].dynamic);
+        tool_strs_free(&rk->compiles[i].why);
+        tool_strs_free(&rk->compiles[i].changes);
     }
     for (size_t i = 0; i < rk->nmarks; i++)
         free(rk->marks[i].label);
@@ -764,16 +764,16 @@ free_rank(ccol__rep_rank *rk)
     free(rk->last_error);
     free(rk->recompile_frame);
     free(rk->recompile_reason);
-    ccol__strs_free(&rk->seq);
+    tool_strs_free(&rk->seq);
 }
 
 void
-ccol__report_free(ccol__report *r)
+tool_report_free(tool_report *r)
 {
     for (size_t i = 0; i < r->nranks; i++)
         free_rank(&r->ranks[i]);
     free(r->ranks);
-    ccol__strs_free(&r->errors);
-    ccol__strs_free(&r->warnings);
+    tool_strs_free(&r->errors);
+    tool_strs_free(&r->warnings);
     memset(r, 0, sizeof *r);
 }

@@ -27,7 +27,7 @@ put_safe(FILE *f, const char *s, size_t max)
 }
 
 static void
-text_header(const ccol__report *r, FILE *f)
+text_header(const tool_report *r, FILE *f)
 {
     size_t nactive = 0;
 
@@ -36,13 +36,13 @@ text_header(const ccol__report *r, FILE *f)
     fprintf(f,
             "ccol report: %zu rank%s traced (world size %d), %zu "
             "file%s, %zu events, %.3f s\n",
-            nactive, nactive == 1 ? "" : "s", (int)ccol__report_world(r),
+            nactive, nactive == 1 ? "" : "s", (int)tool_report_world(r),
             r->nfiles, r->nfiles == 1 ? "" : "s", r->nlines,
             r->t1 > r->t0 ? (double)(r->t1 - r->t0) / 1e9 : 0.0);
 }
 
 static void
-text_list(FILE *f, const char *title, const ccol__strs *l, size_t extra,
+text_list(FILE *f, const char *title, const tool_strs *l, size_t extra,
           const char *prefix)
 {
     if (l->n == 0)
@@ -58,9 +58,9 @@ text_list(FILE *f, const char *title, const ccol__strs *l, size_t extra,
 }
 
 static void
-text_summary(const ccol__report *r, FILE *f)
+text_summary(const tool_report *r, FILE *f)
 {
-    size_t size = ccol__report_world(r);
+    size_t size = tool_report_world(r);
 
     fprintf(f,
             "\nsummary:\n  %4s %8s %6s %9s %9s %8s %10s %6s %5s %6s  "
@@ -68,7 +68,7 @@ text_summary(const ccol__report *r, FILE *f)
             "rank", "compiles", "failed", "exchanges", "guard h/m", "restarts",
             "recompiles", "breaks", "eager", "errors", "status");
     for (size_t i = 0; i < size; i++) {
-        const ccol__rep_rank *rk = i < r->nranks ? &r->ranks[i] : NULL;
+        const tool_rep_rank *rk = i < r->nranks ? &r->ranks[i] : NULL;
         char gm[48];
 
         if (rk == NULL || !rk->present) {
@@ -87,22 +87,22 @@ text_summary(const ccol__report *r, FILE *f)
                 (unsigned long long)rk->nrestarts,
                 (unsigned long long)rk->nrecompiles,
                 (unsigned long long)rk->nbreaks, (unsigned long long)rk->neager,
-                (unsigned long long)rk->nerrors, ccol__report_status(r, i));
+                (unsigned long long)rk->nerrors, tool_report_status(r, i));
     }
 }
 
 static void
-text_frames(const ccol__report *r, FILE *f)
+text_frames(const tool_report *r, FILE *f)
 {
-    ccol__rep_row *rows;
-    size_t n = ccol__report_rows(r, &rows);
+    tool_rep_row *rows;
+    size_t n = tool_report_rows(r, &rows);
     static const char *const state[] = { "open", "ok", "failed" };
     char who[512];
 
     if (n > 0)
         fprintf(f, "\nframes:\n");
     for (size_t i = 0; i < n; i++) {
-        ccol__report_ranks(who, sizeof who, rows[i].ranks, rows[i].n);
+        tool_report_ranks(who, sizeof who, rows[i].ranks, rows[i].n);
         fprintf(f, "  %s", rows[i].diverged ? "! " : "");
         put_safe(f, rows[i].frame, 200);
         if (rows[i].where != NULL) {
@@ -130,11 +130,11 @@ text_frames(const ccol__report *r, FILE *f)
             fputc('\n', f);
         }
     }
-    ccol__report_rows_free(rows, n);
+    tool_report_rows_free(rows, n);
 }
 
 void
-ccol__report_text(const ccol__report *r, FILE *f)
+tool_report_text(const tool_report *r, FILE *f)
 {
     text_header(r, f);
     /* Divergence first, as the HTML report shows it (docs/trace-format.md). */

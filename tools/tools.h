@@ -12,11 +12,11 @@ typedef struct ccol_cmd {
     const char *summary;                /* one line for `ccol help` */
 } ccol_cmd;
 
-int ccol_cmd_demo(int argc, char **argv);
-int ccol_cmd_run(int argc, char **argv);
-int ccol_cmd_dyn(int argc, char **argv);
-int ccol_cmd_jit(int argc, char **argv);
-int ccol_cmd_bench(int argc, char **argv);
-int ccol_cmd_report(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_dyn(int argc, char **argv);
+int cmd_jit(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 
 #endif /* CCOL_TOOLS_H */

@@ -42,7 +42,7 @@ ccol_jit_module_destroy(ccol_jit_module *m)
 {
     if (m == NULL)
         return;
-    ccol__jit_arena_free(&m->arena);
+    jit__jit_arena_free(&m->arena);
     free(m);
 }
 
@@ -56,7 +56,7 @@ ccol_jit_module_errmsg(const ccol_jit_module *m)
 static void
 unload(ccol_jit_module *m)
 {
-    ccol__jit_arena_free(&m->arena);
+    jit__jit_arena_free(&m->arena);
     m->funcs = NULL;
     m->nfuncs = 0;
     m->src = NULL;
@@ -71,8 +71,8 @@ copy_source(ccol_jit_module *m, const char *src, size_t len,
             const char *file)
 {
     size_t flen = strlen(file);
-    char *f = ccol__jit_arena_alloc(&m->arena, flen + 1);
-    char *s = ccol__jit_arena_alloc(&m->arena, len + 1);
+    char *f = jit__jit_arena_alloc(&m->arena, flen + 1);
+    char *s = jit__jit_arena_alloc(&m->arena, len + 1);
     if (f == NULL || s == NULL)
         return false;
     memcpy(f, file, flen);
@@ -90,16 +90,16 @@ compile(ccol_jit_module *m)
 {
     Load *ld = calloc(1, sizeof(*ld));
     if (ld == NULL) {
-        ccol__jit_seterr(m, CCOL_ERR_INVALID_ARG, "%s: out of memory",
+        jit__jit_seterr(m, CCOL_ERR_INVALID_ARG, "%s: out of memory",
                          m->file);
         return false;
     }
     ld->m = m;
     bool ok = setjmp(ld->jb) == 0;
     if (ok) {
-        ccol__jit_lex(ld);
-        ccol__jit_parse(ld);
-        ccol__jit_resolve(ld);
+        jit__jit_lex(ld);
+        jit__jit_parse(ld);
+        jit__jit_resolve(ld);
         m->funcs = ld->funcs;
         m->nfuncs = ld->nfuncs;
     }
@@ -118,15 +118,15 @@ ccol_jit_module_load(ccol_jit_module *m, const char *src, size_t len,
     if (file == NULL)
         file = "<input>";
     if (src == NULL && len > 0)
-        return ccol__jit_seterr(m, CCOL_ERR_INVALID_ARG,
+        return jit__jit_seterr(m, CCOL_ERR_INVALID_ARG,
                                 "%s: source text is NULL", file);
     if (len > CCOL_JIT_MAX_SOURCE)
-        return ccol__jit_seterr(m, CCOL_ERR_INVALID_ARG,
+        return jit__jit_seterr(m, CCOL_ERR_INVALID_ARG,
                                 "%s: source is %zu bytes, the limit is %u",
                                 file, len, CCOL_JIT_MAX_SOURCE);
     if (!copy_source(m, src, len, file)) {
         unload(m);
-        return ccol__jit_seterr(m, CCOL_ERR_NO_MEMORY,
+        return jit__jit_seterr(m, CCOL_ERR_NO_MEMORY,
                                 "%s: out of memory", file);
     }
     if (!compile(m)) {
@@ -176,18 +176,18 @@ call_target(ccol_jit_module *m, const char *fn, ccol_jit_value *const *args,
             size_t nargs)
 {
     if (!m->loaded) {
-        ccol__jit_seterr(m, CCOL_ERR_INVALID_ARG, "no program is loaded");
+        jit__jit_seterr(m, CCOL_ERR_INVALID_ARG, "no program is loaded");
         return -1;
     }
     int fi = find_func(m, fn);
     if (fi < 0) {
-        ccol__jit_seterr(m, CCOL_ERR_INVALID_ARG,
+        jit__jit_seterr(m, CCOL_ERR_INVALID_ARG,
                          "%s: no function named '%s'", m->file, fn);
         return -1;
     }
     const Func *f = m->funcs[fi];
     if (nargs != (size_t)f->nparams) {
-        ccol__jit_seterr(m, CCOL_ERR_INVALID_ARG,
+        jit__jit_seterr(m, CCOL_ERR_INVALID_ARG,
                          "%s: %s() takes %d argument%s, got %zu", m->file,
                          f->name, f->nparams, f->nparams == 1 ? "" : "s",
                          nargs);
@@ -195,7 +195,7 @@ call_target(ccol_jit_module *m, const char *fn, ccol_jit_value *const *args,
     }
     for (size_t i = 0; i < nargs; i++) {
         if (args[i] == NULL) {
-            ccol__jit_seterr(m, CCOL_ERR_INVALID_ARG,
+            jit__jit_seterr(m, CCOL_ERR_INVALID_ARG,
                              "%s(): argument %zu is NULL", f->name, i + 1);
             return -1;
         }
@@ -210,18 +210,18 @@ ccol_jit_call(ccol_jit_module *m, const char *fn, ccol_jit_value *const *args,
     if (m == NULL)
         return CCOL_ERR_INVALID_ARG;
     if (fn == NULL || result == NULL || (args == NULL && nargs > 0))
-        return ccol__jit_seterr(m, CCOL_ERR_INVALID_ARG,
+        return jit__jit_seterr(m, CCOL_ERR_INVALID_ARG,
                                 "ccol_jit_call: NULL argument");
     int fi = call_target(m, fn, args, nargs);
     if (fi < 0)
         return CCOL_ERR_INVALID_ARG;
     Interp in = { .m = m, .comm = comm, .steps_left = m->params.max_steps };
-    Value *r = ccol__jit_call_func(&in, fi, args, (int)nargs);
+    Value *r = jit__jit_call_func(&in, fi, args, (int)nargs);
     if (r == NULL) {
         if (in.located)
-            ccol__jit_diag(m, in.line, in.col, in.msg);
+            jit__jit_diag(m, in.line, in.col, in.msg);
         else
-            ccol__jit_seterr(m, in.status, "%s: %s", m->file, in.msg);
+            jit__jit_seterr(m, in.status, "%s: %s", m->file, in.msg);
         return in.status != CCOL_OK ? in.status : CCOL_ERR_INTERNAL;
     }
     *result = r;
@@ -236,7 +236,7 @@ static ccol_status
 give(ccol_jit_module *m, Interp *in, Value *v, ccol_jit_value **out)
 {
     if (v == NULL)
-        return ccol__jit_seterr(m, in->status, "%s", in->msg);
+        return jit__jit_seterr(m, in->status, "%s", in->msg);
     *out = v;
     return CCOL_OK;
 }
@@ -248,7 +248,7 @@ ctor_check(ccol_jit_module *m, ccol_jit_value **out)
     if (m == NULL)
         return CCOL_ERR_INVALID_ARG;
     if (out == NULL)
-        return ccol__jit_seterr(m, CCOL_ERR_INVALID_ARG, "NULL out");
+        return jit__jit_seterr(m, CCOL_ERR_INVALID_ARG, "NULL out");
     return CCOL_OK;
 }
 
@@ -259,7 +259,7 @@ ccol_jit_none(ccol_jit_module *m, ccol_jit_value **out)
     ccol_status st = ctor_check(m, out);
     if (st != CCOL_OK)
         return st;
-    return give(m, &in, ccol__v_none(&in), out);
+    return give(m, &in, jit__v_none(&in), out);
 }
 
 ccol_status
@@ -269,7 +269,7 @@ ccol_jit_bool(ccol_jit_module *m, bool b, ccol_jit_value **out)
     ccol_status st = ctor_check(m, out);
     if (st != CCOL_OK)
         return st;
-    return give(m, &in, ccol__v_bool(&in, b), out);
+    return give(m, &in, jit__v_bool(&in, b), out);
 }
 
 ccol_status
@@ -279,7 +279,7 @@ ccol_jit_int(ccol_jit_module *m, int64_t i, ccol_jit_value **out)
     ccol_status st = ctor_check(m, out);
     if (st != CCOL_OK)
         return st;
-    return give(m, &in, ccol__v_int(&in, i), out);
+    return give(m, &in, jit__v_int(&in, i), out);
 }
 
 ccol_status
@@ -289,7 +289,7 @@ ccol_jit_float(ccol_jit_module *m, double f, ccol_jit_value **out)
     ccol_status st = ctor_check(m, out);
     if (st != CCOL_OK)
         return st;
-    return give(m, &in, ccol__v_float(&in, f), out);
+    return give(m, &in, jit__v_float(&in, f), out);
 }
 
 ccol_status
@@ -301,16 +301,16 @@ ccol_jit_list(ccol_jit_module *m, ccol_jit_value *const *items, size_t n,
     if (st != CCOL_OK)
         return st;
     if (items == NULL && n > 0)
-        return ccol__jit_seterr(m, CCOL_ERR_INVALID_ARG, "NULL items");
+        return jit__jit_seterr(m, CCOL_ERR_INVALID_ARG, "NULL items");
     for (size_t i = 0; i < n; i++) {
         if (items[i] == NULL)
-            return ccol__jit_seterr(m, CCOL_ERR_INVALID_ARG,
+            return jit__jit_seterr(m, CCOL_ERR_INVALID_ARG,
                                     "list item %zu is NULL", i);
     }
-    Value *l = ccol__v_list(&in, n);
+    Value *l = jit__v_list(&in, n);
     for (size_t i = 0; l != NULL && i < n; i++)
-        l->u.list.items[i] = ccol__v_ref(items[i]);
-    return give(m, &in, l ? ccol__v_list_done(&in, l) : NULL, out);
+        l->u.list.items[i] = jit__v_ref(items[i]);
+    return give(m, &in, l ? jit__v_list_done(&in, l) : NULL, out);
 }
 
 /* Checks explicit strides: each >= 0 and every element inside ndata. */
@@ -321,7 +321,7 @@ check_strides(Interp *in, int ndim, const int64_t *sizes,
     uint64_t last = 0;
     for (int d = 0; d < ndim; d++) {
         if (strides[d] < 0 || strides[d] > ((int64_t)1 << 33)) {
-            ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+            jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                            "stride %lld of dimension %d is out of range",
                            (long long)strides[d], d);
             return false;
@@ -331,7 +331,7 @@ check_strides(Interp *in, int ndim, const int64_t *sizes,
         last += (uint64_t)(sizes[d] - 1) * (uint64_t)strides[d];
     }
     if (last >= ndata) {
-        ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                        "strides reach element %llu of a storage of %zu",
                        (unsigned long long)last, ndata);
         return false;
@@ -345,14 +345,14 @@ make_tensor(Interp *in, int ndim, const int64_t *sizes,
             const int64_t *strides, const float *data, size_t ndata)
 {
     int64_t flat;
-    Value *v = ccol__t_new(in, ndim, sizes);
+    Value *v = jit__t_new(in, ndim, sizes);
     if (v == NULL)
         return NULL;
     size_t numel = v->u.t.st->n;
     if (strides == NULL) {
         if (data != NULL && ndata < numel) {
-            ccol__v_unref(v);
-            return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+            jit__v_unref(v);
+            return jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                                   "tensor data has %zu floats, %zu needed",
                                   ndata, numel);
         }
@@ -363,14 +363,14 @@ make_tensor(Interp *in, int ndim, const int64_t *sizes,
     bool ok = check_strides(in, ndim, sizes, strides, ndata) &&
               ndata <= 4ull * CCOL_JIT_MAX_ELEMENTS;
     flat = (int64_t)ndata;
-    Value *st = ok ? ccol__t_new(in, 1, &flat) : NULL;
+    Value *st = ok ? jit__t_new(in, 1, &flat) : NULL;
     if (st != NULL && data != NULL && ndata > 0)
         memcpy(st->u.t.st->data, data, ndata * sizeof(float));
-    Value *r = st ? ccol__t_view(in, st, ndim, sizes, strides, 0) : NULL;
+    Value *r = st ? jit__t_view(in, st, ndim, sizes, strides, 0) : NULL;
     if (!ok && in->status == CCOL_OK)
-        ccol__jit_fail(in, CCOL_ERR_INVALID_ARG, "tensor storage too large");
-    ccol__v_unref(st);
-    ccol__v_unref(v);
+        jit__jit_fail(in, CCOL_ERR_INVALID_ARG, "tensor storage too large");
+    jit__v_unref(st);
+    jit__v_unref(v);
     return r;
 }
 
@@ -384,7 +384,7 @@ ccol_jit_tensor(ccol_jit_module *m, int ndim, const int64_t *sizes,
     if (st != CCOL_OK)
         return st;
     if (ndim < 0 || ndim > JIT_MAXD || (sizes == NULL && ndim > 0))
-        return ccol__jit_seterr(m, CCOL_ERR_INVALID_ARG,
+        return jit__jit_seterr(m, CCOL_ERR_INVALID_ARG,
                                 "tensor: bad ndim %d or NULL sizes", ndim);
     return give(m, &in, make_tensor(&in, ndim, sizes, strides, data, ndata),
                 out);
@@ -393,13 +393,13 @@ ccol_jit_tensor(ccol_jit_module *m, int ndim, const int64_t *sizes,
 void
 ccol_jit_value_retain(ccol_jit_value *v)
 {
-    ccol__v_ref(v);
+    jit__v_ref(v);
 }
 
 void
 ccol_jit_value_release(ccol_jit_value *v)
 {
-    ccol__v_unref(v);
+    jit__v_unref(v);
 }
 
 ccol_jit_kind
@@ -471,16 +471,16 @@ ccol_jit_tensor_stride(const ccol_jit_value *v, int d)
 size_t
 ccol_jit_tensor_numel(const ccol_jit_value *v)
 {
-    return v && v->kind == CCOL_JIT_TENSOR ? ccol__t_numel(&v->u.t) : 0;
+    return v && v->kind == CCOL_JIT_TENSOR ? jit__t_numel(&v->u.t) : 0;
 }
 
 ccol_status
 ccol_jit_tensor_read(const ccol_jit_value *v, float *out, size_t n)
 {
     if (v == NULL || v->kind != CCOL_JIT_TENSOR || (out == NULL && n > 0) ||
-        ccol__t_numel(&v->u.t) != n)
+        jit__t_numel(&v->u.t) != n)
         return CCOL_ERR_INVALID_ARG;
-    ccol__t_gather(&v->u.t, out);
+    jit__t_gather(&v->u.t, out);
     return CCOL_OK;
 }
 
@@ -498,14 +498,14 @@ reduce_sum(const Value *v, double *acc)
         return true;
     }
     if (v->kind != CCOL_JIT_TENSOR) {
-        *acc += ccol__v_num(v); /* None adds 0 inside a list */
+        *acc += jit__v_num(v); /* None adds 0 inside a list */
         return true;
     }
-    size_t n = ccol__t_numel(&v->u.t);
+    size_t n = jit__t_numel(&v->u.t);
     float *x = malloc((n ? n : 1) * sizeof(float));
     if (x == NULL)
         return false;
-    ccol__t_gather(&v->u.t, x);
+    jit__t_gather(&v->u.t, x);
     for (size_t k = 0; k < n; k++)
         *acc += (double)x[k];
     free(x);
@@ -536,7 +536,7 @@ ccol_jit_value_repr(const ccol_jit_value *v)
     Buf b = { 0 };
     if (v == NULL)
         return NULL;
-    ccol__v_repr(&b, v, true);
+    jit__v_repr(&b, v, true);
     if (b.oom) {
         free(b.p);
         return NULL;

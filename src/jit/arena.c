@@ -27,7 +27,7 @@ align_up(size_t n)
 }
 
 void *
-ccol__jit_arena_alloc(Arena *a, size_t n)
+jit__jit_arena_alloc(Arena *a, size_t n)
 {
     ArenaBlock *b = a->head;
     n = align_up(n ? n : 1);
@@ -48,7 +48,7 @@ ccol__jit_arena_alloc(Arena *a, size_t n)
 }
 
 void
-ccol__jit_arena_free(Arena *a)
+jit__jit_arena_free(Arena *a)
 {
     ArenaBlock *b = a->head;
     while (b != NULL) {

@@ -16,10 +16,10 @@
 static Value *
 arg_error(Interp *in, int i, const char *want, const Value *got)
 {
-    return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+    return jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                           "%s(): argument %d must be %s, got %s", in->cur,
                           i + 1,
-                          want, ccol__v_typename(got));
+                          want, jit__v_typename(got));
 }
 
 static bool
@@ -55,16 +55,16 @@ get_sizes(Interp *in, Value **args, int first, int n, int64_t *size)
                         ? JIT_MAXD + 1 : args[first]->u.list.n);
     }
     if (cnt > JIT_MAXD) {
-        ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                        "%s(): tensors have at most %d dimensions", in->cur,
                        JIT_MAXD);
         return -1;
     }
     for (int d = 0; d < cnt; d++) {
         if (src[d]->kind != CCOL_JIT_INT && src[d]->kind != CCOL_JIT_BOOL) {
-            ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+            jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                            "%s(): sizes must be ints, got %s", in->cur,
-                           ccol__v_typename(src[d]));
+                           jit__v_typename(src[d]));
             return -1;
         }
         size[d] = src[d]->kind == CCOL_JIT_INT ? src[d]->u.i : src[d]->u.b;
@@ -77,7 +77,7 @@ filled(Interp *in, Value **args, int n, float x)
 {
     int64_t size[JIT_MAXD];
     int nd = get_sizes(in, args, 0, n, size);
-    Value *v = nd < 0 ? NULL : ccol__t_new(in, nd, size);
+    Value *v = nd < 0 ? NULL : jit__t_new(in, nd, size);
     if (v != NULL) {
         for (size_t k = 0; k < v->u.t.st->n; k++)
             v->u.t.st->data[k] = x;
@@ -105,11 +105,11 @@ b_arange(Interp *in, Value **args, int n)
     if (!get_int(in, args, n - 1, &b) || (n == 2 && !get_int(in, args, 0, &a)))
         return NULL;
     if (b > a && (uint64_t)b - (uint64_t)a > CCOL_JIT_MAX_ELEMENTS)
-        return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        return jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                               "arange(): tensor too large (limit %u "
                               "elements)", CCOL_JIT_MAX_ELEMENTS);
     int64_t len = b > a ? b - a : 0;
-    Value *v = ccol__t_new(in, 1, &len);
+    Value *v = jit__t_new(in, 1, &len);
     for (int64_t i = 0; v != NULL && i < len; i++)
         v->u.t.st->data[i] = (float)(a + i);
     return v;
@@ -119,14 +119,14 @@ b_arange(Interp *in, Value **args, int n)
 static int
 nested_shape(Interp *in, const Value *v, int64_t *size, int d)
 {
-    if (ccol__v_is_number(v))
+    if (jit__v_is_number(v))
         return d;
     if (v->kind != CCOL_JIT_LIST) {
         arg_error(in, 0, "a number or a nested list of numbers", v);
         return -1;
     }
     if (d == JIT_MAXD) {
-        ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                        "tensor(): more than %d dimensions", JIT_MAXD);
         return -1;
     }
@@ -141,13 +141,13 @@ static bool
 nested_fill(Interp *in, const Value *v, const int64_t *size, int d, int nd,
             float **out)
 {
-    if (d == nd && ccol__v_is_number(v)) {
-        *(*out)++ = (float)ccol__v_num(v);
+    if (d == nd && jit__v_is_number(v)) {
+        *(*out)++ = (float)jit__v_num(v);
         return true;
     }
     if (d == nd || v->kind != CCOL_JIT_LIST ||
         (int64_t)v->u.list.n != size[d]) {
-        ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                        "tensor(): nested lists must be rectangular lists "
                        "of numbers");
         return false;
@@ -165,10 +165,10 @@ b_tensor(Interp *in, Value **args, int n)
     (void)n;
     int64_t size[JIT_MAXD];
     int nd = nested_shape(in, args[0], size, 0);
-    Value *v = nd < 0 ? NULL : ccol__t_new(in, nd, size);
+    Value *v = nd < 0 ? NULL : jit__t_new(in, nd, size);
     float *p = v ? v->u.t.st->data : NULL;
     if (v != NULL && !nested_fill(in, args[0], size, 0, nd, &p)) {
-        ccol__v_unref(v);
+        jit__v_unref(v);
         return NULL;
     }
     return v;
@@ -180,11 +180,11 @@ b_relu(Interp *in, Value **args, int n)
     (void)n;
     Value *x = args[0];
     if (x->kind == CCOL_JIT_TENSOR)
-        return ccol__t_unary(in, U_RELU, x);
+        return jit__t_unary(in, U_RELU, x);
     if (x->kind == CCOL_JIT_FLOAT)
-        return ccol__v_float(in, x->u.f < 0 ? 0.0 : x->u.f);
+        return jit__v_float(in, x->u.f < 0 ? 0.0 : x->u.f);
     if (x->kind == CCOL_JIT_INT || x->kind == CCOL_JIT_BOOL)
-        return ccol__v_int(in, ccol__v_num(x) < 0 ? 0 : (int64_t)
+        return jit__v_int(in, jit__v_num(x) < 0 ? 0 : (int64_t)
                                    (x->kind == CCOL_JIT_INT ? x->u.i
                                                             : x->u.b));
     return arg_error(in, 0, "a tensor or a number", x);
@@ -195,9 +195,9 @@ b_exp(Interp *in, Value **args, int n)
 {
     (void)n;
     if (args[0]->kind == CCOL_JIT_TENSOR)
-        return ccol__t_unary(in, U_EXP, args[0]);
-    if (ccol__v_is_number(args[0]))
-        return ccol__v_float(in, exp(ccol__v_num(args[0])));
+        return jit__t_unary(in, U_EXP, args[0]);
+    if (jit__v_is_number(args[0]))
+        return jit__v_float(in, exp(jit__v_num(args[0])));
     return arg_error(in, 0, "a tensor or a number", args[0]);
 }
 
@@ -205,10 +205,10 @@ b_exp(Interp *in, Value **args, int n)
 static Value *
 sum_list(Interp *in, const Value *l)
 {
-    Value *acc = ccol__v_int(in, 0);
+    Value *acc = jit__v_int(in, 0);
     for (size_t i = 0; acc != NULL && i < l->u.list.n; i++) {
-        Value *next = ccol__jit_binop(in, OP_ADD, acc, l->u.list.items[i]);
-        ccol__v_unref(acc);
+        Value *next = jit__jit_binop(in, OP_ADD, acc, l->u.list.items[i]);
+        jit__v_unref(acc);
         acc = next;
     }
     return acc;
@@ -222,7 +222,7 @@ reduce(Interp *in, Value **args, int n, bool mean)
         return sum_list(in, args[0]);
     if (!need_tensor(in, args, 0) || (n == 2 && !get_int(in, args, 1, &dim)))
         return NULL;
-    return ccol__t_reduce(in, args[0], n == 2 ? &dim : NULL, mean);
+    return jit__t_reduce(in, args[0], n == 2 ? &dim : NULL, mean);
 }
 
 static Value *
@@ -243,7 +243,7 @@ b_matmul(Interp *in, Value **args, int n)
     (void)n;
     if (!need_tensor(in, args, 0) || !need_tensor(in, args, 1))
         return NULL;
-    return ccol__t_matmul(in, args[0], args[1]);
+    return jit__t_matmul(in, args[0], args[1]);
 }
 
 static Value *
@@ -254,7 +254,7 @@ b_transpose(Interp *in, Value **args, int n)
     if (!need_tensor(in, args, 0) || !get_int(in, args, 1, &d0) ||
         !get_int(in, args, 2, &d1))
         return NULL;
-    return ccol__t_transpose(in, args[0], d0, d1);
+    return jit__t_transpose(in, args[0], d0, d1);
 }
 
 static Value *
@@ -265,12 +265,12 @@ b_t(Interp *in, Value **args, int n)
         return NULL;
     const Tensor *t = &args[0]->u.t;
     if (t->ndim > 2)
-        return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        return jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                               "t() needs a tensor of at most 2 dimensions, "
                               "got %d", t->ndim);
     if (t->ndim < 2)
-        return ccol__v_ref(args[0]);
-    return ccol__t_transpose(in, args[0], 0, 1);
+        return jit__v_ref(args[0]);
+    return jit__t_transpose(in, args[0], 0, 1);
 }
 
 static Value *
@@ -280,7 +280,7 @@ b_reshape(Interp *in, Value **args, int n)
     if (!need_tensor(in, args, 0))
         return NULL;
     int nd = get_sizes(in, args, 1, n, size);
-    return nd < 0 ? NULL : ccol__t_reshape(in, args[0], nd, size);
+    return nd < 0 ? NULL : jit__t_reshape(in, args[0], nd, size);
 }
 
 static Value *
@@ -294,11 +294,11 @@ b_cat(Interp *in, Value **args, int n)
     const Value *l = args[0];
     for (size_t i = 0; i < l->u.list.n; i++) {
         if (l->u.list.items[i]->kind != CCOL_JIT_TENSOR)
-            return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+            return jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                                   "cat(): item %zu is %s, not a tensor", i,
-                                  ccol__v_typename(l->u.list.items[i]));
+                                  jit__v_typename(l->u.list.items[i]));
     }
-    return ccol__t_cat(in, l->u.list.items, l->u.list.n, dim);
+    return jit__t_cat(in, l->u.list.items, l->u.list.n, dim);
 }
 
 static Value *
@@ -307,13 +307,13 @@ b_len(Interp *in, Value **args, int n)
     (void)n;
     const Value *x = args[0];
     if (x->kind == CCOL_JIT_LIST)
-        return ccol__v_int(in, (int64_t)x->u.list.n);
+        return jit__v_int(in, (int64_t)x->u.list.n);
     if (x->kind == CCOL_JIT_STR)
-        return ccol__v_int(in, (int64_t)strlen(x->u.s));
+        return jit__v_int(in, (int64_t)strlen(x->u.s));
     if (x->kind == CCOL_JIT_TENSOR && x->u.t.ndim > 0)
-        return ccol__v_int(in, x->u.t.size[0]);
+        return jit__v_int(in, x->u.t.size[0]);
     if (x->kind == CCOL_JIT_TENSOR)
-        return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        return jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                               "len() of a 0-d tensor");
     return arg_error(in, 0, "a list, a tensor or a string", x);
 }
@@ -343,7 +343,7 @@ instance_of(Interp *in, const Value *x, const Value *t, int depth)
             return (int)x->kind == k ||
                    (k == CCOL_JIT_INT && x->kind == CCOL_JIT_BOOL);
     }
-    ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+    jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                    "isinstance(): unknown type name '%s' (expected "
                    "tensor, int, float, bool, list, str or none)",
                    t->u.s);
@@ -355,24 +355,24 @@ b_isinstance(Interp *in, Value **args, int n)
 {
     (void)n;
     int is = instance_of(in, args[0], args[1], 0);
-    return is < 0 ? NULL : ccol__v_bool(in, is == 1);
+    return is < 0 ? NULL : jit__v_bool(in, is == 1);
 }
 
 /* Reduces a tensor's elements over all ranks through libccol, in f64. */
 static Value *
 all_reduce_tensor(Interp *in, Value *x)
 {
-    size_t n = ccol__t_numel(&x->u.t);
-    Value *v = ccol__t_new(in, x->u.t.ndim, x->u.t.size);
+    size_t n = jit__t_numel(&x->u.t);
+    Value *v = jit__t_new(in, x->u.t.ndim, x->u.t.size);
     double *d = v ? malloc((n ? n : 1) * sizeof(double)) : NULL;
     if (v != NULL && d == NULL)
-        ccol__jit_fail(in, CCOL_ERR_NO_MEMORY, "out of memory");
+        jit__jit_fail(in, CCOL_ERR_NO_MEMORY, "out of memory");
     if (d == NULL) {
-        ccol__v_unref(v);
+        jit__v_unref(v);
         return NULL;
     }
     float *f = v->u.t.st->data;
-    ccol__t_gather(&x->u.t, f);
+    jit__t_gather(&x->u.t, f);
     for (size_t k = 0; k < n; k++)
         d[k] = (double)f[k];
     ccol_status st = ccol_allreduce_f64(in->comm, d, n, CCOL_OP_SUM);
@@ -381,8 +381,8 @@ all_reduce_tensor(Interp *in, Value *x)
     free(d);
     if (st == CCOL_OK)
         return v;
-    ccol__v_unref(v);
-    return ccol__jit_fail(in, st, "all_reduce failed: %s",
+    jit__v_unref(v);
+    return jit__jit_fail(in, st, "all_reduce failed: %s",
                           ccol_comm_errmsg(in->comm));
 }
 
@@ -395,7 +395,7 @@ b_all_reduce(Interp *in, Value **args, int n)
         x->kind != CCOL_JIT_FLOAT)
         return arg_error(in, 0, "a tensor, an int or a float", x);
     if (in->comm == NULL)
-        return ccol__v_ref(x); /* one rank: the sum is the value */
+        return jit__v_ref(x); /* one rank: the sum is the value */
     if (x->kind == CCOL_JIT_TENSOR)
         return all_reduce_tensor(in, x);
     ccol_status st;
@@ -406,10 +406,10 @@ b_all_reduce(Interp *in, Value **args, int n)
     else
         st = ccol_allreduce_f64(in->comm, &f, 1, CCOL_OP_SUM);
     if (st != CCOL_OK)
-        return ccol__jit_fail(in, st, "all_reduce failed: %s",
+        return jit__jit_fail(in, st, "all_reduce failed: %s",
                               ccol_comm_errmsg(in->comm));
-    return x->kind == CCOL_JIT_INT ? ccol__v_int(in, i)
-                                   : ccol__v_float(in, f);
+    return x->kind == CCOL_JIT_INT ? jit__v_int(in, i)
+                                   : jit__v_float(in, f);
 }
 
 static Value *
@@ -417,7 +417,7 @@ b_rank(Interp *in, Value **args, int n)
 {
     (void)args;
     (void)n;
-    return ccol__v_int(in, in->comm ? ccol_comm_rank(in->comm) : 0);
+    return jit__v_int(in, in->comm ? ccol_comm_rank(in->comm) : 0);
 }
 
 static Value *
@@ -425,7 +425,7 @@ b_world_size(Interp *in, Value **args, int n)
 {
     (void)args;
     (void)n;
-    return ccol__v_int(in, in->comm ? ccol_comm_size(in->comm) : 1);
+    return jit__v_int(in, in->comm ? ccol_comm_size(in->comm) : 1);
 }
 
 /* Print sink used when the module has none: stdout, one line per call. */
@@ -445,17 +445,17 @@ b_print(Interp *in, Value **args, int n)
 {
     Buf b = { 0 };
     const ccol_jit_params *p = &in->m->params;
-    ccol__jit_buf_printf(&b, "[rank %d]", in->comm ? ccol_comm_rank(in->comm)
+    jit__jit_buf_printf(&b, "[rank %d]", in->comm ? ccol_comm_rank(in->comm)
                                                : 0);
     for (int i = 0; i < n; i++) {
-        ccol__jit_buf_puts(&b, " ");
-        ccol__v_repr(&b, args[i], false);
+        jit__jit_buf_puts(&b, " ");
+        jit__v_repr(&b, args[i], false);
     }
     if (b.oom) {
         free(b.p);
-        return ccol__jit_fail(in, CCOL_ERR_NO_MEMORY, "out of memory");
+        return jit__jit_fail(in, CCOL_ERR_NO_MEMORY, "out of memory");
     }
-    if (!ccol__jit_charge(in, b.len / 64)) {
+    if (!jit__jit_charge(in, b.len / 64)) {
         free(b.p);
         return NULL;
     }
@@ -464,22 +464,22 @@ b_print(Interp *in, Value **args, int n)
     else
         print_stdout(NULL, b.p);
     free(b.p);
-    return ccol__v_none(in);
+    return jit__v_none(in);
 }
 
 /* The shape or strides of a tensor as a list of ints. */
 static Value *
 dims_list(Interp *in, const Tensor *t, const int64_t *dims)
 {
-    Value *l = ccol__v_list(in, (size_t)t->ndim);
+    Value *l = jit__v_list(in, (size_t)t->ndim);
     for (int d = 0; l != NULL && d < t->ndim; d++) {
-        l->u.list.items[d] = ccol__v_int(in, dims[d]);
+        l->u.list.items[d] = jit__v_int(in, dims[d]);
         if (l->u.list.items[d] == NULL) {
-            ccol__v_unref(l);
+            jit__v_unref(l);
             return NULL;
         }
     }
-    return l ? ccol__v_list_done(in, l) : NULL;
+    return l ? jit__v_list_done(in, l) : NULL;
 }
 
 static Value *
@@ -493,10 +493,10 @@ dim_query(Interp *in, Value **args, int n, bool stride)
         return dims_list(in, t, stride ? t->stride : t->size);
     if (!get_int(in, args, 1, &d))
         return NULL;
-    int i = ccol__t_dim(in, d, t->ndim);
+    int i = jit__t_dim(in, d, t->ndim);
     if (i < 0)
         return NULL;
-    return ccol__v_int(in, stride ? t->stride[i] : t->size[i]);
+    return jit__v_int(in, stride ? t->stride[i] : t->size[i]);
 }
 
 static Value *
@@ -538,7 +538,7 @@ static const Builtin builtins[] = {
 };
 
 int
-ccol__jit_builtin_find(const char *name, unsigned flag)
+jit__jit_builtin_find(const char *name, unsigned flag)
 {
     for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++) {
         if ((builtins[i].flags & flag) && strcmp(builtins[i].name, name) == 0)
@@ -548,7 +548,7 @@ ccol__jit_builtin_find(const char *name, unsigned flag)
 }
 
 const Builtin *
-ccol__jit_builtin(int i)
+jit__jit_builtin(int i)
 {
     return &builtins[i];
 }

@@ -49,7 +49,7 @@ put_excerpt(char *buf, size_t cap, const char *src, size_t len, int col)
 }
 
 void
-ccol__jit_diag(ccol_jit_module *m, int line, int col, const char *msg)
+jit__jit_diag(ccol_jit_module *m, int line, int col, const char *msg)
 {
     size_t len = 0;
     const char *src = m->src ? find_line(m, line, &len) : NULL;
@@ -60,7 +60,7 @@ ccol__jit_diag(ccol_jit_module *m, int line, int col, const char *msg)
 }
 
 ccol_status
-ccol__jit_seterr(ccol_jit_module *m, ccol_status st, const char *fmt, ...)
+jit__jit_seterr(ccol_jit_module *m, ccol_status st, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);

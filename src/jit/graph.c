@@ -3,7 +3,7 @@
  *
  * Nodes are SSA over values: inputs, sizes of inputs, constants, operators
  * and builtin calls. The interpreter evaluates the nodes an entry needs in
- * order with the front end's kernels (ccol__jit_binop, the builtin table),
+ * order with the front end's kernels (jit__jit_binop, the builtin table),
  * so a graph computes exactly what the eager interpreter would; the
  * all_reduce nodes call libccol on the session's communicator.
  */
@@ -17,7 +17,7 @@
 #define G_MAXARGS 65 /* a method's receiver and 64 arguments */
 
 int
-ccol__g_add(Graph *g, GKind kind, int op, int a, int b)
+jit__g_add(Graph *g, GKind kind, int op, int a, int b)
 {
     if (g->n == g->cap) {
         int cap = g->cap ? g->cap * 2 : 32;
@@ -37,7 +37,7 @@ ccol__g_add(Graph *g, GKind kind, int op, int a, int b)
 }
 
 int
-ccol__g_input(Graph *g, const char *name, int slot, const int *path,
+jit__g_input(Graph *g, const char *name, int slot, const int *path,
               int depth)
 {
     for (int i = 0; i < g->nin; i++) {
@@ -69,11 +69,11 @@ ccol__g_input(Graph *g, const char *name, int slot, const int *path,
 }
 
 void
-ccol__g_free(Graph *g)
+jit__g_free(Graph *g)
 {
     for (int i = 0; i < g->n; i++) {
         free(g->nodes[i].args);
-        ccol__v_unref(g->nodes[i].cv);
+        jit__v_unref(g->nodes[i].cv);
     }
     for (int i = 0; i < g->nin; i++) {
         free(g->inputs[i].name);
@@ -85,11 +85,11 @@ ccol__g_free(Graph *g)
 }
 
 void
-ccol__entry_free(Entry *e)
+jit__entry_free(Entry *e)
 {
     if (e == NULL)
         return;
-    ccol__g_free(&e->g);
+    jit__g_free(&e->g);
     for (size_t i = 0; i < e->ndyn; i++)
         free(e->dyn[i]);
     free(e->dyn);
@@ -104,7 +104,7 @@ static bool
 is_collective(const GNode *nd)
 {
     return nd->kind == G_CALL &&
-           strcmp(ccol__jit_builtin(nd->op)->name, "all_reduce") == 0;
+           strcmp(jit__jit_builtin(nd->op)->name, "all_reduce") == 0;
 }
 
 /* Marks node i and everything it reads (iteratively: graphs of unrolled
@@ -133,7 +133,7 @@ mark(const Graph *g, bool *need, int i, int *stack)
 }
 
 bool
-ccol__entry_plan(Entry *e)
+jit__entry_plan(Entry *e)
 {
     size_t n = (size_t)e->g.n + 1;
     int *stack = malloc(n * sizeof(int));
@@ -158,7 +158,7 @@ ccol__entry_plan(Entry *e)
 }
 
 bool
-ccol__g_resolve(const Graph *g, Value *const *slots, int nslots,
+jit__g_resolve(const Graph *g, Value *const *slots, int nslots,
                 Value **vals)
 {
     for (int i = 0; i < g->nin; i++) {
@@ -182,19 +182,19 @@ ccol__g_resolve(const Graph *g, Value *const *slots, int nslots,
 static Value *
 eval_list(Interp *in, const GNode *nd, Value **vals)
 {
-    Value *l = ccol__v_list(in, (size_t)nd->nargs);
+    Value *l = jit__v_list(in, (size_t)nd->nargs);
     for (int k = 0; l != NULL && k < nd->nargs; k++)
-        l->u.list.items[k] = ccol__v_ref(vals[nd->args[k]]);
-    return l ? ccol__v_list_done(in, l) : NULL;
+        l->u.list.items[k] = jit__v_ref(vals[nd->args[k]]);
+    return l ? jit__v_list_done(in, l) : NULL;
 }
 
 static Value *
 eval_call(Interp *in, const GNode *nd, Value **vals)
 {
     Value *args[G_MAXARGS];
-    const Builtin *b = ccol__jit_builtin(nd->op);
+    const Builtin *b = jit__jit_builtin(nd->op);
     if (nd->nargs > G_MAXARGS)
-        return ccol__jit_fail(in, CCOL_ERR_INTERNAL,
+        return jit__jit_fail(in, CCOL_ERR_INTERNAL,
                               "internal: %d arguments", nd->nargs);
     for (int k = 0; k < nd->nargs; k++)
         args[k] = vals[nd->args[k]];
@@ -207,9 +207,9 @@ size_of(Interp *in, const GNode *nd, Value **vals)
 {
     const Value *t = vals[nd->a];
     if (t->kind != CCOL_JIT_TENSOR || nd->op >= t->u.t.ndim)
-        return ccol__jit_fail(in, CCOL_ERR_INTERNAL,
+        return jit__jit_fail(in, CCOL_ERR_INTERNAL,
                               "internal: size of a non-tensor");
-    return ccol__v_int(in, nd->kind == G_SIZE ? t->u.t.size[nd->op]
+    return jit__v_int(in, nd->kind == G_SIZE ? t->u.t.size[nd->op]
                                               : t->u.t.stride[nd->op]);
 }
 
@@ -219,25 +219,25 @@ eval_node(Interp *in, const GNode *nd, Value *const *inputs, Value **vals)
     int t;
     switch (nd->kind) {
     case G_INPUT:
-        return ccol__v_ref(inputs[nd->op]);
+        return jit__v_ref(inputs[nd->op]);
     case G_SIZE:
     case G_STRIDE:
         return size_of(in, nd, vals);
     case G_CONST:
-        return ccol__v_ref(nd->cv);
+        return jit__v_ref(nd->cv);
     case G_BINOP:
-        return ccol__jit_binop(in, nd->op, vals[nd->a], vals[nd->b]);
+        return jit__jit_binop(in, nd->op, vals[nd->a], vals[nd->b]);
     case G_NEG:
-        return ccol__jit_neg(in, vals[nd->a]);
+        return jit__jit_neg(in, vals[nd->a]);
     case G_NOT:
-        t = ccol__v_truth(in, vals[nd->a]);
-        return t < 0 ? NULL : ccol__v_bool(in, !t);
+        t = jit__v_truth(in, vals[nd->a]);
+        return t < 0 ? NULL : jit__v_bool(in, !t);
     case G_CALL:
         return eval_call(in, nd, vals);
     case G_LIST:
         return eval_list(in, nd, vals);
     }
-    return ccol__jit_fail(in, CCOL_ERR_INTERNAL, "internal: bad node");
+    return jit__jit_fail(in, CCOL_ERR_INTERNAL, "internal: bad node");
 }
 
 static uint64_t
@@ -263,7 +263,7 @@ eval_collective(Interp *in, const GNode *nd, Value *const *inputs,
     if (in->comm != NULL)
         ccol_comm_set_label(in->comm, NULL);
     if (t0 != 0 && v != NULL) {
-        uint64_t n = v->kind == CCOL_JIT_TENSOR ? ccol__t_numel(&v->u.t) : 1;
+        uint64_t n = v->kind == CCOL_JIT_TENSOR ? jit__t_numel(&v->u.t) : 1;
         ccol_sync_tracef(trace, "collective", "name:s bytes:u dur_ns:i",
                          "all_reduce", n * 8, (int64_t)(now_ns() - t0));
     }
@@ -271,7 +271,7 @@ eval_collective(Interp *in, const GNode *nd, Value *const *inputs,
 }
 
 bool
-ccol__g_eval(const Graph *g, const bool *need, Interp *in,
+jit__g_eval(const Graph *g, const bool *need, Interp *in,
              Value *const *inputs, Value **vals, ccol_sync *trace)
 {
     for (int i = 0; i < g->n; i++) {
@@ -297,10 +297,10 @@ ccol__g_eval(const Graph *g, const bool *need, Interp *in,
 }
 
 void
-ccol__g_release(const Graph *g, Value **vals)
+jit__g_release(const Graph *g, Value **vals)
 {
     for (int i = 0; i < g->n; i++) {
-        ccol__v_unref(vals[i]);
+        jit__v_unref(vals[i]);
         vals[i] = NULL;
     }
 }
@@ -312,82 +312,82 @@ static const char *const gop_names[] = { "add", "sub", "mul", "truediv",
 static void
 render_dims(const GNode *nd, Buf *b)
 {
-    ccol__jit_buf_puts(b, " : tensor[");
+    jit__jit_buf_puts(b, " : tensor[");
     for (int d = 0; d < nd->ndim; d++) {
         if (d > 0)
-            ccol__jit_buf_puts(b, ", ");
+            jit__jit_buf_puts(b, ", ");
         if (nd->dims[d].node < 0)
-            ccol__jit_buf_printf(b, "%lld", (long long)nd->dims[d].c);
+            jit__jit_buf_printf(b, "%lld", (long long)nd->dims[d].c);
         else
-            ccol__jit_buf_printf(b, "%%%d", nd->dims[d].node);
+            jit__jit_buf_printf(b, "%%%d", nd->dims[d].node);
     }
-    ccol__jit_buf_puts(b, "]");
+    jit__jit_buf_puts(b, "]");
 }
 
 static void
 render_node(const Entry *e, int i, Buf *b)
 {
     const GNode *nd = &e->g.nodes[i];
-    ccol__jit_buf_printf(b, "  %%%d = ", i);
+    jit__jit_buf_printf(b, "  %%%d = ", i);
     switch (nd->kind) {
     case G_INPUT:
-        ccol__jit_buf_printf(b, "input %s", e->g.inputs[nd->op].name);
+        jit__jit_buf_printf(b, "input %s", e->g.inputs[nd->op].name);
         break;
     case G_SIZE:
     case G_STRIDE:
-        ccol__jit_buf_printf(b, "%s(%%%d, %d)",
+        jit__jit_buf_printf(b, "%s(%%%d, %d)",
                              nd->kind == G_SIZE ? "size" : "stride", nd->a,
                              nd->op);
         break;
     case G_CONST:
-        ccol__jit_buf_puts(b, "const ");
-        ccol__v_repr(b, nd->cv, true);
+        jit__jit_buf_puts(b, "const ");
+        jit__v_repr(b, nd->cv, true);
         break;
     case G_BINOP:
-        ccol__jit_buf_printf(b, "%s(%%%d, %%%d)", gop_names[nd->op], nd->a,
+        jit__jit_buf_printf(b, "%s(%%%d, %%%d)", gop_names[nd->op], nd->a,
                              nd->b);
         break;
     case G_NEG:
     case G_NOT:
-        ccol__jit_buf_printf(b, "%s(%%%d)", nd->kind == G_NEG ? "neg" : "not",
+        jit__jit_buf_printf(b, "%s(%%%d)", nd->kind == G_NEG ? "neg" : "not",
                              nd->a);
         break;
     case G_CALL:
     case G_LIST:
-        ccol__jit_buf_printf(b, "%s(", nd->kind == G_LIST
+        jit__jit_buf_printf(b, "%s(", nd->kind == G_LIST
                                            ? "list"
-                                           : ccol__jit_builtin(nd->op)->name);
+                                           : jit__jit_builtin(nd->op)->name);
         for (int k = 0; k < nd->nargs; k++)
-            ccol__jit_buf_printf(b, "%s%%%d", k ? ", " : "", nd->args[k]);
-        ccol__jit_buf_puts(b, ")");
+            jit__jit_buf_printf(b, "%s%%%d", k ? ", " : "", nd->args[k]);
+        jit__jit_buf_puts(b, ")");
         break;
     }
     if (nd->tensor)
         render_dims(nd, b);
     if (nd->symbol > 0)
-        ccol__jit_buf_printf(b, "  (s%d)", nd->symbol - 1);
-    ccol__jit_buf_puts(b, "\n");
+        jit__jit_buf_printf(b, "  (s%d)", nd->symbol - 1);
+    jit__jit_buf_puts(b, "\n");
 }
 
 void
-ccol__entry_render(const Entry *e, Buf *b)
+jit__entry_render(const Entry *e, Buf *b)
 {
     for (int i = 0; i < e->nguards; i++) {
-        ccol__jit_buf_puts(b, "guard ");
-        ccol__guard_render(e, &e->guards[i], b);
-        ccol__jit_buf_puts(b, "\n");
+        jit__jit_buf_puts(b, "guard ");
+        jit__guard_render(e, &e->guards[i], b);
+        jit__jit_buf_puts(b, "\n");
     }
-    ccol__jit_buf_puts(b, "graph:\n");
+    jit__jit_buf_puts(b, "graph:\n");
     for (int i = 0; i < e->g.n; i++) {
         if (e->run_need == NULL || e->run_need[i] || e->guard_need[i])
             render_node(e, i, b);
     }
-    ccol__jit_buf_puts(b, "  return (");
+    jit__jit_buf_puts(b, "  return (");
     for (int i = 0; i < e->nouts; i++)
-        ccol__jit_buf_printf(b, "%s%%%d", i ? ", " : "", e->outs[i]);
-    ccol__jit_buf_puts(b, ")");
+        jit__jit_buf_printf(b, "%s%%%d", i ? ", " : "", e->outs[i]);
+    jit__jit_buf_puts(b, ")");
     if (e->brk)
-        ccol__jit_buf_printf(b, " then print (%d args) at line %d",
+        jit__jit_buf_printf(b, " then print (%d args) at line %d",
                              e->nprint, e->resume.line);
-    ccol__jit_buf_puts(b, "\n");
+    jit__jit_buf_puts(b, "\n");
 }

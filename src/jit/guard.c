@@ -13,7 +13,7 @@
 #include <string.h>
 
 bool
-ccol__guard_add(Entry *e, GuardKind kind, int input, int dim, int64_t i)
+jit__guard_add(Entry *e, GuardKind kind, int input, int dim, int64_t i)
 {
     if (e->nguards == e->capguards) {
         int cap = e->capguards ? e->capguards * 2 : 16;
@@ -73,27 +73,27 @@ check_exprs(const Entry *e, Interp *in, Value *const *inputs)
     Value **vals = calloc((size_t)e->g.n + 1, sizeof(*vals));
     if (vals == NULL)
         return 0;
-    bool ok = ccol__g_eval(&e->g, e->guard_need, in, inputs, vals, NULL);
+    bool ok = jit__g_eval(&e->g, e->guard_need, in, inputs, vals, NULL);
     int bad = -1;
     for (int i = 0; bad < 0 && i < e->nguards; i++) {
         const Guard *g = &e->guards[i];
         if (g->kind != GD_EXPR)
             continue;
-        int t = ok && vals[g->node] ? ccol__v_truth(in, vals[g->node]) : -1;
+        int t = ok && vals[g->node] ? jit__v_truth(in, vals[g->node]) : -1;
         if (t < 0 || t != g->i)
             bad = i;
     }
-    ccol__g_release(&e->g, vals);
+    jit__g_release(&e->g, vals);
     free(vals);
     return bad;
 }
 
 int
-ccol__guard_check(const Entry *e, Interp *in, Value *const *slots,
+jit__guard_check(const Entry *e, Interp *in, Value *const *slots,
                   int nslots)
 {
     Value **inputs = calloc((size_t)e->g.nin + 1, sizeof(*inputs));
-    if (inputs == NULL || !ccol__g_resolve(&e->g, slots, nslots, inputs)) {
+    if (inputs == NULL || !jit__g_resolve(&e->g, slots, nslots, inputs)) {
         free(inputs);
         return 0;
     }
@@ -122,57 +122,57 @@ static void
 render_dims(Buf *b, uint32_t bits)
 {
     const char *sep = "";
-    ccol__jit_buf_printf(b, "[");
+    jit__jit_buf_printf(b, "[");
     for (int d = 0; d < 32; d++) {
         if (bits & (1u << d)) {
-            ccol__jit_buf_printf(b, "%s%d", sep, d);
+            jit__jit_buf_printf(b, "%s%d", sep, d);
             sep = ", ";
         }
     }
-    ccol__jit_buf_printf(b, "]");
+    jit__jit_buf_printf(b, "]");
 }
 
 void
-ccol__guard_render(const Entry *e, const Guard *g, Buf *b)
+jit__guard_render(const Entry *e, const Guard *g, Buf *b)
 {
     const char *src = g->kind == GD_EXPR ? "" : e->g.inputs[g->input].name;
     switch (g->kind) {
     case GD_KIND:
-        ccol__jit_buf_printf(b, "type(%s) == %s", src, kind_names[g->i]);
+        jit__jit_buf_printf(b, "type(%s) == %s", src, kind_names[g->i]);
         break;
     case GD_NDIM:
-        ccol__jit_buf_printf(b, "%s.dim() == %lld", src, (long long)g->i);
+        jit__jit_buf_printf(b, "%s.dim() == %lld", src, (long long)g->i);
         break;
     case GD_MARKS:
-        ccol__jit_buf_printf(b, "marks of %s within mark_dynamic ", src);
+        jit__jit_buf_printf(b, "marks of %s within mark_dynamic ", src);
         render_dims(b, (uint32_t)g->i);
-        ccol__jit_buf_printf(b, ", mark_static ");
+        jit__jit_buf_printf(b, ", mark_static ");
         render_dims(b, (uint32_t)g->dim);
         break;
     case GD_LEN:
-        ccol__jit_buf_printf(b, "len(%s) == %lld", src, (long long)g->i);
+        jit__jit_buf_printf(b, "len(%s) == %lld", src, (long long)g->i);
         break;
     case GD_SIZE:
     case GD_STRIDE:
-        ccol__jit_buf_printf(b, "%s.%s(%d) == %lld", src,
+        jit__jit_buf_printf(b, "%s.%s(%d) == %lld", src,
                              g->kind == GD_SIZE ? "size" : "stride", g->dim,
                              (long long)g->i);
         break;
     case GD_SIZE_GE2:
-        ccol__jit_buf_printf(b, "%s.size(%d) >= 2", src, g->dim);
+        jit__jit_buf_printf(b, "%s.size(%d) >= 2", src, g->dim);
         break;
     case GD_INT:
     case GD_BOOL:
-        ccol__jit_buf_printf(b, "%s == %lld", src, (long long)g->i);
+        jit__jit_buf_printf(b, "%s == %lld", src, (long long)g->i);
         break;
     case GD_FLOAT: {
         char num[64];
-        ccol__fmt_double(num, sizeof num, g->f);
-        ccol__jit_buf_printf(b, "%s == %s", src, num);
+        jit__fmt_double(num, sizeof num, g->f);
+        jit__jit_buf_printf(b, "%s == %s", src, num);
         break;
     }
     case GD_EXPR:
-        ccol__jit_buf_printf(b, "bool(%%%d) == %s", g->node,
+        jit__jit_buf_printf(b, "bool(%%%d) == %s", g->node,
                              g->i ? "True" : "False");
         break;
     }

@@ -39,10 +39,10 @@ static Value *
 eval_name(Interp *in, Value **slots, const Node *n)
 {
     if (slots[n->slot] == NULL)
-        return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        return jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                               "local variable '%s' is used before it is "
                               "assigned", n->name);
-    return ccol__v_ref(slots[n->slot]);
+    return jit__v_ref(slots[n->slot]);
 }
 
 /* Evaluates n->args into vals (new references); false on error, with
@@ -54,7 +54,7 @@ eval_args(Interp *in, Value **slots, const Node *n, Value **vals)
         vals[i] = eval(in, slots, n->args.items[i]);
         if (vals[i] == NULL) {
             while (i-- > 0)
-                ccol__v_unref(vals[i]);
+                jit__v_unref(vals[i]);
             return false;
         }
     }
@@ -64,17 +64,17 @@ eval_args(Interp *in, Value **slots, const Node *n, Value **vals)
 static Value *
 eval_list(Interp *in, Value **slots, const Node *n)
 {
-    Value *l = ccol__v_list(in, (size_t)n->args.n);
+    Value *l = jit__v_list(in, (size_t)n->args.n);
     if (l == NULL)
         return NULL;
     for (int i = 0; i < n->args.n; i++) {
         l->u.list.items[i] = eval(in, slots, n->args.items[i]);
         if (l->u.list.items[i] == NULL) {
-            ccol__v_unref(l);
+            jit__v_unref(l);
             return NULL;
         }
     }
-    return ccol__v_list_done(in, l);
+    return jit__v_list_done(in, l);
 }
 
 /* Runs a call or method: receiver (if any) then arguments, then the
@@ -88,20 +88,20 @@ eval_call(Interp *in, Value **slots, const Node *n)
         return NULL;
     if (!eval_args(in, slots, n, vals + base)) {
         if (base)
-            ccol__v_unref(vals[0]);
+            jit__v_unref(vals[0]);
         return NULL;
     }
     int nv = n->args.n + base;
     Value *r;
     if (n->callee >= 0) {
-        r = ccol__jit_call_func(in, n->callee, vals, nv);
+        r = jit__jit_call_func(in, n->callee, vals, nv);
     } else {
-        const Builtin *b = ccol__jit_builtin(-1 - n->callee);
+        const Builtin *b = jit__jit_builtin(-1 - n->callee);
         in->cur = b->name;
         r = b->fn(in, vals, nv);
     }
     for (int i = 0; i < nv; i++)
-        ccol__v_unref(vals[i]);
+        jit__v_unref(vals[i]);
     return r;
 }
 
@@ -113,14 +113,14 @@ eval_shape(Interp *in, Value **slots, const Node *n)
         return NULL;
     Value *r;
     if (x->kind != CCOL_JIT_TENSOR) {
-        r = ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        r = jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                            "'.shape' needs a tensor, got %s",
-                           ccol__v_typename(x));
+                           jit__v_typename(x));
     } else {
         in->cur = "shape";
-        r = ccol__jit_builtin(-1 - n->callee)->fn(in, &x, 1);
+        r = jit__jit_builtin(-1 - n->callee)->fn(in, &x, 1);
     }
-    ccol__v_unref(x);
+    jit__v_unref(x);
     return r;
 }
 
@@ -129,21 +129,21 @@ static Value *
 index_list(Interp *in, const Value *xs, const Value *i)
 {
     if (xs->kind != CCOL_JIT_LIST)
-        return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        return jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                               "only lists can be indexed, got %s",
-                              ccol__v_typename(xs));
+                              jit__v_typename(xs));
     if (i->kind != CCOL_JIT_INT && i->kind != CCOL_JIT_BOOL)
-        return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        return jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                               "list indices must be ints, got %s",
-                              ccol__v_typename(i));
+                              jit__v_typename(i));
     int64_t k = i->kind == CCOL_JIT_INT ? i->u.i : i->u.b;
     int64_t n = (int64_t)xs->u.list.n;
     if (k < -n || k >= n)
-        return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        return jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                               "list index %lld out of range for a list of "
                               "%lld item%s", (long long)k, (long long)n,
                               n == 1 ? "" : "s");
-    return ccol__v_ref(xs->u.list.items[k < 0 ? k + n : k]);
+    return jit__v_ref(xs->u.list.items[k < 0 ? k + n : k]);
 }
 
 /* Evaluates both operands and applies f (binary op or indexing). */
@@ -155,9 +155,9 @@ eval_pair(Interp *in, Value **slots, const Node *n)
     Value *r = NULL;
     if (b != NULL)
         r = n->kind == N_INDEX ? index_list(in, a, b)
-                               : ccol__jit_binop(in, n->op, a, b);
-    ccol__v_unref(a);
-    ccol__v_unref(b);
+                               : jit__jit_binop(in, n->op, a, b);
+    jit__v_unref(a);
+    jit__v_unref(b);
     return r;
 }
 
@@ -168,14 +168,14 @@ eval_logic(Interp *in, Value **slots, const Node *n)
     Value *a = eval(in, slots, n->lhs);
     if (a == NULL)
         return NULL;
-    int t = ccol__v_truth(in, a);
+    int t = jit__v_truth(in, a);
     if (t < 0 || n->kind == N_NOT) {
-        ccol__v_unref(a);
-        return t < 0 ? NULL : ccol__v_bool(in, !t);
+        jit__v_unref(a);
+        return t < 0 ? NULL : jit__v_bool(in, !t);
     }
     if ((n->kind == N_AND) != (t == 1))
         return a;
-    ccol__v_unref(a);
+    jit__v_unref(a);
     return eval(in, slots, n->rhs);
 }
 
@@ -187,14 +187,14 @@ eval_unary(Interp *in, Value **slots, const Node *n)
     if (a == NULL)
         return NULL;
     if (n->kind == N_NEG)
-        r = ccol__jit_neg(in, a);
-    else if (ccol__v_is_number(a) || a->kind == CCOL_JIT_TENSOR)
-        r = ccol__v_ref(a);
+        r = jit__jit_neg(in, a);
+    else if (jit__v_is_number(a) || a->kind == CCOL_JIT_TENSOR)
+        r = jit__v_ref(a);
     else
-        ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                        "bad operand type for unary +: '%s'",
-                       ccol__v_typename(a));
-    ccol__v_unref(a);
+                       jit__v_typename(a));
+    jit__v_unref(a);
     return r;
 }
 
@@ -204,15 +204,15 @@ eval_node(Interp *in, Value **slots, Node *n)
 {
     switch (n->kind) {
     case N_INT:
-        return ccol__v_int(in, n->ival);
+        return jit__v_int(in, n->ival);
     case N_FLOAT:
-        return ccol__v_float(in, n->fval);
+        return jit__v_float(in, n->fval);
     case N_STR:
-        return ccol__v_str(in, n->name);
+        return jit__v_str(in, n->name);
     case N_BOOL:
-        return ccol__v_bool(in, n->ival != 0);
+        return jit__v_bool(in, n->ival != 0);
     case N_NONE:
-        return ccol__v_none(in);
+        return jit__v_none(in);
     case N_NAME:
         return eval_name(in, slots, n);
     case N_LIST:
@@ -233,7 +233,7 @@ eval_node(Interp *in, Value **slots, Node *n)
     case N_ATTR:
         return eval_shape(in, slots, n);
     default:
-        return ccol__jit_fail(in, CCOL_ERR_INTERNAL,
+        return jit__jit_fail(in, CCOL_ERR_INTERNAL,
                               "internal: statement node in expression");
     }
 }
@@ -243,10 +243,10 @@ eval(Interp *in, Value **slots, Node *n)
 {
     Value *v = NULL;
     if (++in->cdepth > JIT_MAX_CDEPTH)
-        ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                        "evaluation nested too deeply (limit %d)",
                        JIT_MAX_CDEPTH);
-    else if (ccol__jit_charge(in, 1))
+    else if (jit__jit_charge(in, 1))
         v = eval_node(in, slots, n);
     in->cdepth--;
     if (v == NULL)
@@ -258,7 +258,7 @@ eval(Interp *in, Value **slots, Node *n)
 static void
 store(Value **slots, int slot, Value *v)
 {
-    ccol__v_unref(slots[slot]);
+    jit__v_unref(slots[slot]);
     slots[slot] = v;
 }
 
@@ -270,11 +270,11 @@ exec_assign(Interp *in, Value **slots, const Node *s)
         return X_ERROR;
     if (s->op >= 0) {
         Value *old = slots[s->slot];
-        Value *r = old ? ccol__jit_binop(in, s->op, old, v)
-                       : ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        Value *r = old ? jit__jit_binop(in, s->op, old, v)
+                       : jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                                         "local variable '%s' is used before "
                                         "it is assigned", s->name);
-        ccol__v_unref(v);
+        jit__v_unref(v);
         if (r == NULL) {
             locate(in, s);
             return X_ERROR;
@@ -291,8 +291,8 @@ exec_if(Interp *in, Value **slots, const Node *s, Value **ret)
     Value *c = eval(in, slots, s->rhs);
     if (c == NULL)
         return X_ERROR;
-    int t = ccol__v_truth(in, c);
-    ccol__v_unref(c);
+    int t = jit__v_truth(in, c);
+    jit__v_unref(c);
     if (t < 0) {
         locate(in, s->rhs);
         return X_ERROR;
@@ -311,19 +311,19 @@ range_args(Interp *in, Value **slots, const Node *call, int64_t *r)
     bool ok = true;
     for (int i = 0; i < n; i++) {
         if (ok && v[i]->kind != CCOL_JIT_INT && v[i]->kind != CCOL_JIT_BOOL) {
-            ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+            jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                            "range() arguments must be ints, got %s",
-                           ccol__v_typename(v[i]));
+                           jit__v_typename(v[i]));
             locate(in, call->args.items[i]);
             ok = false;
         }
         int64_t x = ok ? (v[i]->kind == CCOL_JIT_INT ? v[i]->u.i : v[i]->u.b)
                        : 0;
         r[n == 1 ? 1 : i] = x;
-        ccol__v_unref(v[i]);
+        jit__v_unref(v[i]);
     }
     if (ok && n == 3 && r[2] == 0) {
-        ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                        "range() step must not be zero");
         locate(in, call);
         ok = false;
@@ -338,7 +338,7 @@ exec_range(Interp *in, Value **slots, const Node *s, Value **ret)
     if (!range_args(in, slots, s->rhs, r))
         return X_ERROR;
     for (int64_t i = r[0]; r[2] > 0 ? i < r[1] : i > r[1];) {
-        Value *v = ccol__v_int(in, i);
+        Value *v = jit__v_int(in, i);
         if (v == NULL)
             return X_ERROR;
         store(slots, s->slot, v);
@@ -361,17 +361,17 @@ exec_for(Interp *in, Value **slots, const Node *s, Value **ret)
         return X_ERROR;
     Exec x = X_NEXT;
     if (xs->kind != CCOL_JIT_LIST) {
-        ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                        "a for loop iterates over range(...) or a list, "
-                       "not %s", ccol__v_typename(xs));
+                       "not %s", jit__v_typename(xs));
         locate(in, s->rhs);
         x = X_ERROR;
     }
     for (size_t i = 0; x == X_NEXT && i < xs->u.list.n; i++) {
-        store(slots, s->slot, ccol__v_ref(xs->u.list.items[i]));
+        store(slots, s->slot, jit__v_ref(xs->u.list.items[i]));
         x = exec_block(in, slots, &s->body, ret);
     }
-    ccol__v_unref(xs);
+    jit__v_unref(xs);
     return x;
 }
 
@@ -379,7 +379,7 @@ static Exec
 exec_stmt(Interp *in, Value **slots, const Node *s, Value **ret)
 {
     Value *v;
-    if (!ccol__jit_charge(in, 1)) {
+    if (!jit__jit_charge(in, 1)) {
         locate(in, s);
         return X_ERROR;
     }
@@ -387,7 +387,7 @@ exec_stmt(Interp *in, Value **slots, const Node *s, Value **ret)
     case N_ASSIGN:
         return exec_assign(in, slots, s);
     case N_RETURN:
-        *ret = s->lhs ? eval(in, slots, s->lhs) : ccol__v_none(in);
+        *ret = s->lhs ? eval(in, slots, s->lhs) : jit__v_none(in);
         return *ret ? X_RETURN : X_ERROR;
     case N_IF:
         return exec_if(in, slots, s, ret);
@@ -395,7 +395,7 @@ exec_stmt(Interp *in, Value **slots, const Node *s, Value **ret)
         return exec_for(in, slots, s, ret);
     case N_EXPR:
         v = eval(in, slots, s->lhs);
-        ccol__v_unref(v);
+        jit__v_unref(v);
         return v ? X_NEXT : X_ERROR;
     default:
         return X_NEXT; /* N_PASS */
@@ -407,7 +407,7 @@ exec_block(Interp *in, Value **slots, const NodeList *b, Value **ret)
 {
     Exec x = X_NEXT;
     if (++in->cdepth > JIT_MAX_CDEPTH) {
-        ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                        "evaluation nested too deeply (limit %d)",
                        JIT_MAX_CDEPTH);
         if (b->n > 0)
@@ -424,26 +424,26 @@ exec_block(Interp *in, Value **slots, const NodeList *b, Value **ret)
 }
 
 Value *
-ccol__jit_call_func(Interp *in, int fi, Value *const *args, int n)
+jit__jit_call_func(Interp *in, int fi, Value *const *args, int n)
 {
     const Func *f = in->m->funcs[fi];
     if (in->depth >= in->m->params.max_depth)
-        return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        return jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                               "recursion depth limit exceeded (%d calls "
                               "deep, in '%s')", in->depth, f->name);
     Value **slots = calloc((size_t)f->nlocals + 1, sizeof(*slots));
     if (slots == NULL)
-        return ccol__jit_fail(in, CCOL_ERR_NO_MEMORY, "out of memory");
+        return jit__jit_fail(in, CCOL_ERR_NO_MEMORY, "out of memory");
     for (int i = 0; i < n && i < f->nparams; i++)
-        slots[i] = ccol__v_ref(args[i]);
+        slots[i] = jit__v_ref(args[i]);
     Value *ret = NULL;
     in->depth++;
     Exec x = exec_block(in, slots, &f->body, &ret);
     in->depth--;
     for (int i = 0; i < f->nlocals; i++)
-        ccol__v_unref(slots[i]);
+        jit__v_unref(slots[i]);
     free(slots);
     if (x == X_ERROR)
         return NULL;
-    return ret ? ret : ccol__v_none(in);
+    return ret ? ret : jit__v_none(in);
 }

@@ -41,10 +41,10 @@ typedef struct Arena {
     ArenaBlock *head;           /* newest block first */
 } Arena;
 
-/* Zeroed memory that lives until ccol__jit_arena_free; NULL when out of
+/* Zeroed memory that lives until jit__jit_arena_free; NULL when out of
  * memory. */
-void *ccol__jit_arena_alloc(Arena *a, size_t n);
-void ccol__jit_arena_free(Arena *a);
+void *jit__jit_arena_alloc(Arena *a, size_t n);
+void jit__jit_arena_free(Arena *a);
 
 /* ---- module ---- */
 
@@ -64,9 +64,9 @@ struct ccol_jit_module {
 
 /* Writes "file:line:col: error: msg", the source line and a caret line
  * into m->errmsg. */
-void ccol__jit_diag(ccol_jit_module *m, int line, int col, const char *msg);
+void jit__jit_diag(ccol_jit_module *m, int line, int col, const char *msg);
 /* Formats a message without a location into m->errmsg; returns st. */
-ccol_status ccol__jit_seterr(ccol_jit_module *m, ccol_status st,
+ccol_status jit__jit_seterr(ccol_jit_module *m, ccol_status st,
                              const char *fmt, ...) JIT_PRINTF(3, 4);
 
 /* ---- lexer and parser (lex.c, parse.c, resolve.c) ---- */
@@ -84,19 +84,19 @@ typedef struct Load {
     jmp_buf jb;
 } Load;
 
-JIT_NORETURN void ccol__jit_syntax_error(Load *ld, int line, int col,
+JIT_NORETURN void jit__jit_syntax_error(Load *ld, int line, int col,
                                          const char *fmt, ...)
     JIT_PRINTF(4, 5);
 /* Allocates from the module arena or fails the load with "out of memory". */
-void *ccol__jit_alloc(Load *ld, size_t n);
+void *jit__jit_alloc(Load *ld, size_t n);
 /* Tokenizes m->src into ld->toks. */
-void ccol__jit_lex(Load *ld);
+void jit__jit_lex(Load *ld);
 /* Parses ld->toks into ld->funcs. */
-void ccol__jit_parse(Load *ld);
+void jit__jit_parse(Load *ld);
 /* Binds names and calls, checks arities. */
-void ccol__jit_resolve(Load *ld);
+void jit__jit_resolve(Load *ld);
 /* Spelling of a token kind for messages ("'('", "end of line"). */
-const char *ccol__jit_tokname(TokKind k);
+const char *jit__jit_tokname(TokKind k);
 
 /* ---- values (value.c) ---- */
 
@@ -153,33 +153,33 @@ typedef struct Interp {
 } Interp;
 
 /* Records the first error on `in` (later ones are ignored); returns NULL so
- * callers can `return ccol__jit_fail(...)`. */
-void *ccol__jit_fail(Interp *in, ccol_status st, const char *fmt, ...)
+ * callers can `return jit__jit_fail(...)`. */
+void *jit__jit_fail(Interp *in, ccol_status st, const char *fmt, ...)
     JIT_PRINTF(3, 4);
 /* Charges `steps` of work; false (and an error) when the budget is out. */
-bool ccol__jit_charge(Interp *in, uint64_t steps);
+bool jit__jit_charge(Interp *in, uint64_t steps);
 
-Value *ccol__v_new(Interp *in, ccol_jit_kind kind);
-Value *ccol__v_none(Interp *in);
-Value *ccol__v_bool(Interp *in, bool b);
-Value *ccol__v_int(Interp *in, int64_t i);
-Value *ccol__v_float(Interp *in, double f);
-Value *ccol__v_str(Interp *in, const char *s);
+Value *jit__v_new(Interp *in, ccol_jit_kind kind);
+Value *jit__v_none(Interp *in);
+Value *jit__v_bool(Interp *in, bool b);
+Value *jit__v_int(Interp *in, int64_t i);
+Value *jit__v_float(Interp *in, double f);
+Value *jit__v_str(Interp *in, const char *s);
 /* A list of n items, all NULL; the caller fills every one, then calls
- * ccol__v_list_done, which bounds nesting (NULL and v released if too
+ * jit__v_list_done, which bounds nesting (NULL and v released if too
  * deep). */
-Value *ccol__v_list(Interp *in, size_t n);
-Value *ccol__v_list_done(Interp *in, Value *v);
-Value *ccol__v_ref(Value *v);
-void ccol__v_unref(Value *v);
+Value *jit__v_list(Interp *in, size_t n);
+Value *jit__v_list_done(Interp *in, Value *v);
+Value *jit__v_ref(Value *v);
+void jit__v_unref(Value *v);
 /* Python truthiness; a tensor must have one element. -1 on error. */
-int ccol__v_truth(Interp *in, Value *v);
+int jit__v_truth(Interp *in, Value *v);
 /* True for int, bool and float. */
-bool ccol__v_is_number(const Value *v);
+bool jit__v_is_number(const Value *v);
 /* Numeric value of an int, bool or float. */
-double ccol__v_num(const Value *v);
+double jit__v_num(const Value *v);
 /* Name of a value's type as programs see it ("tensor", "int", ...). */
-const char *ccol__v_typename(const Value *v);
+const char *jit__v_typename(const Value *v);
 /* A growing malloc'd text buffer; `oom` records a failed append (later
  * appends are ignored), so callers check once at the end. */
 typedef struct Buf {
@@ -187,48 +187,48 @@ typedef struct Buf {
     size_t len, cap;
     bool oom;
 } Buf;
-void ccol__jit_buf_puts(Buf *b, const char *s);
-void ccol__jit_buf_printf(Buf *b, const char *fmt, ...) JIT_PRINTF(2, 3);
+void jit__jit_buf_puts(Buf *b, const char *s);
+void jit__jit_buf_printf(Buf *b, const char *fmt, ...) JIT_PRINTF(2, 3);
 /* Appends the print() rendering of v; `quote` quotes strings (as inside
  * lists). */
-void ccol__v_repr(Buf *b, const Value *v, bool quote);
+void jit__v_repr(Buf *b, const Value *v, bool quote);
 /* Shortest round-trip rendering of a double, Python's repr style. */
-void ccol__fmt_double(char *out, size_t n, double d);
+void jit__fmt_double(char *out, size_t n, double d);
 
 /* ---- tensors (tensor.c) ---- */
 
 /* A contiguous zero tensor (charges its elements to the budget). */
-Value *ccol__t_new(Interp *in, int ndim, const int64_t *size);
+Value *jit__t_new(Interp *in, int ndim, const int64_t *size);
 /* A view of base's storage. */
-Value *ccol__t_view(Interp *in, const Value *base, int ndim,
+Value *jit__t_view(Interp *in, const Value *base, int ndim,
                     const int64_t *size, const int64_t *stride,
                     int64_t offset);
 /* A 0-d tensor holding x. */
-Value *ccol__t_scalar(Interp *in, float x);
-size_t ccol__t_numel(const Tensor *t);
-bool ccol__t_is_contiguous(const Tensor *t);
+Value *jit__t_scalar(Interp *in, float x);
+size_t jit__t_numel(const Tensor *t);
+bool jit__t_is_contiguous(const Tensor *t);
 /* Copies the elements of t in row-major logical order to out. */
-void ccol__t_gather(const Tensor *t, float *out);
+void jit__t_gather(const Tensor *t, float *out);
 /* Elementwise a op b with NumPy broadcasting; comparisons give 0/1. */
-Value *ccol__t_binary(Interp *in, BinOp op, const Value *a, const Value *b);
+Value *jit__t_binary(Interp *in, BinOp op, const Value *a, const Value *b);
 
 typedef enum UnOp {
     U_NEG, U_RELU, U_EXP
 } UnOp;
-Value *ccol__t_unary(Interp *in, UnOp op, const Value *a);
+Value *jit__t_unary(Interp *in, UnOp op, const Value *a);
 /* Sum (or mean) over all elements (dim == NULL) or over *dim. */
-Value *ccol__t_reduce(Interp *in, const Value *a, const int64_t *dim,
+Value *jit__t_reduce(Interp *in, const Value *a, const int64_t *dim,
                       bool mean);
-Value *ccol__t_matmul(Interp *in, const Value *a, const Value *b);
-Value *ccol__t_transpose(Interp *in, const Value *a, int64_t d0, int64_t d1);
-Value *ccol__t_reshape(Interp *in, const Value *a, int n,
+Value *jit__t_matmul(Interp *in, const Value *a, const Value *b);
+Value *jit__t_transpose(Interp *in, const Value *a, int64_t d0, int64_t d1);
+Value *jit__t_reshape(Interp *in, const Value *a, int n,
                        const int64_t *size);
-Value *ccol__t_cat(Interp *in, Value *const *items, size_t n, int64_t dim);
+Value *jit__t_cat(Interp *in, Value *const *items, size_t n, int64_t dim);
 /* Normalizes a possibly negative dim against ndim; -1 and an error when
  * out of range. */
-int ccol__t_dim(Interp *in, int64_t dim, int ndim);
+int jit__t_dim(Interp *in, int64_t dim, int ndim);
 /* Renders "[2, 3]" into out. */
-void ccol__t_shape_str(const Tensor *t, char *out, size_t n);
+void jit__t_shape_str(const Tensor *t, char *out, size_t n);
 
 /* ---- builtins (builtins.c) ---- */
 
@@ -244,15 +244,15 @@ typedef struct Builtin {
 } Builtin;
 
 /* Index of builtin `name` usable as `flag`, or -1. */
-int ccol__jit_builtin_find(const char *name, unsigned flag);
-const Builtin *ccol__jit_builtin(int i);
+int jit__jit_builtin_find(const char *name, unsigned flag);
+const Builtin *jit__jit_builtin(int i);
 /* The arithmetic of the language on any two values. */
-Value *ccol__jit_binop(Interp *in, BinOp op, Value *a, Value *b);
-Value *ccol__jit_neg(Interp *in, Value *a);
+Value *jit__jit_binop(Interp *in, BinOp op, Value *a, Value *b);
+Value *jit__jit_neg(Interp *in, Value *a);
 
 /* ---- interpreter (interp.c) ---- */
 
 /* Calls function `fi` with borrowed args; NULL on error (see in). */
-Value *ccol__jit_call_func(Interp *in, int fi, Value *const *args, int n);
+Value *jit__jit_call_func(Interp *in, int fi, Value *const *args, int n);
 
 #endif /* CCOL_JIT_INTERNAL_H */

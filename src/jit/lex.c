@@ -46,23 +46,23 @@ static const char *const unsupported[] = {
 };
 
 void
-ccol__jit_syntax_error(Load *ld, int line, int col, const char *fmt, ...)
+jit__jit_syntax_error(Load *ld, int line, int col, const char *fmt, ...)
 {
     char msg[JIT_MSGMAX];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    ccol__jit_diag(ld->m, line, col, msg);
+    jit__jit_diag(ld->m, line, col, msg);
     longjmp(ld->jb, 1);
 }
 
 void *
-ccol__jit_alloc(Load *ld, size_t n)
+jit__jit_alloc(Load *ld, size_t n)
 {
-    void *p = ccol__jit_arena_alloc(&ld->m->arena, n);
+    void *p = jit__jit_arena_alloc(&ld->m->arena, n);
     if (p == NULL)
-        ccol__jit_syntax_error(ld, 1, 1, "out of memory");
+        jit__jit_syntax_error(ld, 1, 1, "out of memory");
     return p;
 }
 
@@ -81,7 +81,7 @@ push(Lexer *lx, TokKind kind, const char *p)
         int cap = ld->cap ? ld->cap * 2 : 256;
         Token *t = realloc(ld->toks, (size_t)cap * sizeof(*t));
         if (t == NULL)
-            ccol__jit_syntax_error(ld, lx->line, 1, "out of memory");
+            jit__jit_syntax_error(ld, lx->line, 1, "out of memory");
         ld->toks = t;
         ld->cap = cap;
     }
@@ -107,7 +107,7 @@ lex_indent(Lexer *lx)
     while (p < lx->end && *p == ' ')
         p++;
     if (p < lx->end && *p == '\t')
-        ccol__jit_syntax_error(lx->ld, lx->line, col_of(lx, p),
+        jit__jit_syntax_error(lx->ld, lx->line, col_of(lx, p),
                                "tab in indentation; indent with spaces");
     lx->p = p;
     lx->at_bol = false;
@@ -116,7 +116,7 @@ lex_indent(Lexer *lx)
     int n = (int)(p - lx->bol);
     if (n > lx->indent[lx->nindent]) {
         if (lx->nindent == CCOL_JIT_MAX_NESTING)
-            ccol__jit_syntax_error(lx->ld, lx->line, col_of(lx, p),
+            jit__jit_syntax_error(lx->ld, lx->line, col_of(lx, p),
                                    "too many indentation levels (limit %d)",
                                    CCOL_JIT_MAX_NESTING);
         lx->indent[++lx->nindent] = n;
@@ -128,7 +128,7 @@ lex_indent(Lexer *lx)
         push(lx, T_DEDENT, p);
     }
     if (n != lx->indent[lx->nindent])
-        ccol__jit_syntax_error(lx->ld, lx->line, col_of(lx, p),
+        jit__jit_syntax_error(lx->ld, lx->line, col_of(lx, p),
                                "unindent does not match any outer "
                                "indentation level");
 }
@@ -179,14 +179,14 @@ lex_number(Lexer *lx)
     bool is_float;
     const char *p = number_end(lx, s, &is_float);
     if (p < lx->end && (is_alpha(*p) || is_digit(*p)))
-        ccol__jit_syntax_error(lx->ld, lx->line, col_of(lx, s),
+        jit__jit_syntax_error(lx->ld, lx->line, col_of(lx, s),
                                "invalid number literal");
     Token *t = push(lx, is_float ? T_FLOAT : T_INT, s);
     if (is_float) {
         char buf[128];
         size_t n = (size_t)(p - s);
         if (n >= sizeof buf)
-            ccol__jit_syntax_error(lx->ld, lx->line, t->col,
+            jit__jit_syntax_error(lx->ld, lx->line, t->col,
                                    "number literal too long");
         memcpy(buf, s, n);
         buf[n] = '\0';
@@ -194,7 +194,7 @@ lex_number(Lexer *lx)
     } else {
         for (const char *q = s; q < p; q++) {
             if (t->ival > (INT64_MAX - (*q - '0')) / 10)
-                ccol__jit_syntax_error(lx->ld, lx->line, t->col,
+                jit__jit_syntax_error(lx->ld, lx->line, t->col,
                                        "integer literal too large");
             t->ival = t->ival * 10 + (*q - '0');
         }
@@ -212,7 +212,7 @@ lex_name(Lexer *lx)
     size_t n = (size_t)(p - s);
     int col = col_of(lx, s);
     if (n > MAX_NAME)
-        ccol__jit_syntax_error(lx->ld, lx->line, col,
+        jit__jit_syntax_error(lx->ld, lx->line, col,
                                "name too long (limit %d)", MAX_NAME);
     lx->p = p;
     for (size_t i = 0; i < sizeof keywords / sizeof keywords[0]; i++) {
@@ -224,11 +224,11 @@ lex_name(Lexer *lx)
     }
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++) {
         if (strlen(unsupported[i]) == n && memcmp(unsupported[i], s, n) == 0)
-            ccol__jit_syntax_error(lx->ld, lx->line, col,
+            jit__jit_syntax_error(lx->ld, lx->line, col,
                                    "'%s' is not supported", unsupported[i]);
     }
     Token *t = push(lx, T_NAME, s);
-    char *text = ccol__jit_alloc(lx->ld, n + 1);
+    char *text = jit__jit_alloc(lx->ld, n + 1);
     memcpy(text, s, n);
     t->text = text;
 }
@@ -257,7 +257,7 @@ lex_string(Lexer *lx)
 {
     const char *s = lx->p, *p = s + 1;
     Token *t = push(lx, T_STR, s);
-    char *text = ccol__jit_alloc(lx->ld, (size_t)(lx->end - s));
+    char *text = jit__jit_alloc(lx->ld, (size_t)(lx->end - s));
     size_t n = 0;
     for (; p < lx->end && *p != *s && *p != '\n'; p++) {
         if (*p == '\0')
@@ -268,13 +268,13 @@ lex_string(Lexer *lx)
         }
         int c = p + 1 < lx->end ? unescape(p[1]) : -1;
         if (c < 0)
-            ccol__jit_syntax_error(lx->ld, lx->line, col_of(lx, p),
+            jit__jit_syntax_error(lx->ld, lx->line, col_of(lx, p),
                                    "unknown escape sequence in string");
         text[n++] = (char)c;
         p++;
     }
     if (p == lx->end || *p != *s)
-        ccol__jit_syntax_error(lx->ld, lx->line, t->col,
+        jit__jit_syntax_error(lx->ld, lx->line, t->col,
                                "unterminated string literal");
     text[n] = '\0';
     t->text = text;
@@ -303,7 +303,7 @@ track_bracket(Lexer *lx, Token *t)
 {
     if (t->kind == T_LPAREN || t->kind == T_LBRACK) {
         if (lx->nopen == CCOL_JIT_MAX_NESTING)
-            ccol__jit_syntax_error(lx->ld, t->line, t->col,
+            jit__jit_syntax_error(lx->ld, t->line, t->col,
                                    "brackets nested too deeply (limit %d)",
                                    CCOL_JIT_MAX_NESTING);
         lx->open[lx->nopen++] = *t;
@@ -313,8 +313,8 @@ track_bracket(Lexer *lx, Token *t)
         return;
     TokKind want = t->kind == T_RPAREN ? T_LPAREN : T_LBRACK;
     if (lx->nopen == 0 || lx->open[lx->nopen - 1].kind != want)
-        ccol__jit_syntax_error(lx->ld, t->line, t->col, "unmatched %s",
-                               ccol__jit_tokname(t->kind));
+        jit__jit_syntax_error(lx->ld, t->line, t->col, "unmatched %s",
+                               jit__jit_tokname(t->kind));
     lx->nopen--;
 }
 
@@ -334,9 +334,9 @@ lex_punct(Lexer *lx)
     }
     unsigned char c = (unsigned char)*p;
     if (c >= 0x21 && c < 0x7f)
-        ccol__jit_syntax_error(lx->ld, lx->line, col_of(lx, p),
+        jit__jit_syntax_error(lx->ld, lx->line, col_of(lx, p),
                                "unexpected character '%c'", c);
-    ccol__jit_syntax_error(lx->ld, lx->line, col_of(lx, p),
+    jit__jit_syntax_error(lx->ld, lx->line, col_of(lx, p),
                            "unexpected byte 0x%02x", c);
 }
 
@@ -365,7 +365,7 @@ lex_one(Lexer *lx)
     } else if (c == '\n') {
         lex_newline(lx);
     } else if (c == '\\') {
-        ccol__jit_syntax_error(lx->ld, lx->line, col_of(lx, lx->p),
+        jit__jit_syntax_error(lx->ld, lx->line, col_of(lx, lx->p),
                                "line continuation with '\\' is not "
                                "supported; use brackets");
     } else if (is_digit(c) ||
@@ -381,7 +381,7 @@ lex_one(Lexer *lx)
 }
 
 void
-ccol__jit_lex(Load *ld)
+jit__jit_lex(Load *ld)
 {
     Lexer lx = { .ld = ld, .p = ld->m->src, .end = ld->m->src + ld->m->len,
                  .bol = ld->m->src, .line = 1, .at_bol = true };
@@ -393,8 +393,8 @@ ccol__jit_lex(Load *ld)
     }
     if (lx.nopen > 0) {
         Token *o = &lx.open[lx.nopen - 1];
-        ccol__jit_syntax_error(ld, o->line, o->col, "%s was never closed",
-                               ccol__jit_tokname(o->kind));
+        jit__jit_syntax_error(ld, o->line, o->col, "%s was never closed",
+                               jit__jit_tokname(o->kind));
     }
     if (last_kind(&lx) != T_NEWLINE)
         push(&lx, T_NEWLINE, lx.p);
@@ -404,7 +404,7 @@ ccol__jit_lex(Load *ld)
 }
 
 const char *
-ccol__jit_tokname(TokKind k)
+jit__jit_tokname(TokKind k)
 {
     static const char *const names[] = {
         "end of input", "end of line", "indent", "dedent", "name",

@@ -18,10 +18,10 @@ static const char *const op_names[] = { "+", "-", "*", "/", "//", "%", "@",
 static Value *
 type_error(Interp *in, BinOp op, const Value *a, const Value *b)
 {
-    return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+    return jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                           "unsupported operand types for %s: '%s' and '%s'",
-                          op_names[op], ccol__v_typename(a),
-                          ccol__v_typename(b));
+                          op_names[op], jit__v_typename(a),
+                          jit__v_typename(b));
 }
 
 static int64_t
@@ -33,7 +33,7 @@ as_i64(const Value *v)
 static Value *
 overflow(Interp *in, BinOp op)
 {
-    return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+    return jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                           "integer overflow in %s", op_names[op]);
 }
 
@@ -42,15 +42,15 @@ static Value *
 int_floor(Interp *in, BinOp op, int64_t x, int64_t y)
 {
     if (y == -1)
-        return op == OP_MOD ? ccol__v_int(in, 0)
+        return op == OP_MOD ? jit__v_int(in, 0)
                : x == INT64_MIN ? overflow(in, op)
-                                : ccol__v_int(in, -x);
+                                : jit__v_int(in, -x);
     int64_t q = x / y, r = x % y;
     if (r != 0 && ((r < 0) != (y < 0))) {
         q--;
         r += y;
     }
-    return ccol__v_int(in, op == OP_MOD ? r : q);
+    return jit__v_int(in, op == OP_MOD ? r : q);
 }
 
 static Value *
@@ -60,37 +60,37 @@ int_binop(Interp *in, BinOp op, int64_t x, int64_t y)
     switch (op) {
     case OP_ADD:
         return __builtin_add_overflow(x, y, &r) ? overflow(in, op)
-                                                : ccol__v_int(in, r);
+                                                : jit__v_int(in, r);
     case OP_SUB:
         return __builtin_sub_overflow(x, y, &r) ? overflow(in, op)
-                                                : ccol__v_int(in, r);
+                                                : jit__v_int(in, r);
     case OP_MUL:
         return __builtin_mul_overflow(x, y, &r) ? overflow(in, op)
-                                                : ccol__v_int(in, r);
+                                                : jit__v_int(in, r);
     case OP_DIV:
         if (y == 0)
-            return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+            return jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                                   "division by zero");
-        return ccol__v_float(in, (double)x / (double)y);
+        return jit__v_float(in, (double)x / (double)y);
     case OP_FLOORDIV:
     case OP_MOD:
         if (y == 0)
-            return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+            return jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                                   "integer %s by zero",
                                   op == OP_MOD ? "modulo" : "division");
         return int_floor(in, op, x, y);
     case OP_EQ:
-        return ccol__v_bool(in, x == y);
+        return jit__v_bool(in, x == y);
     case OP_NE:
-        return ccol__v_bool(in, x != y);
+        return jit__v_bool(in, x != y);
     case OP_LT:
-        return ccol__v_bool(in, x < y);
+        return jit__v_bool(in, x < y);
     case OP_LE:
-        return ccol__v_bool(in, x <= y);
+        return jit__v_bool(in, x <= y);
     case OP_GT:
-        return ccol__v_bool(in, x > y);
+        return jit__v_bool(in, x > y);
     case OP_GE:
-        return ccol__v_bool(in, x >= y);
+        return jit__v_bool(in, x >= y);
     default:
         return NULL;
     }
@@ -100,40 +100,40 @@ static Value *
 float_binop(Interp *in, BinOp op, double x, double y)
 {
     if (y == 0 && (op == OP_DIV || op == OP_FLOORDIV || op == OP_MOD))
-        return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        return jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                               "float %s by zero",
                               op == OP_DIV ? "division"
                               : op == OP_MOD ? "modulo"
                                              : "floor division");
     switch (op) {
     case OP_ADD:
-        return ccol__v_float(in, x + y);
+        return jit__v_float(in, x + y);
     case OP_SUB:
-        return ccol__v_float(in, x - y);
+        return jit__v_float(in, x - y);
     case OP_MUL:
-        return ccol__v_float(in, x * y);
+        return jit__v_float(in, x * y);
     case OP_DIV:
-        return ccol__v_float(in, x / y);
+        return jit__v_float(in, x / y);
     case OP_FLOORDIV:
-        return ccol__v_float(in, floor(x / y));
+        return jit__v_float(in, floor(x / y));
     case OP_MOD: {
         double r = fmod(x, y);
         if (r != 0 && ((r < 0) != (y < 0)))
             r += y;
-        return ccol__v_float(in, r);
+        return jit__v_float(in, r);
     }
     case OP_EQ:
-        return ccol__v_bool(in, x == y);
+        return jit__v_bool(in, x == y);
     case OP_NE:
-        return ccol__v_bool(in, x != y);
+        return jit__v_bool(in, x != y);
     case OP_LT:
-        return ccol__v_bool(in, x < y);
+        return jit__v_bool(in, x < y);
     case OP_LE:
-        return ccol__v_bool(in, x <= y);
+        return jit__v_bool(in, x <= y);
     case OP_GT:
-        return ccol__v_bool(in, x > y);
+        return jit__v_bool(in, x > y);
     case OP_GE:
-        return ccol__v_bool(in, x >= y);
+        return jit__v_bool(in, x >= y);
     default:
         return NULL;
     }
@@ -145,9 +145,9 @@ static Value *
 to_tensor(Interp *in, Value *v)
 {
     if (v->kind == CCOL_JIT_TENSOR)
-        return ccol__v_ref(v);
-    if (ccol__v_is_number(v))
-        return ccol__t_scalar(in, (float)ccol__v_num(v));
+        return jit__v_ref(v);
+    if (jit__v_is_number(v))
+        return jit__t_scalar(in, (float)jit__v_num(v));
     return NULL;
 }
 
@@ -157,15 +157,15 @@ tensor_binop(Interp *in, BinOp op, Value *a, Value *b)
     if (op == OP_MATMUL) {
         if (a->kind != CCOL_JIT_TENSOR || b->kind != CCOL_JIT_TENSOR)
             return type_error(in, op, a, b);
-        return ccol__t_matmul(in, a, b);
+        return jit__t_matmul(in, a, b);
     }
-    if ((a->kind != CCOL_JIT_TENSOR && !ccol__v_is_number(a)) ||
-        (b->kind != CCOL_JIT_TENSOR && !ccol__v_is_number(b)))
+    if ((a->kind != CCOL_JIT_TENSOR && !jit__v_is_number(a)) ||
+        (b->kind != CCOL_JIT_TENSOR && !jit__v_is_number(b)))
         return type_error(in, op, a, b);
     Value *ta = to_tensor(in, a), *tb = ta ? to_tensor(in, b) : NULL;
-    Value *r = tb ? ccol__t_binary(in, op, ta, tb) : NULL;
-    ccol__v_unref(ta);
-    ccol__v_unref(tb);
+    Value *r = tb ? jit__t_binary(in, op, ta, tb) : NULL;
+    jit__v_unref(ta);
+    jit__v_unref(tb);
     return r;
 }
 
@@ -173,13 +173,13 @@ tensor_binop(Interp *in, BinOp op, Value *a, Value *b)
 static int
 equal(Interp *in, const Value *a, const Value *b)
 {
-    if (ccol__v_is_number(a) && ccol__v_is_number(b)) {
+    if (jit__v_is_number(a) && jit__v_is_number(b)) {
         if (a->kind != CCOL_JIT_FLOAT && b->kind != CCOL_JIT_FLOAT)
             return as_i64(a) == as_i64(b);
-        return ccol__v_num(a) == ccol__v_num(b);
+        return jit__v_num(a) == jit__v_num(b);
     }
     if (a->kind == CCOL_JIT_TENSOR || b->kind == CCOL_JIT_TENSOR) {
-        ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                        "cannot compare lists holding tensors with ==");
         return -1;
     }
@@ -204,54 +204,54 @@ static Value *
 concat(Interp *in, const Value *a, const Value *b)
 {
     size_t na = a->u.list.n, nb = b->u.list.n;
-    if (!ccol__jit_charge(in, (na + nb) / 64))
+    if (!jit__jit_charge(in, (na + nb) / 64))
         return NULL;
-    Value *l = ccol__v_list(in, na + nb);
+    Value *l = jit__v_list(in, na + nb);
     if (l == NULL)
         return NULL;
     for (size_t i = 0; i < na; i++)
-        l->u.list.items[i] = ccol__v_ref(a->u.list.items[i]);
+        l->u.list.items[i] = jit__v_ref(a->u.list.items[i]);
     for (size_t i = 0; i < nb; i++)
-        l->u.list.items[na + i] = ccol__v_ref(b->u.list.items[i]);
-    return ccol__v_list_done(in, l);
+        l->u.list.items[na + i] = jit__v_ref(b->u.list.items[i]);
+    return jit__v_list_done(in, l);
 }
 
 Value *
-ccol__jit_binop(Interp *in, BinOp op, Value *a, Value *b)
+jit__jit_binop(Interp *in, BinOp op, Value *a, Value *b)
 {
     if (a->kind == CCOL_JIT_TENSOR || b->kind == CCOL_JIT_TENSOR)
         return tensor_binop(in, op, a, b);
-    if (ccol__v_is_number(a) && ccol__v_is_number(b) && op != OP_MATMUL) {
+    if (jit__v_is_number(a) && jit__v_is_number(b) && op != OP_MATMUL) {
         if (a->kind == CCOL_JIT_FLOAT || b->kind == CCOL_JIT_FLOAT)
-            return float_binop(in, op, ccol__v_num(a), ccol__v_num(b));
+            return float_binop(in, op, jit__v_num(a), jit__v_num(b));
         return int_binop(in, op, as_i64(a), as_i64(b));
     }
     if (op == OP_ADD && a->kind == CCOL_JIT_LIST && b->kind == CCOL_JIT_LIST)
         return concat(in, a, b);
     if (op == OP_EQ || op == OP_NE) {
         int e = equal(in, a, b);
-        return e < 0 ? NULL : ccol__v_bool(in, (e == 1) == (op == OP_EQ));
+        return e < 0 ? NULL : jit__v_bool(in, (e == 1) == (op == OP_EQ));
     }
     return type_error(in, op, a, b);
 }
 
 Value *
-ccol__jit_neg(Interp *in, Value *a)
+jit__jit_neg(Interp *in, Value *a)
 {
     switch (a->kind) {
     case CCOL_JIT_BOOL:
     case CCOL_JIT_INT:
         if (as_i64(a) == INT64_MIN)
-            return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+            return jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                                   "integer overflow in unary -");
-        return ccol__v_int(in, -as_i64(a));
+        return jit__v_int(in, -as_i64(a));
     case CCOL_JIT_FLOAT:
-        return ccol__v_float(in, -a->u.f);
+        return jit__v_float(in, -a->u.f);
     case CCOL_JIT_TENSOR:
-        return ccol__t_unary(in, U_NEG, a);
+        return jit__t_unary(in, U_NEG, a);
     default:
-        return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        return jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                               "bad operand type for unary -: '%s'",
-                              ccol__v_typename(a));
+                              jit__v_typename(a));
     }
 }

@@ -48,7 +48,7 @@ describe(const Token *t, char *buf, size_t n)
     if (t->kind == T_NAME)
         snprintf(buf, n, "name '%s'", t->text);
     else
-        snprintf(buf, n, "%s", ccol__jit_tokname(t->kind));
+        snprintf(buf, n, "%s", jit__jit_tokname(t->kind));
     return buf;
 }
 
@@ -58,8 +58,8 @@ expect(Load *ld, TokKind k, const char *context)
     Token *t = peek(ld);
     char buf[300];
     if (t->kind != k)
-        ccol__jit_syntax_error(ld, t->line, t->col, "expected %s%s, found %s",
-                               ccol__jit_tokname(k), context,
+        jit__jit_syntax_error(ld, t->line, t->col, "expected %s%s, found %s",
+                               jit__jit_tokname(k), context,
                                describe(t, buf, sizeof buf));
     return next(ld);
 }
@@ -68,7 +68,7 @@ static void
 enter(Load *ld, const Token *t)
 {
     if (++ld->depth > CCOL_JIT_MAX_NESTING)
-        ccol__jit_syntax_error(ld, t->line, t->col,
+        jit__jit_syntax_error(ld, t->line, t->col,
                                "nesting too deep (limit %d)",
                                CCOL_JIT_MAX_NESTING);
 }
@@ -76,7 +76,7 @@ enter(Load *ld, const Token *t)
 static Node *
 new_node(Load *ld, NodeKind kind, const Token *t)
 {
-    Node *n = ccol__jit_alloc(ld, sizeof(*n));
+    Node *n = jit__jit_alloc(ld, sizeof(*n));
     n->kind = kind;
     n->line = t->line;
     n->col = t->col;
@@ -93,7 +93,7 @@ grow(Load *ld, Node *n, const Node *c)
     if (c != NULL && c->height + 1 > n->height)
         n->height = c->height + 1;
     if (n->height > MAX_HEIGHT)
-        ccol__jit_syntax_error(ld, n->line, n->col,
+        jit__jit_syntax_error(ld, n->line, n->col,
                                "expression too complex (depth limit %d)",
                                MAX_HEIGHT);
 }
@@ -104,7 +104,7 @@ list_push(Load *ld, NodeList *l, Node *n)
 {
     if ((l->n & (l->n - 1)) == 0) {
         size_t cap = l->n ? (size_t)l->n * 2 : 1;
-        Node **items = ccol__jit_alloc(ld, cap * sizeof(*items));
+        Node **items = jit__jit_alloc(ld, cap * sizeof(*items));
         if (l->n)
             memcpy(items, l->items, (size_t)l->n * sizeof(*items));
         l->items = items;
@@ -119,10 +119,10 @@ parse_args(Load *ld, Node *call, TokKind close)
     while (!accept(ld, close)) {
         Node *a = parse_expr(ld);
         if (peek(ld)->kind == T_ASSIGN)
-            ccol__jit_syntax_error(ld, peek(ld)->line, peek(ld)->col,
+            jit__jit_syntax_error(ld, peek(ld)->line, peek(ld)->col,
                                    "keyword arguments are not supported");
         if (call->args.n == MAX_ARGS && close == T_RPAREN)
-            ccol__jit_syntax_error(ld, a->line, a->col,
+            jit__jit_syntax_error(ld, a->line, a->col,
                                    "too many arguments (limit %d)", MAX_ARGS);
         list_push(ld, &call->args, a);
         grow(ld, call, a);
@@ -186,7 +186,7 @@ parse_primary(Load *ld)
         parse_args(ld, n, T_RBRACK);
         return n;
     default:
-        ccol__jit_syntax_error(ld, t->line, t->col,
+        jit__jit_syntax_error(ld, t->line, t->col,
                                "expected an expression, found %s",
                                describe(t, buf, sizeof buf));
     }
@@ -205,7 +205,7 @@ make_call(Load *ld, Node *fn, const Token *paren)
         n->lhs = fn->lhs;
         grow(ld, n, fn->lhs);
     } else {
-        ccol__jit_syntax_error(ld, paren->line, paren->col,
+        jit__jit_syntax_error(ld, paren->line, paren->col,
                                "only functions and methods can be called");
     }
     n->name = fn->name;
@@ -349,7 +349,7 @@ parse_comparison(Load *ld)
     n = make_binary(ld, op, t, n, parse_arith(ld));
     t = peek(ld);
     if (binop_of(t->kind) >= OP_EQ)
-        ccol__jit_syntax_error(ld, t->line, t->col,
+        jit__jit_syntax_error(ld, t->line, t->col,
                                "chained comparisons are not supported; "
                                "use 'and'");
     return n;
@@ -423,7 +423,7 @@ parse_simple(Load *ld)
     }
     next(ld);
     if (e->kind != N_NAME)
-        ccol__jit_syntax_error(ld, e->line, e->col,
+        jit__jit_syntax_error(ld, e->line, e->col,
                                "can only assign to a name");
     static const int ops[] = { -1, OP_ADD, OP_SUB, OP_MUL, OP_DIV };
     n = new_node(ld, N_ASSIGN, op);
@@ -481,10 +481,10 @@ parse_stmt(Load *ld)
     if (accept(ld, T_FOR))
         return parse_for(ld, t);
     if (t->kind == T_DEF)
-        ccol__jit_syntax_error(ld, t->line, t->col,
+        jit__jit_syntax_error(ld, t->line, t->col,
                                "nested functions are not supported");
     if (t->kind == T_INDENT || t->kind == T_ELSE || t->kind == T_ELIF)
-        ccol__jit_syntax_error(ld, t->line, t->col, "unexpected %s",
+        jit__jit_syntax_error(ld, t->line, t->col, "unexpected %s",
                                describe(t, buf, sizeof buf));
     Node *n = parse_simple(ld);
     expect(ld, T_NEWLINE, " at the end of the statement");
@@ -505,7 +505,7 @@ parse_block(Load *ld)
         Token *in = peek(ld);
         char buf[300];
         if (in->kind != T_INDENT)
-            ccol__jit_syntax_error(ld, in->line, in->col,
+            jit__jit_syntax_error(ld, in->line, in->col,
                                    "expected an indented block, found %s",
                                    describe(in, buf, sizeof buf));
         next(ld);
@@ -520,7 +520,7 @@ parse_block(Load *ld)
 static Func *
 parse_funcdef(Load *ld)
 {
-    Func *f = ccol__jit_alloc(ld, sizeof(*f));
+    Func *f = jit__jit_alloc(ld, sizeof(*f));
     Token *name = expect(ld, T_NAME, " after 'def'");
     const char *params[MAX_ARGS];
     f->name = name->text;
@@ -530,7 +530,7 @@ parse_funcdef(Load *ld)
     while (!accept(ld, T_RPAREN)) {
         Token *p = expect(ld, T_NAME, " (a parameter name)");
         if (f->nparams == MAX_ARGS)
-            ccol__jit_syntax_error(ld, p->line, p->col,
+            jit__jit_syntax_error(ld, p->line, p->col,
                                    "too many parameters (limit %d)",
                                    MAX_ARGS);
         params[f->nparams++] = p->text;
@@ -539,7 +539,7 @@ parse_funcdef(Load *ld)
             break;
         }
     }
-    f->locals = ccol__jit_alloc(ld, (size_t)MAX_ARGS * sizeof(char *));
+    f->locals = jit__jit_alloc(ld, (size_t)MAX_ARGS * sizeof(char *));
     memcpy(f->locals, params, (size_t)f->nparams * sizeof(char *));
     f->nlocals = f->nparams;
     expect(ld, T_COLON, " after the parameter list");
@@ -552,7 +552,7 @@ add_func(Load *ld, Func *f)
 {
     if (ld->nfuncs == ld->capfuncs) {
         int cap = ld->capfuncs ? ld->capfuncs * 2 : 16;
-        Func **fs = ccol__jit_alloc(ld, (size_t)cap * sizeof(*fs));
+        Func **fs = jit__jit_alloc(ld, (size_t)cap * sizeof(*fs));
         if (ld->nfuncs)
             memcpy(fs, ld->funcs, (size_t)ld->nfuncs * sizeof(*fs));
         ld->funcs = fs;
@@ -563,7 +563,7 @@ add_func(Load *ld, Func *f)
 
 /* program = (NEWLINE | funcdef)* EOF */
 void
-ccol__jit_parse(Load *ld)
+jit__jit_parse(Load *ld)
 {
     for (;;) {
         Token *t = next(ld);
@@ -575,7 +575,7 @@ ccol__jit_parse(Load *ld)
             add_func(ld, parse_funcdef(ld));
             continue;
         }
-        ccol__jit_syntax_error(ld, t->line, t->col,
+        jit__jit_syntax_error(ld, t->line, t->col,
                                t->kind == T_INDENT ? "unexpected indent"
                                : "only function definitions ('def') are "
                                  "allowed at the top level");

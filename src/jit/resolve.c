@@ -44,11 +44,11 @@ add_local(Load *ld, Func *f, const Node *at, const char *name)
     if (slot >= 0)
         return slot;
     if (f->nlocals == MAX_LOCALS)
-        ccol__jit_syntax_error(ld, at->line, at->col,
+        jit__jit_syntax_error(ld, at->line, at->col,
                                "too many local variables (limit %d)",
                                MAX_LOCALS);
     if (f->nlocals >= 64 && (f->nlocals & (f->nlocals - 1)) == 0) {
-        const char **l = ccol__jit_alloc(ld, 2 * (size_t)f->nlocals *
+        const char **l = jit__jit_alloc(ld, 2 * (size_t)f->nlocals *
                                                  sizeof(*l));
         memcpy(l, f->locals, (size_t)f->nlocals * sizeof(*l));
         f->locals = l;
@@ -76,14 +76,14 @@ check_arity(Load *ld, const Node *n, int min, int max, int got)
     if (got >= min && got <= max)
         return;
     if (max >= VARIADIC)
-        ccol__jit_syntax_error(ld, n->line, n->col,
+        jit__jit_syntax_error(ld, n->line, n->col,
                                "%s() takes at least %d argument%s, got %d",
                                n->name, min, min == 1 ? "" : "s", got);
     if (min == max)
-        ccol__jit_syntax_error(ld, n->line, n->col,
+        jit__jit_syntax_error(ld, n->line, n->col,
                                "%s() takes %d argument%s, got %d", n->name,
                                min, min == 1 ? "" : "s", got);
-    ccol__jit_syntax_error(ld, n->line, n->col,
+    jit__jit_syntax_error(ld, n->line, n->col,
                            "%s() takes %d to %d arguments, got %d", n->name,
                            min, max, got);
 }
@@ -95,11 +95,11 @@ resolve_name(Load *ld, Func *f, Node *n)
     if (n->slot >= 0)
         return;
     if (find_func(ld, n->name) >= 0 ||
-        ccol__jit_builtin_find(n->name, B_FUNC) >= 0)
-        ccol__jit_syntax_error(ld, n->line, n->col,
+        jit__jit_builtin_find(n->name, B_FUNC) >= 0)
+        jit__jit_syntax_error(ld, n->line, n->col,
                                "function '%s' cannot be used as a value",
                                n->name);
-    ccol__jit_syntax_error(ld, n->line, n->col, "unknown name '%s'",
+    jit__jit_syntax_error(ld, n->line, n->col, "unknown name '%s'",
                            n->name);
 }
 
@@ -128,7 +128,7 @@ resolve_type_arg(Load *ld, Func *f, Node *n)
 {
     if (n->kind == N_NAME && find_local(f, n->name) < 0) {
         if (!is_type_name(n->name))
-            ccol__jit_syntax_error(ld, n->line, n->col,
+            jit__jit_syntax_error(ld, n->line, n->col,
                                    "isinstance(): '%s' is not a type (expected "
                                    "tensor, int, float, bool, list, str or a "
                                    "tuple of them)",
@@ -156,16 +156,16 @@ resolve_call(Load *ld, Func *f, Node *n)
         return;
     }
     if (strcmp(n->name, "range") == 0)
-        ccol__jit_syntax_error(ld, n->line, n->col,
+        jit__jit_syntax_error(ld, n->line, n->col,
                                "range() can only be used in a 'for' loop");
-    int bi = ccol__jit_builtin_find(n->name, B_FUNC);
+    int bi = jit__jit_builtin_find(n->name, B_FUNC);
     if (bi < 0 && find_local(f, n->name) >= 0)
-        ccol__jit_syntax_error(ld, n->line, n->col,
+        jit__jit_syntax_error(ld, n->line, n->col,
                                "'%s' is a variable, not a function", n->name);
     if (bi < 0)
-        ccol__jit_syntax_error(ld, n->line, n->col, "unknown function '%s'",
+        jit__jit_syntax_error(ld, n->line, n->col, "unknown function '%s'",
                                n->name);
-    const Builtin *b = ccol__jit_builtin(bi);
+    const Builtin *b = jit__jit_builtin(bi);
     check_arity(ld, n, b->min_args, b->max_args, n->args.n);
     n->callee = -1 - bi;
 }
@@ -173,11 +173,11 @@ resolve_call(Load *ld, Func *f, Node *n)
 static void
 resolve_method(Load *ld, Node *n)
 {
-    int bi = ccol__jit_builtin_find(n->name, B_METHOD);
+    int bi = jit__jit_builtin_find(n->name, B_METHOD);
     if (bi < 0)
-        ccol__jit_syntax_error(ld, n->line, n->col, "unknown method '%s'",
+        jit__jit_syntax_error(ld, n->line, n->col, "unknown method '%s'",
                                n->name);
-    const Builtin *b = ccol__jit_builtin(bi);
+    const Builtin *b = jit__jit_builtin(bi);
     check_arity(ld, n, b->min_args - 1, b->max_args - 1, n->args.n);
     n->callee = -1 - bi;
 }
@@ -186,14 +186,14 @@ static void
 resolve_attr(Load *ld, Node *n)
 {
     if (strcmp(n->name, "shape") == 0) {
-        n->callee = -1 - ccol__jit_builtin_find("size", B_METHOD);
+        n->callee = -1 - jit__jit_builtin_find("size", B_METHOD);
         return;
     }
-    if (ccol__jit_builtin_find(n->name, B_METHOD) >= 0)
-        ccol__jit_syntax_error(ld, n->line, n->col,
+    if (jit__jit_builtin_find(n->name, B_METHOD) >= 0)
+        jit__jit_syntax_error(ld, n->line, n->col,
                                "method '%s' must be called: %s()", n->name,
                                n->name);
-    ccol__jit_syntax_error(ld, n->line, n->col, "unknown attribute '%s'",
+    jit__jit_syntax_error(ld, n->line, n->col, "unknown attribute '%s'",
                            n->name);
 }
 
@@ -215,14 +215,14 @@ resolve_expr(Load *ld, Func *f, Node *n)
         return;
     case N_CALL:
         resolve_call(ld, f, n);
-        if (n->callee == -1 - ccol__jit_builtin_find("isinstance", B_FUNC)) {
+        if (n->callee == -1 - jit__jit_builtin_find("isinstance", B_FUNC)) {
             resolve_expr(ld, f, n->args.items[0]);
             resolve_type_arg(ld, f, n->args.items[1]);
             return;
         }
         break;
     case N_TUPLE:
-        ccol__jit_syntax_error(ld, n->line, n->col,
+        jit__jit_syntax_error(ld, n->line, n->col,
                                "tuples are not supported (only as the type "
                                "argument of isinstance)");
     case N_METHOD:
@@ -280,24 +280,24 @@ check_func(Load *ld, int fi)
     Func *f = ld->funcs[fi];
     int prev = find_func(ld, f->name);
     if (prev != fi)
-        ccol__jit_syntax_error(ld, f->line, f->col,
+        jit__jit_syntax_error(ld, f->line, f->col,
                                "function '%s' is already defined at line %d",
                                f->name, ld->funcs[prev]->line);
-    if (ccol__jit_builtin_find(f->name, B_FUNC) >= 0 ||
+    if (jit__jit_builtin_find(f->name, B_FUNC) >= 0 ||
         strcmp(f->name, "range") == 0)
-        ccol__jit_syntax_error(ld, f->line, f->col,
+        jit__jit_syntax_error(ld, f->line, f->col,
                                "'%s' is a builtin and cannot be redefined",
                                f->name);
     for (int i = 1; i < f->nparams; i++) {
         if (find_local(f, f->locals[i]) != i)
-            ccol__jit_syntax_error(ld, f->line, f->col,
+            jit__jit_syntax_error(ld, f->line, f->col,
                                    "duplicate parameter '%s' in '%s'",
                                    f->locals[i], f->name);
     }
 }
 
 void
-ccol__jit_resolve(Load *ld)
+jit__jit_resolve(Load *ld)
 {
     for (int i = 0; i < ld->nfuncs; i++) {
         Func *f = ld->funcs[i];

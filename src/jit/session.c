@@ -84,7 +84,7 @@ sync_err(ccol_jit_session *s, ccol_status st)
 static ccol_status
 run_err(ccol_jit_session *s, const Interp *in)
 {
-    ccol_status st = ccol__trace_report(s->m, in);
+    ccol_status st = jit__trace_report(s->m, in);
     ccol_sync_tracef(s->sync, "error", "code:s message:s",
                      ccol_status_name(st), ccol_jit_module_errmsg(s->m));
     return seterr(s, st, "%s", ccol_jit_module_errmsg(s->m));
@@ -129,7 +129,7 @@ static void
 frame_free(Frame *f)
 {
     for (int i = 0; i < f->nentries; i++)
-        ccol__entry_free(f->entries[i]);
+        jit__entry_free(f->entries[i]);
     free(f->entries);
     free(f->code_id);
     free(f);
@@ -191,7 +191,7 @@ run_eager(ccol_jit_session *s, Frame *f, Value *const *slots, int nslots,
     TraceCtx ctx = { .m = s->m, .comm = s->comm, .sync = s->sync,
                      .eager = true, .call = call_frame, .call_ud = s };
     TraceOut out;
-    ccol__trace(&ctx, &f->fc, slots, nslots, &out);
+    jit__trace(&ctx, &f->fc, slots, nslots, &out);
     *result = out.result;
     if (out.end == TR_RETURN)
         return CCOL_OK;
@@ -264,7 +264,7 @@ compile(ccol_jit_session *s, Frame *f, Value *const *slots, int nslots,
     if (st != CCOL_OK)
         return sync_err(s, st);
     trace_frame(s, f);
-    ccol__trace(&ctx, &f->fc, slots, nslots, &out);
+    jit__trace(&ctx, &f->fc, slots, nslots, &out);
     if (out.end == TR_ERROR || out.end == TR_SKIP)
         return trace_failed(s, f, c, &out);
     st = ccol_compile_exchange(c);
@@ -277,12 +277,12 @@ compile(ccol_jit_session *s, Frame *f, Value *const *slots, int nslots,
                      f->code_id, f->compiles + 1,
                      "compile collective: retrace with merged decisions");
     ctx.preflight = false;
-    ccol__trace(&ctx, &f->fc, slots, nslots, &out);
+    jit__trace(&ctx, &f->fc, slots, nslots, &out);
     if (out.end == TR_ERROR || out.end == TR_SKIP)
         return trace_failed(s, f, c, &out);
     st = ccol_compile_finish(c, true);
     if (st != CCOL_OK || !frame_add(f, out.e)) {
-        ccol__entry_free(out.e);
+        jit__entry_free(out.e);
         return st != CCOL_OK ? sync_err(s, st)
                              : seterr(s, CCOL_ERR_NO_MEMORY, "out of memory");
     }
@@ -301,10 +301,10 @@ static ccol_status
 run_print(ccol_jit_session *s, Value **args, int n)
 {
     Interp in = interp(s);
-    int bi = ccol__jit_builtin_find("print", B_FUNC);
+    int bi = jit__jit_builtin_find("print", B_FUNC);
     in.cur = "print";
-    Value *r = ccol__jit_builtin(bi)->fn(&in, args, n);
-    ccol__v_unref(r);
+    Value *r = jit__jit_builtin(bi)->fn(&in, args, n);
+    jit__v_unref(r);
     return r ? CCOL_OK : run_err(s, &in);
 }
 
@@ -325,7 +325,7 @@ resume(ccol_jit_session *s, Frame *f, const Entry *e, Value **vals,
         return seterr(s, CCOL_ERR_NO_MEMORY, "out of memory");
     for (int j = 0; j < fn->nlocals; j++) {
         int o = e->outs[e->nprint + j];
-        slots[j] = o >= 0 ? ccol__v_ref(vals[o]) : NULL;
+        slots[j] = o >= 0 ? jit__v_ref(vals[o]) : NULL;
     }
     char id[TR_NAMEMAX];
     snprintf(id, sizeof id, "resume_in_%s_at_%d", fn->name, e->resume.line);
@@ -333,7 +333,7 @@ resume(ccol_jit_session *s, Frame *f, const Entry *e, Value **vals,
     st = rf ? frame_call(s, rf, slots, fn->nlocals, result)
             : seterr(s, CCOL_ERR_NO_MEMORY, "out of memory");
     for (int j = 0; j < fn->nlocals; j++)
-        ccol__v_unref(slots[j]);
+        jit__v_unref(slots[j]);
     free(slots);
     return st;
 }
@@ -348,16 +348,16 @@ run_entry(ccol_jit_session *s, Frame *f, const Entry *e,
     ccol_status st = CCOL_OK;
     if (inputs == NULL || vals == NULL)
         st = seterr(s, CCOL_ERR_NO_MEMORY, "out of memory");
-    else if (!ccol__g_resolve(&e->g, slots, nslots, inputs))
+    else if (!jit__g_resolve(&e->g, slots, nslots, inputs))
         st = seterr(s, CCOL_ERR_INTERNAL, "internal: unresolved input");
-    else if (!ccol__g_eval(&e->g, e->run_need, &in, inputs, vals, s->sync))
+    else if (!jit__g_eval(&e->g, e->run_need, &in, inputs, vals, s->sync))
         st = run_err(s, &in);
     else if (!e->brk)
-        *result = ccol__v_ref(vals[e->outs[0]]);
+        *result = jit__v_ref(vals[e->outs[0]]);
     else
         st = resume(s, f, e, vals, result);
     if (vals != NULL)
-        ccol__g_release(&e->g, vals);
+        jit__g_release(&e->g, vals);
     free(vals);
     free(inputs);
     return st;
@@ -372,7 +372,7 @@ lookup(ccol_jit_session *s, const Frame *f, Value *const *slots, int nslots,
     Interp in = interp(s);
     int bad = -1;
     for (int i = 0; i < f->nentries; i++) {
-        bad = ccol__guard_check(f->entries[i], &in, slots, nslots);
+        bad = jit__guard_check(f->entries[i], &in, slots, nslots);
         if (bad < 0)
             return f->entries[i];
     }
@@ -381,7 +381,7 @@ lookup(ccol_jit_session *s, const Frame *f, Value *const *slots, int nslots,
         const Entry *e = f->entries[f->nentries - 1];
         Buf b = { 0 };
         if (bad < e->nguards)
-            ccol__guard_render(e, &e->guards[bad], &b);
+            jit__guard_render(e, &e->guards[bad], &b);
         snprintf(why, cap, "guard failed: %s", b.p ? b.p : "input missing");
         free(b.p);
     }
@@ -663,7 +663,7 @@ ccol_jit_session_frame_graph(const ccol_jit_session *s, size_t i)
     Buf b = { 0 };
     if (e == NULL)
         return NULL;
-    ccol__entry_render(e, &b);
+    jit__entry_render(e, &b);
     if (b.oom) {
         free(b.p);
         return NULL;

@@ -16,7 +16,7 @@
 #include <string.h>
 
 size_t
-ccol__t_numel(const Tensor *t)
+jit__t_numel(const Tensor *t)
 {
     size_t n = 1;
     for (int d = 0; d < t->ndim; d++)
@@ -36,7 +36,7 @@ contiguous_strides(int ndim, const int64_t *size, int64_t *stride)
 }
 
 bool
-ccol__t_is_contiguous(const Tensor *t)
+jit__t_is_contiguous(const Tensor *t)
 {
     int64_t want[JIT_MAXD];
     contiguous_strides(t->ndim, t->size, want);
@@ -48,7 +48,7 @@ ccol__t_is_contiguous(const Tensor *t)
 }
 
 void
-ccol__t_shape_str(const Tensor *t, char *out, size_t n)
+jit__t_shape_str(const Tensor *t, char *out, size_t n)
 {
     size_t len = 0;
     out[0] = '\0';
@@ -65,7 +65,7 @@ static bool
 check_shape(Interp *in, int ndim, const int64_t *size)
 {
     if (ndim < 0 || ndim > JIT_MAXD) {
-        ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                        "tensors have at most %d dimensions, got %d",
                        JIT_MAXD, ndim);
         return false;
@@ -73,14 +73,14 @@ check_shape(Interp *in, int ndim, const int64_t *size)
     uint64_t n = 1;
     for (int d = 0; d < ndim; d++) {
         if (size[d] < 0) {
-            ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+            jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                            "negative size %lld in dimension %d",
                            (long long)size[d], d);
             return false;
         }
         if ((uint64_t)size[d] > CCOL_JIT_MAX_ELEMENTS ||
             (n *= (uint64_t)size[d]) > CCOL_JIT_MAX_ELEMENTS) {
-            ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+            jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                            "tensor too large (limit %u elements)",
                            CCOL_JIT_MAX_ELEMENTS);
             return false;
@@ -90,11 +90,11 @@ check_shape(Interp *in, int ndim, const int64_t *size)
 }
 
 Value *
-ccol__t_new(Interp *in, int ndim, const int64_t *size)
+jit__t_new(Interp *in, int ndim, const int64_t *size)
 {
     if (!check_shape(in, ndim, size))
         return NULL;
-    Value *v = ccol__v_new(in, CCOL_JIT_TENSOR);
+    Value *v = jit__v_new(in, CCOL_JIT_TENSOR);
     if (v == NULL)
         return NULL;
     Tensor *t = &v->u.t;
@@ -102,8 +102,8 @@ ccol__t_new(Interp *in, int ndim, const int64_t *size)
     if (ndim > 0)
         memcpy(t->size, size, (size_t)ndim * sizeof(*size));
     contiguous_strides(ndim, size, t->stride);
-    size_t n = ccol__t_numel(t);
-    if (!ccol__jit_charge(in, n / 64 + 1)) {
+    size_t n = jit__t_numel(t);
+    if (!jit__jit_charge(in, n / 64 + 1)) {
         free(v);
         return NULL;
     }
@@ -113,7 +113,7 @@ ccol__t_new(Interp *in, int ndim, const int64_t *size)
     if (t->st == NULL || t->st->data == NULL) {
         free(t->st);
         free(v);
-        return ccol__jit_fail(in, CCOL_ERR_NO_MEMORY, "out of memory");
+        return jit__jit_fail(in, CCOL_ERR_NO_MEMORY, "out of memory");
     }
     t->st->refs = 1;
     t->st->n = n;
@@ -121,10 +121,10 @@ ccol__t_new(Interp *in, int ndim, const int64_t *size)
 }
 
 Value *
-ccol__t_view(Interp *in, const Value *base, int ndim, const int64_t *size,
+jit__t_view(Interp *in, const Value *base, int ndim, const int64_t *size,
              const int64_t *stride, int64_t offset)
 {
-    Value *v = ccol__v_new(in, CCOL_JIT_TENSOR);
+    Value *v = jit__v_new(in, CCOL_JIT_TENSOR);
     if (v == NULL)
         return NULL;
     Tensor *t = &v->u.t;
@@ -140,9 +140,9 @@ ccol__t_view(Interp *in, const Value *base, int ndim, const int64_t *size,
 }
 
 Value *
-ccol__t_scalar(Interp *in, float x)
+jit__t_scalar(Interp *in, float x)
 {
-    Value *v = ccol__t_new(in, 0, NULL);
+    Value *v = jit__t_new(in, 0, NULL);
     if (v != NULL)
         v->u.t.st->data[0] = x;
     return v;
@@ -167,9 +167,9 @@ advance(int ndim, const int64_t *size, int64_t *idx, const int64_t *sa,
 }
 
 void
-ccol__t_gather(const Tensor *t, float *out)
+jit__t_gather(const Tensor *t, float *out)
 {
-    size_t n = ccol__t_numel(t);
+    size_t n = jit__t_numel(t);
     int64_t idx[JIT_MAXD] = { 0 }, zero[JIT_MAXD] = { 0 };
     int64_t off = t->offset, unused = 0;
     const float *d = t->st->data;
@@ -183,11 +183,11 @@ ccol__t_gather(const Tensor *t, float *out)
 static float *
 gathered(Interp *in, const Tensor *t)
 {
-    size_t n = ccol__t_numel(t);
+    size_t n = jit__t_numel(t);
     float *x = malloc((n ? n : 1) * sizeof(float));
     if (x == NULL)
-        return ccol__jit_fail(in, CCOL_ERR_NO_MEMORY, "out of memory");
-    ccol__t_gather(t, x);
+        return jit__jit_fail(in, CCOL_ERR_NO_MEMORY, "out of memory");
+    jit__t_gather(t, x);
     return x;
 }
 
@@ -256,9 +256,9 @@ bcast_shape(Interp *in, const Tensor *a, const Tensor *b, int *nd,
         int64_t x = ea < 0 ? 1 : a->size[ea], y = eb < 0 ? 1 : b->size[eb];
         if (x != y && x != 1 && y != 1) {
             char sa[256], sb[256];
-            ccol__t_shape_str(a, sa, sizeof sa);
-            ccol__t_shape_str(b, sb, sizeof sb);
-            ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+            jit__t_shape_str(a, sa, sizeof sa);
+            jit__t_shape_str(b, sb, sizeof sb);
+            jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                            "shape mismatch: %s and %s cannot be broadcast "
                            "(dimension %d: %lld vs %lld)",
                            sa, sb, d, (long long)x, (long long)y);
@@ -270,7 +270,7 @@ bcast_shape(Interp *in, const Tensor *a, const Tensor *b, int *nd,
 }
 
 Value *
-ccol__t_binary(Interp *in, BinOp op, const Value *a, const Value *b)
+jit__t_binary(Interp *in, BinOp op, const Value *a, const Value *b)
 {
     const Tensor *ta = &a->u.t, *tb = &b->u.t;
     int64_t size[JIT_MAXD] = { 0 }, sa[JIT_MAXD], sb[JIT_MAXD];
@@ -278,14 +278,14 @@ ccol__t_binary(Interp *in, BinOp op, const Value *a, const Value *b)
     int nd;
     if (!bcast_shape(in, ta, tb, &nd, size))
         return NULL;
-    Value *v = ccol__t_new(in, nd, size);
+    Value *v = jit__t_new(in, nd, size);
     if (v == NULL)
         return NULL;
     bcast_strides(ta, nd, sa);
     bcast_strides(tb, nd, sb);
     int64_t oa = ta->offset, ob = tb->offset;
     float *out = v->u.t.st->data;
-    size_t n = ccol__t_numel(&v->u.t);
+    size_t n = jit__t_numel(&v->u.t);
     for (size_t k = 0; k < n; k++) {
         out[k] = apply(op, ta->st->data[oa], tb->st->data[ob]);
         advance(nd, size, idx, sa, &oa, sb, &ob);
@@ -294,15 +294,15 @@ ccol__t_binary(Interp *in, BinOp op, const Value *a, const Value *b)
 }
 
 Value *
-ccol__t_unary(Interp *in, UnOp op, const Value *a)
+jit__t_unary(Interp *in, UnOp op, const Value *a)
 {
     const Tensor *t = &a->u.t;
-    Value *v = ccol__t_new(in, t->ndim, t->size);
+    Value *v = jit__t_new(in, t->ndim, t->size);
     if (v == NULL)
         return NULL;
     float *x = v->u.t.st->data;
-    size_t n = ccol__t_numel(t);
-    ccol__t_gather(t, x);
+    size_t n = jit__t_numel(t);
+    jit__t_gather(t, x);
     for (size_t k = 0; k < n; k++) {
         if (op == U_NEG)
             x[k] = -x[k];
@@ -315,16 +315,16 @@ ccol__t_unary(Interp *in, UnOp op, const Value *a)
 }
 
 int
-ccol__t_dim(Interp *in, int64_t dim, int ndim)
+jit__t_dim(Interp *in, int64_t dim, int ndim)
 {
     if (ndim == 0) {
-        ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                        "dimension %lld out of range for a 0-d tensor",
                        (long long)dim);
         return -1;
     }
     if (dim < -ndim || dim >= ndim) {
-        ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                        "dimension %lld out of range for a %d-d tensor "
                        "(expected %d to %d)",
                        (long long)dim, ndim, -ndim, ndim - 1);
@@ -363,23 +363,23 @@ reduce_dim(const float *x, float *out, size_t outer, size_t len,
 }
 
 Value *
-ccol__t_reduce(Interp *in, const Value *a, const int64_t *dim, bool mean)
+jit__t_reduce(Interp *in, const Value *a, const int64_t *dim, bool mean)
 {
     const Tensor *t = &a->u.t;
     int64_t size[JIT_MAXD];
     int d = -1, nd = 0;
-    if (dim != NULL && (d = ccol__t_dim(in, *dim, t->ndim)) < 0)
+    if (dim != NULL && (d = jit__t_dim(in, *dim, t->ndim)) < 0)
         return NULL;
     for (int i = 0; d >= 0 && i < t->ndim; i++) {
         if (i != d)
             size[nd++] = t->size[i];
     }
-    if (!ccol__jit_charge(in, ccol__t_numel(t) / 64))
+    if (!jit__jit_charge(in, jit__t_numel(t) / 64))
         return NULL;
     float *x = gathered(in, t);
-    Value *v = x ? ccol__t_new(in, nd, size) : NULL;
+    Value *v = x ? jit__t_new(in, nd, size) : NULL;
     if (v != NULL) {
-        size_t outer = 1, len = ccol__t_numel(t), inner = 1;
+        size_t outer = 1, len = jit__t_numel(t), inner = 1;
         if (d >= 0)
             split_dims(t, d, &outer, &len, &inner);
         reduce_dim(x, v->u.t.st->data, outer, len, inner, mean);
@@ -404,14 +404,14 @@ matmul_kernel(const float *a, const float *b, float *out, size_t m,
 }
 
 Value *
-ccol__t_matmul(Interp *in, const Value *a, const Value *b)
+jit__t_matmul(Interp *in, const Value *a, const Value *b)
 {
     const Tensor *ta = &a->u.t, *tb = &b->u.t;
     char sa[256], sb[256];
-    ccol__t_shape_str(ta, sa, sizeof sa);
-    ccol__t_shape_str(tb, sb, sizeof sb);
+    jit__t_shape_str(ta, sa, sizeof sa);
+    jit__t_shape_str(tb, sb, sizeof sb);
     if (ta->ndim < 1 || ta->ndim > 2 || tb->ndim < 1 || tb->ndim > 2)
-        return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        return jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                               "matmul needs 1-d or 2-d tensors, got %s @ %s",
                               sa, sb);
     size_t m = ta->ndim == 2 ? (size_t)ta->size[0] : 1;
@@ -419,7 +419,7 @@ ccol__t_matmul(Interp *in, const Value *a, const Value *b)
     size_t kb = (size_t)tb->size[0];
     size_t n = tb->ndim == 2 ? (size_t)tb->size[1] : 1;
     if (k != kb)
-        return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        return jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                               "shape mismatch: matmul %s @ %s (%zu != %zu)",
                               sa, sb, k, kb);
     int64_t size[2];
@@ -428,10 +428,10 @@ ccol__t_matmul(Interp *in, const Value *a, const Value *b)
         size[nd++] = (int64_t)m;
     if (tb->ndim == 2)
         size[nd++] = (int64_t)n;
-    if (!ccol__jit_charge(in, (uint64_t)m * k * n / 64))
+    if (!jit__jit_charge(in, (uint64_t)m * k * n / 64))
         return NULL;
     float *x = gathered(in, ta), *y = x ? gathered(in, tb) : NULL;
-    Value *v = y ? ccol__t_new(in, nd, size) : NULL;
+    Value *v = y ? jit__t_new(in, nd, size) : NULL;
     if (v != NULL)
         matmul_kernel(x, y, v->u.t.st->data, m, k, n);
     free(x);
@@ -440,11 +440,11 @@ ccol__t_matmul(Interp *in, const Value *a, const Value *b)
 }
 
 Value *
-ccol__t_transpose(Interp *in, const Value *a, int64_t d0, int64_t d1)
+jit__t_transpose(Interp *in, const Value *a, int64_t d0, int64_t d1)
 {
     const Tensor *t = &a->u.t;
-    int i = ccol__t_dim(in, d0, t->ndim);
-    int j = i < 0 ? -1 : ccol__t_dim(in, d1, t->ndim);
+    int i = jit__t_dim(in, d0, t->ndim);
+    int j = i < 0 ? -1 : jit__t_dim(in, d1, t->ndim);
     if (j < 0)
         return NULL;
     int64_t size[JIT_MAXD], stride[JIT_MAXD];
@@ -454,7 +454,7 @@ ccol__t_transpose(Interp *in, const Value *a, int64_t d0, int64_t d1)
     size[j] = t->size[i];
     stride[i] = t->stride[j];
     stride[j] = t->stride[i];
-    return ccol__t_view(in, a, t->ndim, size, stride, t->offset);
+    return jit__t_view(in, a, t->ndim, size, stride, t->offset);
 }
 
 /* Resolves one -1 in size[0..n) against numel; false with an error. */
@@ -464,12 +464,12 @@ infer_size(Interp *in, const Tensor *t, int n, int64_t *size)
     int infer = -1;
     uint64_t known = 1;
     char from[256];
-    ccol__t_shape_str(t, from, sizeof from);
+    jit__t_shape_str(t, from, sizeof from);
     for (int d = 0; d < n; d++) {
         if (size[d] == -1 && infer < 0) {
             infer = d;
         } else if (size[d] < 0) {
-            ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+            jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                            "reshape: invalid size %lld (only one -1 is "
                            "allowed)", (long long)size[d]);
             return false;
@@ -478,13 +478,13 @@ infer_size(Interp *in, const Tensor *t, int n, int64_t *size)
             known = CCOL_JIT_MAX_ELEMENTS + 1ull;
         }
     }
-    uint64_t numel = ccol__t_numel(t);
+    uint64_t numel = jit__t_numel(t);
     if (infer >= 0 && known != 0 && numel % known == 0) {
         size[infer] = (int64_t)(numel / known);
         known = numel;
     }
     if (known != numel || (infer >= 0 && size[infer] < 0)) {
-        ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                        "reshape: cannot view a tensor of shape %s (%llu "
                        "elements) with the requested shape", from,
                        (unsigned long long)numel);
@@ -494,25 +494,25 @@ infer_size(Interp *in, const Tensor *t, int n, int64_t *size)
 }
 
 Value *
-ccol__t_reshape(Interp *in, const Value *a, int n, const int64_t *size_in)
+jit__t_reshape(Interp *in, const Value *a, int n, const int64_t *size_in)
 {
     const Tensor *t = &a->u.t;
     int64_t size[JIT_MAXD], stride[JIT_MAXD];
     if (n > JIT_MAXD)
-        return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        return jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                               "tensors have at most %d dimensions, got %d",
                               JIT_MAXD, n);
     if (n > 0)
         memcpy(size, size_in, (size_t)n * sizeof(*size));
     if (!infer_size(in, t, n, size) || !check_shape(in, n, size))
         return NULL;
-    if (ccol__t_is_contiguous(t)) {
+    if (jit__t_is_contiguous(t)) {
         contiguous_strides(n, size, stride);
-        return ccol__t_view(in, a, n, size, stride, t->offset);
+        return jit__t_view(in, a, n, size, stride, t->offset);
     }
-    Value *v = ccol__t_new(in, n, size);
+    Value *v = jit__t_new(in, n, size);
     if (v != NULL)
-        ccol__t_gather(t, v->u.t.st->data);
+        jit__t_gather(t, v->u.t.st->data);
     return v;
 }
 
@@ -528,9 +528,9 @@ cat_check(Interp *in, Value *const *items, size_t n, int d)
             ok = j == d || t->size[j] == t0->size[j];
         if (!ok) {
             char s0[256], s[256];
-            ccol__t_shape_str(t0, s0, sizeof s0);
-            ccol__t_shape_str(t, s, sizeof s);
-            ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+            jit__t_shape_str(t0, s0, sizeof s0);
+            jit__t_shape_str(t, s, sizeof s);
+            jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                            "shape mismatch: cat of %s and %s (item %zu) "
                            "along dimension %d", s0, s, i, d);
             return false;
@@ -562,13 +562,13 @@ cat_copy(Interp *in, Value *const *items, size_t n, int d, float *out)
 }
 
 Value *
-ccol__t_cat(Interp *in, Value *const *items, size_t n, int64_t dim)
+jit__t_cat(Interp *in, Value *const *items, size_t n, int64_t dim)
 {
     if (n == 0)
-        return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        return jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                               "cat needs at least one tensor");
     const Tensor *t0 = &items[0]->u.t;
-    int d = ccol__t_dim(in, dim, t0->ndim);
+    int d = jit__t_dim(in, dim, t0->ndim);
     if (d < 0 || !cat_check(in, items, n, d))
         return NULL;
     int64_t size[JIT_MAXD];
@@ -578,12 +578,12 @@ ccol__t_cat(Interp *in, Value *const *items, size_t n, int64_t dim)
         total += (uint64_t)items[i]->u.t.size[d];
     size[d] = total > CCOL_JIT_MAX_ELEMENTS ? -2 : (int64_t)total;
     if (size[d] < 0)
-        return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        return jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                               "tensor too large (limit %u elements)",
                               CCOL_JIT_MAX_ELEMENTS);
-    Value *v = ccol__t_new(in, t0->ndim, size);
+    Value *v = jit__t_new(in, t0->ndim, size);
     if (v != NULL && !cat_copy(in, items, n, d, v->u.t.st->data)) {
-        ccol__v_unref(v);
+        jit__v_unref(v);
         return NULL;
     }
     return v;

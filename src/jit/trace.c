@@ -50,7 +50,7 @@ ev_args(Tracer *t, Value **slots, const NodeList *l, Value **vals)
         vals[i] = ev(t, slots, l->items[i]);
         if (vals[i] == NULL) {
             while (i-- > 0)
-                ccol__v_unref(vals[i]);
+                jit__v_unref(vals[i]);
             return false;
         }
     }
@@ -60,15 +60,15 @@ ev_args(Tracer *t, Value **slots, const NodeList *l, Value **vals)
 static Value *
 ev_list(Tracer *t, Value **slots, const Node *n)
 {
-    Value *l = ccol__v_list(&t->in, (size_t)n->args.n);
+    Value *l = jit__v_list(&t->in, (size_t)n->args.n);
     for (int i = 0; l != NULL && i < n->args.n; i++) {
         l->u.list.items[i] = ev(t, slots, n->args.items[i]);
         if (l->u.list.items[i] == NULL) {
-            ccol__v_unref(l);
+            jit__v_unref(l);
             return NULL;
         }
     }
-    return l ? ccol__v_list_done(&t->in, l) : NULL;
+    return l ? jit__v_list_done(&t->in, l) : NULL;
 }
 
 /* Inlines a call of user function fi (eager: the reference interpreter). */
@@ -82,38 +82,38 @@ call_user(Tracer *t, int fi, Value **args, int n)
         if (st == CCOL_OK)
             return r;
         t->nested = true;
-        return ccol__jit_fail(&t->in, st, "in %s()", f->name);
+        return jit__jit_fail(&t->in, st, "in %s()", f->name);
     }
     if (eager(t))
-        return ccol__jit_call_func(&t->in, fi, args, n);
+        return jit__jit_call_func(&t->in, fi, args, n);
     if (t->in.depth >= t->in.m->params.max_depth)
-        return ccol__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
+        return jit__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
                               "recursion depth limit exceeded (%d calls "
                               "deep, in '%s')", t->in.depth, f->name);
     Value **slots = calloc((size_t)f->nlocals + 1, sizeof(*slots));
     if (slots == NULL)
-        return ccol__jit_fail(&t->in, CCOL_ERR_NO_MEMORY, "out of memory");
+        return jit__jit_fail(&t->in, CCOL_ERR_NO_MEMORY, "out of memory");
     for (int i = 0; i < n && i < f->nparams; i++)
-        slots[i] = ccol__v_ref(args[i]);
+        slots[i] = jit__v_ref(args[i]);
     Value *ret = NULL;
     t->in.depth++;
     Exec x = exec_body(t, slots, &f->body, &ret);
     t->in.depth--;
     for (int i = 0; i < f->nlocals; i++)
-        ccol__v_unref(slots[i]);
+        jit__v_unref(slots[i]);
     free(slots);
     if (x == X_ERROR || x == X_BREAK)
         return NULL;
-    return ret ? ret : ccol__v_none(&t->in);
+    return ret ? ret : jit__v_none(&t->in);
 }
 
 static Value *
 builtin(Tracer *t, int bi, Value **args, int n)
 {
     if (!eager(t))
-        return ccol__tr_builtin(t, bi, args, n);
-    t->in.cur = ccol__jit_builtin(bi)->name;
-    return ccol__jit_builtin(bi)->fn(&t->in, args, n);
+        return jit__tr_builtin(t, bi, args, n);
+    t->in.cur = jit__jit_builtin(bi)->name;
+    return jit__jit_builtin(bi)->fn(&t->in, args, n);
 }
 
 static Value *
@@ -125,14 +125,14 @@ ev_call(Tracer *t, Value **slots, const Node *n)
         return NULL;
     if (!ev_args(t, slots, &n->args, vals + base)) {
         if (base)
-            ccol__v_unref(vals[0]);
+            jit__v_unref(vals[0]);
         return NULL;
     }
     int nv = n->args.n + base;
     Value *r = n->callee >= 0 ? call_user(t, n->callee, vals, nv)
                               : builtin(t, -1 - n->callee, vals, nv);
     for (int i = 0; i < nv; i++)
-        ccol__v_unref(vals[i]);
+        jit__v_unref(vals[i]);
     return r;
 }
 
@@ -143,15 +143,15 @@ ev_shape(Tracer *t, Value **slots, const Node *n)
     if (x == NULL)
         return NULL;
     Value *r = NULL;
-    if (!eager(t) && !ccol__tr_use(t, x, false))
+    if (!eager(t) && !jit__tr_use(t, x, false))
         r = NULL;
     else if (x->kind != CCOL_JIT_TENSOR)
-        ccol__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
+        jit__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
                        "'.shape' needs a tensor, got %s",
-                       ccol__v_typename(x));
+                       jit__v_typename(x));
     else
         r = builtin(t, -1 - n->callee, &x, 1);
-    ccol__v_unref(x);
+    jit__v_unref(x);
     return r;
 }
 
@@ -160,36 +160,36 @@ static Value *
 index_list(Tracer *t, Value *xs, Value *i)
 {
     int64_t k;
-    if (!eager(t) && !ccol__tr_use(t, xs, false))
+    if (!eager(t) && !jit__tr_use(t, xs, false))
         return NULL;
     if (xs->kind != CCOL_JIT_LIST)
-        return ccol__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
+        return jit__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
                               "only lists can be indexed, got %s",
-                              ccol__v_typename(xs));
-    if (!eager(t) && !ccol__tr_use(t, i, false))
+                              jit__v_typename(xs));
+    if (!eager(t) && !jit__tr_use(t, i, false))
         return NULL;
     if (i->kind != CCOL_JIT_INT && i->kind != CCOL_JIT_BOOL)
-        return ccol__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
+        return jit__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
                               "list indices must be ints, got %s",
-                              ccol__v_typename(i));
+                              jit__v_typename(i));
     if (eager(t))
         k = i->kind == CCOL_JIT_INT ? i->u.i : i->u.b;
-    else if (!ccol__tr_spec_int(t, i, "a list index", &k))
+    else if (!jit__tr_spec_int(t, i, "a list index", &k))
         return NULL;
     int64_t n = (int64_t)xs->u.list.n;
     if (k < -n || k >= n)
-        return ccol__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
+        return jit__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
                               "list index %lld out of range for a list of "
                               "%lld item%s", (long long)k, (long long)n,
                               n == 1 ? "" : "s");
-    return ccol__v_ref(xs->u.list.items[k < 0 ? k + n : k]);
+    return jit__v_ref(xs->u.list.items[k < 0 ? k + n : k]);
 }
 
 static Value *
 binop(Tracer *t, BinOp op, Value *a, Value *b)
 {
-    return eager(t) ? ccol__jit_binop(&t->in, op, a, b)
-                    : ccol__tr_binop(t, op, a, b);
+    return eager(t) ? jit__jit_binop(&t->in, op, a, b)
+                    : jit__tr_binop(t, op, a, b);
 }
 
 static Value *
@@ -200,15 +200,15 @@ ev_pair(Tracer *t, Value **slots, const Node *n)
     Value *r = NULL;
     if (b != NULL)
         r = n->kind == N_INDEX ? index_list(t, a, b) : binop(t, n->op, a, b);
-    ccol__v_unref(a);
-    ccol__v_unref(b);
+    jit__v_unref(a);
+    jit__v_unref(b);
     return r;
 }
 
 static int
 truth(Tracer *t, Value *v)
 {
-    return eager(t) ? ccol__v_truth(&t->in, v) : ccol__tr_truth(t, v);
+    return eager(t) ? jit__v_truth(&t->in, v) : jit__tr_truth(t, v);
 }
 
 static Value *
@@ -219,12 +219,12 @@ ev_logic(Tracer *t, Value **slots, const Node *n)
         return NULL;
     int tv = truth(t, a);
     if (tv < 0 || n->kind == N_NOT) {
-        ccol__v_unref(a);
-        return tv < 0 ? NULL : ccol__v_bool(&t->in, !tv);
+        jit__v_unref(a);
+        return tv < 0 ? NULL : jit__v_bool(&t->in, !tv);
     }
     if ((n->kind == N_AND) != (tv == 1))
         return a;
-    ccol__v_unref(a);
+    jit__v_unref(a);
     return ev(t, slots, n->rhs);
 }
 
@@ -236,14 +236,14 @@ ev_unary(Tracer *t, Value **slots, const Node *n)
     if (a == NULL)
         return NULL;
     if (n->kind == N_NEG)
-        r = eager(t) ? ccol__jit_neg(&t->in, a) : ccol__tr_neg(t, a);
-    else if (ccol__v_is_number(a) || a->kind == CCOL_JIT_TENSOR)
-        r = ccol__v_ref(a);
+        r = eager(t) ? jit__jit_neg(&t->in, a) : jit__tr_neg(t, a);
+    else if (jit__v_is_number(a) || a->kind == CCOL_JIT_TENSOR)
+        r = jit__v_ref(a);
     else
-        ccol__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
+        jit__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
                        "bad operand type for unary +: '%s'",
-                       ccol__v_typename(a));
-    ccol__v_unref(a);
+                       jit__v_typename(a));
+    jit__v_unref(a);
     return r;
 }
 
@@ -252,21 +252,21 @@ ev_node(Tracer *t, Value **slots, const Node *n)
 {
     switch (n->kind) {
     case N_INT:
-        return ccol__v_int(&t->in, n->ival);
+        return jit__v_int(&t->in, n->ival);
     case N_FLOAT:
-        return ccol__v_float(&t->in, n->fval);
+        return jit__v_float(&t->in, n->fval);
     case N_STR:
-        return ccol__v_str(&t->in, n->name);
+        return jit__v_str(&t->in, n->name);
     case N_BOOL:
-        return ccol__v_bool(&t->in, n->ival != 0);
+        return jit__v_bool(&t->in, n->ival != 0);
     case N_NONE:
-        return ccol__v_none(&t->in);
+        return jit__v_none(&t->in);
     case N_NAME:
         if (slots[n->slot] == NULL)
-            return ccol__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
+            return jit__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
                                   "local variable '%s' is used before it "
                                   "is assigned", n->name);
-        return ccol__v_ref(slots[n->slot]);
+        return jit__v_ref(slots[n->slot]);
     case N_LIST:
         return ev_list(t, slots, n);
     case N_NEG:
@@ -285,7 +285,7 @@ ev_node(Tracer *t, Value **slots, const Node *n)
     case N_ATTR:
         return ev_shape(t, slots, n);
     default:
-        return ccol__jit_fail(&t->in, CCOL_ERR_INTERNAL,
+        return jit__jit_fail(&t->in, CCOL_ERR_INTERNAL,
                               "internal: statement node in expression");
     }
 }
@@ -297,10 +297,10 @@ ev(Tracer *t, Value **slots, const Node *n)
     const Node *saved = t->at;
     t->at = n;
     if (++t->in.cdepth > JIT_MAX_CDEPTH)
-        ccol__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
+        jit__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
                        "evaluation nested too deeply (limit %d)",
                        JIT_MAX_CDEPTH);
-    else if (ccol__jit_charge(&t->in, 1))
+    else if (jit__jit_charge(&t->in, 1))
         v = ev_node(t, slots, n);
     t->in.cdepth--;
     t->at = saved;
@@ -312,7 +312,7 @@ ev(Tracer *t, Value **slots, const Node *n)
 static void
 store(Value **slots, int slot, Value *v)
 {
-    ccol__v_unref(slots[slot]);
+    jit__v_unref(slots[slot]);
     slots[slot] = v;
 }
 
@@ -326,11 +326,11 @@ exec_assign(Tracer *t, Value **slots, const Node *s)
         Value *old = slots[s->slot];
         t->at = s;
         Value *r = old ? binop(t, s->op, old, v)
-                       : ccol__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
+                       : jit__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
                                         "local variable '%s' is used before "
                                         "it is assigned", s->name);
         t->at = NULL;
-        ccol__v_unref(v);
+        jit__v_unref(v);
         if (r == NULL) {
             locate(t, s);
             return X_ERROR;
@@ -350,7 +350,7 @@ exec_if(Tracer *t, Value **slots, const Node *s, int level, Value **ret)
     t->at = s->rhs;
     int tv = truth(t, c);
     t->at = NULL;
-    ccol__v_unref(c);
+    jit__v_unref(c);
     if (tv < 0) {
         locate(t, s->rhs);
         return X_ERROR;
@@ -373,23 +373,23 @@ range_args(Tracer *t, Value **slots, const Node *call, int64_t *r)
     for (int i = 0; i < n; i++) {
         int64_t x = 0;
         t->at = call->args.items[i];
-        bool used = ok && (eager(t) || ccol__tr_use(t, v[i], false));
+        bool used = ok && (eager(t) || jit__tr_use(t, v[i], false));
         if (used && v[i]->kind != CCOL_JIT_INT &&
             v[i]->kind != CCOL_JIT_BOOL)
-            ccol__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
+            jit__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
                            "range() arguments must be ints, got %s",
-                           ccol__v_typename(v[i]));
+                           jit__v_typename(v[i]));
         if (ok && (!used || t->in.status != CCOL_OK ||
-                   !ccol__tr_spec_int(t, v[i], "a range() argument", &x))) {
+                   !jit__tr_spec_int(t, v[i], "a range() argument", &x))) {
             locate(t, call->args.items[i]);
             ok = false;
         }
         r[n == 1 ? 1 : i] = x;
-        ccol__v_unref(v[i]);
+        jit__v_unref(v[i]);
     }
     t->at = NULL;
     if (ok && n == 3 && r[2] == 0) {
-        ccol__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
+        jit__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
                        "range() step must not be zero");
         locate(t, call);
         ok = false;
@@ -404,7 +404,7 @@ exec_range(Tracer *t, Value **slots, const Node *s, Value **ret)
     if (!range_args(t, slots, s->rhs, r))
         return X_ERROR;
     for (int64_t i = r[0]; r[2] > 0 ? i < r[1] : i > r[1];) {
-        Value *v = ccol__v_int(&t->in, i);
+        Value *v = jit__v_int(&t->in, i);
         if (v == NULL)
             return X_ERROR;
         store(slots, s->slot, v);
@@ -426,21 +426,21 @@ exec_for(Tracer *t, Value **slots, const Node *s, Value **ret)
     if (xs == NULL)
         return X_ERROR;
     Exec x = X_NEXT;
-    if (!eager(t) && !ccol__tr_use(t, xs, false))
+    if (!eager(t) && !jit__tr_use(t, xs, false))
         x = X_ERROR;
     if (x == X_NEXT && xs->kind != CCOL_JIT_LIST) {
-        ccol__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
+        jit__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
                        "a for loop iterates over range(...) or a list, "
-                       "not %s", ccol__v_typename(xs));
+                       "not %s", jit__v_typename(xs));
         x = X_ERROR;
     }
     if (x == X_ERROR)
         locate(t, s->rhs);
     for (size_t i = 0; x == X_NEXT && i < xs->u.list.n; i++) {
-        store(slots, s->slot, ccol__v_ref(xs->u.list.items[i]));
+        store(slots, s->slot, jit__v_ref(xs->u.list.items[i]));
         x = exec_body(t, slots, &s->body, ret);
     }
-    ccol__v_unref(xs);
+    jit__v_unref(xs);
     return x;
 }
 
@@ -452,7 +452,7 @@ is_break(const Tracer *t, const Node *s, int level)
     if (eager(t) || t->loops > 0 || level >= TR_MAXNEST ||
         s->kind != N_EXPR || s->lhs->kind != N_CALL || s->lhs->callee >= 0)
         return false;
-    return strcmp(ccol__jit_builtin(-1 - s->lhs->callee)->name, "print") == 0;
+    return strcmp(jit__jit_builtin(-1 - s->lhs->callee)->name, "print") == 0;
 }
 
 /* Evaluates print's arguments; the trace ends here. An input printed is
@@ -464,14 +464,14 @@ graph_break(Tracer *t, Value **slots, const Node *s)
     int n = s->lhs->args.n;
     t->brk_args = calloc((size_t)n + 1, sizeof(Value *));
     if (t->brk_args == NULL) {
-        ccol__jit_fail(&t->in, CCOL_ERR_NO_MEMORY, "out of memory");
+        jit__jit_fail(&t->in, CCOL_ERR_NO_MEMORY, "out of memory");
         return X_ERROR;
     }
     if (!ev_args(t, slots, &s->lhs->args, t->brk_args))
         return X_ERROR;
     t->nbrk = n;
     for (int i = 0; i < n; i++) {
-        if (!ccol__tr_use(t, t->brk_args[i], true))
+        if (!jit__tr_use(t, t->brk_args[i], true))
             return X_ERROR;
     }
     t->path.line = s->line;
@@ -482,7 +482,7 @@ static Exec
 exec_stmt(Tracer *t, Value **slots, const Node *s, int level, Value **ret)
 {
     Value *v;
-    if (!ccol__jit_charge(&t->in, 1))
+    if (!jit__jit_charge(&t->in, 1))
         return X_ERROR;
     if (is_break(t, s, level)) {
         t->path.depth = level + 1;
@@ -492,7 +492,7 @@ exec_stmt(Tracer *t, Value **slots, const Node *s, int level, Value **ret)
     case N_ASSIGN:
         return exec_assign(t, slots, s);
     case N_RETURN:
-        *ret = s->lhs ? ev(t, slots, s->lhs) : ccol__v_none(&t->in);
+        *ret = s->lhs ? ev(t, slots, s->lhs) : jit__v_none(&t->in);
         return *ret ? X_RETURN : X_ERROR;
     case N_IF:
         return exec_if(t, slots, s, level, ret);
@@ -500,7 +500,7 @@ exec_stmt(Tracer *t, Value **slots, const Node *s, int level, Value **ret)
         return exec_for(t, slots, s, ret);
     case N_EXPR:
         v = ev(t, slots, s->lhs);
-        ccol__v_unref(v);
+        jit__v_unref(v);
         return v ? X_NEXT : X_ERROR;
     default:
         return X_NEXT;
@@ -513,7 +513,7 @@ exec_block(Tracer *t, Value **slots, const NodeList *b, int level,
 {
     Exec x = X_NEXT;
     if (++t->in.cdepth > JIT_MAX_CDEPTH) {
-        ccol__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
+        jit__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
                        "evaluation nested too deeply (limit %d)",
                        JIT_MAX_CDEPTH);
         if (b->n > 0)
@@ -573,12 +573,12 @@ wrap_slots(Tracer *t, const Func *f, Value *const *in, int nin,
         if (in[i] == NULL)
             continue;
         if (eager(t)) {
-            slots[i] = ccol__v_ref(in[i]);
+            slots[i] = jit__v_ref(in[i]);
             continue;
         }
         char name[TR_NAMEMAX];
         snprintf(name, sizeof name, "L['%s']", f->locals[i]);
-        slots[i] = ccol__tr_wrap(t, in[i], name, i, NULL, 0);
+        slots[i] = jit__tr_wrap(t, in[i], name, i, NULL, 0);
         if (slots[i] == NULL)
             return false;
     }
@@ -608,7 +608,7 @@ emit(Tracer *t, Value **slots, int nlocals, Value *ret, Exec x)
     for (int i = 0; i < n; i++) {
         Value *v = !e->brk ? ret : i < t->nbrk ? t->brk_args[i]
                                                : slots[i - t->nbrk];
-        e->outs[i] = v ? ccol__tr_as_node(t, v) : -1;
+        e->outs[i] = v ? jit__tr_as_node(t, v) : -1;
         if (v != NULL && e->outs[i] < 0)
             return false;
     }
@@ -631,7 +631,7 @@ emit(Tracer *t, Value **slots, int nlocals, Value *ret, Exec x)
     t->dyn = NULL;
     t->ndyn = 0;
     t->capdyn = 0;
-    return ccol__entry_plan(e);
+    return jit__entry_plan(e);
 }
 
 /* Whether the graph has an operation (not only inputs, their symbols,
@@ -659,7 +659,7 @@ skip_empty(Tracer *t, Exec x)
     if (x == X_BREAK || t->ctx->preflight || has_ops(&t->e->g))
         return false;
     t->skip = true;
-    ccol__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
+    jit__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
                    "no operation traced (an empty graph)");
     return true;
 }
@@ -674,23 +674,23 @@ finish_trace(Tracer *t, Value **slots, int nlocals, Value *ret, Exec x,
         out->end = t->skip ? TR_SKIP : TR_ERROR;
     } else if (eager(t)) {
         out->end = TR_RETURN;
-        out->result = ret ? ccol__v_ref(ret) : ccol__v_none(&t->in);
+        out->result = ret ? jit__v_ref(ret) : jit__v_none(&t->in);
         if (out->result == NULL)
             out->end = TR_ERROR;
     } else if (t->ctx->preflight) {
         out->end = x == X_BREAK ? TR_BREAK : TR_RETURN;
         out->exchange_wanted = true;
     } else {
-        Value *none = ret ? NULL : ccol__v_none(&t->in);
+        Value *none = ret ? NULL : jit__v_none(&t->in);
         out->end = x == X_BREAK ? TR_BREAK : TR_RETURN;
         if (!emit(t, slots, nlocals, ret ? ret : none, x)) {
-            ccol__jit_fail(&t->in, CCOL_ERR_NO_MEMORY, "out of memory");
+            jit__jit_fail(&t->in, CCOL_ERR_NO_MEMORY, "out of memory");
             out->end = TR_ERROR;
         } else {
             out->e = t->e;
             t->e = NULL;
         }
-        ccol__v_unref(none);
+        jit__v_unref(none);
     }
     out->in = t->in;
     out->nested = t->nested;
@@ -700,7 +700,7 @@ static void
 free_tracer(Tracer *t)
 {
     for (int i = 0; i < t->nbrk; i++)
-        ccol__v_unref(t->brk_args[i]);
+        jit__v_unref(t->brk_args[i]);
     free(t->brk_args);
     for (size_t i = 0; i < t->ndyn; i++)
         free(t->dyn[i]);
@@ -708,11 +708,11 @@ free_tracer(Tracer *t)
     free(t->dynnode);
     free(t->pend);
     free(t->data);
-    ccol__entry_free(t->e);
+    jit__entry_free(t->e);
 }
 
 void
-ccol__trace(const TraceCtx *ctx, const FrameCode *fc, Value *const *in,
+jit__trace(const TraceCtx *ctx, const FrameCode *fc, Value *const *in,
             int nslots, TraceOut *out)
 {
     Tracer t = { .ctx = ctx, .code_id = fc->code_id };
@@ -726,30 +726,30 @@ ccol__trace(const TraceCtx *ctx, const FrameCode *fc, Value *const *in,
     Value *ret = NULL;
     Exec x = X_ERROR;
     if (t.e == NULL || slots == NULL)
-        ccol__jit_fail(&t.in, CCOL_ERR_NO_MEMORY, "out of memory");
+        jit__jit_fail(&t.in, CCOL_ERR_NO_MEMORY, "out of memory");
     else if (wrap_slots(&t, f, in, nslots, slots))
         x = exec_resume(&t, slots, &f->body, &fc->rp, 0, &ret);
     if (x == X_ERROR && t.in.status == CCOL_OK)
-        ccol__jit_fail(&t.in, CCOL_ERR_INTERNAL, "internal: trace failed");
+        jit__jit_fail(&t.in, CCOL_ERR_INTERNAL, "internal: trace failed");
     finish_trace(&t, slots, f->nlocals, ret, x, out);
-    ccol__v_unref(ret);
+    jit__v_unref(ret);
     for (int i = 0; slots != NULL && i < f->nlocals; i++)
-        ccol__v_unref(slots[i]);
+        jit__v_unref(slots[i]);
     free(slots);
     free_tracer(&t);
 }
 
 ccol_status
-ccol__trace_report(ccol_jit_module *m, const Interp *in)
+jit__trace_report(ccol_jit_module *m, const Interp *in)
 {
     ccol_status st = in->status != CCOL_OK ? in->status : CCOL_ERR_INTERNAL;
     bool program = st == CCOL_ERR_INVALID_ARG || st == CCOL_ERR_NO_MEMORY ||
                    st == CCOL_ERR_INTERNAL;
     if (in->located)
-        ccol__jit_diag(m, in->line, in->col, in->msg);
+        jit__jit_diag(m, in->line, in->col, in->msg);
     else if (program)
-        ccol__jit_seterr(m, st, "%s: %s", m->file, in->msg);
+        jit__jit_seterr(m, st, "%s: %s", m->file, in->msg);
     else
-        ccol__jit_seterr(m, st, "%s", in->msg);
+        jit__jit_seterr(m, st, "%s", in->msg);
     return st;
 }

@@ -14,7 +14,7 @@
 static const Builtin *
 bt(int bi)
 {
-    return ccol__jit_builtin(bi);
+    return jit__jit_builtin(bi);
 }
 
 static bool
@@ -59,7 +59,7 @@ numel(Tracer *t, const Dim *d, int nd)
 {
     Dim p = { -1, 1 };
     for (int i = 0; i < nd; i++)
-        p = ccol__tr_dim_bin(t, OP_MUL, p, d[i]);
+        p = jit__tr_dim_bin(t, OP_MUL, p, d[i]);
     return p;
 }
 
@@ -68,7 +68,7 @@ numel(Tracer *t, const Dim *d, int nd)
 static bool
 stride_symbols(Tracer *t, const Value *x, Dim *st)
 {
-    if (x->sym < 0 || !ccol__tr_strides(t, x, st))
+    if (x->sym < 0 || !jit__tr_strides(t, x, st))
         return false;
     for (int d = 0; d < x->u.t.ndim; d++) {
         if (st[d].node >= 0 && t->e->g.nodes[st[d].node].kind == G_STRIDE)
@@ -88,21 +88,21 @@ contiguity_guards(Tracer *t, const Value *x)
     Dim sz[JIT_MAXD], st[JIT_MAXD];
     if (!stride_symbols(t, x, st))
         return t->in.status == CCOL_OK;
-    int nd = ccol__tr_dims(t, x, sz);
+    int nd = jit__tr_dims(t, x, sz);
     Dim want = { -1, 1 };
     for (int d = nd - 1; d >= 0; d--) {
         if (x->u.t.size[d] != 1) {
             bool eq = x->u.t.stride[d] == want.c;
             if (st[d].node != want.node) {
-                Dim e = ccol__tr_dim_bin(t, OP_EQ, st[d], want);
+                Dim e = jit__tr_dim_bin(t, OP_EQ, st[d], want);
                 if (t->in.status != CCOL_OK ||
-                    (e.node >= 0 && !ccol__tr_guard_truth(t, e.node, eq)))
+                    (e.node >= 0 && !jit__tr_guard_truth(t, e.node, eq)))
                     return false;
             }
             if (!eq)
                 return true;
         }
-        want = ccol__tr_dim_bin(t, OP_MUL, want, sz[d]);
+        want = jit__tr_dim_bin(t, OP_MUL, want, sz[d]);
         if (t->in.status != CCOL_OK)
             return false;
     }
@@ -116,21 +116,21 @@ reshape_rule(Tracer *t, Value **args, int n, const Value *r, Dim *out)
     if (!contiguity_guards(t, args[0]))
         return -1;
     Dim in[JIT_MAXD];
-    int ni = ccol__tr_dims(t, args[0], in);
+    int ni = jit__tr_dims(t, args[0], in);
     int nd = size_args(args, 1, n, out), infer = -1;
     Dim known = { -1, 1 };
     for (int d = 0; d < nd; d++) {
         if (out[d].node < 0 && out[d].c == -1)
             infer = d;
         else
-            known = ccol__tr_dim_bin(t, OP_MUL, known, out[d]);
+            known = jit__tr_dim_bin(t, OP_MUL, known, out[d]);
     }
     Dim total = numel(t, in, ni);
     if (infer >= 0) {
-        out[infer] = ccol__tr_dim_bin(t, OP_FLOORDIV, total, known);
+        out[infer] = jit__tr_dim_bin(t, OP_FLOORDIV, total, known);
         out[infer].c = r->u.t.size[infer];
     }
-    if (!ccol__tr_guard_eq(t, total, numel(t, out, nd)))
+    if (!jit__tr_guard_eq(t, total, numel(t, out, nd)))
         return -1;
     return nd;
 }
@@ -139,9 +139,9 @@ static int
 matmul_rule(Tracer *t, Value **args, Dim *out)
 {
     Dim a[JIT_MAXD], b[JIT_MAXD];
-    int na = ccol__tr_dims(t, args[0], a), nb = ccol__tr_dims(t, args[1], b);
+    int na = jit__tr_dims(t, args[0], a), nb = jit__tr_dims(t, args[1], b);
     int nd = 0;
-    if (!ccol__tr_guard_eq(t, a[na - 1], b[0]))
+    if (!jit__tr_guard_eq(t, a[na - 1], b[0]))
         return -1;
     if (na == 2)
         out[nd++] = a[0];
@@ -154,17 +154,17 @@ static int
 cat_rule(Tracer *t, Value **args, int n, const Value *r, Dim *out)
 {
     const Value *l = args[0];
-    int nd = ccol__tr_dims(t, l->u.list.items[0], out);
+    int nd = jit__tr_dims(t, l->u.list.items[0], out);
     int d = n == 2 ? dim_arg(args[1], nd) : 0;
     Dim sum = out[d];
     for (size_t i = 1; i < l->u.list.n; i++) {
         Dim o[JIT_MAXD];
-        ccol__tr_dims(t, l->u.list.items[i], o);
+        jit__tr_dims(t, l->u.list.items[i], o);
         for (int j = 0; j < nd; j++) {
-            if (j != d && !ccol__tr_guard_eq(t, o[j], out[j]))
+            if (j != d && !jit__tr_guard_eq(t, o[j], out[j]))
                 return -1;
         }
-        sum = ccol__tr_dim_bin(t, OP_ADD, sum, o[d]);
+        sum = jit__tr_dim_bin(t, OP_ADD, sum, o[d]);
     }
     out[d] = sum;
     out[d].c = r->u.t.size[d];
@@ -179,10 +179,10 @@ arange_rule(Tracer *t, Value **args, int n, const Value *r, Dim *out)
     size_args(args, n - 1, n, &b);
     if (n == 2)
         size_args(args, 0, 1, &a);
-    Dim len = ccol__tr_dim_bin(t, OP_SUB, b, a);
+    Dim len = jit__tr_dim_bin(t, OP_SUB, b, a);
     if (len.node >= 0) {
-        Dim gt = ccol__tr_dim_bin(t, OP_GT, len, (Dim){ -1, 0 });
-        if (!ccol__tr_guard_truth(t, gt.node, gt.c != 0))
+        Dim gt = jit__tr_dim_bin(t, OP_GT, len, (Dim){ -1, 0 });
+        if (!jit__tr_guard_truth(t, gt.node, gt.c != 0))
             return -1;
     }
     out[0] = len.c > 0 ? len : (Dim){ -1, 0 };
@@ -195,7 +195,7 @@ static int
 reduce_rule(Tracer *t, Value **args, int n, Dim *out)
 {
     Dim in[JIT_MAXD];
-    int ni = ccol__tr_dims(t, args[0], in), nd = 0;
+    int ni = jit__tr_dims(t, args[0], in), nd = 0;
     if (n == 1)
         return 0;
     int d = dim_arg(args[1], ni);
@@ -211,9 +211,9 @@ static Value *
 transpose_rule(Tracer *t, Value **args, int n, Value *r, int node)
 {
     Dim dims[JIT_MAXD], st[JIT_MAXD];
-    int nd = ccol__tr_dims(t, args[0], dims);
-    if (!ccol__tr_strides(t, args[0], st)) {
-        ccol__v_unref(r);
+    int nd = jit__tr_dims(t, args[0], dims);
+    if (!jit__tr_strides(t, args[0], st)) {
+        jit__v_unref(r);
         return NULL;
     }
     int i = 0, j = nd > 1 ? 1 : 0;
@@ -226,7 +226,7 @@ transpose_rule(Tracer *t, Value **args, int n, Value *r, int node)
     dims[j] = x;
     st[i] = st[j];
     st[j] = y;
-    r = ccol__tr_set_tensor(t, r, node, dims, nd);
+    r = jit__tr_set_tensor(t, r, node, dims, nd);
     if (r != NULL) {
         memcpy(t->e->g.nodes[node].strides, st, sizeof st);
         t->e->g.nodes[node].has_strides = true;
@@ -256,17 +256,17 @@ shape_rule(Tracer *t, const char *name, Value **args, int n, Value *r,
     else if (is(name, "transpose") || is(name, "t"))
         return transpose_rule(t, args, n, r, node);
     else if (args[0]->kind == CCOL_JIT_TENSOR)
-        nd = ccol__tr_dims(t, args[0], dims); /* relu, exp, all_reduce */
+        nd = jit__tr_dims(t, args[0], dims); /* relu, exp, all_reduce */
     else
-        nd = ccol__tr_dims(t, r, dims);       /* tensor(list) */
+        nd = jit__tr_dims(t, r, dims);       /* tensor(list) */
     if (nd < 0 || nd != r->u.t.ndim || t->in.status != CCOL_OK) {
-        ccol__v_unref(r);
+        jit__v_unref(r);
         return t->in.status != CCOL_OK
                    ? NULL
-                   : ccol__jit_fail(&t->in, CCOL_ERR_INTERNAL,
+                   : jit__jit_fail(&t->in, CCOL_ERR_INTERNAL,
                                     "internal: %s() shape rule", name);
     }
-    return ccol__tr_set_tensor(t, r, node, dims, nd);
+    return jit__tr_set_tensor(t, r, node, dims, nd);
 }
 
 /* x.size() / x.stride() / x.shape / len(x) on a traced tensor. */
@@ -275,29 +275,29 @@ dim_query(Tracer *t, int bi, Value **args, int n)
 {
     const char *name = bt(bi)->name;
     Dim d[JIT_MAXD];
-    int nd = ccol__tr_dims(t, args[0], d);
+    int nd = jit__tr_dims(t, args[0], d);
     bool stride = is(name, "stride");
-    if (stride && !ccol__tr_strides(t, args[0], d))
+    if (stride && !jit__tr_strides(t, args[0], d))
         return NULL;
     int64_t k = 0;
-    if (n == 2 && !ccol__tr_spec_int(t, args[1], "the dim", &k))
+    if (n == 2 && !jit__tr_spec_int(t, args[1], "the dim", &k))
         return NULL;
     Value *r = bt(bi)->fn(&t->in, args, n);
     if (r == NULL)
         return NULL;
     if (r->kind == CCOL_JIT_INT) {
         int i = is(name, "len") ? 0 : (int)(k < 0 ? k + nd : k);
-        return d[i].node < 0 ? r : ccol__tr_with_sym(t, r, d[i].node);
+        return d[i].node < 0 ? r : jit__tr_with_sym(t, r, d[i].node);
     }
     for (int i = 0; i < nd; i++) {
         Value *it = r->u.list.items[i];
         if (d[i].node >= 0) {
-            it = ccol__tr_with_sym(t, ccol__v_ref(it), d[i].node);
+            it = jit__tr_with_sym(t, jit__v_ref(it), d[i].node);
             if (it == NULL) {
-                ccol__v_unref(r);
+                jit__v_unref(r);
                 return NULL;
             }
-            ccol__v_unref(r->u.list.items[i]);
+            jit__v_unref(r->u.list.items[i]);
             r->u.list.items[i] = it;
         }
     }
@@ -308,10 +308,10 @@ dim_query(Tracer *t, int bi, Value **args, int n)
 static Value *
 sum_list(Tracer *t, Value *l)
 {
-    Value *acc = ccol__v_int(&t->in, 0);
+    Value *acc = jit__v_int(&t->in, 0);
     for (size_t i = 0; acc != NULL && i < l->u.list.n; i++) {
-        Value *next = ccol__tr_binop(t, OP_ADD, acc, l->u.list.items[i]);
-        ccol__v_unref(acc);
+        Value *next = jit__tr_binop(t, OP_ADD, acc, l->u.list.items[i]);
+        jit__v_unref(acc);
         acc = next;
     }
     return acc;
@@ -326,7 +326,7 @@ spec_dims(Tracer *t, const char *name, Value **args, int n)
         !is(name, "transpose"))
         return true;
     for (int i = 1; i < n; i++) {
-        if (args[i]->sym >= 0 && !ccol__tr_spec_int(t, args[i], "a dim", &k))
+        if (args[i]->sym >= 0 && !jit__tr_spec_int(t, args[i], "a dim", &k))
             return false;
     }
     return true;
@@ -345,27 +345,27 @@ symbolic_call(Tracer *t, int bi, Value **args, int n)
         return NULL;
     int *an = malloc(((size_t)n + 1) * sizeof(int));
     if (an == NULL) {
-        ccol__v_unref(r);
-        return ccol__jit_fail(&t->in, CCOL_ERR_NO_MEMORY, "out of memory");
+        jit__v_unref(r);
+        return jit__jit_fail(&t->in, CCOL_ERR_NO_MEMORY, "out of memory");
     }
     for (int i = 0; i < n; i++) {
-        an[i] = ccol__tr_as_node(t, args[i]);
+        an[i] = jit__tr_as_node(t, args[i]);
         if (an[i] < 0) {
             free(an);
-            ccol__v_unref(r);
+            jit__v_unref(r);
             return NULL;
         }
     }
-    int node = ccol__tr_node(t, G_CALL, bi, -1, -1);
+    int node = jit__tr_node(t, G_CALL, bi, -1, -1);
     if (node < 0) {
         free(an);
-        ccol__v_unref(r);
+        jit__v_unref(r);
         return NULL;
     }
     t->e->g.nodes[node].args = an;
     t->e->g.nodes[node].nargs = n;
     if (r->kind != CCOL_JIT_TENSOR)
-        return ccol__tr_with_sym(t, r, node);
+        return jit__tr_with_sym(t, r, node);
     return shape_rule(t, name, args, n, r, node);
 }
 
@@ -374,17 +374,17 @@ rank_const(Tracer *t, bool size)
 {
     ccol_comm *c = t->ctx->comm;
     int v = size ? (c ? ccol_comm_size(c) : 1) : (c ? ccol_comm_rank(c) : 0);
-    return ccol__v_int(&t->in, v);
+    return jit__v_int(&t->in, v);
 }
 
 Value *
-ccol__tr_builtin(Tracer *t, int bi, Value **args, int n)
+jit__tr_builtin(Tracer *t, int bi, Value **args, int n)
 {
     const char *name = bt(bi)->name;
     t->in.cur = name;
     if (is(name, "print")) {
         t->skip = true;
-        return ccol__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
+        return jit__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
                               "print() here is a graph break the tracer "
                               "cannot resume from (inside a loop, a called "
                               "function or an expression)");
@@ -394,7 +394,7 @@ ccol__tr_builtin(Tracer *t, int bi, Value **args, int n)
     bool shallow = is(name, "len") || is(name, "isinstance") ||
                    is(name, "size") || is(name, "stride");
     for (int i = 0; i < n; i++) {
-        if (!ccol__tr_use(t, args[i], !shallow || i > 0))
+        if (!jit__tr_use(t, args[i], !shallow || i > 0))
             return NULL;
     }
     bool coll = is(name, "all_reduce");
@@ -405,7 +405,7 @@ ccol__tr_builtin(Tracer *t, int bi, Value **args, int n)
         return bt(bi)->fn(&t->in, args, n); /* list lengths are guarded */
     bool sym = coll;
     for (int i = 0; i < n && !is(name, "isinstance"); i++)
-        sym = sym || ccol__tr_symbolic(args[i]);
+        sym = sym || jit__tr_symbolic(args[i]);
     if (!sym)
         return bt(bi)->fn(&t->in, args, n);
     if ((is(name, "sum")) && n == 1 && args[0]->kind == CCOL_JIT_LIST)

@@ -50,7 +50,7 @@ dyn_name(Tracer *t, int node, const char *what, const char *src, int d)
     strcpy(t->dyn[t->ndyn++], buf);
     return true;
 oom:
-    ccol__jit_fail(&t->in, CCOL_ERR_NO_MEMORY,
+    jit__jit_fail(&t->in, CCOL_ERR_NO_MEMORY,
                    "out of memory recording the dynamic decision %s", buf);
     return false;
 }
@@ -73,7 +73,7 @@ sync_ok(Tracer *t, ccol_status st)
 {
     if (st == CCOL_OK)
         return true;
-    ccol__jit_fail(&t->in, st, "%s", ccol_sync_errmsg(t->ctx->sync));
+    jit__jit_fail(&t->in, st, "%s", ccol_sync_errmsg(t->ctx->sync));
     return false;
 }
 
@@ -119,9 +119,9 @@ decide_size(Tracer *t, const Pending *p, int in, int node, int d,
     snprintf(what, sizeof what, "%s.stride(%d)", p->name, d);
     explain(t, what);
     if (ds != CCOL_DYNAMIC)
-        return ccol__tr_guard(t, GD_SIZE, in, d, x->size[d]);
-    int s = ccol__tr_node(t, G_SIZE, d, node, -1);
-    if (s < 0 || !ccol__tr_guard(t, GD_SIZE_GE2, in, d, 0))
+        return jit__tr_guard(t, GD_SIZE, in, d, x->size[d]);
+    int s = jit__tr_node(t, G_SIZE, d, node, -1);
+    if (s < 0 || !jit__tr_guard(t, GD_SIZE_GE2, in, d, 0))
         return false;
     gn(t, node)->dims[d].node = s;
     gn(t, s)->symbol = ++t->nsym;
@@ -167,14 +167,14 @@ static_stride(Tracer *t, int in, int node, int d, int j)
     GNode *nd = gn(t, node);
     int64_t c = nd->strides[d].c;
     Dim e = j < 0 ? (Dim){ -1, c }
-                  : ccol__tr_dim_bin(t, OP_MUL, nd->strides[j], nd->dims[j]);
+                  : jit__tr_dim_bin(t, OP_MUL, nd->strides[j], nd->dims[j]);
     if (t->in.status != CCOL_OK)
         return false;
     if (e.node < 0)
-        return ccol__tr_guard(t, GD_STRIDE, in, d, c);
+        return jit__tr_guard(t, GD_STRIDE, in, d, c);
     e.c = c;
-    int s = ccol__tr_node(t, G_STRIDE, d, node, -1);
-    if (s < 0 || !ccol__tr_guard_eq(t, (Dim){ s, c }, e))
+    int s = jit__tr_node(t, G_STRIDE, d, node, -1);
+    if (s < 0 || !jit__tr_guard_eq(t, (Dim){ s, c }, e))
         return false;
     gn(t, node)->strides[d] = e;
     return true;
@@ -203,7 +203,7 @@ decide_strides(Tracer *t, const Pending *p, int in, int node,
                 ccol_sync_tracef(t->ctx->sync, "specialize",
                                  "frame:s what:s reason:s", t->code_id, what,
                                  "a stride of 0 or 1");
-            if (!ccol__tr_guard(t, GD_STRIDE, in, d, x->stride[d]))
+            if (!jit__tr_guard(t, GD_STRIDE, in, d, x->stride[d]))
                 return false;
             continue;
         }
@@ -212,7 +212,7 @@ decide_strides(Tracer *t, const Pending *p, int in, int node,
                 return false;
             continue;
         }
-        int s = ccol__tr_node(t, G_STRIDE, d, node, -1);
+        int s = jit__tr_node(t, G_STRIDE, d, node, -1);
         if (s < 0)
             return false;
         gn(t, node)->strides[d].node = s;
@@ -231,12 +231,12 @@ activate_tensor(Tracer *t, const Pending *p, int in)
     const Tensor *o = &p->orig->u.t;
     /* as Dynamo, a tensor that carries user marks the compiled one did not
      * carry misses (marks it lacks are fine) */
-    if (!ccol__tr_guard(t, GD_NDIM, in, 0, x->ndim) ||
-        !ccol__tr_guard(t, GD_MARKS, in, (int)o->mark_static,
+    if (!jit__tr_guard(t, GD_NDIM, in, 0, x->ndim) ||
+        !jit__tr_guard(t, GD_MARKS, in, (int)o->mark_static,
                         o->mark_dynamic) ||
         !observe_tensor(t, p, x))
         return false;
-    int node = ccol__tr_node(t, G_INPUT, in, -1, -1);
+    int node = jit__tr_node(t, G_INPUT, in, -1, -1);
     if (node < 0)
         return false;
     gn(t, node)->tensor = true;
@@ -273,13 +273,13 @@ activate_number(Tracer *t, const Pending *p, int in)
     if (dec != CCOL_DYNAMIC) {
         w->sym = -1;
         if (!isf)
-            return ccol__tr_guard(t, GD_INT, in, 0, w->u.i);
-        if (!ccol__tr_guard(t, GD_FLOAT, in, 0, 0))
+            return jit__tr_guard(t, GD_INT, in, 0, w->u.i);
+        if (!jit__tr_guard(t, GD_FLOAT, in, 0, 0))
             return false;
         t->e->guards[t->e->nguards - 1].f = w->u.f;
         return true;
     }
-    int node = ccol__tr_node(t, G_INPUT, in, -1, -1);
+    int node = jit__tr_node(t, G_INPUT, in, -1, -1);
     if (node < 0)
         return false;
     w->sym = node;
@@ -292,10 +292,10 @@ static bool
 activate(Tracer *t, Value *w)
 {
     const Pending *p = &t->pend[-2 - w->sym];
-    int in = ccol__g_input(&t->e->g, p->name, p->slot, p->path, p->depth);
+    int in = jit__g_input(&t->e->g, p->name, p->slot, p->path, p->depth);
     if (in < 0)
-        return ccol__tr_oom(t);
-    if (!ccol__tr_guard(t, GD_KIND, in, 0, w->kind))
+        return jit__tr_oom(t);
+    if (!jit__tr_guard(t, GD_KIND, in, 0, w->kind))
         return false;
     switch (w->kind) {
     case CCOL_JIT_TENSOR:
@@ -305,10 +305,10 @@ activate(Tracer *t, Value *w)
         return activate_number(t, p, in);
     case CCOL_JIT_BOOL:
         w->sym = -1;
-        return ccol__tr_guard(t, GD_BOOL, in, 0, w->u.b);
+        return jit__tr_guard(t, GD_BOOL, in, 0, w->u.b);
     case CCOL_JIT_LIST:
         w->sym = -1;
-        return ccol__tr_guard(t, GD_LEN, in, 0, (int64_t)w->u.list.n);
+        return jit__tr_guard(t, GD_LEN, in, 0, (int64_t)w->u.list.n);
     default:
         w->sym = -1;
         return true;
@@ -316,14 +316,14 @@ activate(Tracer *t, Value *w)
 }
 
 bool
-ccol__tr_use(Tracer *t, Value *v, bool deep)
+jit__tr_use(Tracer *t, Value *v, bool deep)
 {
     if (v->sym <= -2 && !activate(t, v))
         return false;
     if (!deep || v->kind != CCOL_JIT_LIST)
         return true;
     for (size_t i = 0; i < v->u.list.n; i++) {
-        if (!ccol__tr_use(t, v->u.list.items[i], true))
+        if (!jit__tr_use(t, v->u.list.items[i], true))
             return false;
     }
     return true;
@@ -331,23 +331,23 @@ ccol__tr_use(Tracer *t, Value *v, bool deep)
 
 /* A fresh copy of a scalar or tensor view (so sym can be set). */
 Value *
-ccol__tr_copy(Tracer *t, const Value *v)
+jit__tr_copy(Tracer *t, const Value *v)
 {
     Interp *in = &t->in;
     switch (v->kind) {
     case CCOL_JIT_TENSOR:
-        return ccol__t_view(in, v, v->u.t.ndim, v->u.t.size, v->u.t.stride,
+        return jit__t_view(in, v, v->u.t.ndim, v->u.t.size, v->u.t.stride,
                             v->u.t.offset);
     case CCOL_JIT_INT:
-        return ccol__v_int(in, v->u.i);
+        return jit__v_int(in, v->u.i);
     case CCOL_JIT_FLOAT:
-        return ccol__v_float(in, v->u.f);
+        return jit__v_float(in, v->u.f);
     case CCOL_JIT_BOOL:
-        return ccol__v_bool(in, v->u.b);
+        return jit__v_bool(in, v->u.b);
     case CCOL_JIT_STR:
-        return ccol__v_str(in, v->u.s);
+        return jit__v_str(in, v->u.s);
     default:
-        return ccol__v_none(in);
+        return jit__v_none(in);
     }
 }
 
@@ -359,7 +359,7 @@ add_pending(Tracer *t, Value *w, const Value *orig, const char *name,
         int cap = t->cappend ? t->cappend * 2 : 16;
         Pending *p = realloc(t->pend, (size_t)cap * sizeof(*p));
         if (p == NULL)
-            return ccol__tr_oom(t);
+            return jit__tr_oom(t);
         t->pend = p;
         t->cappend = cap;
     }
@@ -376,24 +376,24 @@ add_pending(Tracer *t, Value *w, const Value *orig, const char *name,
 }
 
 Value *
-ccol__tr_wrap(Tracer *t, const Value *orig, const char *name, int slot,
+jit__tr_wrap(Tracer *t, const Value *orig, const char *name, int slot,
               const int *path, int depth)
 {
     if (depth >= TR_MAXPATH || strlen(name) + 16 >= TR_NAMEMAX) {
         t->skip = true;
-        return ccol__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
+        return jit__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
                               "argument %s is nested too deeply to trace",
                               name);
     }
     if (orig->kind != CCOL_JIT_LIST) {
-        Value *w = ccol__tr_copy(t, orig);
+        Value *w = jit__tr_copy(t, orig);
         if (w != NULL && !add_pending(t, w, orig, name, slot, path, depth)) {
-            ccol__v_unref(w);
+            jit__v_unref(w);
             return NULL;
         }
         return w;
     }
-    Value *l = ccol__v_list(&t->in, orig->u.list.n);
+    Value *l = jit__v_list(&t->in, orig->u.list.n);
     int sub[TR_MAXPATH];
     if (depth > 0)
         memcpy(sub, path, (size_t)depth * sizeof(int));
@@ -401,16 +401,16 @@ ccol__tr_wrap(Tracer *t, const Value *orig, const char *name, int slot,
         char nm[TR_NAMEMAX];
         snprintf(nm, sizeof nm, "%s[%zu]", name, i);
         sub[depth] = (int)i;
-        l->u.list.items[i] = ccol__tr_wrap(t, orig->u.list.items[i], nm, slot,
+        l->u.list.items[i] = jit__tr_wrap(t, orig->u.list.items[i], nm, slot,
                                            sub, depth + 1);
         if (l->u.list.items[i] == NULL) {
-            ccol__v_unref(l);
+            jit__v_unref(l);
             return NULL;
         }
     }
-    l = l ? ccol__v_list_done(&t->in, l) : NULL;
+    l = l ? jit__v_list_done(&t->in, l) : NULL;
     if (l != NULL && !add_pending(t, l, orig, name, slot, path, depth)) {
-        ccol__v_unref(l);
+        jit__v_unref(l);
         return NULL;
     }
     return l;

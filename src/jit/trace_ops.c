@@ -16,25 +16,25 @@
 #include <string.h>
 
 bool
-ccol__tr_oom(Tracer *t)
+jit__tr_oom(Tracer *t)
 {
-    ccol__jit_fail(&t->in, CCOL_ERR_NO_MEMORY, "out of memory");
+    jit__jit_fail(&t->in, CCOL_ERR_NO_MEMORY, "out of memory");
     return false;
 }
 
 int
-ccol__tr_node(Tracer *t, GKind kind, int op, int a, int b)
+jit__tr_node(Tracer *t, GKind kind, int op, int a, int b)
 {
     if (t->e->g.n >= TR_MAX_NODES) {
         t->skip = true;
-        ccol__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
+        jit__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
                        "the traced graph exceeds %d nodes (unrolled loop "
                        "too long?)", TR_MAX_NODES);
         return -1;
     }
-    int i = ccol__g_add(&t->e->g, kind, op, a, b);
+    int i = jit__g_add(&t->e->g, kind, op, a, b);
     if (i < 0) {
-        ccol__tr_oom(t);
+        jit__tr_oom(t);
         return -1;
     }
     if (t->at != NULL) {
@@ -53,18 +53,18 @@ gn(Tracer *t, int i)
 static int
 const_node(Tracer *t, Value *v)
 {
-    int i = ccol__tr_node(t, G_CONST, 0, -1, -1);
+    int i = jit__tr_node(t, G_CONST, 0, -1, -1);
     if (i >= 0)
-        gn(t, i)->cv = ccol__v_ref(v);
+        gn(t, i)->cv = jit__v_ref(v);
     return i;
 }
 
 static int
 int_node(Tracer *t, int64_t c)
 {
-    Value *v = ccol__v_int(&t->in, c);
+    Value *v = jit__v_int(&t->in, c);
     int i = v ? const_node(t, v) : -1;
-    ccol__v_unref(v);
+    jit__v_unref(v);
     return i;
 }
 
@@ -75,9 +75,9 @@ dim_node(Tracer *t, Dim d)
 }
 
 bool
-ccol__tr_guard(Tracer *t, GuardKind kind, int input, int dim, int64_t i)
+jit__tr_guard(Tracer *t, GuardKind kind, int input, int dim, int64_t i)
 {
-    return ccol__guard_add(t->e, kind, input, dim, i) || ccol__tr_oom(t);
+    return jit__guard_add(t->e, kind, input, dim, i) || jit__tr_oom(t);
 }
 
 /* A guard that holds only when symbol a equals the constant b pins the
@@ -104,7 +104,7 @@ pin(Tracer *t, int n, bool v)
 static bool
 guard_truth(Tracer *t, int n, bool v)
 {
-    if (n < 0 || !ccol__tr_guard(t, GD_EXPR, -1, n, v))
+    if (n < 0 || !jit__tr_guard(t, GD_EXPR, -1, n, v))
         return false;
     pin(t, n, v);
     return true;
@@ -130,7 +130,7 @@ dim_bin(Tracer *t, BinOp op, Dim a, Dim b)
     if (op == OP_MUL && a.node < 0 && a.c == 1)
         return b;
     int x = dim_node(t, a), y = x >= 0 ? dim_node(t, b) : -1;
-    r.node = y >= 0 ? ccol__tr_node(t, G_BINOP, op, x, y) : -1;
+    r.node = y >= 0 ? jit__tr_node(t, G_BINOP, op, x, y) : -1;
     if (r.node < 0)
         r.c = 0;
     return r;
@@ -143,38 +143,38 @@ guard_eq(Tracer *t, Dim a, Dim b)
     if ((a.node < 0 && b.node < 0) || a.node == b.node)
         return true;
     int x = dim_node(t, a), y = x >= 0 ? dim_node(t, b) : -1;
-    int n = y >= 0 ? ccol__tr_node(t, G_BINOP, OP_EQ, x, y) : -1;
+    int n = y >= 0 ? jit__tr_node(t, G_BINOP, OP_EQ, x, y) : -1;
     return guard_truth(t, n, true);
 }
 
 /* ---- values to nodes ---- */
 
 int
-ccol__tr_as_node(Tracer *t, Value *v)
+jit__tr_as_node(Tracer *t, Value *v)
 {
     if (v->sym >= 0)
         return v->sym;
     if (v->sym <= -2) {
         /* passed through unread: the input itself, no guard needed */
         const Pending *p = &t->pend[-2 - v->sym];
-        int in = ccol__g_input(&t->e->g, p->name, p->slot, p->path,
+        int in = jit__g_input(&t->e->g, p->name, p->slot, p->path,
                                p->depth);
-        return in < 0 ? (ccol__tr_oom(t), -1)
-                      : ccol__tr_node(t, G_INPUT, in, -1, -1);
+        return in < 0 ? (jit__tr_oom(t), -1)
+                      : jit__tr_node(t, G_INPUT, in, -1, -1);
     }
     if (v->kind != CCOL_JIT_LIST)
         return const_node(t, v);
     int *args = malloc((v->u.list.n + 1) * sizeof(int));
     if (args == NULL)
-        return ccol__tr_oom(t), -1;
+        return jit__tr_oom(t), -1;
     for (size_t i = 0; i < v->u.list.n; i++) {
-        args[i] = ccol__tr_as_node(t, v->u.list.items[i]);
+        args[i] = jit__tr_as_node(t, v->u.list.items[i]);
         if (args[i] < 0) {
             free(args);
             return -1;
         }
     }
-    int n = ccol__tr_node(t, G_LIST, 0, -1, -1);
+    int n = jit__tr_node(t, G_LIST, 0, -1, -1);
     if (n < 0) {
         free(args);
         return -1;
@@ -189,12 +189,12 @@ static Value *
 with_sym(Tracer *t, Value *r, int node)
 {
     if (node < 0) {
-        ccol__v_unref(r);
+        jit__v_unref(r);
         return NULL;
     }
     if (r->refs > 1 || r->sym != -1) {
-        Value *c = ccol__tr_copy(t, r);
-        ccol__v_unref(r);
+        Value *c = jit__tr_copy(t, r);
+        jit__v_unref(r);
         if (c == NULL)
             return NULL;
         r = c;
@@ -203,7 +203,7 @@ with_sym(Tracer *t, Value *r, int node)
     return r;
 }
 
-/* True when v holds a symbolic value anywhere (after ccol__tr_use). */
+/* True when v holds a symbolic value anywhere (after jit__tr_use). */
 static bool
 symbolic(const Value *v)
 {
@@ -279,7 +279,7 @@ static bool
 is_data(const GNode *nd)
 {
     return nd->tensor || (nd->kind == G_CALL &&
-                          strcmp(ccol__jit_builtin(nd->op)->name,
+                          strcmp(jit__jit_builtin(nd->op)->name,
                                  "all_reduce") == 0);
 }
 
@@ -315,7 +315,7 @@ data_dependent(Tracer *t, int n)
 static bool
 data_error(Tracer *t, const char *what)
 {
-    ccol__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
+    jit__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
                    "data-dependent control flow: %s depends on the data of "
                    "a tensor or on the result of all_reduce, which are known "
                    "only when the graph runs (branch on shapes or ints "
@@ -324,11 +324,11 @@ data_error(Tracer *t, const char *what)
 }
 
 int
-ccol__tr_truth(Tracer *t, Value *v)
+jit__tr_truth(Tracer *t, Value *v)
 {
-    if (!ccol__tr_use(t, v, false))
+    if (!jit__tr_use(t, v, false))
         return -1;
-    int r = ccol__v_truth(&t->in, v);
+    int r = jit__v_truth(&t->in, v);
     if (r < 0 || v->sym < 0)
         return r;
     if (v->kind == CCOL_JIT_TENSOR || data_dependent(t, v->sym))
@@ -337,14 +337,14 @@ ccol__tr_truth(Tracer *t, Value *v)
 }
 
 bool
-ccol__tr_spec_int(Tracer *t, Value *v, const char *what, int64_t *out)
+jit__tr_spec_int(Tracer *t, Value *v, const char *what, int64_t *out)
 {
-    if (!ccol__tr_use(t, v, false))
+    if (!jit__tr_use(t, v, false))
         return false;
     if (v->kind != CCOL_JIT_INT && v->kind != CCOL_JIT_BOOL) {
-        ccol__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
+        jit__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
                        "%s must be an int, got %s", what,
-                       ccol__v_typename(v));
+                       jit__v_typename(v));
         return false;
     }
     *out = v->kind == CCOL_JIT_INT ? v->u.i : v->u.b;
@@ -373,10 +373,10 @@ spec_deep(Tracer *t, const Value *v)
         return true;
     if (data_dependent(t, v->sym))
         return data_error(t, "comparing these lists");
-    Value *c = ccol__tr_copy(t, v);
+    Value *c = jit__tr_copy(t, v);
     int k = c ? const_node(t, c) : -1;
-    int eq = k >= 0 ? ccol__tr_node(t, G_BINOP, OP_EQ, v->sym, k) : -1;
-    ccol__v_unref(c);
+    int eq = k >= 0 ? jit__tr_node(t, G_BINOP, OP_EQ, v->sym, k) : -1;
+    jit__v_unref(c);
     return guard_truth(t, eq, true);
 }
 
@@ -409,50 +409,50 @@ broadcast(Tracer *t, const Value *a, const Value *b, Dim *out, int *nd)
 }
 
 Value *
-ccol__tr_binop(Tracer *t, BinOp op, Value *a, Value *b)
+jit__tr_binop(Tracer *t, BinOp op, Value *a, Value *b)
 {
     bool lists = a->kind == CCOL_JIT_LIST || b->kind == CCOL_JIT_LIST;
     if (lists && op == OP_ADD) {
         /* xs + ys: the items keep their nodes (and stay unread) */
-        if (!ccol__tr_use(t, a, false) || !ccol__tr_use(t, b, false))
+        if (!jit__tr_use(t, a, false) || !jit__tr_use(t, b, false))
             return NULL;
-        return ccol__jit_binop(&t->in, op, a, b);
+        return jit__jit_binop(&t->in, op, a, b);
     }
-    if (!ccol__tr_use(t, a, true) || !ccol__tr_use(t, b, true))
+    if (!jit__tr_use(t, a, true) || !jit__tr_use(t, b, true))
         return NULL;
     if (lists && (!spec_deep(t, a) || !spec_deep(t, b)))
         return NULL;
-    Value *r = ccol__jit_binop(&t->in, op, a, b);
+    Value *r = jit__jit_binop(&t->in, op, a, b);
     if (r == NULL || (a->sym < 0 && b->sym < 0))
         return r;
     if (op == OP_MATMUL) {
         Value *ab[2] = { a, b };
-        ccol__v_unref(r);
-        return ccol__tr_builtin(t, ccol__jit_builtin_find("matmul", B_FUNC),
+        jit__v_unref(r);
+        return jit__tr_builtin(t, jit__jit_builtin_find("matmul", B_FUNC),
                                 ab, 2);
     }
-    int x = ccol__tr_as_node(t, a), y = x >= 0 ? ccol__tr_as_node(t, b) : -1;
-    int n = y >= 0 ? ccol__tr_node(t, G_BINOP, op, x, y) : -1;
+    int x = jit__tr_as_node(t, a), y = x >= 0 ? jit__tr_as_node(t, b) : -1;
+    int n = y >= 0 ? jit__tr_node(t, G_BINOP, op, x, y) : -1;
     if (r->kind != CCOL_JIT_TENSOR)
         return with_sym(t, r, n);
     Dim dims[JIT_MAXD];
     int nd = 0;
     if (n < 0 || !broadcast(t, a, b, dims, &nd)) {
-        ccol__v_unref(r);
+        jit__v_unref(r);
         return NULL;
     }
     return set_tensor(t, r, n, dims, nd);
 }
 
 Value *
-ccol__tr_neg(Tracer *t, Value *a)
+jit__tr_neg(Tracer *t, Value *a)
 {
-    if (!ccol__tr_use(t, a, false))
+    if (!jit__tr_use(t, a, false))
         return NULL;
-    Value *r = ccol__jit_neg(&t->in, a);
+    Value *r = jit__jit_neg(&t->in, a);
     if (r == NULL || a->sym < 0)
         return r;
-    int n = ccol__tr_node(t, G_NEG, 0, a->sym, -1);
+    int n = jit__tr_node(t, G_NEG, 0, a->sym, -1);
     if (r->kind != CCOL_JIT_TENSOR)
         return with_sym(t, r, n);
     Dim dims[JIT_MAXD];
@@ -463,49 +463,49 @@ ccol__tr_neg(Tracer *t, Value *a)
 /* ---- shared with trace_builtins.c ---- */
 
 Value *
-ccol__tr_with_sym(Tracer *t, Value *r, int node)
+jit__tr_with_sym(Tracer *t, Value *r, int node)
 {
     return with_sym(t, r, node);
 }
 
 int
-ccol__tr_dims(Tracer *t, const Value *v, Dim *out)
+jit__tr_dims(Tracer *t, const Value *v, Dim *out)
 {
     return get_dims(t, v, out);
 }
 
 bool
-ccol__tr_strides(Tracer *t, const Value *v, Dim *out)
+jit__tr_strides(Tracer *t, const Value *v, Dim *out)
 {
     return get_strides(t, v, out);
 }
 
 Value *
-ccol__tr_set_tensor(Tracer *t, Value *r, int node, const Dim *dims, int nd)
+jit__tr_set_tensor(Tracer *t, Value *r, int node, const Dim *dims, int nd)
 {
     return set_tensor(t, r, node, dims, nd);
 }
 
 Dim
-ccol__tr_dim_bin(Tracer *t, BinOp op, Dim a, Dim b)
+jit__tr_dim_bin(Tracer *t, BinOp op, Dim a, Dim b)
 {
     return dim_bin(t, op, a, b);
 }
 
 bool
-ccol__tr_guard_eq(Tracer *t, Dim a, Dim b)
+jit__tr_guard_eq(Tracer *t, Dim a, Dim b)
 {
     return guard_eq(t, a, b);
 }
 
 bool
-ccol__tr_guard_truth(Tracer *t, int node, bool v)
+jit__tr_guard_truth(Tracer *t, int node, bool v)
 {
     return guard_truth(t, node, v);
 }
 
 bool
-ccol__tr_symbolic(const Value *v)
+jit__tr_symbolic(const Value *v)
 {
     return symbolic(v);
 }

@@ -123,37 +123,37 @@ typedef struct Entry {
 /* ---- graph.c ---- */
 
 /* Appends a node; its index, or -1 when out of memory. */
-int ccol__g_add(Graph *g, GKind kind, int op, int a, int b);
+int jit__g_add(Graph *g, GKind kind, int op, int a, int b);
 /* Adds (or finds) the input with this name; -1 when out of memory. */
-int ccol__g_input(Graph *g, const char *name, int slot, const int *path,
+int jit__g_input(Graph *g, const char *name, int slot, const int *path,
                   int depth);
-void ccol__g_free(Graph *g);
-void ccol__entry_free(Entry *e);
+void jit__g_free(Graph *g);
+void jit__entry_free(Entry *e);
 /* Marks the nodes needed for the outputs (plus collectives) and for the
  * guards; false when out of memory. */
-bool ccol__entry_plan(Entry *e);
+bool jit__entry_plan(Entry *e);
 /* Resolves every input of `g` against the frame's slots; false when a
  * path does not exist (a guard miss). */
-bool ccol__g_resolve(const Graph *g, Value *const *slots, int nslots,
+bool jit__g_resolve(const Graph *g, Value *const *slots, int nslots,
                      Value **vals);
 /* Evaluates the nodes marked in `need` into vals (new references); false
  * with the error on `in` (position in line/col of the failing node). Each
  * all_reduce is a "collective" event of `trace` (may be NULL). */
-bool ccol__g_eval(const Graph *g, const bool *need, Interp *in,
+bool jit__g_eval(const Graph *g, const bool *need, Interp *in,
                   Value *const *inputs, Value **vals, ccol_sync *trace);
-void ccol__g_release(const Graph *g, Value **vals);
+void jit__g_release(const Graph *g, Value **vals);
 /* Renders the entry (guards, then one node per line) into b. */
-void ccol__entry_render(const Entry *e, Buf *b);
+void jit__entry_render(const Entry *e, Buf *b);
 
 /* ---- guard.c ---- */
 
-bool ccol__guard_add(Entry *e, GuardKind kind, int input, int dim,
+bool jit__guard_add(Entry *e, GuardKind kind, int input, int dim,
                      int64_t i);
 /* -1 when every guard of e holds for the frame's slots, else the index
  * of the first guard that failed (0 also when an input is missing). */
-int ccol__guard_check(const Entry *e, Interp *in, Value *const *slots,
+int jit__guard_check(const Entry *e, Interp *in, Value *const *slots,
                       int nslots);
-void ccol__guard_render(const Entry *e, const Guard *gd, Buf *b);
+void jit__guard_render(const Entry *e, const Guard *gd, Buf *b);
 
 /* ---- trace.c ---- */
 
@@ -204,14 +204,14 @@ typedef struct TraceOut {
  * new entry, or runs it eagerly when ctx->eager. A preflight traces to the
  * first graph emission and sets exchange_wanted; its graph is dropped.
  */
-void ccol__trace(const TraceCtx *ctx, const FrameCode *fc,
+void jit__trace(const TraceCtx *ctx, const FrameCode *fc,
                  Value *const *slots, int nslots, TraceOut *out);
 
 /* Formats the error of a trace or a run into m->errmsg: file:line:col and
  * a caret when the failing node is known (a collective failure keeps the
  * communicator's status and message after the location), else the
  * message alone. */
-ccol_status ccol__trace_report(ccol_jit_module *m, const Interp *in);
+ccol_status jit__trace_report(ccol_jit_module *m, const Interp *in);
 
 /* ---- the tracer's own state (trace*.c) ---- */
 
@@ -252,28 +252,28 @@ typedef struct Tracer {
 
 /* trace_ops.c, trace_inputs.c, trace_builtins.c: symbolic values. All
  * return NULL / false / -1 with the error on t->in. */
-int ccol__tr_node(Tracer *t, GKind kind, int op, int a, int b);
-int ccol__tr_as_node(Tracer *t, Value *v);
-bool ccol__tr_use(Tracer *t, Value *v, bool deep);
-bool ccol__tr_spec_int(Tracer *t, Value *v, const char *what, int64_t *out);
-int ccol__tr_truth(Tracer *t, Value *v);
-Value *ccol__tr_binop(Tracer *t, BinOp op, Value *a, Value *b);
-Value *ccol__tr_neg(Tracer *t, Value *a);
-Value *ccol__tr_builtin(Tracer *t, int bi, Value **args, int n);
-bool ccol__tr_oom(Tracer *t);
-bool ccol__tr_guard(Tracer *t, GuardKind kind, int input, int dim,
+int jit__tr_node(Tracer *t, GKind kind, int op, int a, int b);
+int jit__tr_as_node(Tracer *t, Value *v);
+bool jit__tr_use(Tracer *t, Value *v, bool deep);
+bool jit__tr_spec_int(Tracer *t, Value *v, const char *what, int64_t *out);
+int jit__tr_truth(Tracer *t, Value *v);
+Value *jit__tr_binop(Tracer *t, BinOp op, Value *a, Value *b);
+Value *jit__tr_neg(Tracer *t, Value *a);
+Value *jit__tr_builtin(Tracer *t, int bi, Value **args, int n);
+bool jit__tr_oom(Tracer *t);
+bool jit__tr_guard(Tracer *t, GuardKind kind, int input, int dim,
                     int64_t i);
-Value *ccol__tr_copy(Tracer *t, const Value *v);
-Value *ccol__tr_with_sym(Tracer *t, Value *r, int node);
-int ccol__tr_dims(Tracer *t, const Value *v, Dim *out);
-bool ccol__tr_strides(Tracer *t, const Value *v, Dim *out);
-Value *ccol__tr_set_tensor(Tracer *t, Value *r, int node, const Dim *dims,
+Value *jit__tr_copy(Tracer *t, const Value *v);
+Value *jit__tr_with_sym(Tracer *t, Value *r, int node);
+int jit__tr_dims(Tracer *t, const Value *v, Dim *out);
+bool jit__tr_strides(Tracer *t, const Value *v, Dim *out);
+Value *jit__tr_set_tensor(Tracer *t, Value *r, int node, const Dim *dims,
                            int nd);
-Dim ccol__tr_dim_bin(Tracer *t, BinOp op, Dim a, Dim b);
-bool ccol__tr_guard_eq(Tracer *t, Dim a, Dim b);
-bool ccol__tr_guard_truth(Tracer *t, int node, bool v);
-bool ccol__tr_symbolic(const Value *v);
-Value *ccol__tr_wrap(Tracer *t, const Value *orig, const char *name,
+Dim jit__tr_dim_bin(Tracer *t, BinOp op, Dim a, Dim b);
+bool jit__tr_guard_eq(Tracer *t, Dim a, Dim b);
+bool jit__tr_guard_truth(Tracer *t, int node, bool v);
+bool jit__tr_symbolic(const Value *v);
+Value *jit__tr_wrap(Tracer *t, const Value *orig, const char *name,
                      int slot, const int *path, int depth);
 
 #endif /* CCOL_JIT_TRACER_H */

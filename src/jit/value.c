@@ -17,7 +17,7 @@
 #define REPR_MAX_ELEMENTS 64
 
 void *
-ccol__jit_fail(Interp *in, ccol_status st, const char *fmt, ...)
+jit__jit_fail(Interp *in, ccol_status st, const char *fmt, ...)
 {
     if (in->status != CCOL_OK)
         return NULL;
@@ -30,25 +30,25 @@ ccol__jit_fail(Interp *in, ccol_status st, const char *fmt, ...)
 }
 
 bool
-ccol__jit_charge(Interp *in, uint64_t steps)
+jit__jit_charge(Interp *in, uint64_t steps)
 {
     if (steps <= in->steps_left) {
         in->steps_left -= steps;
         return true;
     }
     in->steps_left = 0;
-    ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+    jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                    "step budget exhausted (limit %llu steps)",
                    (unsigned long long)in->m->params.max_steps);
     return false;
 }
 
 Value *
-ccol__v_new(Interp *in, ccol_jit_kind kind)
+jit__v_new(Interp *in, ccol_jit_kind kind)
 {
     Value *v = calloc(1, sizeof(*v));
     if (v == NULL)
-        return ccol__jit_fail(in, CCOL_ERR_NO_MEMORY, "out of memory");
+        return jit__jit_fail(in, CCOL_ERR_NO_MEMORY, "out of memory");
     v->kind = kind;
     v->refs = 1;
     v->sym = -1;
@@ -56,73 +56,73 @@ ccol__v_new(Interp *in, ccol_jit_kind kind)
 }
 
 Value *
-ccol__v_none(Interp *in)
+jit__v_none(Interp *in)
 {
-    return ccol__v_new(in, CCOL_JIT_NONE);
+    return jit__v_new(in, CCOL_JIT_NONE);
 }
 
 Value *
-ccol__v_bool(Interp *in, bool b)
+jit__v_bool(Interp *in, bool b)
 {
-    Value *v = ccol__v_new(in, CCOL_JIT_BOOL);
+    Value *v = jit__v_new(in, CCOL_JIT_BOOL);
     if (v != NULL)
         v->u.b = b;
     return v;
 }
 
 Value *
-ccol__v_int(Interp *in, int64_t i)
+jit__v_int(Interp *in, int64_t i)
 {
-    Value *v = ccol__v_new(in, CCOL_JIT_INT);
+    Value *v = jit__v_new(in, CCOL_JIT_INT);
     if (v != NULL)
         v->u.i = i;
     return v;
 }
 
 Value *
-ccol__v_float(Interp *in, double f)
+jit__v_float(Interp *in, double f)
 {
-    Value *v = ccol__v_new(in, CCOL_JIT_FLOAT);
+    Value *v = jit__v_new(in, CCOL_JIT_FLOAT);
     if (v != NULL)
         v->u.f = f;
     return v;
 }
 
 Value *
-ccol__v_str(Interp *in, const char *s)
+jit__v_str(Interp *in, const char *s)
 {
-    Value *v = ccol__v_new(in, CCOL_JIT_STR);
+    Value *v = jit__v_new(in, CCOL_JIT_STR);
     if (v == NULL)
         return NULL;
     v->u.s = strdup(s);
     if (v->u.s == NULL) {
         free(v);
-        return ccol__jit_fail(in, CCOL_ERR_NO_MEMORY, "out of memory");
+        return jit__jit_fail(in, CCOL_ERR_NO_MEMORY, "out of memory");
     }
     return v;
 }
 
 Value *
-ccol__v_list(Interp *in, size_t n)
+jit__v_list(Interp *in, size_t n)
 {
     if (n > CCOL_JIT_MAX_LIST)
-        return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        return jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                               "list of %zu items exceeds the limit of %u",
                               n, CCOL_JIT_MAX_LIST);
-    Value *v = ccol__v_new(in, CCOL_JIT_LIST);
+    Value *v = jit__v_new(in, CCOL_JIT_LIST);
     if (v == NULL)
         return NULL;
     v->u.list.items = calloc(n ? n : 1, sizeof(Value *));
     if (v->u.list.items == NULL) {
         free(v);
-        return ccol__jit_fail(in, CCOL_ERR_NO_MEMORY, "out of memory");
+        return jit__jit_fail(in, CCOL_ERR_NO_MEMORY, "out of memory");
     }
     v->u.list.n = n;
     return v;
 }
 
 Value *
-ccol__v_list_done(Interp *in, Value *v)
+jit__v_list_done(Interp *in, Value *v)
 {
     int depth = 0;
     for (size_t i = 0; i < v->u.list.n; i++) {
@@ -133,14 +133,14 @@ ccol__v_list_done(Interp *in, Value *v)
     v->u.list.depth = depth + 1;
     if (v->u.list.depth <= CCOL_JIT_MAX_NESTING)
         return v;
-    ccol__v_unref(v);
-    return ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+    jit__v_unref(v);
+    return jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                           "lists nested too deeply (limit %d)",
                           CCOL_JIT_MAX_NESTING);
 }
 
 Value *
-ccol__v_ref(Value *v)
+jit__v_ref(Value *v)
 {
     if (v != NULL)
         v->refs++;
@@ -148,13 +148,13 @@ ccol__v_ref(Value *v)
 }
 
 void
-ccol__v_unref(Value *v)
+jit__v_unref(Value *v)
 {
     if (v == NULL || --v->refs > 0)
         return;
     if (v->kind == CCOL_JIT_LIST) {
         for (size_t i = 0; i < v->u.list.n; i++)
-            ccol__v_unref(v->u.list.items[i]);
+            jit__v_unref(v->u.list.items[i]);
         free(v->u.list.items);
     } else if (v->kind == CCOL_JIT_STR) {
         free(v->u.s);
@@ -169,14 +169,14 @@ ccol__v_unref(Value *v)
 }
 
 bool
-ccol__v_is_number(const Value *v)
+jit__v_is_number(const Value *v)
 {
     return v->kind == CCOL_JIT_INT || v->kind == CCOL_JIT_BOOL ||
            v->kind == CCOL_JIT_FLOAT;
 }
 
 double
-ccol__v_num(const Value *v)
+jit__v_num(const Value *v)
 {
     switch (v->kind) {
     case CCOL_JIT_BOOL:
@@ -191,7 +191,7 @@ ccol__v_num(const Value *v)
 }
 
 int
-ccol__v_truth(Interp *in, Value *v)
+jit__v_truth(Interp *in, Value *v)
 {
     switch (v->kind) {
     case CCOL_JIT_NONE:
@@ -209,20 +209,20 @@ ccol__v_truth(Interp *in, Value *v)
     case CCOL_JIT_TENSOR:
         break;
     }
-    size_t n = ccol__t_numel(&v->u.t);
+    size_t n = jit__t_numel(&v->u.t);
     if (n != 1) {
-        ccol__jit_fail(in, CCOL_ERR_INVALID_ARG,
+        jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                        "the truth value of a tensor with %zu elements is "
                        "ambiguous", n);
         return -1;
     }
     float x;
-    ccol__t_gather(&v->u.t, &x);
+    jit__t_gather(&v->u.t, &x);
     return x != 0;
 }
 
 const char *
-ccol__v_typename(const Value *v)
+jit__v_typename(const Value *v)
 {
     static const char *const names[] = { "none", "bool", "int", "float",
                                          "str", "list", "tensor" };
@@ -232,7 +232,7 @@ ccol__v_typename(const Value *v)
 /* ---- rendering ---- */
 
 void
-ccol__jit_buf_puts(Buf *b, const char *s)
+jit__jit_buf_puts(Buf *b, const char *s)
 {
     size_t n = strlen(s);
     if (b->oom)
@@ -254,14 +254,14 @@ ccol__jit_buf_puts(Buf *b, const char *s)
 }
 
 void
-ccol__jit_buf_printf(Buf *b, const char *fmt, ...)
+jit__jit_buf_printf(Buf *b, const char *fmt, ...)
 {
     char tmp[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
-    ccol__jit_buf_puts(b, tmp);
+    jit__jit_buf_puts(b, tmp);
 }
 
 /* Rewrites an exponent rendering "d.ddde+XX" in fixed notation when
@@ -280,7 +280,7 @@ python_fixed(char *out, size_t n, double d, int prec)
 }
 
 void
-ccol__fmt_double(char *out, size_t n, double d)
+jit__fmt_double(char *out, size_t n, double d)
 {
     if (isnan(d)) {
         snprintf(out, n, "nan");
@@ -308,7 +308,7 @@ fmt_float32(char *out, size_t n, float f)
 {
     int prec = 1;
     if (isnan(f) || isinf(f)) {
-        ccol__fmt_double(out, n, (double)f);
+        jit__fmt_double(out, n, (double)f);
         return;
     }
     for (; prec < 9; prec++) {
@@ -330,66 +330,66 @@ repr_nested(Buf *b, const float *x, const int64_t *size, int ndim,
     char num[64];
     if (ndim == 0) {
         fmt_float32(num, sizeof num, x[(*pos)++]);
-        ccol__jit_buf_puts(b, num);
+        jit__jit_buf_puts(b, num);
         return;
     }
-    ccol__jit_buf_puts(b, "[");
+    jit__jit_buf_puts(b, "[");
     for (int64_t i = 0; i < size[0]; i++) {
         if (i > 0)
-            ccol__jit_buf_puts(b, ", ");
+            jit__jit_buf_puts(b, ", ");
         repr_nested(b, x, size + 1, ndim - 1, pos);
     }
-    ccol__jit_buf_puts(b, "]");
+    jit__jit_buf_puts(b, "]");
 }
 
 static void
 repr_tensor(Buf *b, const Tensor *t)
 {
-    size_t n = ccol__t_numel(t);
+    size_t n = jit__t_numel(t);
     char shape[256];
     if (n > REPR_MAX_ELEMENTS) {
-        ccol__t_shape_str(t, shape, sizeof shape);
-        ccol__jit_buf_printf(b, "tensor(shape=%s)", shape);
+        jit__t_shape_str(t, shape, sizeof shape);
+        jit__jit_buf_printf(b, "tensor(shape=%s)", shape);
         return;
     }
     float x[REPR_MAX_ELEMENTS];
     size_t pos = 0;
-    ccol__t_gather(t, x);
-    ccol__jit_buf_puts(b, "tensor(");
+    jit__t_gather(t, x);
+    jit__jit_buf_puts(b, "tensor(");
     repr_nested(b, x, t->size, t->ndim, &pos);
-    ccol__jit_buf_puts(b, ")");
+    jit__jit_buf_puts(b, ")");
 }
 
 void
-ccol__v_repr(Buf *b, const Value *v, bool quote)
+jit__v_repr(Buf *b, const Value *v, bool quote)
 {
     char num[64];
     switch (v->kind) {
     case CCOL_JIT_NONE:
-        ccol__jit_buf_puts(b, "None");
+        jit__jit_buf_puts(b, "None");
         break;
     case CCOL_JIT_BOOL:
-        ccol__jit_buf_puts(b, v->u.b ? "True" : "False");
+        jit__jit_buf_puts(b, v->u.b ? "True" : "False");
         break;
     case CCOL_JIT_INT:
-        ccol__jit_buf_printf(b, "%lld", (long long)v->u.i);
+        jit__jit_buf_printf(b, "%lld", (long long)v->u.i);
         break;
     case CCOL_JIT_FLOAT:
-        ccol__fmt_double(num, sizeof num, v->u.f);
-        ccol__jit_buf_puts(b, num);
+        jit__fmt_double(num, sizeof num, v->u.f);
+        jit__jit_buf_puts(b, num);
         break;
     case CCOL_JIT_STR:
-        ccol__jit_buf_puts(b, quote ? "'" : "");
-        ccol__jit_buf_puts(b, v->u.s);
-        ccol__jit_buf_puts(b, quote ? "'" : "");
+        jit__jit_buf_puts(b, quote ? "'" : "");
+        jit__jit_buf_puts(b, v->u.s);
+        jit__jit_buf_puts(b, quote ? "'" : "");
         break;
     case CCOL_JIT_LIST:
-        ccol__jit_buf_puts(b, "[");
+        jit__jit_buf_puts(b, "[");
         for (size_t i = 0; i < v->u.list.n; i++) {
-            ccol__jit_buf_puts(b, i ? ", " : "");
-            ccol__v_repr(b, v->u.list.items[i], true);
+            jit__jit_buf_puts(b, i ? ", " : "");
+            jit__v_repr(b, v->u.list.items[i], true);
         }
-        ccol__jit_buf_puts(b, "]");
+        jit__jit_buf_puts(b, "]");
         break;
     case CCOL_JIT_TENSOR:
         repr_tensor(b, &v->u.t);

@@ -45,12 +45,12 @@ read_back(ccol_dyn *d)
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    ccol__obs_file f;
+    tool_obs_file f;
     ccol_dyn *d;
     char err[512];
 
     err[0] = '\0';
-    if (ccol__obs_parse((const char *)data, size, "fuzz.json", &f, err,
+    if (tool_obs_parse((const char *)data, size, "fuzz.json", &f, err,
                         sizeof err) != 0) {
         if (err[0] == '\0' || f.n != 0 || f.v != NULL)
             abort(); /* a failure must say why and leave nothing */
@@ -59,11 +59,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (ccol_dyn_create(&d) != CCOL_OK)
         abort();
     /* The same file as ranks 0 and 1: every source must fold. */
-    if (ccol__obs_fold(&f, d, 0) != CCOL_OK ||
-        ccol__obs_fold(&f, d, 1) != CCOL_OK)
+    if (tool_obs_fold(&f, d, 0) != CCOL_OK ||
+        tool_obs_fold(&f, d, 1) != CCOL_OK)
         abort();
     read_back(d);
     ccol_dyn_destroy(d);
-    ccol__obs_free(&f);
+    tool_obs_free(&f);
     return 0;
 }

@@ -18,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    ccol__report r = { 0 };
+    tool_report r = { 0 };
     const char *p = (const char *)data, *end = p + size;
     char name[32];
     FILE *sink;
@@ -30,11 +30,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
         snprintf(name, sizeof name, "rank-%d.jsonl", k);
         /* Odd files accept any rank, as a file without a rank name. */
-        ccol__report_feed(&r, name, k % 2 ? -1 : k, p, n);
+        tool_report_feed(&r, name, k % 2 ? -1 : k, p, n);
         k++;
         p += n + 1;
     }
-    ccol__report_analyze(&r);
+    tool_report_analyze(&r);
     for (size_t i = 0; i < r.errors.n; i++)
         if (strncmp(r.errors.v[i], "rank-", 5) != 0)
             abort(); /* every error names its file */
@@ -42,10 +42,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     sink = fopen("/dev/null", "w");
     if (sink != NULL) {
-        ccol__report_text(&r, sink);
-        ccol__report_html(&r, "fuzz", sink);
+        tool_report_text(&r, sink);
+        tool_report_html(&r, "fuzz", sink);
         fclose(sink);
     }
-    ccol__report_free(&r);
+    tool_report_free(&r);
     return 0;
 }

@@ -6,6 +6,7 @@
 #include "harness.h"
 
 #include "core/core.h"
+#include "core/grow.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,5 +103,23 @@ CCOL_TEST(buffer_and_parsers)
     CHECK(!ccol__parse_seconds("nan", &d));
 }
 
-CCOL_TEST_MAIN(CCOL_T(crc32c_vectors), CCOL_T(sha256_and_hmac_vectors),
+/* ccol__grow doubles from `first`, keeps the array on overflow and
+ * leaves a large enough array alone. */
+CCOL_TEST(grow_doubles_and_refuses_overflow)
+{
+    size_t cap = 0;
+    int *a = ccol__grow(NULL, &cap, 1, sizeof *a, 4), *same;
+
+    CHECK(a != NULL && cap == 4);
+    same = ccol__grow(a, &cap, 4, sizeof *a, 4);
+    CHECK(same == a && cap == 4);
+    a = ccol__grow(a, &cap, 9, sizeof *a, 4);
+    CHECK(a != NULL && cap == 16);
+    a[15] = 7;
+    CHECK(ccol__grow(a, &cap, SIZE_MAX / 2, sizeof *a, 4) == NULL);
+    CHECK(cap == 16 && a[15] == 7);
+    free(a);
+}
+
+CCOL_TEST_MAIN(CCOL_T(crc32c_vectors), CCOL_T(grow_doubles_and_refuses_overflow), CCOL_T(sha256_and_hmac_vectors),
                CCOL_T(reader_stops_at_the_end), CCOL_T(buffer_and_parsers))
