@@ -5,7 +5,7 @@
  * freed in one call when the module is destroyed or reloaded, so a parse
  * error that longjmps out of deep recursion leaks nothing.
  */
-#include "jit.h"
+#include "value.h"
 
 #include <stdlib.h>
 #include <string.h>

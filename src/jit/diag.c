@@ -5,7 +5,7 @@
  * The caret line copies tabs from the source line so the caret lines up in
  * a terminal; lines longer than LINE_MAX bytes are cut.
  */
-#include "jit.h"
+#include "value.h"
 
 #include <stdio.h>
 #include <string.h>

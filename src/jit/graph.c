@@ -7,7 +7,8 @@
  * so a graph computes exactly what the eager interpreter would; the
  * all_reduce nodes call libccol on the session's communicator.
  */
-#include "tracer.h"
+#include "graph.h"
+#include "../core/grow.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,14 +20,11 @@
 int
 jit__g_add(Graph *g, GKind kind, int op, int a, int b)
 {
-    if (g->n == g->cap) {
-        int cap = g->cap ? g->cap * 2 : 32;
-        GNode *p = realloc(g->nodes, (size_t)cap * sizeof(*p));
-        if (p == NULL)
-            return -1;
-        g->nodes = p;
-        g->cap = cap;
-    }
+    GNode *p = ccol__grow(g->nodes, &g->cap, (size_t)g->n + 1, sizeof(*p),
+                          32);
+    if (p == NULL)
+        return -1;
+    g->nodes = p;
     GNode *nd = &g->nodes[g->n];
     memset(nd, 0, sizeof(*nd));
     nd->kind = kind;
@@ -44,14 +42,11 @@ jit__g_input(Graph *g, const char *name, int slot, const int *path,
         if (strcmp(g->inputs[i].name, name) == 0)
             return i;
     }
-    if (g->nin == g->capin) {
-        int cap = g->capin ? g->capin * 2 : 8;
-        Input *p = realloc(g->inputs, (size_t)cap * sizeof(*p));
-        if (p == NULL)
-            return -1;
-        g->inputs = p;
-        g->capin = cap;
-    }
+    Input *p = ccol__grow(g->inputs, &g->capin, (size_t)g->nin + 1,
+                          sizeof(*p), 8);
+    if (p == NULL)
+        return -1;
+    g->inputs = p;
     Input *in = &g->inputs[g->nin];
     in->name = malloc(strlen(name) + 1);
     in->path = malloc((size_t)(depth + 1) * sizeof(int));
@@ -84,33 +79,16 @@ jit__g_free(Graph *g)
     memset(g, 0, sizeof(*g));
 }
 
-void
-jit__entry_free(Entry *e)
-{
-    if (e == NULL)
-        return;
-    jit__g_free(&e->g);
-    for (size_t i = 0; i < e->ndyn; i++)
-        free(e->dyn[i]);
-    free(e->dyn);
-    free(e->guards);
-    free(e->outs);
-    free(e->run_need);
-    free(e->guard_need);
-    free(e);
-}
-
-static bool
-is_collective(const GNode *nd)
+bool
+jit__g_collective(const GNode *nd)
 {
     return nd->kind == G_CALL &&
            strcmp(jit__jit_builtin(nd->op)->name, "all_reduce") == 0;
 }
 
-/* Marks node i and everything it reads (iteratively: graphs of unrolled
- * loops are long chains). `stack` holds g->n ints. */
-static void
-mark(const Graph *g, bool *need, int i, int *stack)
+/* Iterative: the graphs of unrolled loops are long chains. */
+void
+jit__g_mark(const Graph *g, bool *need, int i, int *stack)
 {
     int top = 0;
     if (i < 0 || need[i])
@@ -130,31 +108,6 @@ mark(const Graph *g, bool *need, int i, int *stack)
             stack[top++] = m;
         }
     }
-}
-
-bool
-jit__entry_plan(Entry *e)
-{
-    size_t n = (size_t)e->g.n + 1;
-    int *stack = malloc(n * sizeof(int));
-    e->run_need = calloc(n, sizeof(bool));
-    e->guard_need = calloc(n, sizeof(bool));
-    if (stack == NULL || e->run_need == NULL || e->guard_need == NULL) {
-        free(stack);
-        return false;
-    }
-    for (int i = 0; i < e->nouts; i++)
-        mark(&e->g, e->run_need, e->outs[i], stack);
-    for (int i = 0; i < e->g.n; i++) {
-        if (is_collective(&e->g.nodes[i]))
-            mark(&e->g, e->run_need, i, stack);
-    }
-    for (int i = 0; i < e->nguards; i++) {
-        if (e->guards[i].kind == GD_EXPR)
-            mark(&e->g, e->guard_need, e->guards[i].node, stack);
-    }
-    free(stack);
-    return true;
 }
 
 bool
@@ -279,7 +232,7 @@ jit__g_eval(const Graph *g, const bool *need, Interp *in,
         if (!need[i])
             continue;
         const GNode *nd = &g->nodes[i];
-        vals[i] = is_collective(nd)
+        vals[i] = jit__g_collective(nd)
                       ? eval_collective(in, nd, inputs, vals, trace)
                       : eval_node(in, nd, inputs, vals);
         if (vals[i] == NULL) {
@@ -324,14 +277,14 @@ render_dims(const GNode *nd, Buf *b)
     jit__jit_buf_puts(b, "]");
 }
 
-static void
-render_node(const Entry *e, int i, Buf *b)
+void
+jit__g_render_node(const Graph *g, int i, Buf *b)
 {
-    const GNode *nd = &e->g.nodes[i];
+    const GNode *nd = &g->nodes[i];
     jit__jit_buf_printf(b, "  %%%d = ", i);
     switch (nd->kind) {
     case G_INPUT:
-        jit__jit_buf_printf(b, "input %s", e->g.inputs[nd->op].name);
+        jit__jit_buf_printf(b, "input %s", g->inputs[nd->op].name);
         break;
     case G_SIZE:
     case G_STRIDE:
@@ -366,28 +319,5 @@ render_node(const Entry *e, int i, Buf *b)
         render_dims(nd, b);
     if (nd->symbol > 0)
         jit__jit_buf_printf(b, "  (s%d)", nd->symbol - 1);
-    jit__jit_buf_puts(b, "\n");
-}
-
-void
-jit__entry_render(const Entry *e, Buf *b)
-{
-    for (int i = 0; i < e->nguards; i++) {
-        jit__jit_buf_puts(b, "guard ");
-        jit__guard_render(e, &e->guards[i], b);
-        jit__jit_buf_puts(b, "\n");
-    }
-    jit__jit_buf_puts(b, "graph:\n");
-    for (int i = 0; i < e->g.n; i++) {
-        if (e->run_need == NULL || e->run_need[i] || e->guard_need[i])
-            render_node(e, i, b);
-    }
-    jit__jit_buf_puts(b, "  return (");
-    for (int i = 0; i < e->nouts; i++)
-        jit__jit_buf_printf(b, "%s%%%d", i ? ", " : "", e->outs[i]);
-    jit__jit_buf_puts(b, ")");
-    if (e->brk)
-        jit__jit_buf_printf(b, " then print (%d args) at line %d",
-                             e->nprint, e->resume.line);
     jit__jit_buf_puts(b, "\n");
 }

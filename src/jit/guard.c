@@ -1,5 +1,6 @@
 /*
- * guard.c - the guards of a compiled entry and their check.
+ * guard.c - a compiled entry: its guards and their check, the plan of the
+ * nodes a run and a check evaluate, and its rendering for explain.
  *
  * Input guards (kind, rank, list length, static sizes, strides and scalars,
  * symbol ranges) are checked first on the resolved inputs; then the int and
@@ -7,22 +8,61 @@
  * interpreter and must keep the truth value the trace saw. Any failure,
  * including an error while evaluating, is a miss.
  */
-#include "tracer.h"
+#include "guard.h"
+#include "../core/grow.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+void
+jit__entry_free(Entry *e)
+{
+    if (e == NULL)
+        return;
+    jit__g_free(&e->g);
+    for (size_t i = 0; i < e->ndyn; i++)
+        free(e->dyn[i]);
+    free(e->dyn);
+    free(e->guards);
+    free(e->outs);
+    free(e->run_need);
+    free(e->guard_need);
+    free(e);
+}
+
+bool
+jit__entry_plan(Entry *e)
+{
+    size_t n = (size_t)e->g.n + 1;
+    int *stack = malloc(n * sizeof(int));
+    e->run_need = calloc(n, sizeof(bool));
+    e->guard_need = calloc(n, sizeof(bool));
+    if (stack == NULL || e->run_need == NULL || e->guard_need == NULL) {
+        free(stack);
+        return false;
+    }
+    for (int i = 0; i < e->nouts; i++)
+        jit__g_mark(&e->g, e->run_need, e->outs[i], stack);
+    for (int i = 0; i < e->g.n; i++) {
+        if (jit__g_collective(&e->g.nodes[i]))
+            jit__g_mark(&e->g, e->run_need, i, stack);
+    }
+    for (int i = 0; i < e->nguards; i++) {
+        if (e->guards[i].kind == GD_EXPR)
+            jit__g_mark(&e->g, e->guard_need, e->guards[i].node, stack);
+    }
+    free(stack);
+    return true;
+}
+
 bool
 jit__guard_add(Entry *e, GuardKind kind, int input, int dim, int64_t i)
 {
-    if (e->nguards == e->capguards) {
-        int cap = e->capguards ? e->capguards * 2 : 16;
-        Guard *p = realloc(e->guards, (size_t)cap * sizeof(*p));
-        if (p == NULL)
-            return false;
-        e->guards = p;
-        e->capguards = cap;
-    }
+    Guard *p = ccol__grow(e->guards, &e->capguards, (size_t)e->nguards + 1,
+                          sizeof(*p), 16);
+    if (p == NULL)
+        return false;
+    e->guards = p;
     Guard *g = &e->guards[e->nguards++];
     memset(g, 0, sizeof(*g));
     g->kind = kind;
@@ -176,4 +216,27 @@ jit__guard_render(const Entry *e, const Guard *g, Buf *b)
                              g->i ? "True" : "False");
         break;
     }
+}
+
+void
+jit__entry_render(const Entry *e, Buf *b)
+{
+    for (int i = 0; i < e->nguards; i++) {
+        jit__jit_buf_puts(b, "guard ");
+        jit__guard_render(e, &e->guards[i], b);
+        jit__jit_buf_puts(b, "\n");
+    }
+    jit__jit_buf_puts(b, "graph:\n");
+    for (int i = 0; i < e->g.n; i++) {
+        if (e->run_need == NULL || e->run_need[i] || e->guard_need[i])
+            jit__g_render_node(&e->g, i, b);
+    }
+    jit__jit_buf_puts(b, "  return (");
+    for (int i = 0; i < e->nouts; i++)
+        jit__jit_buf_printf(b, "%s%%%d", i ? ", " : "", e->outs[i]);
+    jit__jit_buf_puts(b, ")");
+    if (e->brk)
+        jit__jit_buf_printf(b, " then print (%d args) at line %d",
+                             e->nprint, e->resume.line);
+    jit__jit_buf_puts(b, "\n");
 }

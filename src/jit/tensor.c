@@ -8,21 +8,12 @@
  * so results are deterministic. Every new tensor is charged to the budget
  * before it is allocated, so a program cannot allocate without bound.
  */
-#include "jit.h"
+#include "tensor.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-size_t
-jit__t_numel(const Tensor *t)
-{
-    size_t n = 1;
-    for (int d = 0; d < t->ndim; d++)
-        n *= (size_t)t->size[d];
-    return n;
-}
 
 /* Fills row-major contiguous strides for size[0..ndim). */
 static void

@@ -6,7 +6,7 @@
  * rank() and world_size() are constants of this rank; all_reduce is always
  * a node, and runs over the job's ranks only when the graph runs.
  */
-#include "tracer.h"
+#include "trace_builtins.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -375,6 +375,20 @@ rank_const(Tracer *t, bool size)
     ccol_comm *c = t->ctx->comm;
     int v = size ? (c ? ccol_comm_size(c) : 1) : (c ? ccol_comm_rank(c) : 0);
     return jit__v_int(&t->in, v);
+}
+
+Value *
+jit__tr_binop(Tracer *t, BinOp op, Value *a, Value *b)
+{
+    if (op != OP_MATMUL)
+        return jit__tr_arith(t, op, a, b);
+    /* a @ b is the matmul builtin: a call node with matmul's shape rule */
+    Value *r = jit__tr_operands(t, op, a, b);
+    if (r == NULL || (a->sym < 0 && b->sym < 0))
+        return r;
+    jit__v_unref(r);
+    Value *ab[2] = { a, b };
+    return jit__tr_builtin(t, jit__jit_builtin_find("matmul", B_FUNC), ab, 2);
 }
 
 Value *

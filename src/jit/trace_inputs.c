@@ -5,17 +5,12 @@
  * the preflight, decides each dim, stride and scalar after the exchange,
  * and records its guards (kind, rank, length, static values, symbols).
  */
-#include "tracer.h"
+#include "trace_inputs.h"
+#include "../core/grow.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static GNode *
-gn(Tracer *t, int i)
-{
-    return &t->e->g.nodes[i];
-}
 
 /* ---- lazy inputs ---- */
 
@@ -32,17 +27,15 @@ dyn_name(Tracer *t, int node, const char *what, const char *src, int d)
         snprintf(buf, sizeof buf, "%s", src);
     if (t->ctx->preflight)
         return true;
-    if (t->ndyn == t->capdyn) {
-        size_t cap = t->capdyn ? t->capdyn * 2 : 8;
-        char **p = realloc(t->dyn, cap * sizeof(*p));
-        if (p != NULL)
-            t->dyn = p;
-        int *q = p ? realloc(t->dynnode, cap * sizeof(*q)) : NULL;
-        if (q == NULL)
-            goto oom;
-        t->dynnode = q;
-        t->capdyn = cap;
-    }
+    char **p = ccol__grow(t->dyn, &t->capdyn, t->ndyn + 1, sizeof(*p), 8);
+    if (p == NULL)
+        goto oom;
+    t->dyn = p;
+    int *q = ccol__grow(t->dynnode, &t->capdynnode, t->ndyn + 1,
+                        sizeof(*q), 8);
+    if (q == NULL)
+        goto oom;
+    t->dynnode = q;
     t->dyn[t->ndyn] = malloc(strlen(buf) + 1);
     if (t->dyn[t->ndyn] == NULL)
         goto oom;
@@ -113,7 +106,7 @@ decide_size(Tracer *t, const Pending *p, int in, int node, int d,
                                              x->size[d], &ds)) ||
         !sync_ok(t, ccol_compile_decide_stride(t->ctx->c, p->name, d, dt)))
         return false;
-    gn(t, node)->dims[d] = (Dim){ -1, x->size[d] };
+    jit__tr_gn(t, node)->dims[d] = (Dim){ -1, x->size[d] };
     snprintf(what, sizeof what, "%s.size(%d)", p->name, d);
     explain(t, what);
     snprintf(what, sizeof what, "%s.stride(%d)", p->name, d);
@@ -123,8 +116,8 @@ decide_size(Tracer *t, const Pending *p, int in, int node, int d,
     int s = jit__tr_node(t, G_SIZE, d, node, -1);
     if (s < 0 || !jit__tr_guard(t, GD_SIZE_GE2, in, d, 0))
         return false;
-    gn(t, node)->dims[d].node = s;
-    gn(t, s)->symbol = ++t->nsym;
+    jit__tr_gn(t, node)->dims[d].node = s;
+    jit__tr_gn(t, s)->symbol = ++t->nsym;
     return dyn_name(t, s, "size", p->name, d);
 }
 
@@ -164,7 +157,7 @@ infer_strides(const Tensor *x, int *order, int *infer)
 static bool
 static_stride(Tracer *t, int in, int node, int d, int j)
 {
-    GNode *nd = gn(t, node);
+    GNode *nd = jit__tr_gn(t, node);
     int64_t c = nd->strides[d].c;
     Dim e = j < 0 ? (Dim){ -1, c }
                   : jit__tr_dim_bin(t, OP_MUL, nd->strides[j], nd->dims[j]);
@@ -176,7 +169,7 @@ static_stride(Tracer *t, int in, int node, int d, int j)
     int s = jit__tr_node(t, G_STRIDE, d, node, -1);
     if (s < 0 || !jit__tr_guard_eq(t, (Dim){ s, c }, e))
         return false;
-    gn(t, node)->strides[d] = e;
+    jit__tr_gn(t, node)->strides[d] = e;
     return true;
 }
 
@@ -190,7 +183,7 @@ decide_strides(Tracer *t, const Pending *p, int in, int node,
     infer_strides(x, order, infer);
     for (int k = 0; k < x->ndim; k++) {
         int d = order[k];
-        gn(t, node)->strides[d] = (Dim){ -1, x->stride[d] };
+        jit__tr_gn(t, node)->strides[d] = (Dim){ -1, x->stride[d] };
         /* as torch's shape environment, a dynamic stride of 0 or 1 that is
          * not the contiguous stride of the next dim is a constant */
         bool next = d + 1 < x->ndim &&
@@ -215,8 +208,8 @@ decide_strides(Tracer *t, const Pending *p, int in, int node,
         int s = jit__tr_node(t, G_STRIDE, d, node, -1);
         if (s < 0)
             return false;
-        gn(t, node)->strides[d].node = s;
-        gn(t, s)->symbol = ++t->nsym;
+        jit__tr_gn(t, node)->strides[d].node = s;
+        jit__tr_gn(t, s)->symbol = ++t->nsym;
         if (!dyn_name(t, s, "stride", p->name, d))
             return false;
     }
@@ -239,9 +232,9 @@ activate_tensor(Tracer *t, const Pending *p, int in)
     int node = jit__tr_node(t, G_INPUT, in, -1, -1);
     if (node < 0)
         return false;
-    gn(t, node)->tensor = true;
-    gn(t, node)->has_strides = true;
-    gn(t, node)->ndim = x->ndim;
+    jit__tr_gn(t, node)->tensor = true;
+    jit__tr_gn(t, node)->has_strides = true;
+    jit__tr_gn(t, node)->ndim = x->ndim;
     for (int d = 0; d < x->ndim; d++) {
         if (!decide_size(t, p, in, node, d, &dt[d]))
             return false;
@@ -283,7 +276,7 @@ activate_number(Tracer *t, const Pending *p, int in)
     if (node < 0)
         return false;
     w->sym = node;
-    gn(t, node)->symbol = ++t->nsym;
+    jit__tr_gn(t, node)->symbol = ++t->nsym;
     return dyn_name(t, node, NULL, p->name, 0);
 }
 
@@ -297,22 +290,18 @@ activate(Tracer *t, Value *w)
         return jit__tr_oom(t);
     if (!jit__tr_guard(t, GD_KIND, in, 0, w->kind))
         return false;
-    switch (w->kind) {
-    case CCOL_JIT_TENSOR:
+    if (w->kind == CCOL_JIT_TENSOR)
         return activate_tensor(t, p, in);
-    case CCOL_JIT_INT:
-    case CCOL_JIT_FLOAT:
+    if (w->kind == CCOL_JIT_INT || w->kind == CCOL_JIT_FLOAT)
         return activate_number(t, p, in);
-    case CCOL_JIT_BOOL:
-        w->sym = -1;
+    /* the rest are constants: a bool guarded equal, a list by its length
+     * (its items stay pending), None and strings by their kind alone */
+    w->sym = -1;
+    if (w->kind == CCOL_JIT_BOOL)
         return jit__tr_guard(t, GD_BOOL, in, 0, w->u.b);
-    case CCOL_JIT_LIST:
-        w->sym = -1;
+    if (w->kind == CCOL_JIT_LIST)
         return jit__tr_guard(t, GD_LEN, in, 0, (int64_t)w->u.list.n);
-    default:
-        w->sym = -1;
-        return true;
-    }
+    return true;
 }
 
 bool
@@ -355,15 +344,12 @@ static bool
 add_pending(Tracer *t, Value *w, const Value *orig, const char *name,
             int slot, const int *path, int depth)
 {
-    if (t->npend == t->cappend) {
-        int cap = t->cappend ? t->cappend * 2 : 16;
-        Pending *p = realloc(t->pend, (size_t)cap * sizeof(*p));
-        if (p == NULL)
-            return jit__tr_oom(t);
-        t->pend = p;
-        t->cappend = cap;
-    }
-    Pending *p = &t->pend[t->npend];
+    Pending *p = ccol__grow(t->pend, &t->cappend, (size_t)t->npend + 1,
+                            sizeof(*p), 16);
+    if (p == NULL)
+        return jit__tr_oom(t);
+    t->pend = p;
+    p = &t->pend[t->npend];
     snprintf(p->name, sizeof p->name, "%s", name);
     p->slot = slot;
     p->depth = depth;
