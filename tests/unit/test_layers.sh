@@ -2,7 +2,10 @@
 # test_layers.sh - the layer order of docs/design.md holds: no source file
 # includes a header from a layer above its own, and the clients of the
 # public API (the JIT, the MPI adapter, the tools, the Python extension)
-# include no internal header of libccol.
+# include no internal header of libccol; inside src/jit, the JIT's own
+# headers are layered too (see jit_headers below): a file includes no
+# header above its own, and no two files' headers include each other in a
+# circle.
 #
 # Layers, bottom up: core comm dyn wire trace sync | jit | tools.
 # Usage: test_layers.sh CCOL_TOOL SOURCE_DIR (the tool's folder is the
@@ -84,6 +87,105 @@ for f in src/*/*.[ch] tools/*.[ch] bench/*.[ch] python/src/*.[ch]; do
     fi
     check_file "$f"
 done
+
+# ---- the JIT's layers (docs/design.md, "The JIT's layers") ----
+
+# The headers of src/jit, bottom up. Each file has one of them as its own
+# (jit_own); it may include its own header and lower ones only, so it can
+# call only what is declared at its layer or below.
+jit_headers="ast.h value.h tensor.h jit.h graph.h guard.h trace_nodes.h
+trace_inputs.h trace_ops.h trace_builtins.h tracer.h"
+
+declare -A jit_rank=()
+r=0
+for h in $jit_headers; do
+    jit_rank[$h]=$r
+    r=$((r + 1))
+    if [ ! -f "src/jit/$h" ]; then
+        echo "FAIL src/jit/$h: in the JIT's layer order but not in the tree"
+        fail=$((fail + 1))
+    fi
+done
+
+# The header a src/jit file belongs to: itself for a header, x.h for x.c
+# when there is one, else the layer listed here; nothing if unplaced.
+jit_own() {
+    local f=${1#src/jit/} base
+    case $f in
+    *.h) echo "$f"; return ;;
+    arena.c | diag.c) echo value.h; return ;;
+    repr.c) echo tensor.h; return ;;
+    lex.c | parse.c | resolve.c | builtins.c | ops.c | interp.c | api.c)
+        echo jit.h; return ;;
+    trace.c | session.c) echo tracer.h; return ;;
+    esac
+    base=${f%.c}.h
+    [ -n "${jit_rank[$base]+x}" ] && echo "$base"
+}
+
+# Edges "own header -> included header" between different layers, for the
+# circle check below; each edge remembers a file that makes it.
+declare -A jit_edge=()
+jit_checked=0
+for f in src/jit/*.[ch]; do
+    own=$(jit_own "$f")
+    if [ -z "$own" ] || [ -z "${jit_rank[$own]+x}" ]; then
+        echo "FAIL $f: has no place in the JIT's layer order"
+        fail=$((fail + 1))
+        continue
+    fi
+    while IFS= read -r name; do
+        # the public headers and core/grow.h are checked above
+        case $name in */*) continue ;; esac
+        [ -f "src/jit/$name" ] || continue
+        jit_checked=$((jit_checked + 1))
+        if [ -z "${jit_rank[$name]+x}" ]; then
+            echo "FAIL $f: includes $name, which has no place in the" \
+                 "JIT's layer order"
+            fail=$((fail + 1))
+            continue
+        fi
+        [ "$name" = "$own" ] && continue
+        jit_edge["$own $name"]=$f
+        if [ "${jit_rank[$name]}" -gt "${jit_rank[$own]}" ]; then
+            echo "FAIL $f: includes $name, a layer above its own ($own)"
+            fail=$((fail + 1))
+        fi
+    done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
+done
+
+# No circle: a header must not reach itself through the files' includes
+# (the order above already forbids it; this holds whatever the order).
+declare -A jit_reach=()
+for e in "${!jit_edge[@]}"; do jit_reach[$e]=1; done
+for k in $jit_headers; do
+    for i in $jit_headers; do
+        [ -n "${jit_reach["$i $k"]+x}" ] || continue
+        for j in $jit_headers; do
+            [ -n "${jit_reach["$k $j"]+x}" ] && jit_reach["$i $j"]=1
+        done
+    done
+done
+for h in $jit_headers; do
+    if [ -n "${jit_reach["$h $h"]+x}" ]; then
+        echo "FAIL src/jit: $h is in a circle: the files of the headers" \
+             "it includes include it again"
+        fail=$((fail + 1))
+    fi
+done
+for e in "${!jit_edge[@]}"; do
+    set -- $e
+    if [ -n "${jit_edge["$2 $1"]+x}" ] && [[ "$1" < "$2" ]]; then
+        echo "FAIL ${jit_edge[$e]} and ${jit_edge["$2 $1"]}: their headers" \
+             "$1 and $2 include each other"
+        fail=$((fail + 1))
+    fi
+done
+if [ "$jit_checked" -lt 20 ]; then
+    echo "FAIL only $jit_checked includes of the JIT's headers found"
+    fail=$((fail + 1))
+fi
+echo "layers: $jit_checked includes of the JIT's headers checked"
 
 # The check itself must see the tree: an empty run proves nothing.
 if [ "$checked" -lt 100 ]; then
