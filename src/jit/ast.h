@@ -34,7 +34,8 @@ typedef struct Token {
     double fval;        /* T_FLOAT */
 } Token;
 
-/* Binary operators, shared by the parser, interpreter and tensor code. */
+/* Binary operators, shared by the parser, interpreter and tensor code;
+ * the comparisons come last (ops.c tests op >= OP_EQ). */
 typedef enum BinOp {
     OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_FLOORDIV, OP_MOD, OP_MATMUL,
     OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE

@@ -13,6 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Defines builtin `name` as `fn` with its last argument fixed to `arg`:
+ * ones/zeros, sum/mean and size/stride each share one body. */
+#define BUILTIN_AS(name, fn, arg)                                         \
+    static Value *name(Interp *in, Value **args, int n)                   \
+    {                                                                     \
+        return fn(in, args, n, arg);                                      \
+    }
+
 static Value *
 arg_error(Interp *in, int i, const char *want, const Value *got)
 {
@@ -85,17 +93,8 @@ filled(Interp *in, Value **args, int n, float x)
     return v;
 }
 
-static Value *
-b_ones(Interp *in, Value **args, int n)
-{
-    return filled(in, args, n, 1.0f);
-}
-
-static Value *
-b_zeros(Interp *in, Value **args, int n)
-{
-    return filled(in, args, n, 0.0f);
-}
+BUILTIN_AS(b_ones, filled, 1.0f)
+BUILTIN_AS(b_zeros, filled, 0.0f)
 
 /* arange(n) = [0, n); arange(a, b) = [a, b). */
 static Value *
@@ -225,17 +224,8 @@ reduce(Interp *in, Value **args, int n, bool mean)
     return jit__t_reduce(in, args[0], n == 2 ? &dim : NULL, mean);
 }
 
-static Value *
-b_sum(Interp *in, Value **args, int n)
-{
-    return reduce(in, args, n, false);
-}
-
-static Value *
-b_mean(Interp *in, Value **args, int n)
-{
-    return reduce(in, args, n, true);
-}
+BUILTIN_AS(b_sum, reduce, false)
+BUILTIN_AS(b_mean, reduce, true)
 
 static Value *
 b_matmul(Interp *in, Value **args, int n)
@@ -499,17 +489,8 @@ dim_query(Interp *in, Value **args, int n, bool stride)
     return jit__v_int(in, stride ? t->stride[i] : t->size[i]);
 }
 
-static Value *
-b_size(Interp *in, Value **args, int n)
-{
-    return dim_query(in, args, n, false);
-}
-
-static Value *
-b_stride(Interp *in, Value **args, int n)
-{
-    return dim_query(in, args, n, true);
-}
+BUILTIN_AS(b_size, dim_query, false)
+BUILTIN_AS(b_stride, dim_query, true)
 
 #define ANY 64 /* variadic */
 

@@ -60,11 +60,11 @@ jit__jit_diag(ccol_jit_module *m, int line, int col, const char *msg)
 }
 
 ccol_status
-jit__jit_seterr(ccol_jit_module *m, ccol_status st, const char *fmt, ...)
+jit__jit_errf(char *buf, size_t cap, ccol_status st, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(m->errmsg, sizeof m->errmsg, fmt, ap);
+    vsnprintf(buf, cap, fmt, ap);
     va_end(ap);
     return st;
 }

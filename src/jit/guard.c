@@ -20,13 +20,13 @@ jit__entry_free(Entry *e)
     if (e == NULL)
         return;
     jit__g_free(&e->g);
-    for (size_t i = 0; i < e->ndyn; i++)
-        free(e->dyn[i]);
-    free(e->dyn);
     free(e->guards);
     free(e->outs);
     free(e->run_need);
     free(e->guard_need);
+    while (e->ndyn > 0)
+        free(e->dyn[--e->ndyn]);
+    free(e->dyn);
     free(e);
 }
 

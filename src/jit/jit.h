@@ -23,7 +23,8 @@
 typedef struct Load {
     ccol_jit_module *m;
     Token *toks;                /* malloc'd token array */
-    int ntoks, cap;
+    int ntoks;                  /* tokens used */
+    size_t cap;                 /* tokens allocated */
     int pos;                    /* parser position */
     int depth;                  /* parser nesting */
     Func **funcs;               /* in the arena */

@@ -7,6 +7,7 @@
  * every later error can point at the source.
  */
 #include "jit.h"
+#include "../core/grow.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,10 +27,13 @@ typedef struct Lexer {
     bool at_bol;                /* at the start of a logical line */
 } Lexer;
 
-static const struct {
-    const char *word;
+/* A spelling of a token kind: a keyword or a punctuation. */
+typedef struct Spelling {
+    const char *text;
     TokKind kind;
-} keywords[] = {
+} Spelling;
+
+static const Spelling keywords[] = {
     { "def", T_DEF },     { "return", T_RETURN }, { "if", T_IF },
     { "elif", T_ELIF },   { "else", T_ELSE },     { "for", T_FOR },
     { "in", T_IN },       { "and", T_AND },       { "or", T_OR },
@@ -77,15 +81,12 @@ static Token *
 push(Lexer *lx, TokKind kind, const char *p)
 {
     Load *ld = lx->ld;
-    if (ld->ntoks == ld->cap) {
-        int cap = ld->cap ? ld->cap * 2 : 256;
-        Token *t = realloc(ld->toks, (size_t)cap * sizeof(*t));
-        if (t == NULL)
-            jit__jit_syntax_error(ld, lx->line, 1, "out of memory");
-        ld->toks = t;
-        ld->cap = cap;
-    }
-    Token *t = &ld->toks[ld->ntoks++];
+    Token *t = ccol__grow(ld->toks, &ld->cap, (size_t)ld->ntoks + 1,
+                          sizeof(*t), 256);
+    if (t == NULL)
+        jit__jit_syntax_error(ld, lx->line, 1, "out of memory");
+    ld->toks = t;
+    t = &ld->toks[ld->ntoks++];
     memset(t, 0, sizeof(*t));
     t->kind = kind;
     t->line = lx->line;
@@ -216,8 +217,8 @@ lex_name(Lexer *lx)
                                "name too long (limit %d)", MAX_NAME);
     lx->p = p;
     for (size_t i = 0; i < sizeof keywords / sizeof keywords[0]; i++) {
-        if (strlen(keywords[i].word) == n &&
-            memcmp(keywords[i].word, s, n) == 0) {
+        if (strlen(keywords[i].text) == n &&
+            memcmp(keywords[i].text, s, n) == 0) {
             push(lx, keywords[i].kind, s);
             return;
         }
@@ -281,10 +282,7 @@ lex_string(Lexer *lx)
     lx->p = p + 1;
 }
 
-static const struct {
-    const char *text;
-    TokKind kind;
-} puncts[] = {
+static const Spelling puncts[] = {
     { "//", T_DSLASH },    { "==", T_EQ },         { "!=", T_NE },
     { "<=", T_LE },        { ">=", T_GE },         { "+=", T_ADD_ASSIGN },
     { "-=", T_SUB_ASSIGN }, { "*=", T_MUL_ASSIGN }, { "/=", T_DIV_ASSIGN },

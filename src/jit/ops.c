@@ -53,10 +53,27 @@ int_floor(Interp *in, BinOp op, int64_t x, int64_t y)
     return jit__v_int(in, op == OP_MOD ? r : q);
 }
 
+/* The comparison op (OP_EQ .. OP_GE, the last operators) on an ordering
+ * of its operands: -1 less, 0 equal, 1 greater, 2 unordered (a NaN, for
+ * which only != holds). */
+static Value *
+compare(Interp *in, BinOp op, int ord)
+{
+    bool r = op == OP_EQ   ? ord == 0
+             : op == OP_NE ? ord != 0
+             : op == OP_LT ? ord == -1
+             : op == OP_LE ? ord == -1 || ord == 0
+             : op == OP_GT ? ord == 1
+                           : ord == 1 || ord == 0;
+    return jit__v_bool(in, r);
+}
+
 static Value *
 int_binop(Interp *in, BinOp op, int64_t x, int64_t y)
 {
     int64_t r;
+    if (op >= OP_EQ)
+        return compare(in, op, (x > y) - (x < y));
     switch (op) {
     case OP_ADD:
         return __builtin_add_overflow(x, y, &r) ? overflow(in, op)
@@ -79,18 +96,6 @@ int_binop(Interp *in, BinOp op, int64_t x, int64_t y)
                                   "integer %s by zero",
                                   op == OP_MOD ? "modulo" : "division");
         return int_floor(in, op, x, y);
-    case OP_EQ:
-        return jit__v_bool(in, x == y);
-    case OP_NE:
-        return jit__v_bool(in, x != y);
-    case OP_LT:
-        return jit__v_bool(in, x < y);
-    case OP_LE:
-        return jit__v_bool(in, x <= y);
-    case OP_GT:
-        return jit__v_bool(in, x > y);
-    case OP_GE:
-        return jit__v_bool(in, x >= y);
     default:
         return NULL;
     }
@@ -105,6 +110,8 @@ float_binop(Interp *in, BinOp op, double x, double y)
                               op == OP_DIV ? "division"
                               : op == OP_MOD ? "modulo"
                                              : "floor division");
+    if (op >= OP_EQ)
+        return compare(in, op, x < y ? -1 : x > y ? 1 : x == y ? 0 : 2);
     switch (op) {
     case OP_ADD:
         return jit__v_float(in, x + y);
@@ -122,18 +129,6 @@ float_binop(Interp *in, BinOp op, double x, double y)
             r += y;
         return jit__v_float(in, r);
     }
-    case OP_EQ:
-        return jit__v_bool(in, x == y);
-    case OP_NE:
-        return jit__v_bool(in, x != y);
-    case OP_LT:
-        return jit__v_bool(in, x < y);
-    case OP_LE:
-        return jit__v_bool(in, x <= y);
-    case OP_GT:
-        return jit__v_bool(in, x > y);
-    case OP_GE:
-        return jit__v_bool(in, x >= y);
     default:
         return NULL;
     }

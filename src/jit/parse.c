@@ -306,34 +306,30 @@ make_binary(Load *ld, int op, const Token *t, Node *lhs, Node *rhs)
     return n;
 }
 
-/* term = unary (("*" | "/" | "//" | "%" | "@") unary)* */
+/* The two left-associative levels of binary operators, ops lo..hi:
+ *   term  = unary (("*" | "/" | "//" | "%" | "@") unary)*
+ *   arith = term (("+" | "-") term)* */
 static Node *
-parse_term(Load *ld)
+parse_binary(Load *ld, int lo, int hi)
 {
-    Node *n = parse_unary(ld);
+    bool arith = lo == OP_ADD;
+    Node *n = arith ? parse_binary(ld, OP_MUL, OP_MATMUL) : parse_unary(ld);
     for (;;) {
         Token *t = peek(ld);
         int op = binop_of(t->kind);
-        if (op < OP_MUL || op > OP_MATMUL)
+        if (op < lo || op > hi)
             return n;
         next(ld);
-        n = make_binary(ld, op, t, n, parse_unary(ld));
+        Node *rhs = arith ? parse_binary(ld, OP_MUL, OP_MATMUL)
+                          : parse_unary(ld);
+        n = make_binary(ld, op, t, n, rhs);
     }
 }
 
-/* arith = term (("+" | "-") term)* */
 static Node *
 parse_arith(Load *ld)
 {
-    Node *n = parse_term(ld);
-    for (;;) {
-        Token *t = peek(ld);
-        int op = binop_of(t->kind);
-        if (op != OP_ADD && op != OP_SUB)
-            return n;
-        next(ld);
-        n = make_binary(ld, op, t, n, parse_term(ld));
-    }
+    return parse_binary(ld, OP_ADD, OP_SUB);
 }
 
 /* comparison = arith (("==" | "!=" | "<" | "<=" | ">" | ">=") arith)? */

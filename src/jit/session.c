@@ -11,6 +11,7 @@
  * resume frame, a frame of its own.
  */
 #include "tracer.h"
+#include "../core/grow.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +21,8 @@ typedef struct Frame {
     char *code_id;
     FrameCode fc;
     Entry **entries;
-    int nentries, cap;
+    int nentries;
+    size_t cap;
     int compiles;
     bool eager;
 } Frame;
@@ -38,19 +40,9 @@ struct ccol_jit_session {
     char errmsg[JIT_ERRMAX];
 };
 
-static ccol_status
-seterr(ccol_jit_session *s, ccol_status st, const char *fmt, ...)
-    JIT_PRINTF(3, 4);
-
-static ccol_status
-seterr(ccol_jit_session *s, ccol_status st, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(s->errmsg, sizeof s->errmsg, fmt, ap);
-    va_end(ap);
-    return st;
-}
+/* Formats a message into the session's errmsg; returns st. */
+#define seterr(s, st, ...)                                                \
+    jit__jit_errf((s)->errmsg, sizeof (s)->errmsg, (st), __VA_ARGS__)
 
 static void
 logf_(ccol_jit_session *s, const char *fmt, ...) JIT_PRINTF(2, 3);
@@ -100,14 +92,10 @@ frame_get(ccol_jit_session *s, const char *code_id, int func,
         if (strcmp(s->frames[i]->code_id, code_id) == 0)
             return s->frames[i];
     }
-    if (s->nframes == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 8;
-        Frame **p = realloc(s->frames, cap * sizeof(*p));
-        if (p == NULL)
-            return NULL;
-        s->frames = p;
-        s->cap = cap;
-    }
+    Frame **p = ccol__grow(s->frames, &s->cap, s->nframes + 1, sizeof(*p), 8);
+    if (p == NULL)
+        return NULL;
+    s->frames = p;
     Frame *f = calloc(1, sizeof(*f));
     char *id = malloc(strlen(code_id) + 1);
     if (f == NULL || id == NULL) {
@@ -138,14 +126,11 @@ frame_free(Frame *f)
 static bool
 frame_add(Frame *f, Entry *e)
 {
-    if (f->nentries == f->cap) {
-        int cap = f->cap ? f->cap * 2 : 4;
-        Entry **p = realloc(f->entries, (size_t)cap * sizeof(*p));
-        if (p == NULL)
-            return false;
-        f->entries = p;
-        f->cap = cap;
-    }
+    Entry **p = ccol__grow(f->entries, &f->cap, (size_t)f->nentries + 1,
+                           sizeof(*p), 4);
+    if (p == NULL)
+        return false;
+    f->entries = p;
     f->entries[f->nentries++] = e;
     return true;
 }

@@ -8,6 +8,7 @@
  * constants or symbols later.
  */
 #include "value.h"
+#include "../core/grow.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -243,18 +244,12 @@ jit__jit_buf_puts(Buf *b, const char *s)
     size_t n = strlen(s);
     if (b->oom)
         return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (p == NULL) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
+    char *p = ccol__grow(b->p, &b->cap, b->len + n + 1, 1, 64);
+    if (p == NULL) {
+        b->oom = true;
+        return;
     }
+    b->p = p;
     memcpy(b->p + b->len, s, n + 1);
     b->len += n;
 }

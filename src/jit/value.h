@@ -63,9 +63,12 @@ struct ccol_jit_module {
 /* Writes "file:line:col: error: msg", the source line and a caret line
  * into m->errmsg. */
 void jit__jit_diag(ccol_jit_module *m, int line, int col, const char *msg);
+/* Formats a message into buf (cap bytes); returns st. */
+ccol_status jit__jit_errf(char *buf, size_t cap, ccol_status st,
+                          const char *fmt, ...) JIT_PRINTF(4, 5);
 /* Formats a message without a location into m->errmsg; returns st. */
-ccol_status jit__jit_seterr(ccol_jit_module *m, ccol_status st,
-                             const char *fmt, ...) JIT_PRINTF(3, 4);
+#define jit__jit_seterr(m, st, ...)                                       \
+    jit__jit_errf((m)->errmsg, sizeof (m)->errmsg, (st), __VA_ARGS__)
 
 /* ---- values (value.c) ---- */
 
