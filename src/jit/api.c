@@ -29,20 +29,18 @@ ccol_jit_module_create(const ccol_jit_params *params, ccol_jit_module **out)
         p.max_depth = JIT_DEFAULT_DEPTH;
     if (p.max_depth < 1 || p.max_depth > JIT_MAX_DEPTH)
         return CCOL_ERR_INVALID_ARG;
-    ccol_jit_module *m = calloc(1, sizeof(*m));
-    if (m == NULL)
+    *out = calloc(1, sizeof(**out));
+    if (*out == NULL)
         return CCOL_ERR_NO_MEMORY;
-    m->params = p;
-    *out = m;
+    (*out)->params = p;
     return CCOL_OK;
 }
 
 void
 ccol_jit_module_destroy(ccol_jit_module *m)
 {
-    if (m == NULL)
-        return;
-    jit__jit_arena_free(&m->arena);
+    if (m != NULL)
+        jit__jit_arena_free(&m->arena);
     free(m);
 }
 
@@ -160,45 +158,32 @@ ccol_jit_module_func_arity(const ccol_jit_module *m, size_t i)
     return m->funcs[i]->nparams;
 }
 
-static int
-find_func(const ccol_jit_module *m, const char *name)
+int
+jit__jit_call_target(const ccol_jit_module *m, const char *who,
+                     const char *fn, ccol_jit_value *const *args,
+                     size_t nargs, const void *result, char *err,
+                     size_t cap)
 {
-    for (int i = 0; i < m->nfuncs; i++) {
-        if (strcmp(m->funcs[i]->name, name) == 0)
-            return i;
-    }
-    return -1;
-}
-
-/* Checks the arguments of ccol_jit_call; the function index or -1. */
-static int
-call_target(ccol_jit_module *m, const char *fn, ccol_jit_value *const *args,
-            size_t nargs)
-{
-    if (!m->loaded) {
-        jit__jit_seterr(m, CCOL_ERR_INVALID_ARG, "no program is loaded");
-        return -1;
-    }
-    int fi = find_func(m, fn);
-    if (fi < 0) {
-        jit__jit_seterr(m, CCOL_ERR_INVALID_ARG,
-                         "%s: no function named '%s'", m->file, fn);
-        return -1;
-    }
+    ccol_status bad = CCOL_ERR_INVALID_ARG;
+    if (fn == NULL || result == NULL || (args == NULL && nargs > 0))
+        return jit__jit_errf(err, cap, bad, "%s: NULL argument", who), -1;
+    if (!m->loaded)
+        return jit__jit_errf(err, cap, bad, "no program is loaded"), -1;
+    int fi = jit__jit_find_func(m->funcs, m->nfuncs, fn);
+    if (fi < 0)
+        return jit__jit_errf(err, cap, bad, "%s: no function named '%s'",
+                             m->file, fn), -1;
     const Func *f = m->funcs[fi];
-    if (nargs != (size_t)f->nparams) {
-        jit__jit_seterr(m, CCOL_ERR_INVALID_ARG,
-                         "%s: %s() takes %d argument%s, got %zu", m->file,
-                         f->name, f->nparams, f->nparams == 1 ? "" : "s",
-                         nargs);
-        return -1;
-    }
+    if (nargs != (size_t)f->nparams)
+        return jit__jit_errf(err, cap, bad,
+                             "%s: %s() takes %d argument%s, got %zu",
+                             m->file, f->name, f->nparams,
+                             f->nparams == 1 ? "" : "s", nargs), -1;
     for (size_t i = 0; i < nargs; i++) {
-        if (args[i] == NULL) {
-            jit__jit_seterr(m, CCOL_ERR_INVALID_ARG,
-                             "%s(): argument %zu is NULL", f->name, i + 1);
-            return -1;
-        }
+        if (args[i] == NULL)
+            return jit__jit_errf(err, cap, bad,
+                                 "%s(): argument %zu is NULL", f->name,
+                                 i + 1), -1;
     }
     return fi;
 }
@@ -209,10 +194,8 @@ ccol_jit_call(ccol_jit_module *m, const char *fn, ccol_jit_value *const *args,
 {
     if (m == NULL)
         return CCOL_ERR_INVALID_ARG;
-    if (fn == NULL || result == NULL || (args == NULL && nargs > 0))
-        return jit__jit_seterr(m, CCOL_ERR_INVALID_ARG,
-                                "ccol_jit_call: NULL argument");
-    int fi = call_target(m, fn, args, nargs);
+    int fi = jit__jit_call_target(m, "ccol_jit_call", fn, args, nargs,
+                                  result, m->errmsg, sizeof m->errmsg);
     if (fi < 0)
         return CCOL_ERR_INVALID_ARG;
     Interp in = { .m = m, .comm = comm, .steps_left = m->params.max_steps };
@@ -252,44 +235,39 @@ ctor_check(ccol_jit_module *m, ccol_jit_value **out)
     return CCOL_OK;
 }
 
-ccol_status
-ccol_jit_none(ccol_jit_module *m, ccol_jit_value **out)
+/* The scalar constructors: a value like tmpl (kind and payload). */
+static ccol_status
+scalar(ccol_jit_module *m, const Value *tmpl, ccol_jit_value **out)
 {
     Interp in = { .m = m, .steps_left = UINT64_MAX };
     ccol_status st = ctor_check(m, out);
     if (st != CCOL_OK)
         return st;
-    return give(m, &in, jit__v_none(&in), out);
+    return give(m, &in, jit__v_scalar(&in, tmpl), out);
+}
+
+ccol_status
+ccol_jit_none(ccol_jit_module *m, ccol_jit_value **out)
+{
+    return scalar(m, &(Value){ .kind = CCOL_JIT_NONE }, out);
 }
 
 ccol_status
 ccol_jit_bool(ccol_jit_module *m, bool b, ccol_jit_value **out)
 {
-    Interp in = { .m = m, .steps_left = UINT64_MAX };
-    ccol_status st = ctor_check(m, out);
-    if (st != CCOL_OK)
-        return st;
-    return give(m, &in, jit__v_bool(&in, b), out);
+    return scalar(m, &(Value){ .kind = CCOL_JIT_BOOL, .u.b = b }, out);
 }
 
 ccol_status
 ccol_jit_int(ccol_jit_module *m, int64_t i, ccol_jit_value **out)
 {
-    Interp in = { .m = m, .steps_left = UINT64_MAX };
-    ccol_status st = ctor_check(m, out);
-    if (st != CCOL_OK)
-        return st;
-    return give(m, &in, jit__v_int(&in, i), out);
+    return scalar(m, &(Value){ .kind = CCOL_JIT_INT, .u.i = i }, out);
 }
 
 ccol_status
 ccol_jit_float(ccol_jit_module *m, double f, ccol_jit_value **out)
 {
-    Interp in = { .m = m, .steps_left = UINT64_MAX };
-    ccol_status st = ctor_check(m, out);
-    if (st != CCOL_OK)
-        return st;
-    return give(m, &in, jit__v_float(&in, f), out);
+    return scalar(m, &(Value){ .kind = CCOL_JIT_FLOAT, .u.f = f }, out);
 }
 
 ccol_status

@@ -43,6 +43,8 @@ void jit__jit_lex(Load *ld);
 void jit__jit_parse(Load *ld);
 /* Binds names and calls, checks arities. */
 void jit__jit_resolve(Load *ld);
+/* Index of the function called `name` among funcs[0..n), or -1. */
+int jit__jit_find_func(Func *const *funcs, int n, const char *name);
 /* Spelling of a token kind for messages ("'('", "end of line"). */
 const char *jit__jit_tokname(TokKind k);
 
@@ -65,6 +67,16 @@ const Builtin *jit__jit_builtin(int i);
 /* The arithmetic of the language on any two values. */
 Value *jit__jit_binop(Interp *in, BinOp op, Value *a, Value *b);
 Value *jit__jit_neg(Interp *in, Value *a);
+
+/* ---- the public API's calls (api.c) ---- */
+
+/* Checks a call of function `fn` with args[0..nargs) and a `result` to
+ * fill, made through the public entry point `who`: the function's index,
+ * or -1 with the message in err (cap bytes). */
+int jit__jit_call_target(const ccol_jit_module *m, const char *who,
+                         const char *fn, ccol_jit_value *const *args,
+                         size_t nargs, const void *result, char *err,
+                         size_t cap);
 
 /* ---- interpreter (interp.c) ---- */
 

@@ -26,14 +26,20 @@ find_local(const Func *f, const char *name)
     return -1;
 }
 
-static int
-find_func(const Load *ld, const char *name)
+int
+jit__jit_find_func(Func *const *funcs, int n, const char *name)
 {
-    for (int i = 0; i < ld->nfuncs; i++) {
-        if (strcmp(ld->funcs[i]->name, name) == 0)
+    for (int i = 0; i < n; i++) {
+        if (strcmp(funcs[i]->name, name) == 0)
             return i;
     }
     return -1;
+}
+
+static int
+find_func(const Load *ld, const char *name)
+{
+    return jit__jit_find_func(ld->funcs, ld->nfuncs, name);
 }
 
 /* Adds a local (if new) and returns its slot. */

@@ -456,19 +456,18 @@ ccol_jit_session_create(ccol_jit_module *m, ccol_comm *comm,
     ccol_jit_session *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return CCOL_ERR_NO_MEMORY;
+    s->m = m;
+    s->comm = comm;
+    s->p = q;
     ccol_sync_params sp = { .mask = CCOL_SYNC_PARAM_MODE |
                                     CCOL_SYNC_PARAM_COMM,
                             .mode = q.mode, .comm = comm };
     ccol_status st = ccol_sync_create(&sp, &s->sync);
-    if (st != CCOL_OK) {
+    if (st == CCOL_OK)
+        *out = s;
+    else
         free(s);
-        return st;
-    }
-    s->m = m;
-    s->comm = comm;
-    s->p = q;
-    *out = s;
-    return CCOL_OK;
+    return st;
 }
 
 void
@@ -489,35 +488,6 @@ ccol_jit_session_errmsg(const ccol_jit_session *s)
     return s ? s->errmsg : "no session";
 }
 
-/* The function `fn` called with nargs args, or -1 with the error. */
-static int
-target(ccol_jit_session *s, const char *fn, ccol_jit_value *const *args,
-       size_t nargs)
-{
-    const ccol_jit_module *m = s->m;
-    if (!m->loaded)
-        return seterr(s, CCOL_ERR_INVALID_ARG, "no program is loaded"), -1;
-    for (int i = 0; i < m->nfuncs; i++) {
-        const Func *f = m->funcs[i];
-        if (strcmp(f->name, fn) != 0)
-            continue;
-        if (nargs != (size_t)f->nparams)
-            return seterr(s, CCOL_ERR_INVALID_ARG,
-                          "%s: %s() takes %d argument%s, got %zu", m->file,
-                          f->name, f->nparams, f->nparams == 1 ? "" : "s",
-                          nargs), -1;
-        for (size_t k = 0; k < nargs; k++) {
-            if (args[k] == NULL)
-                return seterr(s, CCOL_ERR_INVALID_ARG,
-                              "%s(): argument %zu is NULL", f->name, k + 1),
-                       -1;
-        }
-        return i;
-    }
-    return seterr(s, CCOL_ERR_INVALID_ARG, "%s: no function named '%s'",
-                  m->file, fn), -1;
-}
-
 ccol_status
 ccol_jit_session_call(ccol_jit_session *s, const char *fn,
                       ccol_jit_value *const *args, size_t nargs,
@@ -525,10 +495,9 @@ ccol_jit_session_call(ccol_jit_session *s, const char *fn,
 {
     if (s == NULL)
         return CCOL_ERR_INVALID_ARG;
-    if (fn == NULL || result == NULL || (args == NULL && nargs > 0))
-        return seterr(s, CCOL_ERR_INVALID_ARG,
-                      "ccol_jit_session_call: NULL argument");
-    int fi = target(s, fn, args, nargs);
+    int fi = jit__jit_call_target(s->m, "ccol_jit_session_call", fn, args,
+                                  nargs, result, s->errmsg,
+                                  sizeof s->errmsg);
     if (fi < 0)
         return CCOL_ERR_INVALID_ARG;
     Frame *f = frame_get(s, fn, fi, NULL);

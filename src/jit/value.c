@@ -55,6 +55,15 @@ jit__v_new(Interp *in, ccol_jit_kind kind)
 }
 
 Value *
+jit__v_scalar(Interp *in, const Value *tmpl)
+{
+    Value *v = jit__v_new(in, tmpl->kind);
+    if (v != NULL)
+        v->u = tmpl->u;
+    return v;
+}
+
+Value *
 jit__v_none(Interp *in)
 {
     return jit__v_new(in, CCOL_JIT_NONE);
@@ -63,28 +72,19 @@ jit__v_none(Interp *in)
 Value *
 jit__v_bool(Interp *in, bool b)
 {
-    Value *v = jit__v_new(in, CCOL_JIT_BOOL);
-    if (v != NULL)
-        v->u.b = b;
-    return v;
+    return jit__v_scalar(in, &(Value){ .kind = CCOL_JIT_BOOL, .u.b = b });
 }
 
 Value *
 jit__v_int(Interp *in, int64_t i)
 {
-    Value *v = jit__v_new(in, CCOL_JIT_INT);
-    if (v != NULL)
-        v->u.i = i;
-    return v;
+    return jit__v_scalar(in, &(Value){ .kind = CCOL_JIT_INT, .u.i = i });
 }
 
 Value *
 jit__v_float(Interp *in, double f)
 {
-    Value *v = jit__v_new(in, CCOL_JIT_FLOAT);
-    if (v != NULL)
-        v->u.f = f;
-    return v;
+    return jit__v_scalar(in, &(Value){ .kind = CCOL_JIT_FLOAT, .u.f = f });
 }
 
 Value *

@@ -131,7 +131,10 @@ void *jit__jit_fail(Interp *in, ccol_status st, const char *fmt, ...)
 /* Charges `steps` of work; false (and an error) when the budget is out. */
 bool jit__jit_charge(Interp *in, uint64_t steps);
 
+/* A new value of `kind` (a reference); NULL with the error on `in`. */
 Value *jit__v_new(Interp *in, ccol_jit_kind kind);
+/* A new none, bool, int or float with tmpl's kind and payload. */
+Value *jit__v_scalar(Interp *in, const Value *tmpl);
 Value *jit__v_none(Interp *in);
 Value *jit__v_bool(Interp *in, bool b);
 Value *jit__v_int(Interp *in, int64_t i);
