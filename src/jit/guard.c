@@ -106,13 +106,14 @@ check_input(const Guard *g, const Value *v)
 }
 
 /* Evaluates the branch guards' nodes; the index of the first guard whose
- * truth changed (or that failed to evaluate), -1 when all hold. */
+ * truth changed (or that failed to evaluate), -1 when all hold,
+ * GUARD_NOMEM when out of memory. */
 static int
 check_exprs(const Entry *e, Interp *in, Value *const *inputs)
 {
     Value **vals = calloc((size_t)e->g.n + 1, sizeof(*vals));
     if (vals == NULL)
-        return 0;
+        return GUARD_NOMEM;
     bool ok = jit__g_eval(&e->g, e->guard_need, in, inputs, vals, NULL);
     int bad = -1;
     for (int i = 0; bad < 0 && i < e->nguards; i++) {
@@ -133,7 +134,9 @@ jit__guard_check(const Entry *e, Interp *in, Value *const *slots,
                   int nslots)
 {
     Value **inputs = calloc((size_t)e->g.nin + 1, sizeof(*inputs));
-    if (inputs == NULL || !jit__g_resolve(&e->g, slots, nslots, inputs)) {
+    if (inputs == NULL)
+        return GUARD_NOMEM;
+    if (!jit__g_resolve(&e->g, slots, nslots, inputs)) {
         free(inputs);
         return 0;
     }

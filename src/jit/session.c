@@ -358,16 +358,21 @@ lookup(ccol_jit_session *s, const Frame *f, Value *const *slots, int nslots,
     int bad = -1;
     for (int i = 0; i < f->nentries; i++) {
         bad = jit__guard_check(f->entries[i], &in, slots, nslots);
-        if (bad < 0)
+        if (bad == -1)
             return f->entries[i];
     }
     why[0] = '\0';
     if (f->nentries > 0) {
         const Entry *e = f->entries[f->nentries - 1];
         Buf b = { 0 };
-        if (bad < e->nguards)
+        if (bad >= 0 && bad < e->nguards)
             jit__guard_render(e, &e->guards[bad], &b);
-        snprintf(why, cap, "guard failed: %s", b.p ? b.p : "input missing");
+        /* a check out of memory misses too, but no guard failed */
+        if (bad == GUARD_NOMEM)
+            snprintf(why, cap, "out of memory checking the guards");
+        else
+            snprintf(why, cap, "guard failed: %s",
+                     b.p ? b.p : "input missing");
         free(b.p);
     }
     return NULL;

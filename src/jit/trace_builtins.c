@@ -346,7 +346,7 @@ symbolic_call(Tracer *t, int bi, Value **args, int n)
     int *an = malloc(((size_t)n + 1) * sizeof(int));
     if (an == NULL) {
         jit__v_unref(r);
-        return jit__jit_fail(&t->in, CCOL_ERR_NO_MEMORY, "out of memory");
+        return jit__tr_oom(t), NULL;
     }
     for (int i = 0; i < n; i++) {
         an[i] = jit__tr_as_node(t, args[i]);

@@ -103,10 +103,10 @@ frame_dynamic(const ccol_jit_session *s, char *out, size_t cap)
     }
 }
 
-/* Two calls of f, the allocation numbered `nth` of the calls failing (0:
- * none). Setup and teardown allocate freely. */
+/* Two calls of f(x, n) of `prog`, the allocation numbered `nth` of the
+ * calls failing (0: none). Setup and teardown allocate freely. */
 static void
-run(unsigned long nth, run_result *res)
+run(const char *prog, unsigned long nth, run_result *res)
 {
     ccol_jit_module *m = NULL;
     ccol_jit_session *s = NULL;
@@ -114,7 +114,7 @@ run(unsigned long nth, run_result *res)
 
     memset(res, 0, sizeof *res);
     CHECK_STATUS(ccol_jit_module_create(NULL, &m), CCOL_OK);
-    CHECK_STATUS(ccol_jit_module_load(m, PROG, strlen(PROG), "oom.tl"),
+    CHECK_STATUS(ccol_jit_module_load(m, prog, strlen(prog), "oom.tl"),
                  CCOL_OK);
     CHECK_STATUS(ccol_jit_session_create(m, NULL, NULL, &s), CCOL_OK);
     for (int c = 0; c < 2; c++) {
@@ -148,12 +148,12 @@ CCOL_TEST(every_allocation_can_fail)
     run_result want, got;
     unsigned long n, failed = 0;
 
-    run(0, &want);
+    run(PROG, 0, &want);
     CHECK_STATUS(want.st[0], CCOL_OK);
     CHECK_STATUS(want.st[1], CCOL_OK);
     CHECK_STR_EQ(want.dyn, "L['n'],L['x'].size(0),");
     for (n = 1; n < 100000; n++) {
-        run(n, &got);
+        run(PROG, n, &got);
         if (!fired)
             break; /* every allocation of the calls was tried */
         if (got.st[0] == CCOL_OK && got.st[1] == CCOL_OK) {
@@ -176,4 +176,38 @@ CCOL_TEST(every_allocation_can_fail)
     CHECK(failed > 0);
 }
 
-CCOL_TEST_MAIN(CCOL_T(every_allocation_can_fail))
+/* A branch on the result of all_reduce depends on data known only when
+ * the graph runs: an error whichever allocation fails, never a success
+ * (a failed allocation must not pass the branch for one on shapes). */
+static const char *const DATA_PROG =
+    "def f(x, n):\n"
+    "    k = all_reduce(n)\n"
+    "    if k > 1:\n"
+    "        return x\n"
+    "    return x * 2\n";
+
+CCOL_TEST(a_data_dependent_branch_fails_whatever_fails)
+{
+    run_result got;
+    unsigned long n;
+
+    run(DATA_PROG, 0, &got);
+    CHECK_STATUS(got.st[0], CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(got.msg, "data-dependent control flow");
+    for (n = 1; n < 100000; n++) {
+        run(DATA_PROG, n, &got);
+        if (!fired)
+            break;
+        if (got.st[0] == CCOL_OK)
+            ccol_test_fail(__FILE__, __LINE__,
+                           "allocation %lu failed and the call succeeded",
+                           n);
+        else if (strlen(got.msg) == 0)
+            ccol_test_fail(__FILE__, __LINE__,
+                           "allocation %lu failed with no message", n);
+    }
+    CHECK(n > 5);
+}
+
+CCOL_TEST_MAIN(CCOL_T(every_allocation_can_fail),
+               CCOL_T(a_data_dependent_branch_fails_whatever_fails))
