@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Parameters not in the mask take their defaults; the module starts with no
+ * program. */
 ccol_status
 ccol_jit_module_create(const ccol_jit_params *params, ccol_jit_module **out)
 {
@@ -36,6 +38,7 @@ ccol_jit_module_create(const ccol_jit_params *params, ccol_jit_module **out)
     return CCOL_OK;
 }
 
+/* Frees the program (the arena) and the module; NULL is allowed. */
 void
 ccol_jit_module_destroy(ccol_jit_module *m)
 {
@@ -44,6 +47,7 @@ ccol_jit_module_destroy(ccol_jit_module *m)
     free(m);
 }
 
+/* The last failure's message ("" after a success). */
 const char *
 ccol_jit_module_errmsg(const ccol_jit_module *m)
 {
@@ -106,6 +110,8 @@ compile(ccol_jit_module *m)
     return ok;
 }
 
+/* Any previous program is dropped first, so a failed load leaves none; the
+ * source is copied, so the caller's buffer may go. */
 ccol_status
 ccol_jit_module_load(ccol_jit_module *m, const char *src, size_t len,
                      const char *file)
@@ -136,12 +142,14 @@ ccol_jit_module_load(ccol_jit_module *m, const char *src, size_t len,
     return CCOL_OK;
 }
 
+/* Functions of the loaded program (0 when none is loaded). */
 size_t
 ccol_jit_module_nfuncs(const ccol_jit_module *m)
 {
     return m && m->loaded ? (size_t)m->nfuncs : 0;
 }
 
+/* Function i's name, in source order. */
 const char *
 ccol_jit_module_func(const ccol_jit_module *m, size_t i)
 {
@@ -150,6 +158,7 @@ ccol_jit_module_func(const ccol_jit_module *m, size_t i)
     return m->funcs[i]->name;
 }
 
+/* Function i's parameter count, or -1. */
 int
 ccol_jit_module_func_arity(const ccol_jit_module *m, size_t i)
 {
@@ -158,6 +167,8 @@ ccol_jit_module_func_arity(const ccol_jit_module *m, size_t i)
     return m->funcs[i]->nparams;
 }
 
+/* The checks and messages ccol_jit_call and ccol_jit_session_call share, so
+ * both entry points reject a call alike. */
 int
 jit__jit_call_target(const ccol_jit_module *m, const char *who,
                      const char *fn, ccol_jit_value *const *args,
@@ -188,6 +199,8 @@ jit__jit_call_target(const ccol_jit_module *m, const char *who,
     return fi;
 }
 
+/* An eager call: the interpreter runs the function with the module's
+ * budget; an error is located in the source when the failing node is known. */
 ccol_status
 ccol_jit_call(ccol_jit_module *m, const char *fn, ccol_jit_value *const *args,
               size_t nargs, ccol_comm *comm, ccol_jit_value **result)
@@ -270,6 +283,7 @@ ccol_jit_float(ccol_jit_module *m, double f, ccol_jit_value **out)
     return scalar(m, &(Value){ .kind = CCOL_JIT_FLOAT, .u.f = f }, out);
 }
 
+/* Items are referenced, not copied: values are immutable. */
 ccol_status
 ccol_jit_list(ccol_jit_module *m, ccol_jit_value *const *items, size_t n,
               ccol_jit_value **out)
@@ -352,6 +366,8 @@ make_tensor(Interp *in, int ndim, const int64_t *sizes,
     return r;
 }
 
+/* The caller's data is copied (contiguous, or read through explicit strides
+ * checked to stay inside ndata). */
 ccol_status
 ccol_jit_tensor(ccol_jit_module *m, int ndim, const int64_t *sizes,
                 const int64_t *strides, const float *data, size_t ndata,
@@ -368,18 +384,21 @@ ccol_jit_tensor(ccol_jit_module *m, int ndim, const int64_t *sizes,
                 out);
 }
 
+/* One more reference to v (NULL allowed). */
 void
 ccol_jit_value_retain(ccol_jit_value *v)
 {
     jit__v_ref(v);
 }
 
+/* Drops a reference; the last frees v (NULL allowed). */
 void
 ccol_jit_value_release(ccol_jit_value *v)
 {
     jit__v_unref(v);
 }
 
+/* NULL reads as None. */
 ccol_jit_kind
 ccol_jit_value_kind(const ccol_jit_value *v)
 {
@@ -452,6 +471,7 @@ ccol_jit_tensor_numel(const ccol_jit_value *v)
     return v && v->kind == CCOL_JIT_TENSOR ? jit__t_numel(&v->u.t) : 0;
 }
 
+/* The elements in row-major logical order, whatever the view's strides. */
 ccol_status
 ccol_jit_tensor_read(const ccol_jit_value *v, float *out, size_t n)
 {
@@ -490,6 +510,7 @@ reduce_sum(const Value *v, double *acc)
     return true;
 }
 
+/* One number per value, so results can be compared across ranks and runs. */
 ccol_status
 ccol_jit_value_reduce(const ccol_jit_value *v, double *out, bool *is_none)
 {
@@ -508,6 +529,7 @@ ccol_jit_value_reduce(const ccol_jit_value *v, double *out, bool *is_none)
     return CCOL_OK;
 }
 
+/* print()'s rendering, strings quoted (malloc'd; NULL when out of memory). */
 char *
 ccol_jit_value_repr(const ccol_jit_value *v)
 {

@@ -10,12 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BLOCK_MIN 16384
+#define BLOCK_MIN 16384 /* bytes of a block, unless one request is larger */
 
 struct ArenaBlock {
     ArenaBlock *next;           /* older block */
     size_t used, cap;           /* bytes of data */
-    max_align_t data[];
+    max_align_t data[];         /* the allocations, aligned for any type */
 };
 
 /* Rounds n up to the strictest alignment. */
@@ -26,6 +26,8 @@ align_up(size_t n)
     return (n + a - 1) / a * a;
 }
 
+/* A request larger than a block gets a block of its own; allocations are
+ * aligned for any type and zeroed. */
 void *
 jit__jit_arena_alloc(Arena *a, size_t n)
 {
@@ -47,6 +49,7 @@ jit__jit_arena_alloc(Arena *a, size_t n)
     return p;
 }
 
+/* Frees every block; the arena is empty afterwards. */
 void
 jit__jit_arena_free(Arena *a)
 {

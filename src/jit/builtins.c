@@ -21,6 +21,7 @@
         return fn(in, args, n, arg);                                      \
     }
 
+/* Fails builtin in->cur: argument i (0-based) is `got`, not `want`. */
 static Value *
 arg_error(Interp *in, int i, const char *want, const Value *got)
 {
@@ -30,6 +31,7 @@ arg_error(Interp *in, int i, const char *want, const Value *got)
                           want, jit__v_typename(got));
 }
 
+/* Argument i as an int (a bool counts, as in Python); false with the error. */
 static bool
 get_int(Interp *in, Value **args, int i, int64_t *out)
 {
@@ -42,6 +44,7 @@ get_int(Interp *in, Value **args, int i, int64_t *out)
     return false;
 }
 
+/* True when argument i is a tensor, else false with the error. */
 static bool
 need_tensor(Interp *in, Value **args, int i)
 {
@@ -80,6 +83,8 @@ get_sizes(Interp *in, Value **args, int first, int n, int64_t *size)
     return cnt;
 }
 
+/* ones() and zeros(): a new contiguous tensor of the given sizes, every
+ * element x. */
 static Value *
 filled(Interp *in, Value **args, int n, float x)
 {
@@ -158,6 +163,8 @@ nested_fill(Interp *in, const Value *v, const int64_t *size, int d, int nd,
     return true;
 }
 
+/* tensor(nested list): the list's shape first, then its numbers in
+ * row-major order, so a ragged list fails before any element is written. */
 static Value *
 b_tensor(Interp *in, Value **args, int n)
 {
@@ -173,6 +180,8 @@ b_tensor(Interp *in, Value **args, int n)
     return v;
 }
 
+/* relu(x) of a tensor elementwise, or of a number keeping its type (int
+ * stays int). */
 static Value *
 b_relu(Interp *in, Value **args, int n)
 {
@@ -189,6 +198,7 @@ b_relu(Interp *in, Value **args, int n)
     return arg_error(in, 0, "a tensor or a number", x);
 }
 
+/* exp(x): elementwise on a tensor, a float for a number. */
 static Value *
 b_exp(Interp *in, Value **args, int n)
 {
@@ -213,6 +223,8 @@ sum_list(Interp *in, const Value *l)
     return acc;
 }
 
+/* sum() and mean(): over a list (sum only), over all elements of a tensor,
+ * or over one dim. */
 static Value *
 reduce(Interp *in, Value **args, int n, bool mean)
 {
@@ -227,6 +239,7 @@ reduce(Interp *in, Value **args, int n, bool mean)
 BUILTIN_AS(b_sum, reduce, false)
 BUILTIN_AS(b_mean, reduce, true)
 
+/* matmul(a, b): the @ operator as a function, both tensors. */
 static Value *
 b_matmul(Interp *in, Value **args, int n)
 {
@@ -236,6 +249,7 @@ b_matmul(Interp *in, Value **args, int n)
     return jit__t_matmul(in, args[0], args[1]);
 }
 
+/* transpose(x, d0, d1): a view with the two dims swapped. */
 static Value *
 b_transpose(Interp *in, Value **args, int n)
 {
@@ -247,6 +261,7 @@ b_transpose(Interp *in, Value **args, int n)
     return jit__t_transpose(in, args[0], d0, d1);
 }
 
+/* x.t(): the transpose of a matrix; 0-d and 1-d tensors are their own. */
 static Value *
 b_t(Interp *in, Value **args, int n)
 {
@@ -263,6 +278,8 @@ b_t(Interp *in, Value **args, int n)
     return jit__t_transpose(in, args[0], 0, 1);
 }
 
+/* reshape(x, sizes): a view when x is contiguous, else a copy (tensor.c);
+ * one size may be -1. */
 static Value *
 b_reshape(Interp *in, Value **args, int n)
 {
@@ -273,6 +290,8 @@ b_reshape(Interp *in, Value **args, int n)
     return nd < 0 ? NULL : jit__t_reshape(in, args[0], nd, size);
 }
 
+/* cat(list of tensors, dim=0): every item must be a tensor; shapes are
+ * checked by the kernel. */
 static Value *
 b_cat(Interp *in, Value **args, int n)
 {
@@ -291,6 +310,7 @@ b_cat(Interp *in, Value **args, int n)
     return jit__t_cat(in, l->u.list.items, l->u.list.n, dim);
 }
 
+/* len(x): a list's items, a string's bytes or a tensor's first size. */
 static Value *
 b_len(Interp *in, Value **args, int n)
 {
@@ -340,6 +360,7 @@ instance_of(Interp *in, const Value *x, const Value *t, int depth)
     return -1;
 }
 
+/* isinstance(x, t): a bool, see instance_of. */
 static Value *
 b_isinstance(Interp *in, Value **args, int n)
 {
@@ -376,6 +397,8 @@ all_reduce_tensor(Interp *in, Value *x)
                           ccol_comm_errmsg(in->comm));
 }
 
+/* all_reduce(x): the sum of x over the job's ranks; ints and floats go
+ * through libccol as one element, tensors element by element. */
 static Value *
 b_all_reduce(Interp *in, Value **args, int n)
 {
@@ -402,6 +425,7 @@ b_all_reduce(Interp *in, Value **args, int n)
                                    : jit__v_float(in, f);
 }
 
+/* rank(): this rank in the job (0 without a communicator). */
 static Value *
 b_rank(Interp *in, Value **args, int n)
 {
@@ -410,6 +434,7 @@ b_rank(Interp *in, Value **args, int n)
     return jit__v_int(in, in->comm ? ccol_comm_rank(in->comm) : 0);
 }
 
+/* world_size(): ranks in the job (1 without a communicator). */
 static Value *
 b_world_size(Interp *in, Value **args, int n)
 {
@@ -472,6 +497,8 @@ dims_list(Interp *in, const Tensor *t, const int64_t *dims)
     return l ? jit__v_list_done(in, l) : NULL;
 }
 
+/* x.size() / x.stride(): all of them as a list, or the one of dim args[1]
+ * (negative counts from the end). */
 static Value *
 dim_query(Interp *in, Value **args, int n, bool stride)
 {
@@ -518,6 +545,8 @@ static const Builtin builtins[] = {
     { "t", 1, 1, B_METHOD, b_t },
 };
 
+/* A linear scan: the table is small and names are resolved once, when a
+ * program is loaded. */
 int
 jit__jit_builtin_find(const char *name, unsigned flag)
 {
@@ -528,6 +557,8 @@ jit__jit_builtin_find(const char *name, unsigned flag)
     return -1;
 }
 
+/* The entry for an index from jit__jit_builtin_find (graphs and ASTs keep
+ * indexes). */
 const Builtin *
 jit__jit_builtin(int i)
 {

@@ -48,6 +48,7 @@ put_excerpt(char *buf, size_t cap, const char *src, size_t len, int col)
     buf[n] = '\0';
 }
 
+/* The location prefix is that of compilers, so editors can jump to it. */
 void
 jit__jit_diag(ccol_jit_module *m, int line, int col, const char *msg)
 {
@@ -59,6 +60,7 @@ jit__jit_diag(ccol_jit_module *m, int line, int col, const char *msg)
         put_excerpt(m->errmsg, sizeof m->errmsg, src, len, col);
 }
 
+/* The formatting under jit__jit_seterr and the session's errors. */
 ccol_status
 jit__jit_errf(char *buf, size_t cap, ccol_status st, const char *fmt, ...)
 {

@@ -17,6 +17,8 @@
 
 #define G_MAXARGS 65 /* a method's receiver and 64 arguments */
 
+/* The node starts zeroed (no args, not a tensor, no position); the caller
+ * fills the rest. */
 int
 jit__g_add(Graph *g, GKind kind, int op, int a, int b)
 {
@@ -34,6 +36,9 @@ jit__g_add(Graph *g, GKind kind, int op, int a, int b)
     return g->n++;
 }
 
+/* Inputs are found by source name, so a value read twice (or through two
+ * paths of the trace) is one input of the graph; the name and path are
+ * copies owned by the graph. */
 int
 jit__g_input(Graph *g, const char *name, int slot, const int *path,
               int depth)
@@ -63,6 +68,8 @@ jit__g_input(Graph *g, const char *name, int slot, const int *path,
     return g->nin++;
 }
 
+/* Frees the nodes (with their constants' references) and the inputs; g is
+ * left empty, ready for reuse. */
 void
 jit__g_free(Graph *g)
 {
@@ -79,6 +86,8 @@ jit__g_free(Graph *g)
     memset(g, 0, sizeof(*g));
 }
 
+/* Collectives run even when no output needs them: every rank must call
+ * all_reduce the same number of times, or the others wait. */
 bool
 jit__g_collective(const GNode *nd)
 {
@@ -110,6 +119,8 @@ jit__g_mark(const Graph *g, bool *need, int i, int *stack)
     }
 }
 
+/* A path that no longer exists (a shorter list) is a miss, not an error:
+ * another entry, or a recompile, handles the call. */
 bool
 jit__g_resolve(const Graph *g, Value *const *slots, int nslots,
                 Value **vals)
@@ -132,6 +143,7 @@ jit__g_resolve(const Graph *g, Value *const *slots, int nslots,
     return true;
 }
 
+/* A G_LIST node: a new list of its operands' values. */
 static Value *
 eval_list(Interp *in, const GNode *nd, Value **vals)
 {
@@ -141,6 +153,8 @@ eval_list(Interp *in, const GNode *nd, Value **vals)
     return l ? jit__v_list_done(in, l) : NULL;
 }
 
+/* A G_CALL node: the builtin on its operands' values, named on `in` for its
+ * messages. */
 static Value *
 eval_call(Interp *in, const GNode *nd, Value **vals)
 {
@@ -155,6 +169,7 @@ eval_call(Interp *in, const GNode *nd, Value **vals)
     return b->fn(in, args, nd->nargs);
 }
 
+/* A G_SIZE or G_STRIDE node: the size or stride `op` of a tensor value. */
 static Value *
 size_of(Interp *in, const GNode *nd, Value **vals)
 {
@@ -166,6 +181,8 @@ size_of(Interp *in, const GNode *nd, Value **vals)
                                               : t->u.t.stride[nd->op]);
 }
 
+/* One node from its operands' values (new reference), with the front end's
+ * own functions: a graph computes what eager mode would. */
 static Value *
 eval_node(Interp *in, const GNode *nd, Value *const *inputs, Value **vals)
 {
@@ -193,6 +210,7 @@ eval_node(Interp *in, const GNode *nd, Value *const *inputs, Value **vals)
     return jit__jit_fail(in, CCOL_ERR_INTERNAL, "internal: bad node");
 }
 
+/* A monotonic clock in nanoseconds, for the collectives' durations. */
 static uint64_t
 now_ns(void)
 {
@@ -223,6 +241,8 @@ eval_collective(Interp *in, const GNode *nd, Value *const *inputs,
     return v;
 }
 
+/* On an error, vals[] after the failing node are cleared, so jit__g_release
+ * frees exactly what was made. */
 bool
 jit__g_eval(const Graph *g, const bool *need, Interp *in,
              Value *const *inputs, Value **vals, ccol_sync *trace)
@@ -249,6 +269,7 @@ jit__g_eval(const Graph *g, const bool *need, Interp *in,
     return true;
 }
 
+/* Releases every value of vals and clears it, ready for the next run. */
 void
 jit__g_release(const Graph *g, Value **vals)
 {
@@ -262,6 +283,7 @@ static const char *const gop_names[] = { "add", "sub", "mul", "truediv",
                                          "floordiv", "mod", "matmul", "eq",
                                          "ne", "lt", "le", "gt", "ge" };
 
+/* The symbolic sizes of a tensor node: " : tensor[%3, 4]". */
 static void
 render_dims(const GNode *nd, Buf *b)
 {
@@ -277,6 +299,8 @@ render_dims(const GNode *nd, Buf *b)
     jit__jit_buf_puts(b, "]");
 }
 
+/* One line per node, " %i = add(%1, %2) : tensor[%0, 3] (s0)", as explain
+ * and the graph dumps show them. */
 void
 jit__g_render_node(const Graph *g, int i, Buf *b)
 {

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Frees an entry and all it owns; NULL is allowed. */
 void
 jit__entry_free(Entry *e)
 {
@@ -30,6 +31,9 @@ jit__entry_free(Entry *e)
     free(e);
 }
 
+/* Only the nodes an output (or a collective) reads run on each call, and
+ * only those the expression guards read are evaluated by a check; a trace
+ * records more (e.g. sizes it compared). */
 bool
 jit__entry_plan(Entry *e)
 {
@@ -55,6 +59,8 @@ jit__entry_plan(Entry *e)
     return true;
 }
 
+/* GD_EXPR guards keep their node in `dim` (as passed) and in `node`; the
+ * others have no node. */
 bool
 jit__guard_add(Entry *e, GuardKind kind, int input, int dim, int64_t i)
 {
@@ -129,6 +135,9 @@ check_exprs(const Entry *e, Interp *in, Value *const *inputs)
     return bad;
 }
 
+/* Input guards are cheap and run first; the expression guards evaluate
+ * graph nodes, with a scratch Interp of the module's step budget so a check
+ * never charges the caller's. */
 int
 jit__guard_check(const Entry *e, Interp *in, Value *const *slots,
                   int nslots)
@@ -175,6 +184,7 @@ render_dims(Buf *b, uint32_t bits)
     jit__jit_buf_printf(b, "]");
 }
 
+/* The text explain and graph dumps show for a guard. */
 void
 jit__guard_render(const Entry *e, const Guard *g, Buf *b)
 {
@@ -221,6 +231,8 @@ jit__guard_render(const Entry *e, const Guard *g, Buf *b)
     }
 }
 
+/* The guards first (a reuse checks them), then the nodes that run or that
+ * guards read, then the outputs and the graph break, if any. */
 void
 jit__entry_render(const Entry *e, Buf *b)
 {

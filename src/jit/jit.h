@@ -21,15 +21,15 @@
 /* The state of one load; errors longjmp to `jb` after the diagnostic is
  * written to the module. */
 typedef struct Load {
-    ccol_jit_module *m;
+    ccol_jit_module *m;         /* the module loading the program */
     Token *toks;                /* malloc'd token array */
     int ntoks;                  /* tokens used */
     size_t cap;                 /* tokens allocated */
     int pos;                    /* parser position */
     int depth;                  /* parser nesting */
     Func **funcs;               /* in the arena */
-    int nfuncs, capfuncs;
-    jmp_buf jb;
+    int nfuncs, capfuncs;       /* functions parsed, and allocated */
+    jmp_buf jb;                 /* where a syntax error unwinds to */
 } Load;
 
 JIT_NORETURN void jit__jit_syntax_error(Load *ld, int line, int col,
@@ -50,15 +50,18 @@ const char *jit__jit_tokname(TokKind k);
 
 /* ---- builtins (builtins.c) ---- */
 
+/* A builtin's body: borrowed args[0..n) (n within the entry's bounds,
+ * checked when the program is loaded); a new reference, or NULL with the
+ * error on `in`. */
 typedef Value *(*BuiltinFn)(Interp *in, Value **args, int n);
 
-enum { B_FUNC = 1, B_METHOD = 2 };
+enum { B_FUNC = 1, B_METHOD = 2 }; /* called as f(x, ...) / x.f(...) */
 
 typedef struct Builtin {
-    const char *name;
+    const char *name;           /* as programs call it */
     int min_args, max_args;     /* counting the receiver of a method */
     unsigned flags;             /* B_FUNC, B_METHOD */
-    BuiltinFn fn;
+    BuiltinFn fn;               /* its body */
 } Builtin;
 
 /* Index of builtin `name` usable as `flag`, or -1. */

@@ -15,22 +15,23 @@
 
 #define MAX_NAME 256
 
+/* The state of one tokenization, over the module's source copy. */
 typedef struct Lexer {
-    Load *ld;
+    Load *ld;                   /* the load: module, tokens, error exit */
     const char *p, *end;        /* cursor and end of the source */
     const char *bol;            /* start of the current line */
-    int line;
+    int line;                   /* 1-based line of the cursor */
     int indent[CCOL_JIT_MAX_NESTING + 1]; /* open indentation levels */
-    int nindent;
+    int nindent;                /* indent[0..nindent] used; [0] is 0 */
     Token open[CCOL_JIT_MAX_NESTING];     /* unclosed brackets */
-    int nopen;
+    int nopen;                  /* their number: newlines inside count not */
     bool at_bol;                /* at the start of a logical line */
 } Lexer;
 
 /* A spelling of a token kind: a keyword or a punctuation. */
 typedef struct Spelling {
-    const char *text;
-    TokKind kind;
+    const char *text;           /* as written in the source */
+    TokKind kind;               /* the token it makes */
 } Spelling;
 
 static const Spelling keywords[] = {
@@ -49,6 +50,9 @@ static const char *const unsupported[] = {
     "del", "yield", "raise", "assert", "async", "await",
 };
 
+/* The caret diagnostic goes to the module, then the load unwinds to
+ * jit__jit_load's setjmp: everything allocated so far is in the arena or on
+ * the Load, freed there. */
 void
 jit__jit_syntax_error(Load *ld, int line, int col, const char *fmt, ...)
 {
@@ -61,6 +65,7 @@ jit__jit_syntax_error(Load *ld, int line, int col, const char *fmt, ...)
     longjmp(ld->jb, 1);
 }
 
+/* Arena memory lives as long as the module's program. */
 void *
 jit__jit_alloc(Load *ld, size_t n)
 {
@@ -70,6 +75,7 @@ jit__jit_alloc(Load *ld, size_t n)
     return p;
 }
 
+/* The 1-based byte column of p on the current line. */
 static int
 col_of(const Lexer *lx, const char *p)
 {
@@ -94,6 +100,8 @@ push(Lexer *lx, TokKind kind, const char *p)
     return t;
 }
 
+/* The kind of the last token pushed; a NEWLINE before any, so the start of
+ * the input begins a line. */
 static TokKind
 last_kind(const Lexer *lx)
 {
@@ -115,6 +123,9 @@ lex_indent(Lexer *lx)
     if (p == lx->end || *p == '\n' || *p == '\r' || *p == '#')
         return; /* a blank or comment line does not change blocks */
     int n = (int)(p - lx->bol);
+    /* Deeper than the innermost open level opens one block; shallower
+     * closes blocks until a level matches exactly, as Python's tokenizer
+     * does. */
     if (n > lx->indent[lx->nindent]) {
         if (lx->nindent == CCOL_JIT_MAX_NESTING)
             jit__jit_syntax_error(lx->ld, lx->line, col_of(lx, p),
@@ -134,12 +145,14 @@ lex_indent(Lexer *lx)
                                "indentation level");
 }
 
+/* The first character of a name (ASCII letters and _). */
 static bool
 is_alpha(char c)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
 }
 
+/* An ASCII decimal digit. */
 static bool
 is_digit(char c)
 {
@@ -159,6 +172,8 @@ number_end(const Lexer *lx, const char *s, bool *is_float)
         for (p++; p < lx->end && is_digit(*p);)
             p++;
     }
+    /* An exponent counts only with digits after it ("1e" is the int 1
+     * followed by a name, rejected by the caller). */
     if (p < lx->end && (*p == 'e' || *p == 'E')) {
         const char *e = p + 1;
         if (e < lx->end && (*e == '+' || *e == '-'))
@@ -179,6 +194,7 @@ lex_number(Lexer *lx)
     const char *s = lx->p;
     bool is_float;
     const char *p = number_end(lx, s, &is_float);
+    /* "12abc" is one bad literal, not a number and a name. */
     if (p < lx->end && (is_alpha(*p) || is_digit(*p)))
         jit__jit_syntax_error(lx->ld, lx->line, col_of(lx, s),
                                "invalid number literal");
@@ -191,9 +207,12 @@ lex_number(Lexer *lx)
                                    "number literal too long");
         memcpy(buf, s, n);
         buf[n] = '\0';
+        /* strtod needs a NUL-terminated copy: the source is not cut at the
+         * literal. */
         t->fval = strtod(buf, NULL);
     } else {
         for (const char *q = s; q < p; q++) {
+            /* Checked before the multiply: the literal must fit in int64. */
             if (t->ival > (INT64_MAX - (*q - '0')) / 10)
                 jit__jit_syntax_error(lx->ld, lx->line, t->col,
                                        "integer literal too large");
@@ -223,12 +242,16 @@ lex_name(Lexer *lx)
             return;
         }
     }
+    /* Python keywords the language lacks get a clear error here, rather
+     * than a confusing parse error after they lex as names. */
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++) {
         if (strlen(unsupported[i]) == n && memcmp(unsupported[i], s, n) == 0)
             jit__jit_syntax_error(lx->ld, lx->line, col,
                                    "'%s' is not supported", unsupported[i]);
     }
     Token *t = push(lx, T_NAME, s);
+    /* Token texts live in the arena: names are used by the AST for the
+     * program's life. */
     char *text = jit__jit_alloc(lx->ld, n + 1);
     memcpy(text, s, n);
     t->text = text;
@@ -378,6 +401,10 @@ lex_one(Lexer *lx)
     }
 }
 
+/* Lexes line starts (indentation) and tokens until the end, then closes
+ * what is open: an unclosed bracket is an error at the bracket; the last
+ * line and the open blocks end with NEWLINE and DEDENTs, as Python's
+ * tokenizer does. */
 void
 jit__jit_lex(Load *ld)
 {
@@ -401,6 +428,7 @@ jit__jit_lex(Load *ld)
     push(&lx, T_EOF, lx.p);
 }
 
+/* The names follow TokKind's order (checked at compile time). */
 const char *
 jit__jit_tokname(TokKind k)
 {

@@ -15,6 +15,7 @@
 static const char *const op_names[] = { "+", "-", "*", "/", "//", "%", "@",
                                         "==", "!=", "<", "<=", ">", ">=" };
 
+/* Python's message for operands an operator does not take. */
 static Value *
 type_error(Interp *in, BinOp op, const Value *a, const Value *b)
 {
@@ -24,12 +25,15 @@ type_error(Interp *in, BinOp op, const Value *a, const Value *b)
                           jit__v_typename(b));
 }
 
+/* An int or a bool as int64 (bools act as ints in arithmetic). */
 static int64_t
 as_i64(const Value *v)
 {
     return v->kind == CCOL_JIT_BOOL ? (int64_t)v->u.b : v->u.i;
 }
 
+/* int64 overflow is an error: a silent wrap would make traced and eager
+ * results differ from Python's. */
 static Value *
 overflow(Interp *in, BinOp op)
 {
@@ -68,6 +72,8 @@ compare(Interp *in, BinOp op, int ord)
     return jit__v_bool(in, r);
 }
 
+/* Two ints (or bools): overflow-checked + - *, true division giving a
+ * float, // and % floored, comparisons. */
 static Value *
 int_binop(Interp *in, BinOp op, int64_t x, int64_t y)
 {
@@ -101,6 +107,8 @@ int_binop(Interp *in, BinOp op, int64_t x, int64_t y)
     }
 }
 
+/* At least one float: IEEE arithmetic, except that division by zero is an
+ * error, as in Python. */
 static Value *
 float_binop(Interp *in, BinOp op, double x, double y)
 {
@@ -146,6 +154,8 @@ to_tensor(Interp *in, Value *v)
     return NULL;
 }
 
+/* A tensor on either side: @ needs two tensors; otherwise numbers become
+ * 0-d tensors and the operation is elementwise with broadcasting. */
 static Value *
 tensor_binop(Interp *in, BinOp op, Value *a, Value *b)
 {
@@ -211,6 +221,9 @@ concat(Interp *in, const Value *a, const Value *b)
     return jit__v_list_done(in, l);
 }
 
+/* Tensors first (a number with a tensor is elementwise), then numbers, then
+ * list concatenation and equality of any values; anything else is a type
+ * error. */
 Value *
 jit__jit_binop(Interp *in, BinOp op, Value *a, Value *b)
 {
@@ -230,6 +243,8 @@ jit__jit_binop(Interp *in, BinOp op, Value *a, Value *b)
     return type_error(in, op, a, b);
 }
 
+/* -x: overflow-checked for ints (a bool negates as an int), elementwise for
+ * tensors. */
 Value *
 jit__jit_neg(Interp *in, Value *a)
 {

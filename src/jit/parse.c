@@ -17,12 +17,15 @@
 static Node *parse_expr(Load *ld);
 static NodeList parse_block(Load *ld);
 
+/* The current token, not consumed. */
 static Token *
 peek(Load *ld)
 {
     return &ld->toks[ld->pos];
 }
 
+/* Consumes the current token and returns it; EOF is never passed, so
+ * lookahead past the end stays on it. */
 static Token *
 next(Load *ld)
 {
@@ -32,6 +35,7 @@ next(Load *ld)
     return t;
 }
 
+/* Consumes the current token when it is k. */
 static bool
 accept(Load *ld, TokKind k)
 {
@@ -52,6 +56,8 @@ describe(const Token *t, char *buf, size_t n)
     return buf;
 }
 
+/* Consumes a token of kind k, or fails the load with "expected k<context>,
+ * found ..." at the token found. */
 static Token *
 expect(Load *ld, TokKind k, const char *context)
 {
@@ -64,6 +70,9 @@ expect(Load *ld, TokKind k, const char *context)
     return next(ld);
 }
 
+/* Counts one more level of statement or expression nesting; the limit keeps
+ * the recursive descent (and every recursion over the AST later) within the
+ * C stack. */
 static void
 enter(Load *ld, const Token *t)
 {
@@ -73,6 +82,8 @@ enter(Load *ld, const Token *t)
                                CCOL_JIT_MAX_NESTING);
 }
 
+/* A node at token t's position; op and slot -1 until set, height 1 (a
+ * leaf). */
 static Node *
 new_node(Load *ld, NodeKind kind, const Token *t)
 {
@@ -294,6 +305,7 @@ binop_of(TokKind k)
     }
 }
 
+/* lhs op rhs at operator token t; its height bounds the AST's depth. */
 static Node *
 make_binary(Load *ld, int op, const Token *t, Node *lhs, Node *rhs)
 {
@@ -326,6 +338,7 @@ parse_binary(Load *ld, int lo, int hi)
     }
 }
 
+/* arith, the looser of the two binary levels (parse_binary). */
 static Node *
 parse_arith(Load *ld)
 {
@@ -412,6 +425,8 @@ parse_simple(Load *ld)
         return new_node(ld, N_PASS, t);
     Node *e = parse_expr(ld);
     Token *op = peek(ld);
+    /* An expression statement, unless an assignment operator follows (=,
+     * +=, -=, *=, /= are consecutive TokKinds). */
     if (op->kind < T_ASSIGN || op->kind > T_DIV_ASSIGN) {
         n = new_node(ld, N_EXPR, t);
         n->lhs = e;
@@ -421,6 +436,7 @@ parse_simple(Load *ld)
     if (e->kind != N_NAME)
         jit__jit_syntax_error(ld, e->line, e->col,
                                "can only assign to a name");
+    /* x op= e keeps the operator (-1 for plain =) for the interpreter. */
     static const int ops[] = { -1, OP_ADD, OP_SUB, OP_MUL, OP_DIV };
     n = new_node(ld, N_ASSIGN, op);
     n->op = ops[op->kind - T_ASSIGN];
@@ -494,6 +510,8 @@ parse_block(Load *ld)
     NodeList l = { 0 };
     Token *t = peek(ld);
     enter(ld, t);
+    /* A block is one simple statement on the same line, or an indented run
+     * of statements. */
     if (!accept(ld, T_NEWLINE)) {
         list_push(ld, &l, parse_simple(ld));
         expect(ld, T_NEWLINE, " at the end of the statement");
@@ -535,6 +553,8 @@ parse_funcdef(Load *ld)
             break;
         }
     }
+    /* The parameters are the first locals; the resolver appends the other
+     * variables. */
     f->locals = jit__jit_alloc(ld, (size_t)MAX_ARGS * sizeof(char *));
     memcpy(f->locals, params, (size_t)f->nparams * sizeof(char *));
     f->nlocals = f->nparams;
@@ -543,6 +563,8 @@ parse_funcdef(Load *ld)
     return f;
 }
 
+/* The function table lives in the arena too and doubles, copying, when
+ * full. */
 static void
 add_func(Load *ld, Func *f)
 {

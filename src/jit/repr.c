@@ -28,6 +28,8 @@ python_fixed(char *out, size_t n, double d, int prec)
     snprintf(out, n, "%.*f", decimals > 0 ? decimals : 0, d);
 }
 
+/* The fewest %g digits that read back as d (at most 17), then Python's
+ * fixed/exponent choice and a ".0" for integral values. */
 void
 jit__fmt_double(char *out, size_t n, double d)
 {
@@ -91,6 +93,8 @@ repr_nested(Buf *b, const float *x, const int64_t *size, int ndim,
     jit__jit_buf_puts(b, "]");
 }
 
+/* tensor([[1.0, 2.0], [3.0, 4.0]]) for small tensors, tensor(shape=[...])
+ * for large ones. */
 static void
 repr_tensor(Buf *b, const Tensor *t)
 {
@@ -109,6 +113,7 @@ repr_tensor(Buf *b, const Tensor *t)
     jit__jit_buf_puts(b, ")");
 }
 
+/* Lists render their items quoted, as Python's str of a list does. */
 void
 jit__v_repr(Buf *b, const Value *v, bool quote)
 {

@@ -16,6 +16,7 @@
 static void resolve_expr(Load *ld, Func *f, Node *n);
 static void resolve_block(Load *ld, Func *f, NodeList *b);
 
+/* The slot of local `name` in f, or -1. */
 static int
 find_local(const Func *f, const char *name)
 {
@@ -26,6 +27,7 @@ find_local(const Func *f, const char *name)
     return -1;
 }
 
+/* A linear scan: programs have few functions and calls are bound once. */
 int
 jit__jit_find_func(Func *const *funcs, int n, const char *name)
 {
@@ -36,6 +38,7 @@ jit__jit_find_func(Func *const *funcs, int n, const char *name)
     return -1;
 }
 
+/* The function `name` of the program being loaded, or -1. */
 static int
 find_func(const Load *ld, const char *name)
 {
@@ -76,6 +79,8 @@ collect_locals(Load *ld, Func *f, const NodeList *b)
     }
 }
 
+/* Fails the load when a call's argument count is outside min..max, with
+ * Python's wording; max >= VARIADIC means no upper bound. */
 static void
 check_arity(Load *ld, const Node *n, int min, int max, int got)
 {
@@ -94,6 +99,8 @@ check_arity(Load *ld, const Node *n, int min, int max, int got)
                            min, max, got);
 }
 
+/* A name read as a value must be a local; a function's name used as a value
+ * gets its own message, since functions are not values here. */
 static void
 resolve_name(Load *ld, Func *f, Node *n)
 {
@@ -151,6 +158,9 @@ resolve_type_arg(Load *ld, Func *f, Node *n)
         resolve_type_arg(ld, f, n->args.items[i]);
 }
 
+/* A user function first (it may shadow nothing: check_func forbids
+ * redefining builtins), then a builtin; the callee is stored as fi >= 0 or
+ * -1 - builtin index. */
 static void
 resolve_call(Load *ld, Func *f, Node *n)
 {
@@ -176,6 +186,8 @@ resolve_call(Load *ld, Func *f, Node *n)
     n->callee = -1 - bi;
 }
 
+/* x.m(args) is builtin m with x as its first argument, so the arity counts
+ * without the receiver. */
 static void
 resolve_method(Load *ld, Node *n)
 {
@@ -188,6 +200,7 @@ resolve_method(Load *ld, Node *n)
     n->callee = -1 - bi;
 }
 
+/* x.shape is x.size(); any other attribute is an error. */
 static void
 resolve_attr(Load *ld, Node *n)
 {
@@ -203,6 +216,7 @@ resolve_attr(Load *ld, Node *n)
                            n->name);
 }
 
+/* Resolves each expression of a list. */
 static void
 resolve_list(Load *ld, Func *f, NodeList *l)
 {
@@ -210,6 +224,8 @@ resolve_list(Load *ld, Func *f, NodeList *l)
         resolve_expr(ld, f, l->items[i]);
 }
 
+/* Resolves an expression tree; isinstance's second argument is a type, not
+ * a value, and tuples are allowed only there. */
 static void
 resolve_expr(Load *ld, Func *f, Node *n)
 {
@@ -262,6 +278,7 @@ resolve_for(Load *ld, Func *f, Node *s)
     resolve_block(ld, f, &s->body);
 }
 
+/* Resolves the statements of a block and the blocks they contain. */
 static void
 resolve_block(Load *ld, Func *f, NodeList *b)
 {
@@ -302,6 +319,8 @@ check_func(Load *ld, int fi)
     }
 }
 
+/* Per function: its checks, then its locals (all assignments, wherever they
+ * are, as in Python), then the names of its body. */
 void
 jit__jit_resolve(Load *ld)
 {

@@ -17,27 +17,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A frame: a function's code, or the rest of one after a graph break,
+ * with the entries compiled for it. */
 typedef struct Frame {
-    char *code_id;
-    FrameCode fc;
-    Entry **entries;
-    int nentries;
-    size_t cap;
-    int compiles;
-    bool eager;
+    char *code_id;              /* its name in events and introspection */
+    FrameCode fc;               /* where its code starts */
+    Entry **entries;            /* compiled entries, oldest first */
+    int nentries;               /* their number */
+    size_t cap;                 /* entries allocated */
+    int compiles;               /* compiles of this frame so far */
+    bool eager;                 /* runs eagerly from now on */
 } Frame;
 
 struct ccol_jit_session {
-    ccol_jit_module *m;
-    ccol_comm *comm;
-    ccol_sync *sync;
-    ccol_jit_session_params p;
-    Frame **frames;
-    size_t nframes, cap;
-    uint64_t compiles;
+    ccol_jit_module *m;         /* the program (not owned) */
+    ccol_comm *comm;            /* the job's ranks; NULL: one rank */
+    ccol_sync *sync;            /* the compile collective's state */
+    ccol_jit_session_params p;  /* with defaults filled in */
+    Frame **frames;             /* every frame called, first call first */
+    size_t nframes, cap;        /* frames used, and allocated */
+    uint64_t compiles;          /* compiles over all frames */
     int64_t calls;              /* ccol_jit_session_call so far */
     int depth;                  /* frames called from eager runs */
-    char errmsg[JIT_ERRMAX];
+    char errmsg[JIT_ERRMAX];    /* the last failure's message */
 };
 
 /* Formats a message into the session's errmsg; returns st. */
@@ -60,12 +62,15 @@ logf_(ccol_jit_session *s, const char *fmt, ...)
     s->p.log(s->p.log_ud, line);
 }
 
+/* This rank's index in the job, for messages (0 without a communicator). */
 static int
 my_rank(const ccol_jit_session *s)
 {
     return s->comm ? ccol_comm_rank(s->comm) : 0;
 }
 
+/* A failed call of the compile collective: the session's error is the
+ * collective's message. */
 static ccol_status
 sync_err(ccol_jit_session *s, ccol_status st)
 {
@@ -84,6 +89,8 @@ run_err(ccol_jit_session *s, const Interp *in)
 
 /* ---- frames ---- */
 
+/* Frames are found by code id (a function's name, or a resume frame's
+ * "resume_in_f_at_N"), and made on first use; NULL when out of memory. */
 static Frame *
 frame_get(ccol_jit_session *s, const char *code_id, int func,
           const ResumePoint *rp)
@@ -113,6 +120,7 @@ frame_get(ccol_jit_session *s, const char *code_id, int func,
     return f;
 }
 
+/* Frees a frame with its entries. */
 static void
 frame_free(Frame *f)
 {
@@ -123,6 +131,8 @@ frame_free(Frame *f)
     free(f);
 }
 
+/* Appends a compiled entry; lookups try the entries in the order they were
+ * compiled. */
 static bool
 frame_add(Frame *f, Entry *e)
 {
@@ -135,6 +145,7 @@ frame_add(Frame *f, Entry *e)
     return true;
 }
 
+/* A fresh Interp for one run or check, with the module's full budget. */
 static Interp
 interp(const ccol_jit_session *s)
 {
@@ -183,6 +194,8 @@ run_eager(ccol_jit_session *s, Frame *f, Value *const *slots, int nslots,
     return out.nested ? out.in.status : run_err(s, &out.in);
 }
 
+/* From now on the frame runs eagerly: a warning on the session's log, and
+ * an event in the trace. */
 static void
 go_eager(ccol_jit_session *s, Frame *f, const char *why)
 {
@@ -323,6 +336,9 @@ resume(ccol_jit_session *s, Frame *f, const Entry *e, Value **vals,
     return st;
 }
 
+/* Runs a compiled entry: its inputs resolved from the frame's slots, the
+ * needed nodes evaluated, then the output, or the graph break (print, then
+ * the resume frame). */
 static ccol_status
 run_entry(ccol_jit_session *s, Frame *f, const Entry *e,
           Value *const *slots, int nslots, Value **result)
@@ -404,6 +420,9 @@ cache_lookup(ccol_jit_session *s, Frame *f, Value *const *slots, int nslots,
     return CCOL_OK;
 }
 
+/* One call of a frame: a cached entry whose guards hold (agreed by all
+ * ranks in lockstep mode), else a compile, else an eager run when the frame
+ * is eager or past its recompile limit. */
 static ccol_status
 frame_call(ccol_jit_session *s, Frame *f, Value *const *slots, int nslots,
            Value **result)
@@ -436,6 +455,8 @@ frame_call(ccol_jit_session *s, Frame *f, Value *const *slots, int nslots,
 
 /* ---- public API ---- */
 
+/* Defaults: lockstep when the communicator has more than one rank, 8
+ * recompiles per frame, no explain, no log. */
 ccol_status
 ccol_jit_session_create(ccol_jit_module *m, ccol_comm *comm,
                         const ccol_jit_session_params *p,
@@ -475,6 +496,7 @@ ccol_jit_session_create(ccol_jit_module *m, ccol_comm *comm,
     return st;
 }
 
+/* Frees the frames and their entries, then the compile collective's state. */
 void
 ccol_jit_session_destroy(ccol_jit_session *s)
 {
@@ -487,12 +509,14 @@ ccol_jit_session_destroy(ccol_jit_session *s)
     free(s);
 }
 
+/* The last failure's message ("" before any). */
 const char *
 ccol_jit_session_errmsg(const ccol_jit_session *s)
 {
     return s ? s->errmsg : "no session";
 }
 
+/* The called function is a frame of its own, looked up (or made) by name. */
 ccol_status
 ccol_jit_session_call(ccol_jit_session *s, const char *fn,
                       ccol_jit_value *const *args, size_t nargs,
@@ -518,6 +542,8 @@ ccol_jit_session_call(ccol_jit_session *s, const char *fn,
     return CCOL_OK;
 }
 
+/* A barrier, so no rank leaves while another still needs it in a
+ * collective. */
 ccol_status
 ccol_jit_session_end(ccol_jit_session *s)
 {
@@ -531,6 +557,7 @@ ccol_jit_session_end(ccol_jit_session *s)
     return CCOL_OK;
 }
 
+/* A dim is marked dynamic or static, not both: the later mark wins. */
 ccol_status
 ccol_jit_tensor_mark(ccol_jit_value *v, int dim, bool dynamic)
 {
@@ -548,30 +575,35 @@ ccol_jit_tensor_mark(ccol_jit_value *v, int dim, bool dynamic)
     return CCOL_OK;
 }
 
+/* Compiles so far, over all frames. */
 uint64_t
 ccol_jit_session_compiles(const ccol_jit_session *s)
 {
     return s ? s->compiles : 0;
 }
 
+/* Exchanges of the compile collective so far. */
 uint64_t
 ccol_jit_session_exchanges(const ccol_jit_session *s)
 {
     return s ? ccol_sync_exchanges(s->sync) : 0;
 }
 
+/* Frames made so far, in the order they were first called. */
 size_t
 ccol_jit_session_nframes(const ccol_jit_session *s)
 {
     return s ? s->nframes : 0;
 }
 
+/* Frame i, or NULL when out of range. */
 static const Frame *
 frame_at(const ccol_jit_session *s, size_t i)
 {
     return s && i < s->nframes ? s->frames[i] : NULL;
 }
 
+/* Frame i's code id. */
 const char *
 ccol_jit_session_frame_name(const ccol_jit_session *s, size_t i)
 {
@@ -579,6 +611,7 @@ ccol_jit_session_frame_name(const ccol_jit_session *s, size_t i)
     return f ? f->code_id : NULL;
 }
 
+/* Frame i's compiles. */
 int
 ccol_jit_session_frame_compiles(const ccol_jit_session *s, size_t i)
 {
@@ -586,6 +619,7 @@ ccol_jit_session_frame_compiles(const ccol_jit_session *s, size_t i)
     return f ? f->compiles : 0;
 }
 
+/* True once frame i runs eagerly. */
 bool
 ccol_jit_session_frame_eager(const ccol_jit_session *s, size_t i)
 {
@@ -593,6 +627,8 @@ ccol_jit_session_frame_eager(const ccol_jit_session *s, size_t i)
     return f ? f->eager : false;
 }
 
+/* The most recent entry of frame i, whose decisions and graph the
+ * introspection functions report. */
 static const Entry *
 last_entry(const ccol_jit_session *s, size_t i)
 {
@@ -600,6 +636,7 @@ last_entry(const ccol_jit_session *s, size_t i)
     return f && f->nentries > 0 ? f->entries[f->nentries - 1] : NULL;
 }
 
+/* The dynamic decisions of frame i's latest entry. */
 size_t
 ccol_jit_session_frame_ndynamic(const ccol_jit_session *s, size_t i)
 {
@@ -607,6 +644,7 @@ ccol_jit_session_frame_ndynamic(const ccol_jit_session *s, size_t i)
     return e ? e->ndyn : 0;
 }
 
+/* Decision j of frame i's latest entry ("L['x'].size(0)"). */
 const char *
 ccol_jit_session_frame_dynamic(const ccol_jit_session *s, size_t i,
                                size_t j)
@@ -615,6 +653,8 @@ ccol_jit_session_frame_dynamic(const ccol_jit_session *s, size_t i,
     return e && j < e->ndyn ? e->dyn[j] : NULL;
 }
 
+/* The latest entry's guards and graph as text (malloc'd), NULL when there
+ * is none or out of memory. */
 char *
 ccol_jit_session_frame_graph(const ccol_jit_session *s, size_t i)
 {

@@ -26,6 +26,8 @@ contiguous_strides(int ndim, const int64_t *size, int64_t *stride)
     }
 }
 
+/* Dims of size 0 or 1 may have any stride: no two elements differ along
+ * them. */
 bool
 jit__t_is_contiguous(const Tensor *t)
 {
@@ -38,6 +40,7 @@ jit__t_is_contiguous(const Tensor *t)
     return true;
 }
 
+/* Cut at n bytes: messages stay bounded whatever the rank. */
 void
 jit__t_shape_str(const Tensor *t, char *out, size_t n)
 {
@@ -80,6 +83,8 @@ check_shape(Interp *in, int ndim, const int64_t *size)
     return true;
 }
 
+/* The budget is charged before allocating (one step per 64 elements), so
+ * the limit also bounds memory; the storage is zeroed. */
 Value *
 jit__t_new(Interp *in, int ndim, const int64_t *size)
 {
@@ -111,6 +116,8 @@ jit__t_new(Interp *in, int ndim, const int64_t *size)
     return v;
 }
 
+/* Shares base's storage (one more reference); nothing is copied or checked:
+ * callers compute sizes and strides that stay inside it. */
 Value *
 jit__t_view(Interp *in, const Value *base, int ndim, const int64_t *size,
              const int64_t *stride, int64_t offset)
@@ -130,6 +137,7 @@ jit__t_view(Interp *in, const Value *base, int ndim, const int64_t *size,
     return v;
 }
 
+/* Numbers meet tensors as 0-d tensors in elementwise operations. */
 Value *
 jit__t_scalar(Interp *in, float x)
 {
@@ -145,6 +153,8 @@ static void
 advance(int ndim, const int64_t *size, int64_t *idx, const int64_t *sa,
         int64_t *oa, const int64_t *sb, int64_t *ob)
 {
+    /* The last dim moves fastest; when it wraps, its offsets step back to
+     * the row's start and the next dim out advances. */
     for (int j = ndim - 1; j >= 0; j--) {
         idx[j]++;
         *oa += sa[j];
@@ -157,6 +167,8 @@ advance(int ndim, const int64_t *size, int64_t *idx, const int64_t *sa,
     }
 }
 
+/* Walks the view in row-major order with the shared index stepper (the
+ * second offset unused). */
 void
 jit__t_gather(const Tensor *t, float *out)
 {
@@ -182,6 +194,7 @@ gathered(Interp *in, const Tensor *t)
     return x;
 }
 
+/* Python's float %: the result has the divisor's sign. */
 static float
 py_modf(float x, float y)
 {
@@ -191,6 +204,8 @@ py_modf(float x, float y)
     return r;
 }
 
+/* One element of a op b; comparisons give 1 or 0, @ is no elementwise
+ * operator. */
 static float
 apply(BinOp op, float x, float y)
 {
@@ -232,6 +247,7 @@ bcast_strides(const Tensor *t, int nd, int64_t *s)
     int lead = nd - t->ndim;
     for (int d = 0; d < nd; d++) {
         int e = d - lead;
+        /* A stride of 0 reads the same element for every index of the dim. */
         s[d] = (e < 0 || t->size[e] == 1) ? 0 : t->stride[e];
     }
 }
@@ -255,11 +271,15 @@ bcast_shape(Interp *in, const Tensor *a, const Tensor *b, int *nd,
                            sa, sb, d, (long long)x, (long long)y);
             return false;
         }
+        /* A size-1 dim stretches to the other's size. */
         out[d] = x == 1 ? y : x;
     }
     return true;
 }
 
+/* The result is contiguous in the broadcast shape; operands are read
+ * through their strides (0 along broadcast dims), so no operand is expanded
+ * in memory. */
 Value *
 jit__t_binary(Interp *in, BinOp op, const Value *a, const Value *b)
 {
@@ -284,6 +304,7 @@ jit__t_binary(Interp *in, BinOp op, const Value *a, const Value *b)
     return v;
 }
 
+/* Gathers into the new contiguous tensor, then applies op in place. */
 Value *
 jit__t_unary(Interp *in, UnOp op, const Value *a)
 {
@@ -305,6 +326,7 @@ jit__t_unary(Interp *in, UnOp op, const Value *a)
     return v;
 }
 
+/* The messages name the valid range, as torch's do. */
 int
 jit__t_dim(Interp *in, int64_t dim, int ndim)
 {
@@ -346,6 +368,9 @@ reduce_dim(const float *x, float *out, size_t outer, size_t len,
     for (size_t o = 0; o < outer; o++) {
         for (size_t i = 0; i < inner; i++) {
             double s = 0;
+            /* One double accumulator per output element, summed in index
+             * order: the result does not depend on the input's layout, and
+             * a mean rounds once. */
             for (size_t k = 0; k < len; k++)
                 s += (double)x[(o * len + k) * inner + i];
             out[o * inner + i] = (float)(mean ? s / (double)len : s);
@@ -353,6 +378,8 @@ reduce_dim(const float *x, float *out, size_t outer, size_t len,
     }
 }
 
+/* The reduced dim is dropped from the shape; a reduction over all elements
+ * gives a 0-d tensor. Sums accumulate in double (see reduce_dim). */
 Value *
 jit__t_reduce(Interp *in, const Value *a, const int64_t *dim, bool mean)
 {
@@ -365,6 +392,7 @@ jit__t_reduce(Interp *in, const Value *a, const int64_t *dim, bool mean)
         if (i != d)
             size[nd++] = t->size[i];
     }
+    /* Charged like a copy: every element is read once. */
     if (!jit__jit_charge(in, jit__t_numel(t) / 64))
         return NULL;
     float *x = gathered(in, t);
@@ -389,11 +417,15 @@ matmul_kernel(const float *a, const float *b, float *out, size_t m,
             double s = 0;
             for (size_t p = 0; p < k; p++)
                 s += (double)a[i * k + p] * (double)b[p * n + j];
+            /* Rounded to f32 once, after summing in order in double: the
+             * same result on every rank and in every run. */
             out[i * n + j] = (float)s;
         }
     }
 }
 
+/* Vectors count as a 1 x k row or a k x 1 column and their dim is dropped
+ * from the result, as in torch; operands are gathered contiguous first. */
 Value *
 jit__t_matmul(Interp *in, const Value *a, const Value *b)
 {
@@ -419,6 +451,7 @@ jit__t_matmul(Interp *in, const Value *a, const Value *b)
         size[nd++] = (int64_t)m;
     if (tb->ndim == 2)
         size[nd++] = (int64_t)n;
+    /* m * k * n multiply-adds, charged before any memory is taken. */
     if (!jit__jit_charge(in, (uint64_t)m * k * n / 64))
         return NULL;
     float *x = gathered(in, ta), *y = x ? gathered(in, tb) : NULL;
@@ -430,6 +463,7 @@ jit__t_matmul(Interp *in, const Value *a, const Value *b)
     return v;
 }
 
+/* A view: only the sizes and strides of the two dims swap. */
 Value *
 jit__t_transpose(Interp *in, const Value *a, int64_t d0, int64_t d1)
 {
@@ -466,10 +500,14 @@ infer_size(Interp *in, const Tensor *t, int n, int64_t *size)
             return false;
         } else if ((uint64_t)size[d] > CCOL_JIT_MAX_ELEMENTS ||
                    (known *= (uint64_t)size[d]) > CCOL_JIT_MAX_ELEMENTS) {
+            /* A product past the limit can never match numel: clamp it
+             * rather than let it overflow. */
             known = CCOL_JIT_MAX_ELEMENTS + 1ull;
         }
     }
     uint64_t numel = jit__t_numel(t);
+    /* The -1 takes what the other sizes leave; with a zero size among them
+     * it cannot be inferred. */
     if (infer >= 0 && known != 0 && numel % known == 0) {
         size[infer] = (int64_t)(numel / known);
         known = numel;
@@ -484,6 +522,8 @@ infer_size(Interp *in, const Tensor *t, int n, int64_t *size)
     return true;
 }
 
+/* A view of a contiguous tensor, else a contiguous copy: the rule torch's
+ * reshape follows, which the tracer's contiguity guards mirror. */
 Value *
 jit__t_reshape(Interp *in, const Value *a, int n, const int64_t *size_in)
 {
@@ -497,6 +537,8 @@ jit__t_reshape(Interp *in, const Value *a, int n, const int64_t *size_in)
         memcpy(size, size_in, (size_t)n * sizeof(*size));
     if (!infer_size(in, t, n, size) || !check_shape(in, n, size))
         return NULL;
+    /* A contiguous tensor is reinterpreted in place: the new shape's
+     * contiguous strides over the same storage. */
     if (jit__t_is_contiguous(t)) {
         contiguous_strides(n, size, stride);
         return jit__t_view(in, a, n, size, stride, t->offset);
@@ -544,6 +586,8 @@ cat_copy(Interp *in, Value *const *items, size_t n, int d, float *out)
             return false;
         split_dims(t, d, &outer, &len, &inner);
         for (size_t o = 0; o < outer; o++)
+            /* Block o of this item lands after the blocks of the items
+             * before it. */
             memcpy(out + (o * total + pos) * inner, x + o * len * inner,
                    len * inner * sizeof(float));
         pos += len;
@@ -552,6 +596,8 @@ cat_copy(Interp *in, Value *const *items, size_t n, int d, float *out)
     return true;
 }
 
+/* All items are checked before anything is allocated; the result is
+ * contiguous. */
 Value *
 jit__t_cat(Interp *in, Value *const *items, size_t n, int64_t dim)
 {
@@ -567,6 +613,7 @@ jit__t_cat(Interp *in, Value *const *items, size_t n, int64_t dim)
     uint64_t total = 0;
     for (size_t i = 0; i < n; i++)
         total += (uint64_t)items[i]->u.t.size[d];
+    /* -2 marks a total past the limit, which could not be an int64 size. */
     size[d] = total > CCOL_JIT_MAX_ELEMENTS ? -2 : (int64_t)total;
     if (size[d] < 0)
         return jit__jit_fail(in, CCOL_ERR_INVALID_ARG,

@@ -11,12 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The table entry of builtin bi. */
 static const Builtin *
 bt(int bi)
 {
     return jit__jit_builtin(bi);
 }
 
+/* True when builtin name `name` is `want`. */
 static bool
 is(const char *name, const char *want)
 {
@@ -54,6 +56,7 @@ size_args(Value **args, int first, int n, Dim *out)
     return cnt;
 }
 
+/* The element count of a tensor of sizes d[0..nd) as a Dim (a product). */
 static Dim
 numel(Tracer *t, const Dim *d, int nd)
 {
@@ -135,6 +138,8 @@ reshape_rule(Tracer *t, Value **args, int n, const Value *r, Dim *out)
     return nd;
 }
 
+/* matmul's result sizes: the inner dims must agree (guarded); a vector
+ * operand drops its dim. */
 static int
 matmul_rule(Tracer *t, Value **args, Dim *out)
 {
@@ -150,6 +155,8 @@ matmul_rule(Tracer *t, Value **args, Dim *out)
     return nd;
 }
 
+/* cat's result sizes: those of the first item, the cat dim the sum of all
+ * items' (the other dims guarded equal). */
 static int
 cat_rule(Tracer *t, Value **args, int n, const Value *r, Dim *out)
 {
@@ -369,6 +376,8 @@ symbolic_call(Tracer *t, int bi, Value **args, int n)
     return shape_rule(t, name, args, n, r, node);
 }
 
+/* rank() and world_size() are constants of this rank: each rank traces its
+ * own graph. */
 static Value *
 rank_const(Tracer *t, bool size)
 {
@@ -377,6 +386,8 @@ rank_const(Tracer *t, bool size)
     return jit__v_int(&t->in, v);
 }
 
+/* The one entry point for traced operators: @ is traced as the matmul
+ * builtin, so that its shape rule and node are matmul's. */
 Value *
 jit__tr_binop(Tracer *t, BinOp op, Value *a, Value *b)
 {
@@ -391,6 +402,9 @@ jit__tr_binop(Tracer *t, BinOp op, Value *a, Value *b)
     return jit__tr_builtin(t, jit__jit_builtin_find("matmul", B_FUNC), ab, 2);
 }
 
+/* print() is a graph break the frame driver handles itself (here it is one
+ * it cannot resume); len/size/stride of a traced tensor read its symbolic
+ * sizes; anything without a symbolic argument runs as a constant. */
 Value *
 jit__tr_builtin(Tracer *t, int bi, Value **args, int n)
 {

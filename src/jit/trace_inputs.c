@@ -48,6 +48,8 @@ oom:
     return false;
 }
 
+/* With explain on, logs the decision made for `what` (after the exchange
+ * only: the preflight's decisions are not final). */
 static void
 explain(Tracer *t, const char *what)
 {
@@ -61,6 +63,8 @@ explain(Tracer *t, const char *what)
     }
 }
 
+/* A failed call of the compile collective is the trace's error, with the
+ * collective's own message. */
 static bool
 sync_ok(Tracer *t, ccol_status st)
 {
@@ -216,6 +220,9 @@ decide_strides(Tracer *t, const Pending *p, int in, int node,
     return true;
 }
 
+/* A tensor input: its kind, rank and user marks guarded, observed in the
+ * preflight, then each size decided (static: guarded equal; dynamic: a
+ * G_SIZE symbol) and its strides after them. */
 static bool
 activate_tensor(Tracer *t, const Pending *p, int in)
 {
@@ -304,6 +311,8 @@ activate(Tracer *t, Value *w)
     return true;
 }
 
+/* Reading is lazy: only what the frame actually uses is guarded, so a list
+ * argument whose items are never read guards its length alone. */
 bool
 jit__tr_use(Tracer *t, Value *v, bool deep)
 {
@@ -340,6 +349,8 @@ jit__tr_copy(Tracer *t, const Value *v)
     }
 }
 
+/* Records w as pending input number npend: its sym becomes -2 - npend until
+ * it is read. */
 static bool
 add_pending(Tracer *t, Value *w, const Value *orig, const char *name,
             int slot, const int *path, int depth)
@@ -361,6 +372,9 @@ add_pending(Tracer *t, Value *w, const Value *orig, const char *name,
     return true;
 }
 
+/* A list gets a wrapper for each item (with source name[i]) and is itself
+ * pending (its length is guarded when read); sources deeper or longer than
+ * the Pending fields hold skip the frame. */
 Value *
 jit__tr_wrap(Tracer *t, const Value *orig, const char *name, int slot,
               const int *path, int depth)

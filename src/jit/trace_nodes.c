@@ -8,6 +8,8 @@
 
 #include <string.h>
 
+/* The one spelling of the tracer's allocation failures, so that none is
+ * lost: every caller returns failure right after it. */
 bool
 jit__tr_oom(Tracer *t)
 {
@@ -15,6 +17,9 @@ jit__tr_oom(Tracer *t)
     return false;
 }
 
+/* The node cap turns a runaway unrolled loop into a skip (the frame runs
+ * eagerly) rather than a graph that takes all memory; the node's position
+ * is the AST node being traced, for errors raised when the graph runs. */
 int
 jit__tr_node(Tracer *t, GKind kind, int op, int a, int b)
 {
@@ -37,12 +42,16 @@ jit__tr_node(Tracer *t, GKind kind, int op, int a, int b)
     return i;
 }
 
+/* A pointer into the node array: jit__tr_node may move it, so callers take
+ * it again after appending. */
 GNode *
 jit__tr_gn(Tracer *t, int i)
 {
     return &t->e->g.nodes[i];
 }
 
+/* The graph holds its own reference to the constant, released with the
+ * graph. */
 int
 jit__tr_const(Tracer *t, Value *v)
 {
@@ -52,6 +61,7 @@ jit__tr_const(Tracer *t, Value *v)
     return i;
 }
 
+/* A G_CONST node for the int c (a constant Dim made a node). */
 static int
 int_node(Tracer *t, int64_t c)
 {
@@ -61,12 +71,15 @@ int_node(Tracer *t, int64_t c)
     return i;
 }
 
+/* The node of a Dim: its own, or a new constant node. */
 static int
 dim_node(Tracer *t, Dim d)
 {
     return d.node >= 0 ? d.node : int_node(t, d.c);
 }
 
+/* Out of memory is the trace's error: a guard that went missing would let
+ * an entry run on inputs it was not traced for. */
 bool
 jit__tr_guard(Tracer *t, GuardKind kind, int input, int dim, int64_t i)
 {
@@ -86,13 +99,15 @@ pin(Tracer *t, int n, bool v)
     if (g->kind != G_BINOP || !eq)
         return;
     for (int k = 0; k < 2; k++) {
-        GNode *s = jit__tr_gn(t, k ? g->b : g->a), *c = jit__tr_gn(t, k ? g->a : g->b);
+        GNode *s = jit__tr_gn(t, k ? g->b : g->a);
+        GNode *c = jit__tr_gn(t, k ? g->a : g->b);
         if (s->symbol > 0 && c->kind == G_CONST && c->cv != NULL &&
             (c->cv->kind == CCOL_JIT_INT || c->cv->kind == CCOL_JIT_FLOAT))
             s->pinned = true;
     }
 }
 
+/* A node < 0 is an earlier failure (its error is already on t->in). */
 bool
 jit__tr_guard_truth(Tracer *t, int n, bool v)
 {
@@ -102,6 +117,9 @@ jit__tr_guard_truth(Tracer *t, int n, bool v)
     return true;
 }
 
+/* Folding keeps the graph free of constant arithmetic; x * 1 and 1 * x
+ * return the other operand, so contiguous strides of symbolic sizes stay
+ * short expressions. The traced value (c) is computed either way. */
 Dim
 jit__tr_dim_bin(Tracer *t, BinOp op, Dim a, Dim b)
 {
@@ -127,6 +145,8 @@ jit__tr_dim_bin(Tracer *t, BinOp op, Dim a, Dim b)
     return r;
 }
 
+/* Equal constants need no guard (they cannot change) and neither does a Dim
+ * compared with itself. */
 bool
 jit__tr_guard_eq(Tracer *t, Dim a, Dim b)
 {
@@ -137,6 +157,7 @@ jit__tr_guard_eq(Tracer *t, Dim a, Dim b)
     return jit__tr_guard_truth(t, n, true);
 }
 
+/* Lists are searched item by item: a list is never a node itself. */
 bool
 jit__tr_symbolic(const Value *v)
 {
@@ -151,6 +172,8 @@ jit__tr_symbolic(const Value *v)
     return false;
 }
 
+/* A tensor node's Dims are its symbolic sizes; a constant tensor has its
+ * actual sizes as constants. */
 int
 jit__tr_dims(Tracer *t, const Value *v, Dim *out)
 {
@@ -165,6 +188,9 @@ jit__tr_dims(Tracer *t, const Value *v, Dim *out)
     return v->u.t.ndim;
 }
 
+/* The contiguous strides of a tensor node are built lazily, from the last
+ * dim inward, as products of its Dims (a size below 1 counts as 1, as in
+ * tensor.c), and kept on the node. */
 bool
 jit__tr_strides(Tracer *t, const Value *v, Dim *out)
 {

@@ -18,6 +18,9 @@
 
 /* ---- values to nodes ---- */
 
+/* An unread input passed through (e.g. returned as is) becomes its G_INPUT
+ * node without being read, so it adds no guard; a list becomes a G_LIST of
+ * its items' nodes, a new one each time it is asked for. */
 int
 jit__tr_as_node(Tracer *t, Value *v)
 {
@@ -53,6 +56,9 @@ jit__tr_as_node(Tracer *t, Value *v)
     return n;
 }
 
+/* A shared value or one that already names a node is copied first: values
+ * are immutable once built, and another holder must keep seeing its own
+ * node. */
 Value *
 jit__tr_with_sym(Tracer *t, Value *r, int node)
 {
@@ -71,6 +77,8 @@ jit__tr_with_sym(Tracer *t, Value *r, int node)
     return r;
 }
 
+/* The node is marked a tensor node with the given symbolic sizes; r's
+ * example sizes must agree with them (the shape rules guard that). */
 Value *
 jit__tr_set_tensor(Tracer *t, Value *r, int node, const Dim *dims, int nd)
 {
@@ -112,6 +120,8 @@ data_dependent(Tracer *t, int n)
     return t->data[n];
 }
 
+/* The error of a branch, an int or a comparison that depends on tensor
+ * data: the trace cannot know which way it goes. */
 static bool
 data_error(Tracer *t, const char *what)
 {
@@ -132,6 +142,9 @@ data_free(Tracer *t, int n, const char *what)
     return dep == 0 || (dep > 0 && data_error(t, what));
 }
 
+/* A tensor's truth is always data; a symbolic int or bool adds a guard that
+ * it keeps the truth value seen, so the entry is reused only for inputs
+ * that take the same branch. */
 int
 jit__tr_truth(Tracer *t, Value *v)
 {
@@ -146,6 +159,8 @@ jit__tr_truth(Tracer *t, Value *v)
     return jit__tr_guard_truth(t, v->sym, r != 0) ? r : -1;
 }
 
+/* A symbolic value is specialized: guarded equal to the value seen, so the
+ * entry stays correct for other inputs by missing. */
 bool
 jit__tr_spec_int(Tracer *t, Value *v, const char *what, int64_t *out)
 {
@@ -218,6 +233,9 @@ broadcast(Tracer *t, const Value *a, const Value *b, Dim *out, int *nd)
     return true;
 }
 
+/* The example result is computed on the real values first: the front end's
+ * errors (type errors, shapes that do not broadcast) are the trace's
+ * errors, with the same messages as in eager mode. */
 Value *
 jit__tr_operands(Tracer *t, BinOp op, Value *a, Value *b)
 {
@@ -229,6 +247,8 @@ jit__tr_operands(Tracer *t, BinOp op, Value *a, Value *b)
     return jit__jit_binop(&t->in, op, a, b);
 }
 
+/* Constants fold (no node); otherwise a G_BINOP node whose tensor result
+ * gets the broadcast of its operands' Dims. */
 Value *
 jit__tr_arith(Tracer *t, BinOp op, Value *a, Value *b)
 {
@@ -255,6 +275,7 @@ jit__tr_arith(Tracer *t, BinOp op, Value *a, Value *b)
     return jit__tr_set_tensor(t, r, n, dims, nd);
 }
 
+/* Negation keeps the operand's shape. */
 Value *
 jit__tr_neg(Tracer *t, Value *a)
 {

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Only the first error is kept: it is the one the program hit, later ones
+ * are consequences of unwinding. */
 void *
 jit__jit_fail(Interp *in, ccol_status st, const char *fmt, ...)
 {
@@ -28,6 +30,8 @@ jit__jit_fail(Interp *in, ccol_status st, const char *fmt, ...)
     return NULL;
 }
 
+/* Every loop iteration, call and tensor element is charged, so a program
+ * cannot run or allocate without bound. */
 bool
 jit__jit_charge(Interp *in, uint64_t steps)
 {
@@ -42,6 +46,7 @@ jit__jit_charge(Interp *in, uint64_t steps)
     return false;
 }
 
+/* Values start with one reference and no graph node (sym -1). */
 Value *
 jit__v_new(Interp *in, ccol_jit_kind kind)
 {
@@ -54,6 +59,7 @@ jit__v_new(Interp *in, ccol_jit_kind kind)
     return v;
 }
 
+/* Copies only the payload: the kinds it serves own no memory. */
 Value *
 jit__v_scalar(Interp *in, const Value *tmpl)
 {
@@ -63,6 +69,8 @@ jit__v_scalar(Interp *in, const Value *tmpl)
     return v;
 }
 
+/* None is a fresh value too: values are never shared between holders that
+ * might give them a node. */
 Value *
 jit__v_none(Interp *in)
 {
@@ -87,6 +95,7 @@ jit__v_float(Interp *in, double f)
     return jit__v_scalar(in, &(Value){ .kind = CCOL_JIT_FLOAT, .u.f = f });
 }
 
+/* Strings own a copy of their text. */
 Value *
 jit__v_str(Interp *in, const char *s)
 {
@@ -101,6 +110,8 @@ jit__v_str(Interp *in, const char *s)
     return v;
 }
 
+/* The length limit keeps a program's lists bounded; items start NULL so
+ * jit__v_unref can free a half-filled list. */
 Value *
 jit__v_list(Interp *in, size_t n)
 {
@@ -120,6 +131,8 @@ jit__v_list(Interp *in, size_t n)
     return v;
 }
 
+/* The nesting depth is bounded so that rendering, freeing and the tracer's
+ * recursion over lists stay within the C stack. */
 Value *
 jit__v_list_done(Interp *in, Value *v)
 {
@@ -138,6 +151,7 @@ jit__v_list_done(Interp *in, Value *v)
                           CCOL_JIT_MAX_NESTING);
 }
 
+/* NULL is allowed, so callers can pass results along unchecked. */
 Value *
 jit__v_ref(Value *v)
 {
@@ -146,6 +160,8 @@ jit__v_ref(Value *v)
     return v;
 }
 
+/* The last reference frees the value; a tensor's storage is freed with its
+ * last view. */
 void
 jit__v_unref(Value *v)
 {
@@ -167,6 +183,7 @@ jit__v_unref(Value *v)
     free(v);
 }
 
+/* Numbers are the kinds arithmetic accepts with each other. */
 bool
 jit__v_is_number(const Value *v)
 {
@@ -174,6 +191,7 @@ jit__v_is_number(const Value *v)
            v->kind == CCOL_JIT_FLOAT;
 }
 
+/* Anything else is 0 (callers check jit__v_is_number first). */
 double
 jit__v_num(const Value *v)
 {
@@ -189,6 +207,8 @@ jit__v_num(const Value *v)
     }
 }
 
+/* As in Python: None, zero, empty strings and lists are false; a tensor
+ * needs exactly one element. */
 int
 jit__v_truth(Interp *in, Value *v)
 {
@@ -219,6 +239,8 @@ jit__v_truth(Interp *in, Value *v)
     return v->u.t.st->data[v->u.t.offset] != 0;
 }
 
+/* Here rather than in tensor.c: values need it (truth of a tensor) and sit
+ * below the kernels. */
 size_t
 jit__t_numel(const Tensor *t)
 {
@@ -228,6 +250,7 @@ jit__t_numel(const Tensor *t)
     return n;
 }
 
+/* The names match the kinds' order in ccol_jit.h. */
 const char *
 jit__v_typename(const Value *v)
 {
@@ -238,6 +261,8 @@ jit__v_typename(const Value *v)
 
 /* ---- rendering ---- */
 
+/* After a failed growth the buffer stays as it was and records oom; later
+ * appends do nothing. */
 void
 jit__jit_buf_puts(Buf *b, const char *s)
 {
@@ -254,6 +279,7 @@ jit__jit_buf_puts(Buf *b, const char *s)
     b->len += n;
 }
 
+/* Formats into a bounded scratch line: callers append short pieces. */
 void
 jit__jit_buf_printf(Buf *b, const char *fmt, ...)
 {

@@ -53,7 +53,7 @@ struct ccol_jit_module {
     const char *src;            /* NUL-terminated source copy */
     size_t len;                 /* source length */
     Func **funcs;               /* functions in source order */
-    int nfuncs;
+    int nfuncs;                 /* their number */
     bool loaded;                /* a program is loaded */
     char errmsg[JIT_ERRMAX];    /* last failure */
 };
@@ -72,16 +72,19 @@ ccol_status jit__jit_errf(char *buf, size_t cap, ccol_status st,
 
 /* ---- values (value.c) ---- */
 
+/* The elements a tensor's views share, freed with the last view. */
 typedef struct Storage {
     int refs;                   /* views sharing this storage */
     size_t n;                   /* floats in data */
-    float *data;
+    float *data;                /* the elements, f32 */
 } Storage;
 
+/* A view of a storage: element (i0, i1, ...) is at
+ * st->data[offset + i0 * stride[0] + i1 * stride[1] + ...]. */
 typedef struct Tensor {
-    Storage *st;
-    int ndim;
-    int64_t size[JIT_MAXD];
+    Storage *st;                /* the shared elements (a reference) */
+    int ndim;                   /* dims used in size/stride, 0..JIT_MAXD */
+    int64_t size[JIT_MAXD];     /* the sizes, >= 0 */
     int64_t stride[JIT_MAXD];   /* in elements, >= 0 */
     int64_t offset;             /* first element in st->data */
     uint32_t mark_dynamic;      /* user marks, bit d for dim d (set by */
@@ -90,23 +93,24 @@ typedef struct Tensor {
 
 typedef struct ccol_jit_value Value;
 
+/* A value of the language; immutable once built (see value.c). */
 struct ccol_jit_value {
-    ccol_jit_kind kind;
-    int refs;
+    ccol_jit_kind kind;         /* which member of u holds it */
+    int refs;                   /* holders; the last frees it */
     int32_t sym;                /* tracing: graph node standing for this
                                    value; -1 for a constant (always in
                                    eager mode) */
     union {
-        bool b;
-        int64_t i;
-        double f;
+        bool b;                             /* CCOL_JIT_BOOL */
+        int64_t i;                          /* CCOL_JIT_INT */
+        double f;                           /* CCOL_JIT_FLOAT */
         char *s;                            /* CCOL_JIT_STR */
         struct {
-            Value **items;
-            size_t n;
+            Value **items;                  /* references, all non-NULL */
+            size_t n;                       /* their number */
             int depth;                      /* 1 + deepest item list */
         } list;
-        Tensor t;
+        Tensor t;                           /* CCOL_JIT_TENSOR */
     } u;
 };
 
@@ -121,7 +125,7 @@ typedef struct Interp {
     ccol_status status;         /* CCOL_OK until the first error */
     char msg[JIT_MSGMAX];       /* the first error, without location */
     bool located;               /* line/col are set */
-    int line, col;
+    int line, col;              /* where the first error happened */
 } Interp;
 
 /* Records the first error on `in` (later ones are ignored); returns NULL so
@@ -161,8 +165,8 @@ size_t jit__t_numel(const Tensor *t);
  * appends are ignored), so callers check once at the end. */
 typedef struct Buf {
     char *p;                    /* NUL-terminated text, or NULL */
-    size_t len, cap;
-    bool oom;
+    size_t len, cap;            /* bytes of text, and allocated */
+    bool oom;                   /* an append failed: the text is cut */
 } Buf;
 void jit__jit_buf_puts(Buf *b, const char *s);
 void jit__jit_buf_printf(Buf *b, const char *fmt, ...) JIT_PRINTF(2, 3);
