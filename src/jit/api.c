@@ -97,6 +97,9 @@ compile(ccol_jit_module *m)
         return false;
     }
     ld->m = m;
+    /* A syntax error anywhere in the lexer, parser or resolver longjmps
+     * back here, after its diagnostic; the Load's tokens are freed either
+     * way. */
     bool ok = setjmp(ld->jb) == 0;
     if (ok) {
         jit__jit_lex(ld);
@@ -214,6 +217,8 @@ ccol_jit_call(ccol_jit_module *m, const char *fn, ccol_jit_value *const *args,
     Interp in = { .m = m, .comm = comm, .steps_left = m->params.max_steps };
     Value *r = jit__jit_call_func(&in, fi, args, (int)nargs);
     if (r == NULL) {
+        /* A located error gets the source line and a caret, as a syntax
+         * error does. */
         if (in.located)
             jit__jit_diag(m, in.line, in.col, in.msg);
         else
@@ -312,12 +317,14 @@ check_strides(Interp *in, int ndim, const int64_t *sizes,
 {
     uint64_t last = 0;
     for (int d = 0; d < ndim; d++) {
+        /* Strides are bounded so that offsets cannot overflow int64. */
         if (strides[d] < 0 || strides[d] > ((int64_t)1 << 33)) {
             jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                            "stride %lld of dimension %d is out of range",
                            (long long)strides[d], d);
             return false;
         }
+        /* */
         if (sizes[d] == 0)
             return true; /* no elements: nothing to cover */
         last += (uint64_t)(sizes[d] - 1) * (uint64_t)strides[d];

@@ -62,6 +62,8 @@ get_sizes(Interp *in, Value **args, int first, int n, int64_t *size)
     int cnt = n - first;
     if (cnt == 1 && args[first]->kind == CCOL_JIT_LIST) {
         src = args[first]->u.list.items;
+        /* One more than the limit is enough to report "too many
+         * dimensions". */
         cnt = (int)(args[first]->u.list.n > JIT_MAXD + 1
                         ? JIT_MAXD + 1 : args[first]->u.list.n);
     }
@@ -108,6 +110,7 @@ b_arange(Interp *in, Value **args, int n)
     int64_t a = 0, b;
     if (!get_int(in, args, n - 1, &b) || (n == 2 && !get_int(in, args, 0, &a)))
         return NULL;
+    /* Checked in unsigned: b - a may not fit in int64. */
     if (b > a && (uint64_t)b - (uint64_t)a > CCOL_JIT_MAX_ELEMENTS)
         return jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                               "arange(): tensor too large (limit %u "
@@ -135,6 +138,7 @@ nested_shape(Interp *in, const Value *v, int64_t *size, int d)
         return -1;
     }
     size[d] = (int64_t)v->u.list.n;
+    /* An empty list ends the shape; nested_fill then checks every item's. */
     if (v->u.list.n == 0)
         return d + 1;
     return nested_shape(in, v->u.list.items[0], size, d + 1);
@@ -340,6 +344,8 @@ instance_of(Interp *in, const Value *x, const Value *t, int depth)
                                          "str", "list", "tensor" };
     if (t->kind == CCOL_JIT_LIST && depth < 100) {
         int any = 0;
+        /* A tuple of types matches when any of them does (stops at a match
+         * or an error). */
         for (size_t i = 0; i < t->u.list.n && any == 0; i++)
             any = instance_of(in, x, t->u.list.items[i], depth + 1);
         return any;
@@ -382,6 +388,8 @@ all_reduce_tensor(Interp *in, Value *x)
         jit__v_unref(v);
         return NULL;
     }
+    /* Gathered into the result's storage, widened to f64 for the reduction,
+     * then narrowed back in place. */
     float *f = v->u.t.st->data;
     jit__t_gather(&x->u.t, f);
     for (size_t k = 0; k < n; k++)
@@ -411,6 +419,7 @@ b_all_reduce(Interp *in, Value **args, int n)
         return jit__v_ref(x); /* one rank: the sum is the value */
     if (x->kind == CCOL_JIT_TENSOR)
         return all_reduce_tensor(in, x);
+    /* Scalars reduce as one element of their own type: ints stay exact. */
     ccol_status st;
     int64_t i = x->u.i;
     double f = x->u.f;
@@ -470,6 +479,8 @@ b_print(Interp *in, Value **args, int n)
         free(b.p);
         return jit__jit_fail(in, CCOL_ERR_NO_MEMORY, "out of memory");
     }
+    /* Printing is charged by length, like any other work a program asks
+     * for. */
     if (!jit__jit_charge(in, b.len / 64)) {
         free(b.p);
         return NULL;

@@ -40,6 +40,8 @@ put_excerpt(char *buf, size_t cap, const char *src, size_t len, int col)
     snprintf(buf + n, cap - n, "\n%.*s\n", (int)len, src);
     n = strlen(buf);
     for (int i = 1; i < col && n + 2 < cap; i++) {
+        /* A tab in the source stays a tab under it, so the caret lines up
+         * in a terminal whatever its tab width. */
         bool tab = (size_t)i <= len && src[i - 1] == '\t';
         buf[n++] = tab ? '\t' : ' ';
     }

@@ -110,6 +110,8 @@ jit__g_mark(const Graph *g, bool *need, int i, int *stack)
         int n = nd->kind == G_CALL || nd->kind == G_LIST ? nd->nargs : 0;
         for (int k = 0; k < 2 + n; k++) {
             int m = k < 2 ? ops[k] : nd->args[k - 2];
+            /* Inputs and constants read no node (their op and a are not
+             * nodes). */
             if (nd->kind == G_INPUT || nd->kind == G_CONST || m < 0 ||
                 need[m])
                 continue;
@@ -224,6 +226,7 @@ static Value *
 eval_collective(Interp *in, const GNode *nd, Value *const *inputs,
                 Value **vals, ccol_sync *trace)
 {
+    /* Timed only when the trace records events: the clock is not free. */
     uint64_t t0 = trace && ccol_sync_tracing(trace) ? now_ns() : 0;
     char label[32];
     /* other ranks' messages then say which all_reduce this rank was in */
@@ -256,6 +259,8 @@ jit__g_eval(const Graph *g, const bool *need, Interp *in,
                       ? eval_collective(in, nd, inputs, vals, trace)
                       : eval_node(in, nd, inputs, vals);
         if (vals[i] == NULL) {
+            /* The error points at the source of the node that failed, as in
+             * eager mode. */
             if (!in->located && nd->line > 0) {
                 in->located = true;
                 in->line = nd->line;

@@ -46,6 +46,8 @@ jit__entry_plan(Entry *e)
         return false;
     }
     for (int i = 0; i < e->nouts; i++)
+        /* The outputs and the collectives are what a run evaluates; the
+         * expression guards' nodes, what a check evaluates. */
         jit__g_mark(&e->g, e->run_need, e->outs[i], stack);
     for (int i = 0; i < e->g.n; i++) {
         if (jit__g_collective(&e->g.nodes[i]))
@@ -102,6 +104,7 @@ check_input(const Guard *g, const Value *v)
         return t->size[g->dim] >= 2;
     case GD_INT:
         return v->u.i == g->i;
+    /* */
     case GD_FLOAT:
         return memcmp(&v->u.f, &g->f, sizeof(double)) == 0;
     case GD_BOOL:
@@ -120,6 +123,9 @@ check_exprs(const Entry *e, Interp *in, Value *const *inputs)
     Value **vals = calloc((size_t)e->g.n + 1, sizeof(*vals));
     if (vals == NULL)
         return GUARD_NOMEM;
+    /* No trace of collectives here: a guard's nodes never hold one (a
+     * branch on a collective's result is data-dependent, rejected when
+     * tracing). */
     bool ok = jit__g_eval(&e->g, e->guard_need, in, inputs, vals, NULL);
     int bad = -1;
     for (int i = 0; bad < 0 && i < e->nguards; i++) {
@@ -159,6 +165,8 @@ jit__guard_check(const Entry *e, Interp *in, Value *const *slots,
             bad = i;
     }
     if (bad < 0 && exprs) {
+        /* A scratch Interp: a check's errors only make it miss, they are
+         * not the caller's. */
         Interp scratch = { .m = in->m, .steps_left = in->m->params.max_steps };
         bad = check_exprs(e, &scratch, inputs);
     }

@@ -179,6 +179,8 @@ static int
 equal(Interp *in, const Value *a, const Value *b)
 {
     if (jit__v_is_number(a) && jit__v_is_number(b)) {
+        /* Ints compare exactly, not through double (large int64 values
+         * would round). */
         if (a->kind != CCOL_JIT_FLOAT && b->kind != CCOL_JIT_FLOAT)
             return as_i64(a) == as_i64(b);
         return jit__v_num(a) == jit__v_num(b);
@@ -193,6 +195,7 @@ equal(Interp *in, const Value *a, const Value *b)
     if (a->kind == CCOL_JIT_STR)
         return strcmp(a->u.s, b->u.s) == 0;
     if (a->kind != CCOL_JIT_LIST)
+        /* */
         return 1; /* None == None */
     if (a->u.list.n != b->u.list.n)
         return 0;
@@ -209,6 +212,7 @@ static Value *
 concat(Interp *in, const Value *a, const Value *b)
 {
     size_t na = a->u.list.n, nb = b->u.list.n;
+    /* Charged like any copy of list items. */
     if (!jit__jit_charge(in, (na + nb) / 64))
         return NULL;
     Value *l = jit__v_list(in, na + nb);

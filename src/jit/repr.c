@@ -42,6 +42,8 @@ jit__fmt_double(char *out, size_t n, double d)
         return;
     }
     int prec = 1;
+    /* 17 significant digits always read back exactly; most values need
+     * fewer. */
     for (; prec < 17; prec++) {
         snprintf(out, n, "%.*g", prec, d);
         if (strtod(out, NULL) == d)
@@ -49,6 +51,8 @@ jit__fmt_double(char *out, size_t n, double d)
     }
     snprintf(out, n, "%.*g", prec, d);
     python_fixed(out, n, d, prec);
+    /* An integral float prints as "2.0", as Python does, so it reads as a
+     * float. */
     if (strpbrk(out, ".e") == NULL && strlen(out) + 3 <= n)
         strcat(out, ".0");
 }
@@ -62,6 +66,7 @@ fmt_float32(char *out, size_t n, float f)
         jit__fmt_double(out, n, (double)f);
         return;
     }
+    /* 9 digits always read back as the same f32. */
     for (; prec < 9; prec++) {
         snprintf(out, n, "%.*g", prec, (double)f);
         if (strtof(out, NULL) == f)
@@ -100,6 +105,7 @@ repr_tensor(Buf *b, const Tensor *t)
 {
     size_t n = jit__t_numel(t);
     char shape[256];
+    /* Large tensors print their shape only: output stays bounded. */
     if (n > REPR_MAX_ELEMENTS) {
         jit__t_shape_str(t, shape, sizeof shape);
         jit__jit_buf_printf(b, "tensor(shape=%s)", shape);

@@ -56,6 +56,8 @@ add_local(Load *ld, Func *f, const Node *at, const char *name)
         jit__jit_syntax_error(ld, at->line, at->col,
                                "too many local variables (limit %d)",
                                MAX_LOCALS);
+    /* The locals start with room for 64 (parse.c) and double in the arena
+     * at each power of two. */
     if (f->nlocals >= 64 && (f->nlocals & (f->nlocals - 1)) == 0) {
         const char **l = jit__jit_alloc(ld, 2 * (size_t)f->nlocals *
                                                  sizeof(*l));
@@ -142,9 +144,9 @@ resolve_type_arg(Load *ld, Func *f, Node *n)
     if (n->kind == N_NAME && find_local(f, n->name) < 0) {
         if (!is_type_name(n->name))
             jit__jit_syntax_error(ld, n->line, n->col,
-                                   "isinstance(): '%s' is not a type (expected "
-                                   "tensor, int, float, bool, list, str or a "
-                                   "tuple of them)",
+                                   "isinstance(): '%s' is not a type "
+                                   "(expected tensor, int, float, bool, "
+                                   "list, str or a tuple of them)",
                                    n->name);
         n->kind = N_STR;
         return;
@@ -205,6 +207,7 @@ static void
 resolve_attr(Load *ld, Node *n)
 {
     if (strcmp(n->name, "shape") == 0) {
+        /* */
         n->callee = -1 - jit__jit_builtin_find("size", B_METHOD);
         return;
     }
@@ -267,6 +270,8 @@ static void
 resolve_for(Load *ld, Func *f, Node *s)
 {
     Node *it = s->rhs;
+    /* range() is the loop's own form unless the program defines a function
+     * range. */
     if (it->kind == N_CALL && strcmp(it->name, "range") == 0 &&
         find_func(ld, "range") < 0) {
         check_arity(ld, it, 1, 3, it->args.n);

@@ -165,6 +165,8 @@ call_frame(void *ud, int func, Value *const *args, int n, Value **out)
 {
     ccol_jit_session *s = ud;
     const Func *fn = s->m->funcs[func];
+    /* Eager callees are frames, so recursion is bounded here rather than by
+     * the interpreter's depth. */
     if (s->depth >= s->m->params.max_depth)
         return seterr(s, CCOL_ERR_INVALID_ARG, "%s: recursion depth limit "
                       "exceeded (%d calls deep, in '%s')", s->m->file,
@@ -261,10 +263,14 @@ compile(ccol_jit_session *s, Frame *f, Value *const *slots, int nslots,
     *e = NULL;
     if (st != CCOL_OK)
         return sync_err(s, st);
+    /* The preflight traces to the first graph emission, observing inputs,
+     * so that every rank brings its observations to the exchange. */
     trace_frame(s, f);
     jit__trace(&ctx, &f->fc, slots, nslots, &out);
     if (out.end == TR_ERROR || out.end == TR_SKIP)
         return trace_failed(s, f, c, &out);
+    /* The compile collective: all ranks merge their observations and get
+     * the same decisions (static or dynamic, per size and scalar). */
     st = ccol_compile_exchange(c);
     if (st != CCOL_OK) {
         sync_err(s, st);
@@ -274,11 +280,15 @@ compile(ccol_jit_session *s, Frame *f, Value *const *slots, int nslots,
     ccol_sync_tracef(s->sync, "restart", "frame:s index:d reason:s",
                      f->code_id, f->compiles + 1,
                      "compile collective: retrace with merged decisions");
+    /* The retrace builds the entry with the merged decisions; its graph is
+     * the one kept. */
     ctx.preflight = false;
     jit__trace(&ctx, &f->fc, slots, nslots, &out);
     if (out.end == TR_ERROR || out.end == TR_SKIP)
         return trace_failed(s, f, c, &out);
     st = ccol_compile_finish(c, true);
+    /* The compile is finished (committed) on every rank before the entry is
+     * cached. */
     if (st != CCOL_OK || !frame_add(f, out.e)) {
         jit__entry_free(out.e);
         return st != CCOL_OK ? sync_err(s, st)
@@ -313,6 +323,8 @@ resume(ccol_jit_session *s, Frame *f, const Entry *e, Value **vals,
 {
     const Func *fn = s->m->funcs[f->fc.func];
     Value *args[64], **slots;
+    /* print's arguments are the first outputs; the resume frame's slots
+     * follow. */
     for (int i = 0; i < e->nprint && i < 64; i++)
         args[i] = vals[e->outs[i]];
     ccol_status st = run_print(s, args, e->nprint < 64 ? e->nprint : 64);
@@ -405,6 +417,8 @@ cache_lookup(ccol_jit_session *s, Frame *f, Value *const *slots, int nslots,
     if (f->nentries == 0)
         return CCOL_OK;
     bool all = false;
+    /* In lockstep mode every rank must hit or miss together: one rank's
+     * miss makes all ranks recompile, since the compile is a collective. */
     ccol_status st = ccol_sync_guard(s->sync, f->code_id, e != NULL, &all);
     if (st != CCOL_OK)
         return sync_err(s, st);
@@ -532,6 +546,8 @@ ccol_jit_session_call(ccol_jit_session *s, const char *fn,
     Frame *f = frame_get(s, fn, fi, NULL);
     if (f == NULL)
         return seterr(s, CCOL_ERR_NO_MEMORY, "out of memory");
+    /* Each call is an event in the trace, numbered, so reports can align
+     * ranks. */
     ccol_sync_tracef(s->sync, "call", "fn:s index:i", fn, ++s->calls);
     Value *r = NULL;
     ccol_status st = frame_call(s, f, args, (int)nargs, &r);

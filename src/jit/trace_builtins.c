@@ -186,6 +186,8 @@ arange_rule(Tracer *t, Value **args, int n, const Value *r, Dim *out)
     size_args(args, n - 1, n, &b);
     if (n == 2)
         size_args(args, 0, 1, &a);
+    /* The length b - a is clamped at 0 like the kernel's, so whether it is
+     * positive is a branch: guarded. */
     Dim len = jit__tr_dim_bin(t, OP_SUB, b, a);
     if (len.node >= 0) {
         Dim gt = jit__tr_dim_bin(t, OP_GT, len, (Dim){ -1, 0 });
@@ -228,6 +230,8 @@ transpose_rule(Tracer *t, Value **args, int n, Value *r, int node)
         i = dim_arg(args[1], nd);
         j = dim_arg(args[2], nd);
     }
+    /* A view: the two dims swap sizes and strides, and the node keeps the
+     * strides so later views and reshapes see them. */
     Dim x = dims[i], y = st[i];
     dims[i] = dims[j];
     dims[j] = x;
@@ -350,6 +354,8 @@ symbolic_call(Tracer *t, int bi, Value **args, int n)
     Value *r = bt(bi)->fn(&t->in, args, n);
     if (r == NULL)
         return NULL;
+    /* The call node's operands: every argument as a node (constants become
+     * constant nodes). */
     int *an = malloc(((size_t)n + 1) * sizeof(int));
     if (an == NULL) {
         jit__v_unref(r);
@@ -417,19 +423,25 @@ jit__tr_builtin(Tracer *t, int bi, Value **args, int n)
                               "cannot resume from (inside a loop, a called "
                               "function or an expression)");
     }
+    /* */
     if (is(name, "rank") || is(name, "world_size"))
         return rank_const(t, is(name, "world_size"));
+    /* These read only their first argument's outer value (a list's length,
+     * a tensor's sizes), so its items stay unread and unguarded. */
     bool shallow = is(name, "len") || is(name, "isinstance") ||
                    is(name, "size") || is(name, "stride");
     for (int i = 0; i < n; i++) {
         if (!jit__tr_use(t, args[i], !shallow || i > 0))
             return NULL;
     }
+    /* A collective is always a node, even on constants: it must run on
+     * every call, with every rank. */
     bool coll = is(name, "all_reduce");
     if (n > 0 && args[0]->kind == CCOL_JIT_TENSOR && args[0]->sym >= 0 &&
         (is(name, "len") || is(name, "size") || is(name, "stride")))
         return dim_query(t, bi, args, n);
     if (is(name, "len") && n > 0 && args[0]->kind != CCOL_JIT_TENSOR)
+        /* */
         return bt(bi)->fn(&t->in, args, n); /* list lengths are guarded */
     bool sym = coll;
     for (int i = 0; i < n && !is(name, "isinstance"); i++)

@@ -25,12 +25,16 @@ dyn_name(Tracer *t, int node, const char *what, const char *src, int d)
         snprintf(buf, sizeof buf, "%s.%s(%d)", src, what, d);
     else
         snprintf(buf, sizeof buf, "%s", src);
+    /* The preflight's decisions are not final: only the retrace's are the
+     * entry's. */
     if (t->ctx->preflight)
         return true;
     char **p = ccol__grow(t->dyn, &t->capdyn, t->ndyn + 1, sizeof(*p), 8);
     if (p == NULL)
         goto oom;
     t->dyn = p;
+    /* Both arrays grow before either is written, so a failure loses nothing
+     * recorded. */
     int *q = ccol__grow(t->dynnode, &t->capdynnode, t->ndyn + 1,
                         sizeof(*q), 8);
     if (q == NULL)
@@ -110,6 +114,8 @@ decide_size(Tracer *t, const Pending *p, int in, int node, int d,
                                              x->size[d], &ds)) ||
         !sync_ok(t, ccol_compile_decide_stride(t->ctx->c, p->name, d, dt)))
         return false;
+    /* Static until decided dynamic: then the size is the symbol node,
+     * guarded >= 2 (0 and 1 are always specialized, as in torch). */
     jit__tr_gn(t, node)->dims[d] = (Dim){ -1, x->size[d] };
     snprintf(what, sizeof what, "%s.size(%d)", p->name, d);
     explain(t, what);
@@ -190,10 +196,11 @@ decide_strides(Tracer *t, const Pending *p, int in, int node,
         jit__tr_gn(t, node)->strides[d] = (Dim){ -1, x->stride[d] };
         /* as torch's shape environment, a dynamic stride of 0 or 1 that is
          * not the contiguous stride of the next dim is a constant */
+        /* */
         bool next = d + 1 < x->ndim &&
                     x->stride[d] == x->stride[d + 1] * x->size[d + 1];
-        if (dt[d] == CCOL_DYNAMIC && (x->stride[d] == 0 || x->stride[d] == 1) &&
-            !next) {
+        bool small = x->stride[d] == 0 || x->stride[d] == 1;
+        if (dt[d] == CCOL_DYNAMIC && small && !next) {
             char what[TR_NAMEMAX + 32];
             snprintf(what, sizeof what, "%s.stride(%d)", p->name, d);
             if (!t->ctx->preflight)
@@ -274,6 +281,8 @@ activate_number(Tracer *t, const Pending *p, int in)
         w->sym = -1;
         if (!isf)
             return jit__tr_guard(t, GD_INT, in, 0, w->u.i);
+        /* A float is guarded by its bits (the guard's f), set on the guard
+         * just added. */
         if (!jit__tr_guard(t, GD_FLOAT, in, 0, 0))
             return false;
         t->e->guards[t->e->nguards - 1].f = w->u.f;
@@ -291,6 +300,8 @@ activate_number(Tracer *t, const Pending *p, int in)
 static bool
 activate(Tracer *t, Value *w)
 {
+    /* The input is found (or added) by its source name, and guarded by kind
+     * first: every other guard assumes the kind. */
     const Pending *p = &t->pend[-2 - w->sym];
     int in = jit__g_input(&t->e->g, p->name, p->slot, p->path, p->depth);
     if (in < 0)

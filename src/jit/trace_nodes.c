@@ -132,6 +132,7 @@ jit__tr_dim_bin(Tracer *t, BinOp op, Dim a, Dim b)
     case OP_EQ: r.c = a.c == b.c; break;
     default: r.c = b.c ? a.c / b.c : 0; break;
     }
+    /* Both constant: folded. */
     if (a.node < 0 && b.node < 0)
         return r;
     if (op == OP_MUL && b.node < 0 && b.c == 1)
@@ -179,6 +180,7 @@ jit__tr_dims(Tracer *t, const Value *v, Dim *out)
 {
     if (v->kind != CCOL_JIT_TENSOR)
         return 0;
+    /* */
     if (v->sym >= 0 && jit__tr_gn(t, v->sym)->tensor) {
         memcpy(out, jit__tr_gn(t, v->sym)->dims, sizeof(Dim) * JIT_MAXD);
         return jit__tr_gn(t, v->sym)->ndim;

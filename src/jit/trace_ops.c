@@ -36,6 +36,7 @@ jit__tr_as_node(Tracer *t, Value *v)
     }
     if (v->kind != CCOL_JIT_LIST)
         return jit__tr_const(t, v);
+    /* A list's node lists its items' nodes; each item is made a node first. */
     int *args = malloc((v->u.list.n + 1) * sizeof(int));
     if (args == NULL)
         return jit__tr_oom(t), -1;
@@ -106,6 +107,9 @@ data_dependent(Tracer *t, int n)
     if (p == NULL)
         return jit__tr_oom(t), -1;
     t->data = p;
+    /* A node depends on data when it is a tensor or a collective, or reads
+     * a node that does; sizes and strides of a tensor do not (they are
+     * known while tracing). */
     for (; t->ndata <= n; t->ndata++) {
         const GNode *nd = &g->nodes[t->ndata];
         int ops[2] = { nd->a, nd->b };
@@ -198,6 +202,7 @@ spec_deep(Tracer *t, const Value *v)
         return true;
     if (!data_free(t, v->sym, "comparing these lists"))
         return false;
+    /* A symbolic item is guarded equal to a constant copy of its value. */
     Value *c = jit__tr_copy(t, v);
     int k = c ? jit__tr_const(t, c) : -1;
     int eq = k >= 0 ? jit__tr_node(t, G_BINOP, OP_EQ, v->sym, k) : -1;
@@ -214,9 +219,13 @@ broadcast(Tracer *t, const Value *a, const Value *b, Dim *out, int *nd)
     *nd = na > nb ? na : nb;
     for (int d = 0; d < *nd; d++) {
         int ea = d - (*nd - na), eb = d - (*nd - nb);
+        /* Missing leading dims count as size 1, as in NumPy. */
         Dim x = ea < 0 ? (Dim){ -1, 1 } : da[ea];
         Dim y = eb < 0 ? (Dim){ -1, 1 } : db[eb];
         bool ok = true;
+        /* The sizes seen decide the rule: equal sizes are guarded equal, a
+         * size 1 is guarded to stay 1 (it stretches), any other pair failed
+         * in the kernel already. */
         if (x.c == y.c) {
             ok = jit__tr_guard_eq(t, x, y);
             out[d] = x.node < 0 ? x : y;

@@ -20,6 +20,7 @@
 void *
 jit__jit_fail(Interp *in, ccol_status st, const char *fmt, ...)
 {
+    /* */
     if (in->status != CCOL_OK)
         return NULL;
     va_list ap;
@@ -39,6 +40,7 @@ jit__jit_charge(Interp *in, uint64_t steps)
         in->steps_left -= steps;
         return true;
     }
+    /* Once exhausted, the budget stays exhausted: later charges fail too. */
     in->steps_left = 0;
     jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                    "step budget exhausted (limit %llu steps)",
@@ -115,6 +117,7 @@ jit__v_str(Interp *in, const char *s)
 Value *
 jit__v_list(Interp *in, size_t n)
 {
+    /* */
     if (n > CCOL_JIT_MAX_LIST)
         return jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                               "list of %zu items exceeds the limit of %u",
@@ -139,6 +142,8 @@ jit__v_list_done(Interp *in, Value *v)
     int depth = 0;
     for (size_t i = 0; i < v->u.list.n; i++) {
         const Value *it = v->u.list.items[i];
+        /* Each list knows its depth, so the check is one pass over the new
+         * list's items. */
         if (it->kind == CCOL_JIT_LIST && it->u.list.depth > depth)
             depth = it->u.list.depth;
     }
@@ -175,6 +180,7 @@ jit__v_unref(Value *v)
         free(v->u.s);
     } else if (v->kind == CCOL_JIT_TENSOR) {
         Storage *st = v->u.t.st;
+        /* The storage goes with its last view. */
         if (st != NULL && --st->refs == 0) {
             free(st->data);
             free(st);
