@@ -556,8 +556,8 @@ static const Builtin builtins[] = {
     { "t", 1, 1, B_METHOD, b_t },
 };
 
-/* A linear scan: the table is small and names are resolved once, when a
- * program is loaded. */
+/* A linear scan of a small table: calls are bound to indexes when a
+ * program is loaded, so lookups by name are rare. */
 int
 jit__jit_builtin_find(const char *name, unsigned flag)
 {

@@ -116,13 +116,13 @@ check_input(const Guard *g, const Value *v)
 
 /* Evaluates the branch guards' nodes; the index of the first guard whose
  * truth changed (or that failed to evaluate), -1 when all hold,
- * GUARD_NOMEM when out of memory. */
+ * JIT_GUARD_NOMEM when out of memory. */
 static int
 check_exprs(const Entry *e, Interp *in, Value *const *inputs)
 {
     Value **vals = calloc((size_t)e->g.n + 1, sizeof(*vals));
     if (vals == NULL)
-        return GUARD_NOMEM;
+        return JIT_GUARD_NOMEM;
     /* No trace of collectives here: a guard's nodes never hold one (a
      * branch on a collective's result is data-dependent, rejected when
      * tracing). */
@@ -150,7 +150,7 @@ jit__guard_check(const Entry *e, Interp *in, Value *const *slots,
 {
     Value **inputs = calloc((size_t)e->g.nin + 1, sizeof(*inputs));
     if (inputs == NULL)
-        return GUARD_NOMEM;
+        return JIT_GUARD_NOMEM;
     if (!jit__g_resolve(&e->g, slots, nslots, inputs)) {
         free(inputs);
         return 0;

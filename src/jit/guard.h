@@ -75,11 +75,11 @@ void jit__entry_render(const Entry *e, Buf *b);
 /* Appends a guard; false when out of memory. */
 bool jit__guard_add(Entry *e, GuardKind kind, int input, int dim,
                      int64_t i);
-#define GUARD_NOMEM (-2)         /* jit__guard_check ran out of memory */
+#define JIT_GUARD_NOMEM (-2)     /* jit__guard_check ran out of memory */
 
 /* -1 when every guard of e holds for the frame's slots, else the index
  * of the first guard that failed (0 also when an input is missing), or
- * GUARD_NOMEM: a miss either way, the reason differs. */
+ * JIT_GUARD_NOMEM: a miss either way, the reason differs. */
 int jit__guard_check(const Entry *e, Interp *in, Value *const *slots,
                       int nslots);
 /* Renders one guard of e ("len(L['xs']) == 3") into b. */

@@ -50,9 +50,9 @@ static const char *const unsupported[] = {
     "del", "yield", "raise", "assert", "async", "await",
 };
 
-/* The caret diagnostic goes to the module, then the load unwinds to
- * jit__jit_load's setjmp: everything allocated so far is in the arena or on
- * the Load, freed there. */
+/* The caret diagnostic goes to the module, then the load unwinds to the
+ * setjmp in api.c's compile(): everything allocated so far is in the
+ * arena or on the Load, freed there. */
 void
 jit__jit_syntax_error(Load *ld, int line, int col, const char *fmt, ...)
 {

@@ -160,9 +160,9 @@ resolve_type_arg(Load *ld, Func *f, Node *n)
         resolve_type_arg(ld, f, n->args.items[i]);
 }
 
-/* A user function first (it may shadow nothing: check_func forbids
- * redefining builtins), then a builtin; the callee is stored as fi >= 0 or
- * -1 - builtin index. */
+/* A user function first (none is named like a builtin: check_func
+ * forbids it), then a builtin; the callee is stored as fi >= 0, or as
+ * -1 - the builtin's index. */
 static void
 resolve_call(Load *ld, Func *f, Node *n)
 {

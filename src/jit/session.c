@@ -396,7 +396,7 @@ lookup(ccol_jit_session *s, const Frame *f, Value *const *slots, int nslots,
         if (bad >= 0 && bad < e->nguards)
             jit__guard_render(e, &e->guards[bad], &b);
         /* a check out of memory misses too, but no guard failed */
-        if (bad == GUARD_NOMEM)
+        if (bad == JIT_GUARD_NOMEM)
             snprintf(why, cap, "out of memory checking the guards");
         else
             snprintf(why, cap, "guard failed: %s",

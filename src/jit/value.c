@@ -71,8 +71,8 @@ jit__v_scalar(Interp *in, const Value *tmpl)
     return v;
 }
 
-/* None is a fresh value too: values are never shared between holders that
- * might give them a node. */
+/* None is allocated and counted like any value, so callers release every
+ * result alike. */
 Value *
 jit__v_none(Interp *in)
 {
