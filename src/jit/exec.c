@@ -41,11 +41,50 @@ set_at(Walk *w, const Node *n)
     return old;
 }
 
+/* ---- value operations: the table's, or where it has none the
+ * interpreter's concrete one ---- */
+
 static bool
 use(Walk *w, Value *v)
 {
     return w->ops->use == NULL || w->ops->use(w, v);
 }
+
+static Value *
+builtin(Walk *w, int bi, Value **args, int n)
+{
+    const Builtin *b = jit__jit_builtin(bi);
+    if (w->ops->builtin != NULL)
+        return w->ops->builtin(w, bi, args, n);
+    w->in->cur = b->name;
+    return b->fn(w->in, args, n);
+}
+
+static Value *
+binop(Walk *w, BinOp op, Value *a, Value *b)
+{
+    return w->ops->binop != NULL ? w->ops->binop(w, op, a, b)
+                                 : jit__jit_binop(w->in, op, a, b);
+}
+
+static int
+truth(Walk *w, Value *v)
+{
+    return w->ops->truth != NULL ? w->ops->truth(w, v)
+                                 : jit__v_truth(w->in, v);
+}
+
+/* v is an int or a bool (checked by the caller). */
+static bool
+to_int(Walk *w, Value *v, const char *what, int64_t *out)
+{
+    if (w->ops->to_int != NULL)
+        return w->ops->to_int(w, v, what, out);
+    *out = v->kind == CCOL_JIT_INT ? v->u.i : v->u.b;
+    return true;
+}
+
+/* ---- expressions ---- */
 
 static bool
 is_int(const Value *v)
@@ -108,8 +147,13 @@ eval_call(Walk *w, Value **slots, const Node *n)
         return NULL;
     }
     int nv = n->args.n + base;
-    Value *r = n->callee >= 0 ? w->ops->call(w, n->callee, vals, nv)
-                              : w->ops->builtin(w, -1 - n->callee, vals, nv);
+    Value *r;
+    if (n->callee < 0)
+        r = builtin(w, -1 - n->callee, vals, nv);
+    else if (w->ops->call != NULL)
+        r = w->ops->call(w, n->callee, vals, nv);
+    else
+        r = jit__walk_call(w, n->callee, vals, nv);
     for (int i = 0; i < nv; i++)
         jit__v_unref(vals[i]);
     return r;
@@ -129,7 +173,7 @@ eval_shape(Walk *w, Value **slots, const Node *n)
                        "'.shape' needs a tensor, got %s",
                        jit__v_typename(x));
     else
-        r = w->ops->builtin(w, -1 - n->callee, &x, 1);
+        r = builtin(w, -1 - n->callee, &x, 1);
     jit__v_unref(x);
     return r;
 }
@@ -152,7 +196,7 @@ index_list(Walk *w, Value *xs, Value *i)
         return jit__jit_fail(w->in, CCOL_ERR_INVALID_ARG,
                               "list indices must be ints, got %s",
                               jit__v_typename(i));
-    if (!w->ops->to_int(w, i, "a list index", &k))
+    if (!to_int(w, i, "a list index", &k))
         return NULL;
     int64_t n = (int64_t)xs->u.list.n;
     if (k < -n || k >= n)
@@ -172,7 +216,7 @@ eval_pair(Walk *w, Value **slots, const Node *n)
     Value *r = NULL;
     if (b != NULL)
         r = n->kind == N_INDEX ? index_list(w, a, b)
-                               : w->ops->binop(w, n->op, a, b);
+                               : binop(w, n->op, a, b);
     jit__v_unref(a);
     jit__v_unref(b);
     return r;
@@ -185,7 +229,7 @@ eval_logic(Walk *w, Value **slots, const Node *n)
     Value *a = jit__walk_eval(w, slots, n->lhs);
     if (a == NULL)
         return NULL;
-    int t = w->ops->truth(w, a);
+    int t = truth(w, a);
     if (t < 0 || n->kind == N_NOT) {
         jit__v_unref(a);
         return t < 0 ? NULL : jit__v_bool(w->in, !t);
@@ -204,7 +248,7 @@ eval_unary(Walk *w, Value **slots, const Node *n)
     if (a == NULL)
         return NULL;
     if (n->kind == N_NEG)
-        r = w->ops->neg(w, a);
+        r = w->ops->neg != NULL ? w->ops->neg(w, a) : jit__jit_neg(w->in, a);
     else if (jit__v_is_number(a) || a->kind == CCOL_JIT_TENSOR)
         r = jit__v_ref(a);
     else
@@ -290,7 +334,7 @@ exec_assign(Walk *w, Value **slots, const Node *s)
     if (s->op >= 0) {
         Value *old = slots[s->slot];
         set_at(w, s);
-        Value *r = old ? w->ops->binop(w, s->op, old, v)
+        Value *r = old ? binop(w, s->op, old, v)
                        : jit__jit_fail(w->in, CCOL_ERR_INVALID_ARG,
                                         "local variable '%s' is used before "
                                         "it is assigned", s->name);
@@ -313,7 +357,7 @@ exec_if(Walk *w, Value **slots, const Node *s, int level, Value **ret)
     if (c == NULL)
         return X_ERROR;
     set_at(w, s->rhs);
-    int t = w->ops->truth(w, c);
+    int t = truth(w, c);
     set_at(w, NULL);
     jit__v_unref(c);
     if (t < 0) {
@@ -338,7 +382,7 @@ range_arg(Walk *w, Value *v, int64_t *x)
                        jit__v_typename(v));
         return false;
     }
-    return w->ops->to_int(w, v, "a range() argument", x);
+    return to_int(w, v, "a range() argument", x);
 }
 
 /* Reads the arguments of range(...) into start, stop, step. */

@@ -8,8 +8,10 @@
  * node that saw a failure stamps its position, work is charged to the
  * step budget and C recursion is bounded. What a value operation does is
  * the caller's: a small table (WalkOps) applies operators, builtins and
- * calls concretely (the interpreter) or symbolically (the tracer, which
- * also inlines calls and ends the walk at a graph break).
+ * calls symbolically (the tracer, which also inlines calls and ends the
+ * walk at a graph break); an operation the table leaves NULL is the eager
+ * interpreter's concrete one (the kernels, an ordinary call), so the
+ * interpreter's table is empty.
  */
 #ifndef CCOL_JIT_EXEC_H
 #define CCOL_JIT_EXEC_H
@@ -28,10 +30,11 @@ typedef enum Exec {
 
 typedef struct Walk Walk;
 
-/* The value operations of a walk. Each returns NULL / false / -1 with the
- * error recorded on w->in. */
+/* The value operations of a walk; NULL: the concrete operation. Each
+ * returns NULL / false / -1 with the error recorded on w->in. */
 typedef struct WalkOps {
-    /* A call of user function fi with borrowed arguments. */
+    /* A call of user function fi with borrowed arguments (concrete:
+     * jit__walk_call). */
     Value *(*call)(Walk *w, int fi, Value *const *args, int n);
     /* A call of builtin bi (a method's receiver is args[0]). */
     Value *(*builtin)(Walk *w, int bi, Value **args, int n);
@@ -40,7 +43,7 @@ typedef struct WalkOps {
     /* 1 or 0, or -1 on error. */
     int (*truth)(Walk *w, Value *v);
     /* The code reads v (indexes it, iterates it, takes its shape): a
-     * lazy input is realized here. NULL: every value is already real. */
+     * lazy input is realized here (concrete: every value is real). */
     bool (*use)(Walk *w, Value *v);
     /* The concrete value of an int or bool v the walk needs (a list
      * index, range() bounds; `what` names it in errors). */
@@ -68,9 +71,6 @@ struct Walk {
                                    block (block 0: the function body) */
     int branch[WALK_MAXNEST];   /* 1: then, 0: else, of stmt[k]'s if */
 };
-
-/* The concrete operations of the eager interpreter (interp.c). */
-extern const WalkOps jit__interp_ops;
 
 /* Evaluates expression n; a new reference, or NULL with the error. */
 Value *jit__walk_eval(Walk *w, Value **slots, const Node *n);

@@ -107,9 +107,9 @@ op_stmt(Walk *w, Value **slots, const Node *s, int level, Exec *x)
     return true;
 }
 
-/* Symbolic values; calls of user functions are inlined. */
+/* Symbolic values; calls of user functions are inlined (the concrete
+ * call, walked with these operations). */
 static const WalkOps trace_ops = {
-    .call = jit__walk_call,
     .builtin = op_builtin,
     .binop = op_binop,
     .neg = op_neg,
@@ -146,7 +146,8 @@ eager(const Tracer *t)
 static void
 walk_init(Tracer *t, Walk *w, WalkOps *ops)
 {
-    *ops = eager(t) ? jit__interp_ops : trace_ops;
+    static const WalkOps concrete;
+    *ops = eager(t) ? concrete : trace_ops;
     if (eager(t) && t->ctx->call != NULL)
         ops->call = op_call_frame;
     *w = (Walk){ .in = &t->in, .ops = ops, .ud = t, .at = &t->at };
