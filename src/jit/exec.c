@@ -148,12 +148,16 @@ eval_call(Walk *w, Value **slots, const Node *n)
     }
     int nv = n->args.n + base;
     Value *r;
+    const Node *outer = w->call;
+    if (outer == NULL && n->callee >= 0)
+        w->call = n;
     if (n->callee < 0)
         r = builtin(w, -1 - n->callee, vals, nv);
     else if (w->ops->call != NULL)
         r = w->ops->call(w, n->callee, vals, nv);
     else
         r = jit__walk_call(w, n->callee, vals, nv);
+    w->call = outer;
     for (int i = 0; i < nv; i++)
         jit__v_unref(vals[i]);
     return r;
@@ -414,16 +418,6 @@ range_args(Walk *w, Value **slots, const Node *call, int64_t *r)
     return ok;
 }
 
-/* A loop body: its statements' positions are not recorded. */
-static Exec
-exec_body(Walk *w, Value **slots, const NodeList *b, Value **ret)
-{
-    w->loops++;
-    Exec x = exec_block(w, slots, b, WALK_MAXNEST, 0, ret);
-    w->loops--;
-    return x;
-}
-
 static Exec
 exec_range(Walk *w, Value **slots, const Node *s, Value **ret)
 {
@@ -435,7 +429,7 @@ exec_range(Walk *w, Value **slots, const Node *s, Value **ret)
         if (v == NULL)
             return X_ERROR;
         store(slots, s->slot, v);
-        Exec x = exec_body(w, slots, &s->body, ret);
+        Exec x = exec_block(w, slots, &s->body, WALK_MAXNEST, 0, ret);
         if (x != X_NEXT)
             return x;
         if (__builtin_add_overflow(i, r[2], &i))
@@ -463,7 +457,7 @@ exec_for(Walk *w, Value **slots, const Node *s, Value **ret)
         locate(w, s->rhs);
     for (size_t i = 0; x == X_NEXT && i < xs->u.list.n; i++) {
         store(slots, s->slot, jit__v_ref(xs->u.list.items[i]));
-        x = exec_body(w, slots, &s->body, ret);
+        x = exec_block(w, slots, &s->body, WALK_MAXNEST, 0, ret);
     }
     jit__v_unref(xs);
     return x;
@@ -497,7 +491,8 @@ exec_stmt(Walk *w, Value **slots, const Node *s, int level, Value **ret)
     }
 }
 
-/* Runs statements start.. of block b; `level` as in WalkOps.stmt. */
+/* Runs statements start.. of block b; `level` as in WalkOps.stmt (loop
+ * bodies and called functions are walked at WALK_MAXNEST). */
 static Exec
 exec_block(Walk *w, Value **slots, const NodeList *b, int level, int start,
            Value **ret)
@@ -512,8 +507,10 @@ exec_block(Walk *w, Value **slots, const NodeList *b, int level, int start,
         x = X_ERROR;
     }
     for (int i = start; x == X_NEXT && i < b->n; i++) {
-        if (level < WALK_MAXNEST)
+        if (level < WALK_MAXNEST) {
             w->stmt[level] = i;
+            w->depth = level + 1;
+        }
         x = exec_stmt(w, slots, b->items[i], level, ret);
         if (x == X_ERROR)
             locate(w, b->items[i]);
@@ -538,7 +535,7 @@ jit__walk_call(Walk *w, int fi, Value *const *args, int n)
         slots[i] = jit__v_ref(args[i]);
     Value *ret = NULL;
     in->depth++;
-    Exec x = exec_body(w, slots, &f->body, &ret);
+    Exec x = exec_block(w, slots, &f->body, WALK_MAXNEST, 0, &ret);
     in->depth--;
     for (int i = 0; i < f->nlocals; i++)
         jit__v_unref(slots[i]);
@@ -573,4 +570,27 @@ jit__walk_from(Walk *w, Value **slots, const NodeList *body, int depth,
     if (depth == 0)
         return exec_block(w, slots, body, 0, 0, ret);
     return walk_from(w, slots, body, depth, stmt, branch, 0, ret);
+}
+
+const Node *
+jit__walk_stmt(const NodeList *body, int depth, const int *stmt,
+               const int *branch)
+{
+    const Node *s = NULL;
+    for (int k = 0; k < depth; k++) {
+        s = body->items[stmt[k]];
+        body = branch[k] ? &s->body : &s->orelse;
+    }
+    return s;
+}
+
+const Node *
+jit__walk_stmt_call(const Node *s)
+{
+    const Node *e = NULL;
+    if (s->kind == N_EXPR || s->kind == N_RETURN)
+        e = s->lhs;
+    else if (s->kind == N_ASSIGN && s->op < 0)
+        e = s->rhs;
+    return e != NULL && e->kind == N_CALL ? e : NULL;
 }

@@ -65,10 +65,13 @@ struct Walk {
     const Node **at;            /* receives the node being evaluated, for
                                    operations that record positions (may
                                    be NULL) */
-    int loops;                  /* enclosing loop bodies and inlined
-                                   calls */
-    int stmt[WALK_MAXNEST];     /* statement index in each enclosing if
-                                   block (block 0: the function body) */
+    const Node *call;           /* the outermost call of a user function
+                                   being run, or NULL */
+    /* The recorded statement being run (the innermost outside loops and
+     * calls): stmt[k] is its index, or that of its enclosing if, in each
+     * of `depth` nested blocks (block 0: the function body). */
+    int depth;
+    int stmt[WALK_MAXNEST];
     int branch[WALK_MAXNEST];   /* 1: then, 0: else, of stmt[k]'s if */
 };
 
@@ -78,8 +81,8 @@ Value *jit__walk_eval(Walk *w, Value **slots, const Node *n);
  * error, with every value already evaluated released. */
 bool jit__walk_args(Walk *w, Value **slots, const NodeList *l, Value **vals);
 /* Calls user function fi: a frame of fresh slots holding the arguments,
- * its body walked with the call counted as a loop (a graph break there
- * is not recorded). NULL on error or at a graph break. */
+ * its statements' positions not recorded. NULL on error or at a graph
+ * break. */
 Value *jit__walk_call(Walk *w, int fi, Value *const *args, int n);
 /*
  * Runs a function body from a position: right after statement
@@ -87,6 +90,12 @@ Value *jit__walk_call(Walk *w, int fi, Value *const *args, int n);
  * k + 1 is branch[k] of the if statement stmt[k] of block k), then the
  * rest of each enclosing block, outwards. depth 0: the whole body.
  */
+/* The statement at a recorded position (as jit__walk_from's). */
+const Node *jit__walk_stmt(const NodeList *body, int depth, const int *stmt,
+                           const int *branch);
+/* The call that is the whole of statement s (`f(...)`, `x = f(...)`,
+ * `return f(...)`), or NULL. */
+const Node *jit__walk_stmt_call(const Node *s);
 Exec jit__walk_from(Walk *w, Value **slots, const NodeList *body, int depth,
                     const int *stmt, const int *branch, Value **ret);
 

@@ -60,50 +60,107 @@ op_to_int(Walk *w, Value *v, const char *what, int64_t *out)
     return jit__tr_spec_int(w->ud, v, what, out);
 }
 
-/* A statement `print(...)` outside loops and inlined calls, at most
- * TR_MAXNEST if blocks deep: a graph break the resume frame continues. */
+/* The walk of one trace: where a call is a graph break. */
+typedef struct TraceWalk {
+    Walk w;                     /* first: the operations get &w */
+    const NodeList *body;       /* the frame's function body */
+    ResumePoint at_call;        /* depth > 0: the call statement there is
+                                   a graph break */
+    bool retrace;               /* a print in a call asked for at_call */
+} TraceWalk;
+
 static bool
-is_break(const Walk *w, const Node *s, int level)
+is_print(const Node *s)
 {
-    if (w->loops > 0 || level >= TR_MAXNEST || s->kind != N_EXPR ||
-        s->lhs->kind != N_CALL || s->lhs->callee >= 0)
-        return false;
-    return strcmp(jit__jit_builtin(-1 - s->lhs->callee)->name, "print") == 0;
+    return s->kind == N_EXPR && s->lhs->kind == N_CALL &&
+           s->lhs->callee < 0 &&
+           strcmp(jit__jit_builtin(-1 - s->lhs->callee)->name, "print") == 0;
 }
 
-/* Evaluates print's arguments; the trace ends here. An input printed is
+/* Whether the recorded statement being run is tw->at_call. */
+static bool
+is_at_call(const TraceWalk *tw)
+{
+    const ResumePoint *rp = &tw->at_call;
+    const Walk *w = &tw->w;
+    if (rp->depth != w->depth)
+        return false;
+    for (int k = 0; k < rp->depth; k++) {
+        if (rp->stmt[k] != w->stmt[k] ||
+            (k < rp->depth - 1 && rp->branch[k] != w->branch[k]))
+            return false;
+    }
+    return true;
+}
+
+/* Evaluates the arguments of `call` (print, or the user function a print
+ * inside it made a graph break); the trace ends here. An input passed is
  * used (observed and guarded), as Dynamo realizes the arguments of the
  * call it breaks on; locals only carried to the resume frame are not. */
 static Exec
-graph_break(Walk *w, Value **slots, const Node *s, int level)
+graph_break(Walk *w, Value **slots, const Node *call)
 {
     Tracer *t = w->ud;
-    int n = s->lhs->args.n;
+    int n = call->args.n;
     t->brk_args = calloc((size_t)n + 1, sizeof(Value *));
     if (t->brk_args == NULL) {
         jit__jit_fail(&t->in, CCOL_ERR_NO_MEMORY, "out of memory");
         return X_ERROR;
     }
-    if (!jit__walk_args(w, slots, &s->lhs->args, t->brk_args))
+    if (!jit__walk_args(w, slots, &call->args, t->brk_args))
         return X_ERROR;
     t->nbrk = n;
     for (int i = 0; i < n; i++) {
         if (!jit__tr_use(t, t->brk_args[i], true))
             return X_ERROR;
     }
-    t->path.depth = level + 1;
-    t->path.line = s->line;
+    t->path.depth = w->depth;
+    t->path.line = call->line;
     memcpy(t->path.stmt, w->stmt, sizeof(t->path.stmt));
     memcpy(t->path.branch, w->branch, sizeof(t->path.branch));
     return X_BREAK;
 }
 
+/* A print inside a called function (walked unrecorded) whose outermost
+ * call is the whole of the recorded statement being run, outside loops:
+ * as Dynamo, whose inlining of the call then fails, the trace breaks at
+ * that call instead. This trace stops; the frame's next one does. */
+static bool
+wants_call_break(TraceWalk *tw, const Node *s)
+{
+    const Walk *w = &tw->w;
+    if (!is_print(s) || w->call == NULL || tw->at_call.depth > 0 ||
+        w->depth == 0)
+        return false;
+    const Node *at = jit__walk_stmt(tw->body, w->depth, w->stmt, w->branch);
+    if (jit__walk_stmt_call(at) != w->call)
+        return false;
+    tw->at_call.depth = w->depth;
+    memcpy(tw->at_call.stmt, w->stmt, sizeof(tw->at_call.stmt));
+    memcpy(tw->at_call.branch, w->branch, sizeof(tw->at_call.branch));
+    tw->retrace = true;
+    jit__jit_fail(w->in, CCOL_ERR_INVALID_ARG, "print() inside %s(): the "
+                  "trace breaks at the call", w->call->name);
+    return true;
+}
+
+/* Graph breaks: a print statement outside loops and calls, at most
+ * TR_MAXNEST if blocks deep, and the call statement a print inside the
+ * called function breaks at. */
 static bool
 op_stmt(Walk *w, Value **slots, const Node *s, int level, Exec *x)
 {
-    if (!is_break(w, s, level))
+    TraceWalk *tw = (TraceWalk *)w;
+    const Node *call = jit__walk_stmt_call(s);
+    if (level < TR_MAXNEST && (is_print(s) ||
+                               (call != NULL && tw->at_call.depth > 0 &&
+                                is_at_call(tw)))) {
+        *x = graph_break(w, slots, call);
+        return true;
+    }
+    if (level < TR_MAXNEST || !wants_call_break(tw, s))
         return false;
-    *x = graph_break(w, slots, s, level);
+    *x = X_ERROR;
     return true;
 }
 
@@ -144,13 +201,16 @@ eager(const Tracer *t)
 /* The walk of a trace (symbolic operations) or of an eager run (the
  * interpreter's, with calls through the session when it has one). */
 static void
-walk_init(Tracer *t, Walk *w, WalkOps *ops)
+walk_init(Tracer *t, TraceWalk *tw, WalkOps *ops, const NodeList *body,
+          const ResumePoint *at_call)
 {
     static const WalkOps concrete;
     *ops = eager(t) ? concrete : trace_ops;
     if (eager(t) && t->ctx->call != NULL)
         ops->call = op_call_frame;
-    *w = (Walk){ .in = &t->in, .ops = ops, .ud = t, .at = &t->at };
+    *tw = (TraceWalk){ .w = { .in = &t->in, .ops = ops, .ud = t,
+                              .at = &t->at },
+                       .body = body, .at_call = *at_call };
 }
 
 /* The frame's slots as lazy inputs L['name'] (eager: the values). */
@@ -300,13 +360,15 @@ free_tracer(Tracer *t)
     jit__entry_free(t->e);
 }
 
-void
-jit__trace(const TraceCtx *ctx, const FrameCode *fc, Value *const *in,
-            int nslots, TraceOut *out)
+/* One trace (or eager run) of the frame into out; false, with out left
+ * as it was, when it stopped at a print inside a call and the trace must
+ * break at that call (*at_call set). */
+static bool
+trace_walk(const TraceCtx *ctx, const FrameCode *fc, Value *const *in,
+           int nslots, ResumePoint *at_call, TraceOut *out)
 {
     Tracer t = { .ctx = ctx, .code_id = fc->code_id };
     const Func *f = ctx->m->funcs[fc->func];
-    memset(out, 0, sizeof(*out));
     t.in.m = ctx->m;
     t.in.comm = ctx->eager ? ctx->comm : NULL;
     t.in.steps_left = ctx->m->params.max_steps;
@@ -314,22 +376,36 @@ jit__trace(const TraceCtx *ctx, const FrameCode *fc, Value *const *in,
     Value **slots = calloc((size_t)f->nlocals + 1, sizeof(*slots));
     Value *ret = NULL;
     Exec x = X_ERROR;
-    Walk w;
+    TraceWalk tw;
     WalkOps ops;
-    walk_init(&t, &w, &ops);
+    walk_init(&t, &tw, &ops, &f->body, at_call);
     if (t.e == NULL || slots == NULL)
         jit__jit_fail(&t.in, CCOL_ERR_NO_MEMORY, "out of memory");
     else if (wrap_slots(&t, f, in, nslots, slots))
-        x = jit__walk_from(&w, slots, &f->body, fc->rp.depth, fc->rp.stmt,
-                           fc->rp.branch, &ret);
+        x = jit__walk_from(&tw.w, slots, &f->body, fc->rp.depth,
+                           fc->rp.stmt, fc->rp.branch, &ret);
     if (x == X_ERROR && t.in.status == CCOL_OK)
         jit__jit_fail(&t.in, CCOL_ERR_INTERNAL, "internal: trace failed");
-    finish_trace(&t, slots, f->nlocals, ret, x, out);
+    if (tw.retrace)
+        *at_call = tw.at_call;
+    else
+        finish_trace(&t, slots, f->nlocals, ret, x, out);
     jit__v_unref(ret);
     for (int i = 0; slots != NULL && i < f->nlocals; i++)
         jit__v_unref(slots[i]);
     free(slots);
     free_tracer(&t);
+    return !tw.retrace;
+}
+
+void
+jit__trace(const TraceCtx *ctx, const FrameCode *fc, Value *const *in,
+            int nslots, TraceOut *out)
+{
+    ResumePoint at_call = { 0 };
+    memset(out, 0, sizeof(*out));
+    if (!trace_walk(ctx, fc, in, nslots, &at_call, out))
+        trace_walk(ctx, fc, in, nslots, &at_call, out);
 }
 
 ccol_status
