@@ -7,8 +7,9 @@
  * a miss compiles: preflight trace -> compile collective at the first
  * graph emission -> restart the trace with the merged decisions -> finish.
  * Past the recompile limit, or when the frame cannot be traced, the frame
- * runs eagerly. A graph break runs print eagerly and continues in the
- * resume frame, a frame of its own.
+ * runs eagerly. A graph break runs print eagerly (or calls the function
+ * whose print broke the graph as a frame) and continues in the resume
+ * frame, a frame of its own.
  */
 #include "exec.h"
 #include "tracer.h"

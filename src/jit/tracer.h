@@ -19,12 +19,14 @@
 #define TR_MAXNEST 16            /* if blocks around a resumable break */
 
 /* Where a resume frame starts: right after statement stmt[depth - 1] of
- * the innermost of `depth` nested blocks. Block 0 is the function body;
- * block k + 1 is the branch (`branch[k]`: 1 then, 0 else) of the if
- * statement stmt[k] of block k. depth 0: the whole function. */
+ * the innermost of `depth` nested blocks (the graph break: a print, or a
+ * call whose callee prints). Block 0 is the function body; block k + 1 is
+ * the branch (`branch[k]`: 1 then, 0 else) of the if statement stmt[k] of
+ * block k. depth 0: the whole function. */
 typedef struct ResumePoint {
     int depth;
-    int line;                   /* of the print (names the frame) */
+    int line;                   /* of the call broken at (names the
+                                   frame) */
     int stmt[TR_MAXNEST];
     int branch[TR_MAXNEST];
 } ResumePoint;
@@ -112,7 +114,8 @@ typedef struct Entry {
     int *outs;                  /* output nodes; -1: an unassigned local */
     int nouts;
     bool brk;                   /* ends at a graph break (print) */
-    int nprint;                 /* outs[0..nprint) are print's arguments */
+    int nprint;                 /* outs[0..nprint) are the arguments of
+                                   the call broken at */
     ResumePoint resume;         /* where the resume frame starts */
     char **dyn;                 /* sorted dynamic decisions */
     size_t ndyn;
@@ -161,9 +164,10 @@ typedef enum TraceEnd {
     TR_RETURN,      /* traced to a return */
     TR_BREAK,       /* stopped at a graph break */
     TR_ERROR,       /* a program error or a failed collective */
-    TR_SKIP         /* cannot be traced (a print in a loop or a callee,
-                       a graph too large), or traced to a return with no
-                       operation: the frame runs eagerly */
+    TR_SKIP         /* cannot be traced (a print in a loop or in a
+                       callee called inside an expression, a graph too
+                       large), or traced to a return with no operation:
+                       the frame runs eagerly */
 } TraceEnd;
 
 /* The frame a trace or an eager run starts in. */
