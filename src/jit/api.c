@@ -6,7 +6,7 @@
  * turns their errors into a status plus a message on the module. Values
  * handed out are new references; internal errors never escape as crashes.
  */
-#include "jit.h"
+#include "exec.h"
 
 #include <math.h>
 #include <stdlib.h>

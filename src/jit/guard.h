@@ -14,12 +14,14 @@
 #define TR_MAXNEST 16            /* if blocks around a resumable break */
 
 /* Where a resume frame starts: right after statement stmt[depth - 1] of
- * the innermost of `depth` nested blocks. Block 0 is the function body;
+ * the innermost of `depth` nested blocks (the graph break: a print, or a
+ * call whose callee prints). Block 0 is the function body;
  * block k + 1 is the branch (`branch[k]`: 1 then, 0 else) of the if
  * statement stmt[k] of block k. depth 0: the whole function. */
 typedef struct ResumePoint {
     int depth;                  /* nested blocks, 0: the whole function */
-    int line;                   /* of the print (names the frame) */
+    int line;                   /* of the call broken at (names the
+                                   frame) */
     int stmt[TR_MAXNEST];       /* the statement index in each block */
     int branch[TR_MAXNEST];     /* the if branch taken at each level */
 } ResumePoint;
@@ -57,7 +59,8 @@ typedef struct Entry {
     int *outs;                  /* output nodes; -1: an unassigned local */
     int nouts;                  /* their number */
     bool brk;                   /* ends at a graph break (print) */
-    int nprint;                 /* outs[0..nprint) are print's arguments */
+    int nprint;                 /* outs[0..nprint) are the arguments of
+                                   the call broken at */
     ResumePoint resume;         /* where the resume frame starts */
     char **dyn;                 /* sorted dynamic decisions */
     size_t ndyn;                /* their number */

@@ -81,9 +81,4 @@ int jit__jit_call_target(const ccol_jit_module *m, const char *who,
                          size_t nargs, const void *result, char *err,
                          size_t cap);
 
-/* ---- interpreter (interp.c) ---- */
-
-/* Calls function `fi` with borrowed args; NULL on error (see in). */
-Value *jit__jit_call_func(Interp *in, int fi, Value *const *args, int n);
-
 #endif /* CCOL_JIT_INTERNAL_H */

@@ -7,9 +7,11 @@
  * a miss compiles: preflight trace -> compile collective at the first
  * graph emission -> restart the trace with the merged decisions -> finish.
  * Past the recompile limit, or when the frame cannot be traced, the frame
- * runs eagerly. A graph break runs print eagerly and continues in the
- * resume frame, a frame of its own.
+ * runs eagerly. A graph break runs print eagerly (or calls the function
+ * whose print broke the graph as a frame) and continues in the resume
+ * frame, a frame of its own.
  */
+#include "exec.h"
 #include "tracer.h"
 #include "../core/grow.h"
 
@@ -316,26 +318,53 @@ run_print(ccol_jit_session *s, Value **args, int n)
     return r ? CCOL_OK : run_err(s, &in);
 }
 
-/* After a graph break: print, then the resume frame on the live locals. */
+/* The call a graph break stopped at: print, or a user function (a print
+ * inside it), run as a frame of its own; *r its result. */
+static ccol_status
+run_break(ccol_jit_session *s, const Node *call, Value **args, int n,
+          Value **r)
+{
+    *r = NULL;
+    if (call->callee < 0)
+        return run_print(s, args, n);
+    return call_frame(s, call->callee, args, n, r);
+}
+
+/* After a graph break: the call it stopped at, then the resume frame on
+ * the live locals (the call's result assigned, if the statement does;
+ * a returned result is the frame's). */
 static ccol_status
 resume(ccol_jit_session *s, Frame *f, const Entry *e, Value **vals,
        Value **result)
 {
     const Func *fn = s->m->funcs[f->fc.func];
-    Value *args[64], **slots;
-    /* print's arguments are the first outputs; the resume frame's slots
-     * follow. */
+    const Node *at = jit__walk_stmt(&fn->body, e->resume.depth,
+                                    e->resume.stmt, e->resume.branch);
+    Value *args[64], **slots, *r;
+    /* The broken-at call's arguments are the first outputs; the resume
+     * frame's slots follow. */
     for (int i = 0; i < e->nprint && i < 64; i++)
         args[i] = vals[e->outs[i]];
-    ccol_status st = run_print(s, args, e->nprint < 64 ? e->nprint : 64);
-    if (st != CCOL_OK)
+    ccol_status st = run_break(s, jit__walk_stmt_call(at), args,
+                               e->nprint < 64 ? e->nprint : 64, &r);
+    if (st != CCOL_OK || at->kind == N_RETURN) {
+        *result = r;
         return st;
+    }
     slots = calloc((size_t)fn->nlocals + 1, sizeof(*slots));
-    if (slots == NULL)
+    if (slots == NULL) {
+        jit__v_unref(r);
         return seterr(s, CCOL_ERR_NO_MEMORY, "out of memory");
+    }
     for (int j = 0; j < fn->nlocals; j++) {
         int o = e->outs[e->nprint + j];
         slots[j] = o >= 0 ? jit__v_ref(vals[o]) : NULL;
+    }
+    if (at->kind == N_ASSIGN) {
+        jit__v_unref(slots[at->slot]);
+        slots[at->slot] = r;
+    } else {
+        jit__v_unref(r);
     }
     char id[TR_NAMEMAX];
     snprintf(id, sizeof id, "resume_in_%s_at_%d", fn->name, e->resume.line);

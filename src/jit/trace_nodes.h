@@ -66,8 +66,7 @@ typedef struct Tracer {
     const char *code_id;        /* the frame being traced */
     bool skip;                  /* a graph break that cannot be resumed */
     bool nested;                /* an error of ctx->call */
-    int loops;                  /* enclosing loops and inlined calls */
-    ResumePoint path;           /* enclosing if blocks (when loops == 0) */
+    ResumePoint path;           /* where the resume frame starts (a break) */
     Value **brk_args;           /* print's arguments at a graph break */
     int nbrk;                   /* their number */
 } Tracer;

@@ -19,9 +19,10 @@ typedef enum TraceEnd {
     TR_RETURN,      /* traced to a return */
     TR_BREAK,       /* stopped at a graph break */
     TR_ERROR,       /* a program error or a failed collective */
-    TR_SKIP         /* cannot be traced (a print in a loop or a callee,
-                       a graph too large), or traced to a return with no
-                       operation: the frame runs eagerly */
+    TR_SKIP         /* cannot be traced (a print in a loop or in a
+                       callee called inside an expression, a graph too
+                       large), or traced to a return with no operation:
+                       the frame runs eagerly */
 } TraceEnd;
 
 /* The frame a trace or an eager run starts in. */

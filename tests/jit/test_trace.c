@@ -138,14 +138,22 @@ call(Fix *f, const char *fn, ccol_jit_value **args, size_t n)
     return x;
 }
 
+/* The index of the frame named `frame`, or -1. */
 static int
-compiles(Fix *f, const char *frame)
+frame_at(Fix *f, const char *frame)
 {
     for (size_t i = 0; i < ccol_jit_session_nframes(f->s); i++) {
         if (strcmp(ccol_jit_session_frame_name(f->s, i), frame) == 0)
-            return ccol_jit_session_frame_compiles(f->s, i);
+            return (int)i;
     }
     return -1;
+}
+
+static int
+compiles(Fix *f, const char *frame)
+{
+    int i = frame_at(f, frame);
+    return i < 0 ? -1 : ccol_jit_session_frame_compiles(f->s, (size_t)i);
 }
 
 /* The frame's dynamic decisions joined with ",". */
@@ -691,6 +699,137 @@ CCOL_TEST(break_in_callee_skips_caller)
     fix_free(f);
 }
 
+#define CALLEE "def callee(x, n):\n"         \
+               "    y = x + n\n"             \
+               "    print('in callee', n)\n" \
+               "    return y * 2\n"
+
+CCOL_TEST(break_in_callee_resumes_caller)
+{
+    /* as Dynamo: inlining callee() fails at its print, so caller()'s
+     * graph breaks at the call; callee() runs as a frame (with its own
+     * break), and caller() resumes after the call with its result */
+    Fix *f = fix_new(CALLEE
+                     "def caller(x, n):\n"
+                     "    z = x * 3\n"
+                     "    w = callee(z, n)\n"
+                     "    return w - 1\n", 0, false);
+    ccol_jit_value *a[2] = { t1(f, 3), num(f, 1) };
+    call(f, "caller", a, 2);
+    CHECK_STR_EQ(f->out, "[rank 0] in callee 1\n");
+    CHECK_EQ(ccol_jit_session_nframes(f->s), 4);
+    CHECK_EQ(frame_at(f, "caller"), 0);
+    CHECK_EQ(frame_at(f, "callee"), 1);
+    CHECK_EQ(frame_at(f, "resume_in_callee_at_3"), 2);
+    CHECK_EQ(frame_at(f, "resume_in_caller_at_7"), 3);
+    /* n is passed to the call the graph breaks at: guarded in caller() */
+    a[0] = t1(f, 3);
+    a[1] = num(f, 2);
+    call(f, "caller", a, 2);
+    CHECK_EQ(compiles(f, "caller"), 2);
+    CHECK_STR_EQ(dyn(f, "caller"), "L['n'],");
+    CHECK_EQ(compiles(f, "callee"), 2);
+    CHECK_EQ(compiles(f, "resume_in_callee_at_3"), 1);
+    CHECK_EQ(compiles(f, "resume_in_caller_at_7"), 1);
+    a[0] = t1(f, 4);
+    a[1] = num(f, 2);
+    call(f, "caller", a, 2);
+    CHECK_EQ(compiles(f, "caller"), 3);
+    CHECK_EQ(compiles(f, "resume_in_caller_at_7"), 2);
+    CHECK_STR_EQ(dyn(f, "resume_in_caller_at_7"), "L['w'].size(0),");
+    for (size_t i = 0; i < 4; i++)
+        CHECK(!ccol_jit_session_frame_eager(f->s, i));
+    fix_free(f);
+}
+
+CCOL_TEST(break_in_callee_call_forms)
+{
+    /* `return callee(...)` has nothing to resume; `callee(...)` as a
+     * statement drops the result; a call inside an expression cannot be
+     * resumed by this tracer: that frame runs eagerly */
+    Fix *f = fix_new(CALLEE
+                     "def ret(x):\n"
+                     "    return callee(x * 3, 1)\n"
+                     "def stmt(x):\n"
+                     "    callee(x, 2)\n"
+                     "    return x * 5\n"
+                     "def expr(x):\n"
+                     "    return callee(x, 3) * 2\n", 0, false);
+    ccol_jit_value *a[1] = { t1(f, 3) };
+    call(f, "ret", a, 1);
+    CHECK_EQ(compiles(f, "ret"), 1);
+    CHECK_EQ(frame_at(f, "resume_in_ret_at_6"), -1);
+    a[0] = t1(f, 3);
+    call(f, "stmt", a, 1);
+    CHECK_EQ(compiles(f, "resume_in_stmt_at_8"), 1);
+    a[0] = t1(f, 3);
+    call(f, "expr", a, 1);
+    CHECK(ccol_jit_session_frame_eager(f->s, (size_t)frame_at(f, "expr")));
+    CHECK_CONTAINS(f->log, "frame expr:");
+    CHECK_STR_EQ(f->out, "[rank 0] in callee 1\n[rank 0] in callee 2\n"
+                         "[rank 0] in callee 3\n");
+    fix_free(f);
+}
+
+CCOL_TEST(break_in_nested_callees)
+{
+    /* each caller breaks at its call and resumes after it; inner() has
+     * its print in a loop, so it runs eagerly (as Dynamo skips it) */
+    Fix *f = fix_new("def inner(x):\n"
+                     "    y = x + 1\n"
+                     "    for i in range(2):\n"
+                     "        print('inner', i)\n"
+                     "    return y * 2\n"
+                     "def mid(x):\n"
+                     "    z = x * 2\n"
+                     "    w = inner(z)\n"
+                     "    return w + 1\n"
+                     "def outer(x, flag):\n"
+                     "    a = x - 1\n"
+                     "    if flag:\n"
+                     "        b = mid(a)\n"
+                     "    else:\n"
+                     "        b = a * 5\n"
+                     "    return b * 3\n", 0, false);
+    ccol_jit_value *a[2];
+    CHECK_STATUS(ccol_jit_bool(f->m, true, &a[1]), CCOL_OK);
+    a[0] = t1(f, 3);
+    call(f, "outer", a, 2);
+    CHECK_STATUS(ccol_jit_bool(f->m, false, &a[1]), CCOL_OK);
+    a[0] = t1(f, 3);
+    call(f, "outer", a, 2);
+    CHECK_STATUS(ccol_jit_bool(f->m, true, &a[1]), CCOL_OK);
+    a[0] = t1(f, 5);
+    call(f, "outer", a, 2);
+    /* what torch.compile compiles for the same calls */
+    CHECK_EQ(compiles(f, "outer"), 3);
+    CHECK_EQ(compiles(f, "mid"), 2);
+    CHECK_EQ(compiles(f, "inner"), 0);
+    CHECK(ccol_jit_session_frame_eager(f->s, (size_t)frame_at(f, "inner")));
+    CHECK_EQ(compiles(f, "resume_in_mid_at_8"), 2);
+    CHECK_EQ(compiles(f, "resume_in_outer_at_13"), 2);
+    fix_free(f);
+}
+
+CCOL_TEST(print_in_loop_runs_frame_eagerly)
+{
+    /* torch.compile does not resume inside a loop ("graph break in
+     * loop"): it skips the frame, and so does ccol */
+    Fix *f = fix_new("def f(x):\n"
+                     "    y = x * 2\n"
+                     "    for i in range(2):\n"
+                     "        y = y + i\n"
+                     "        print('it', i)\n"
+                     "    return y + 1\n", 0, false);
+    ccol_jit_value *a[1] = { t1(f, 3) };
+    call(f, "f", a, 1);
+    CHECK_EQ(ccol_jit_session_nframes(f->s), 1);
+    CHECK(ccol_jit_session_frame_eager(f->s, 0));
+    CHECK_EQ(compiles(f, "f"), 0);
+    CHECK_CONTAINS(f->log, "cannot resume");
+    fix_free(f);
+}
+
 CCOL_TEST(explain_logs_decisions)
 {
     Fix *f = fix_new(SUM2, 0, true);
@@ -1006,6 +1145,10 @@ CCOL_TEST_MAIN(CCOL_T(static_then_dynamic),
                CCOL_T(shape_ops_dynamic),
                CCOL_T(program_errors_keep_diagnostics),
                CCOL_T(break_in_callee_skips_caller),
+               CCOL_T(break_in_callee_resumes_caller),
+               CCOL_T(break_in_callee_call_forms),
+               CCOL_T(break_in_nested_callees),
+               CCOL_T(print_in_loop_runs_frame_eagerly),
                CCOL_T(explain_logs_decisions),
                CCOL_T(mlp_step_variable_batch),
                CCOL_T(list_bucket_changing_lengths),

@@ -93,7 +93,7 @@ done
 # The headers of src/jit, bottom up. Each file has one of them as its own
 # (jit_own); it may include its own header and lower ones only, so it can
 # call only what is declared at its layer or below.
-jit_headers="ast.h value.h tensor.h jit.h graph.h guard.h trace_nodes.h
+jit_headers="ast.h value.h tensor.h jit.h exec.h graph.h guard.h trace_nodes.h
 trace_inputs.h trace_ops.h trace_builtins.h tracer.h"
 
 declare -A jit_rank=()
@@ -115,8 +115,9 @@ jit_own() {
     *.h) echo "$f"; return ;;
     arena.c | diag.c) echo value.h; return ;;
     repr.c) echo tensor.h; return ;;
-    lex.c | parse.c | resolve.c | builtins.c | ops.c | interp.c | api.c)
+    lex.c | parse.c | resolve.c | builtins.c | ops.c)
         echo jit.h; return ;;
+    interp.c | api.c) echo exec.h; return ;;
     trace.c | session.c) echo tracer.h; return ;;
     esac
     base=${f%.c}.h
