@@ -219,6 +219,13 @@ uint64_t ccol__dyn_map_digest(const ccol__dyn_map *m);
  * source, sorted. */
 void ccol__dyn_map_render(const ccol__dyn_map *m, ccol__buf *out);
 
+/* Binary search in the n records of `size` bytes of sorted array v: the
+ * index of the record cmp(record, key) finds equal (*found true), or the
+ * index where key would go (*found false). */
+size_t ccol__dyn_sorted_pos(const void *v, size_t n, size_t size,
+                            int (*cmp)(const void *rec, const void *key),
+                            const void *key, bool *found);
+
 /* One frame of a whole state. */
 typedef struct ccol__dyn_frame {
     char *code_id;     /* malloc'd */
@@ -322,6 +329,9 @@ typedef struct ccol__dyn_what {
 /* Parses "<source>.size(<d>)", "<source>.stride(<d>)" or "<source>".
  * CCOL_ERR_INVALID_ARG if malformed. */
 ccol_status ccol__dyn_what_parse(const char *what, ccol__dyn_what *out);
+/* The dim of a decision name's tail "(<d>)" (1-3 digits, then the end of
+ * the string, d < CCOL__DYN_MAX_DIMS), or -1 if `p` is not one. */
+int ccol__dyn_what_dim(const char *p);
 
 /*
  * Appends one line (no newline) explaining the decision for `what` given
