@@ -146,6 +146,9 @@ bool ccol__dyn_entry_stride_dynamic(const ccol__dyn_entry *e, int dim);
 /* Scalar: scalar is DYN. (A tensor entry has scalar DYN too; ask this only
  * for number sources.) */
 bool ccol__dyn_entry_scalar_dynamic(const ccol__dyn_entry *e);
+/* The decision at `pos` (CCOL__WIT_SIZE, _STRIDE or _SCALAR) and `dim`
+ * by the three above; false for a NULL entry (unknown source). */
+bool ccol__dyn_decided_dynamic(const ccol__dyn_entry *e, int pos, int dim);
 
 /*
  * Appends FrameStateSizeEntry.render() to `out`, byte-identical to PyTorch:

@@ -400,15 +400,15 @@ put_seen(ccol__buf *out, const ccol__dyn_wit *r, bool bare)
     }
 }
 
-static bool
-decided_dynamic(const ccol__dyn_entry *e, const ccol__dyn_what *what)
+bool
+ccol__dyn_decided_dynamic(const ccol__dyn_entry *e, int pos, int dim)
 {
     if (e == NULL)
         return false;
-    if (what->pos == CCOL__WIT_SIZE)
-        return ccol__dyn_entry_size_dynamic(e, what->dim);
-    if (what->pos == CCOL__WIT_STRIDE)
-        return ccol__dyn_entry_stride_dynamic(e, what->dim);
+    if (pos == CCOL__WIT_SIZE)
+        return ccol__dyn_entry_size_dynamic(e, dim);
+    if (pos == CCOL__WIT_STRIDE)
+        return ccol__dyn_entry_stride_dynamic(e, dim);
     return ccol__dyn_entry_scalar_dynamic(e);
 }
 
@@ -475,7 +475,8 @@ ccol__dyn_explain_prior(const ccol__dyn_entry *e,
 {
     static const ccol__dyn_wits none;
     const ccol__dyn_wit *mark, *kind, *val;
-    bool dyn = decided_dynamic(e, what), any = false;
+    bool dyn = ccol__dyn_decided_dynamic(e, what->pos, what->dim);
+    bool any = false;
 
     w = w ? w : &none;
     mark = what->pos == CCOL__WIT_SIZE
