@@ -229,27 +229,29 @@ size_t ccol__dyn_sorted_pos(const void *v, size_t n, size_t size,
                             int (*cmp)(const void *rec, const void *key),
                             const void *key, bool *found);
 
-/* One frame of a whole state. */
-typedef struct ccol__dyn_frame {
-    char *code_id;     /* malloc'd */
-    ccol__dyn_map map; /* its frame state */
-} ccol__dyn_frame;
-
-/* A whole state (e.g. a profile): frames sorted by code id, unique. */
+/* A whole state (e.g. a profile): frames sorted by code id, unique; held
+ * as a frame state is, {v, n, cap} (map.c serves both). */
+typedef struct ccol__dyn_frame ccol__dyn_frame;
 typedef struct ccol__dyn_state {
     ccol__dyn_frame *v; /* frames, sorted by code id (strcmp) */
     size_t n;           /* number of frames */
     size_t cap;         /* allocated frames */
 } ccol__dyn_state;
 
+/* One frame of a whole state. */
+struct ccol__dyn_frame {
+    char *code_id;     /* malloc'd */
+    ccol__dyn_map map; /* its frame state */
+};
+
 void ccol__dyn_state_init(ccol__dyn_state *s);
 void ccol__dyn_state_free(ccol__dyn_state *s);
-/* The frame state of `code_id`, or NULL. */
-ccol__dyn_map *ccol__dyn_state_find(const ccol__dyn_state *s,
-                                    const char *code_id);
 /* The frame state of `code_id`, inserted empty if absent. */
 ccol_status ccol__dyn_state_get(ccol__dyn_state *s, const char *code_id,
                                 ccol__dyn_map **out);
+/* The frame state of `code_id`, or NULL. */
+ccol__dyn_map *ccol__dyn_state_find(const ccol__dyn_state *s,
+                                    const char *code_id);
 /* dst |= src, frame by frame. */
 ccol_status ccol__dyn_state_join(ccol__dyn_state *dst,
                                  const ccol__dyn_state *src);
