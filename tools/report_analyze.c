@@ -7,6 +7,7 @@
  * grouped ("ranks 0-6: ...; rank 7: ...") so 64 ranks stay readable.
  */
 #include "report.h"
+#include "../src/core/grow.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,12 +18,14 @@ typedef struct group {
     char *key;  /* malloc'd value */
     int *ranks; /* ranks, ascending */
     size_t n;   /* their number */
+    size_t cap; /* allocated ranks */
 } group;
 
 /* A list of groups in order of first appearance. */
 typedef struct groups {
-    group *v;
-    size_t n;
+    group *v;   /* the groups */
+    size_t n;   /* their number */
+    size_t cap; /* allocated groups */
 } groups;
 
 /* Adds `rank` to the group of `key` (copied). */
@@ -36,7 +39,7 @@ groups_add(groups *g, const char *key, int rank)
         if (strcmp(g->v[i].key, key) == 0)
             gr = &g->v[i];
     if (gr == NULL) {
-        group *v = realloc(g->v, (g->n + 1) * sizeof *v);
+        group *v = ccol__grow(g->v, &g->cap, g->n + 1, sizeof *v, 8);
         if (v == NULL)
             return;
         g->v = v;
@@ -47,7 +50,7 @@ groups_add(groups *g, const char *key, int rank)
             return;
         g->n++;
     }
-    rs = realloc(gr->ranks, (gr->n + 1) * sizeof *rs);
+    rs = ccol__grow(gr->ranks, &gr->cap, gr->n + 1, sizeof *rs, 8);
     if (rs == NULL)
         return;
     gr->ranks = rs;

@@ -6,6 +6,7 @@
  * "file:line: what"; the line is skipped and reading goes on.
  */
 #include "report.h"
+#include "../src/core/grow.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -21,7 +22,7 @@ void
 tool_strs_add(tool_strs *l, const char *fmt, ...)
 {
     va_list ap;
-    char *s = NULL;
+    char *s = NULL, **v;
     int n;
 
     va_start(ap, fmt);
@@ -29,16 +30,12 @@ tool_strs_add(tool_strs *l, const char *fmt, ...)
     va_end(ap);
     if (n < 0)
         return;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 8;
-        char **v = realloc(l->v, cap * sizeof *v);
-        if (v == NULL) {
-            free(s);
-            return;
-        }
-        l->v = v;
-        l->cap = cap;
+    v = ccol__grow(l->v, &l->cap, l->n + 1, sizeof *v, 8);
+    if (v == NULL) {
+        free(s);
+        return;
     }
+    l->v = v;
     l->v[l->n++] = s;
 }
 
@@ -187,14 +184,10 @@ add_compile(tool_rep_rank *rk, const char *frame, uint64_t index)
 {
     tool_rep_compile *c;
 
-    if (rk->ncomp == rk->capcomp) {
-        size_t cap = rk->capcomp ? rk->capcomp * 2 : 8;
-        c = realloc(rk->compiles, cap * sizeof *c);
-        if (c == NULL)
-            return NULL;
-        rk->compiles = c;
-        rk->capcomp = cap;
-    }
+    c = ccol__grow(rk->compiles, &rk->capcomp, rk->ncomp + 1, sizeof *c, 8);
+    if (c == NULL)
+        return NULL;
+    rk->compiles = c;
     c = &rk->compiles[rk->ncomp];
     memset(c, 0, sizeof *c);
     c->frame = strdup(frame);
@@ -216,14 +209,10 @@ add_mark(line *l, int kind, int64_t dur, const char *fmt, ...)
     va_list ap;
     char *label = NULL;
 
-    if (rk->nmarks == rk->capmarks) {
-        size_t cap = rk->capmarks ? rk->capmarks * 2 : 16;
-        m = realloc(rk->marks, cap * sizeof *m);
-        if (m == NULL)
-            return;
-        rk->marks = m;
-        rk->capmarks = cap;
-    }
+    m = ccol__grow(rk->marks, &rk->capmarks, rk->nmarks + 1, sizeof *m, 16);
+    if (m == NULL)
+        return;
+    rk->marks = m;
     va_start(ap, fmt);
     if (vasprintf(&label, fmt, ap) < 0)
         label = NULL;
@@ -682,11 +671,10 @@ read_file(tool_report *r, const char *path, int rank)
     while (buf != NULL && (got = fread(buf + n, 1, cap - n, f)) > 0) {
         n += got;
         if (n == cap && cap < CCOL__REPORT_MAX_FILE) {
-            char *b = realloc(buf, cap * 2);
+            char *b = ccol__grow(buf, &cap, n + 1, 1, 1);
             if (b == NULL)
                 break;
             buf = b;
-            cap *= 2;
         } else if (n == cap) {
             error_at(r, path, 0,
                      "larger than %u MiB: only the start is "

@@ -3,6 +3,7 @@
  * where it failed ("call 3: argument 2: ...") so a user can fix the file.
  */
 #include "schedule.h"
+#include "../src/core/grow.h"
 
 #include <jansson.h>
 #include <errno.h>
@@ -391,7 +392,7 @@ static char *
 read_all(FILE *f, const char *path, size_t *len, char *err, size_t errlen)
 {
     struct stat st;
-    size_t cap = 65536, n = 0;
+    size_t cap = 0, n = 0; /* bytes allocated (one spare) and read */
     char *buf = NULL, *grown;
 
     if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
@@ -399,15 +400,15 @@ read_all(FILE *f, const char *path, size_t *len, char *err, size_t errlen)
         return NULL;
     }
     for (;;) {
-        if (n == cap || buf == NULL) {
-            cap = buf == NULL ? cap : cap * 2;
-            if ((grown = realloc(buf, cap + 1)) == NULL) {
+        if (n + 1 >= cap) {
+            grown = ccol__grow(buf, &cap, n + 2, 1, 65536);
+            if (grown == NULL) {
                 snprintf(err, errlen, "%s: out of memory", path);
                 break;
             }
             buf = grown;
         }
-        n += fread(buf + n, 1, cap - n, f);
+        n += fread(buf + n, 1, cap - 1 - n, f);
         if (ferror(f)) {
             snprintf(err, errlen, "%s: cannot read the schedule: %s", path,
                      strerror(errno));
