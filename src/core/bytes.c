@@ -51,8 +51,7 @@ ccol__buf_reserve(ccol__buf *b, size_t extra)
         b->oom = true;
         return false;
     }
-    /* room for a trailing NUL */
-    p = ccol__grow(b->p, &b->cap, b->len + extra + 1, 1, 64);
+    p = ccol__grow(b->p, &b->cap, b->len + extra + 1, 1, 64); /* + NUL */
     if (p == NULL) {
         b->oom = true;
         return false;
@@ -78,14 +77,6 @@ ccol__buf_u8(ccol__buf *b, uint8_t v)
 }
 
 void
-ccol__buf_str(ccol__buf *b, const char *s)
-{
-    size_t n = s ? strlen(s) : 0;
-    ccol__buf_u32(b, (uint32_t)n);
-    ccol__buf_put(b, s, n);
-}
-
-void
 ccol__buf_i64(ccol__buf *b, int64_t v)
 {
     ccol__buf_u64(b, (uint64_t)v);
@@ -97,6 +88,14 @@ ccol__buf_f64(ccol__buf *b, double v)
     uint64_t u;
     memcpy(&u, &v, sizeof u);
     ccol__buf_u64(b, u);
+}
+
+void
+ccol__buf_str(ccol__buf *b, const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    ccol__buf_u32(b, (uint32_t)n);
+    ccol__buf_put(b, s, n);
 }
 
 void

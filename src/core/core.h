@@ -138,7 +138,9 @@ const uint8_t *ccol__rd_bytes(ccol__rd *r, size_t n);
 char *ccol__rd_str(ccol__rd *r, size_t max);
 size_t ccol__rd_left(const ccol__rd *r);
 
-/* Little-endian loads and stores on raw memory. */
+/* Little-endian loads and stores on raw memory. bytes.c defines them,
+ * with ccol__buf_u16/32/64 and ccol__rd_u16/32/64, once for the three
+ * widths (LE_WIDTH). */
 void ccol__st16(uint8_t *p, uint16_t v);
 void ccol__st32(uint8_t *p, uint32_t v);
 void ccol__st64(uint8_t *p, uint64_t v);

@@ -15,7 +15,7 @@
  * malloc'd name that is the record's first member, held as {v, n, cap};
  * the helpers below serve both. They read and write the holder through
  * the `holder` view (copied with memcpy, as the record types differ) and
- * hand out a record's payload at `off`.
+ * hand out a record's payload (the entry, the frame state) by `layout`.
  */
 typedef struct holder {
     void *v;    /* the records */
@@ -75,67 +75,75 @@ name_cmp(const void *rec, const void *key)
     return strcmp(*(char *const *)rec, key);
 }
 
-/* The index of `key` in the n records of array v, or of where it would
- * go (*found false). */
+/* The index of `key` in holder h (records of `size` bytes), or of where
+ * it would go (*found false). */
 static size_t
-name_pos(const void *v, size_t n, size_t size, const char *key, bool *found)
+name_pos(const void *h, size_t size, const char *key, bool *found)
 {
-    return ccol__dyn_sorted_pos(v, n, size, name_cmp, key, found);
+    holder a;
+
+    memcpy(&a, h, sizeof a);
+    return ccol__dyn_sorted_pos(a.v, a.n, size, name_cmp, key, found);
+}
+
+/* The payload of record i of holder h. */
+static void *
+payload(const void *h, const layout *l, size_t i)
+{
+    holder a;
+
+    memcpy(&a, h, sizeof a);
+    return (char *)a.v + i * l->size + l->off;
+}
+
+/* Inserts a zeroed record (the empty payload) named by a copy of `key`
+ * at index i of holder h. NO_MEMORY, or INVALID_ARG for a name longer
+ * than CCOL__DYN_MAX_NAME; h keeps its records either way. */
+static ccol_status
+name_insert(void *h, size_t size, size_t i, const char *key)
+{
+    holder a;
+    char *rec, *copy;
+    void *v;
+
+    if (strlen(key) > CCOL__DYN_MAX_NAME)
+        return CCOL_ERR_INVALID_ARG;
+    memcpy(&a, h, sizeof a);
+    if ((v = ccol__grow(a.v, &a.cap, a.n + 1, size, 8)) == NULL)
+        return CCOL_ERR_NO_MEMORY;
+    a.v = v;
+    memcpy(h, &a, sizeof a); /* grown, even if the copy fails */
+    if ((copy = ccol__strdup(key)) == NULL)
+        return CCOL_ERR_NO_MEMORY;
+    rec = (char *)a.v + i * size;
+    memmove(rec + size, rec, (a.n - i) * size);
+    memset(rec, 0, size);
+    memcpy(rec, &copy, sizeof copy);
+    a.n++;
+    memcpy(h, &a, sizeof a);
+    return CCOL_OK;
 }
 
 /* The payload of the record named `key` in holder h, or NULL. */
 static void *
 name_find(const void *h, const layout *l, const char *key)
 {
-    holder a;
     bool found;
-    size_t i;
+    size_t i = name_pos(h, l->size, key, &found);
 
-    memcpy(&a, h, sizeof a);
-    i = name_pos(a.v, a.n, l->size, key, &found);
-    return found ? (char *)a.v + i * l->size + l->off : NULL;
+    return found ? payload(h, l, i) : NULL;
 }
 
-/* Inserts a zeroed record named `copy` at index i of holder a, which has
- * room for it. */
-static void
-name_open(holder *a, size_t size, size_t i, char *copy)
-{
-    char *rec = (char *)a->v + i * size;
-
-    memmove(rec + size, rec, (a->n - i) * size);
-    memset(rec, 0, size);
-    memcpy(rec, &copy, sizeof copy);
-    a->n++;
-}
-
-/* The payload of the record named `key` in holder h, inserted zeroed
- * (the empty payload) if absent; NULL with *st NO_MEMORY, or INVALID_ARG
- * for a name longer than CCOL__DYN_MAX_NAME. */
+/* The payload of the record named `key` in holder h, inserted if absent;
+ * NULL with the status of name_insert in *st. */
 static void *
 name_get(void *h, const layout *l, const char *key, ccol_status *st)
 {
-    holder a;
     bool found;
-    size_t i;
-    char *copy;
-    void *v;
+    size_t i = name_pos(h, l->size, key, &found);
 
-    memcpy(&a, h, sizeof a);
-    i = name_pos(a.v, a.n, l->size, key, &found);
-    *st = found ? CCOL_OK : CCOL_ERR_NO_MEMORY;
-    if (!found && strlen(key) > CCOL__DYN_MAX_NAME)
-        *st = CCOL_ERR_INVALID_ARG;
-    else if (!found &&
-             (v = ccol__grow(a.v, &a.cap, a.n + 1, l->size, 8)) != NULL) {
-        a.v = v;
-        if ((copy = ccol__strdup(key)) != NULL) {
-            name_open(&a, l->size, i, copy);
-            *st = CCOL_OK;
-        }
-        memcpy(h, &a, sizeof a);
-    }
-    return *st == CCOL_OK ? (char *)a.v + i * l->size + l->off : NULL;
+    *st = found ? CCOL_OK : name_insert(h, l->size, i, key);
+    return *st == CCOL_OK ? payload(h, l, i) : NULL;
 }
 
 void
@@ -309,7 +317,7 @@ void
 ccol__dyn_map_remove(ccol__dyn_map *m, const char *source)
 {
     bool found;
-    size_t i = name_pos(m->v, m->n, sizeof *m->v, source, &found);
+    size_t i = name_pos(m, sizeof *m->v, source, &found);
 
     if (!found)
         return;
