@@ -465,6 +465,28 @@ tool_report_rows_free(tool_rep_row *rows, size_t n)
 }
 
 const char *
+tool_report_state(int state)
+{
+    static const char *const words[] = { "open", "ok", "failed" };
+
+    return state >= 0 && state <= 2 ? words[state] : "?";
+}
+
+double
+tool_report_counts(const tool_report *r, char *out, size_t len)
+{
+    size_t nactive = 0;
+
+    for (size_t i = 0; i < r->nranks; i++)
+        nactive += r->ranks[i].nevents > 0;
+    snprintf(out, len,
+             "%zu rank%s traced (world size %d), %zu file%s, %zu events",
+             nactive, nactive == 1 ? "" : "s", (int)tool_report_world(r),
+             r->nfiles, r->nfiles == 1 ? "" : "s", r->nlines);
+    return r->t1 > r->t0 ? (double)(r->t1 - r->t0) / 1e9 : 0.0;
+}
+
+const char *
 tool_report_status(const tool_report *r, size_t i)
 {
     bool any_closed = false;
