@@ -10,6 +10,7 @@
 #include "jit_job.h"
 #include "launch.h"
 #include "util.h"
+#include "../src/core/grow.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -121,7 +122,7 @@ start(const jit_opts *o, child *ch, int port, char *err, size_t errlen)
 static void
 drain(child *c)
 {
-    char tmp[65536];
+    char tmp[65536], *p;
     ssize_t n = read(c->fd, tmp, sizeof tmp);
 
     if (n < 0 && (errno == EINTR || errno == EAGAIN))
@@ -135,16 +136,12 @@ drain(child *c)
         c->overflow = true;
         return;
     }
-    if (c->len + (size_t)n + 1 > c->cap) {
-        size_t cap = 2 * (c->len + (size_t)n + 1);
-        char *p = realloc(c->buf, cap);
-        if (p == NULL) {
-            c->overflow = true;
-            return;
-        }
-        c->buf = p;
-        c->cap = cap;
+    p = ccol__grow(c->buf, &c->cap, c->len + (size_t)n + 1, 1, 4096);
+    if (p == NULL) {
+        c->overflow = true;
+        return;
     }
+    c->buf = p;
     memcpy(c->buf + c->len, tmp, (size_t)n);
     c->len += (size_t)n;
 }

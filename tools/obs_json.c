@@ -7,6 +7,7 @@
  * to the public lattice API as one rank's observations.
  */
 #include "obs_json.h"
+#include "../src/core/grow.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -285,7 +286,7 @@ slurp(const char *path, size_t *len, char *err, size_t errlen)
     do {
         if (n == cap) {
             char *nb = cap >= MAX_FILE ? NULL
-                                       : realloc(buf, cap ? cap * 2 : 4096);
+                                       : ccol__grow(buf, &cap, n + 1, 1, 4096);
             if (nb == NULL) {
                 snprintf(err, errlen, "%s: %s", path, cap >= MAX_FILE
                          ? "file larger than 64 MiB" : "out of memory");
@@ -294,7 +295,6 @@ slurp(const char *path, size_t *len, char *err, size_t errlen)
                 return NULL;
             }
             buf = nb;
-            cap = cap ? cap * 2 : 4096;
         }
         got = fread(buf + n, 1, cap - n, f);
         n += got;

@@ -185,6 +185,11 @@ void tool_report_rows_free(tool_rep_row *rows, size_t n);
  * "stopped" (others closed, this one did not), "died" (ends inside a
  * line), "failed" (error events), "missing" (no events). */
 const char *tool_report_status(const tool_report *r, size_t i);
+/* The word for a compile's state (0 open, 1 ok, 2 failed). */
+const char *tool_report_state(int state);
+/* Writes "N ranks traced (world size W), F files, E events" to out (at
+ * most len bytes) and returns the seconds the traces span. */
+double tool_report_counts(const tool_report *r, char *out, size_t len);
 
 /* ---- report_text.c, report_html.c ---- */
 

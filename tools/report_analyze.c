@@ -7,6 +7,7 @@
  * grouped ("ranks 0-6: ...; rank 7: ...") so 64 ranks stay readable.
  */
 #include "report.h"
+#include "../src/core/grow.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,12 +18,14 @@ typedef struct group {
     char *key;  /* malloc'd value */
     int *ranks; /* ranks, ascending */
     size_t n;   /* their number */
+    size_t cap; /* allocated ranks */
 } group;
 
 /* A list of groups in order of first appearance. */
 typedef struct groups {
-    group *v;
-    size_t n;
+    group *v;   /* the groups */
+    size_t n;   /* their number */
+    size_t cap; /* allocated groups */
 } groups;
 
 /* Adds `rank` to the group of `key` (copied). */
@@ -36,7 +39,7 @@ groups_add(groups *g, const char *key, int rank)
         if (strcmp(g->v[i].key, key) == 0)
             gr = &g->v[i];
     if (gr == NULL) {
-        group *v = realloc(g->v, (g->n + 1) * sizeof *v);
+        group *v = ccol__grow(g->v, &g->cap, g->n + 1, sizeof *v, 8);
         if (v == NULL)
             return;
         g->v = v;
@@ -47,7 +50,7 @@ groups_add(groups *g, const char *key, int rank)
             return;
         g->n++;
     }
-    rs = realloc(gr->ranks, (gr->n + 1) * sizeof *rs);
+    rs = ccol__grow(gr->ranks, &gr->cap, gr->n + 1, sizeof *rs, 8);
     if (rs == NULL)
         return;
     gr->ranks = rs;
@@ -459,6 +462,28 @@ tool_report_rows_free(tool_rep_row *rows, size_t n)
         tool_strs_free(&rows[i].reasons);
     }
     free(rows);
+}
+
+const char *
+tool_report_state(int state)
+{
+    static const char *const words[] = { "open", "ok", "failed" };
+
+    return state >= 0 && state <= 2 ? words[state] : "?";
+}
+
+double
+tool_report_counts(const tool_report *r, char *out, size_t len)
+{
+    size_t nactive = 0;
+
+    for (size_t i = 0; i < r->nranks; i++)
+        nactive += r->ranks[i].nevents > 0;
+    snprintf(out, len,
+             "%zu rank%s traced (world size %d), %zu file%s, %zu events",
+             nactive, nactive == 1 ? "" : "s", (int)tool_report_world(r),
+             r->nfiles, r->nfiles == 1 ? "" : "s", r->nlines);
+    return r->t1 > r->t0 ? (double)(r->t1 - r->t0) / 1e9 : 0.0;
 }
 
 const char *

@@ -70,10 +70,9 @@ static const char css[] =
 static void
 html_head(const tool_report *r, const char *title, FILE *f)
 {
-    size_t nactive = 0;
+    char counts[256];
+    double span = tool_report_counts(r, counts, sizeof counts);
 
-    for (size_t i = 0; i < r->nranks; i++)
-        nactive += r->ranks[i].nevents > 0;
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
           "\n<meta http-equiv=\"Content-Security-Policy\" content=\""
           "default-src 'none'; style-src 'unsafe-inline'; img-src data:\">"
@@ -85,12 +84,7 @@ html_head(const tool_report *r, const char *title, FILE *f)
             "<h1>ccol report: ",
             css);
     esc(f, title, 300);
-    fprintf(f,
-            "</h1>\n<p id=\"meta\">%zu rank%s traced (world size %d), "
-            "%zu file%s, %zu events over %.3f s.</p>\n",
-            nactive, nactive == 1 ? "" : "s", (int)tool_report_world(r),
-            r->nfiles, r->nfiles == 1 ? "" : "s", r->nlines,
-            r->t1 > r->t0 ? (double)(r->t1 - r->t0) / 1e9 : 0.0);
+    fprintf(f, "</h1>\n<p id=\"meta\">%s over %.3f s.</p>\n", counts, span);
     if (r->t0 > 0) {
         time_t secs = (time_t)(r->t0 / 1000000000);
         struct tm tm;
@@ -329,7 +323,6 @@ html_frames(const tool_report *r, FILE *f)
 {
     tool_rep_row *rows;
     size_t n = tool_report_rows(r, &rows);
-    static const char *const state[] = { "open", "ok", "failed" };
     char who[512];
 
     fputs("<section id=\"frames\"><h2>Frames and decisions</h2>\n<table>"
@@ -352,7 +345,7 @@ html_frames(const tool_report *r, FILE *f)
                 "</code></td><td class=\"n\">%llu</td><td>%s%s</td>"
                 "<td>%s</td><td class=\"why\">",
                 (unsigned long long)rows[i].index,
-                rows[i].diverged ? "&#9888; " : "", who, state[rows[i].state]);
+                rows[i].diverged ? "&#9888; " : "", who, tool_report_state(rows[i].state));
         for (size_t k = 0; k < rows[i].reasons.n; k++) {
             esc(f, rows[i].reasons.v[k], 600);
             fputs("<br>", f);

@@ -6,11 +6,13 @@
  * "file:line: what"; the line is skipped and reading goes on.
  */
 #include "report.h"
+#include "../src/core/grow.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -21,7 +23,7 @@ void
 tool_strs_add(tool_strs *l, const char *fmt, ...)
 {
     va_list ap;
-    char *s = NULL;
+    char *s = NULL, **v;
     int n;
 
     va_start(ap, fmt);
@@ -29,16 +31,12 @@ tool_strs_add(tool_strs *l, const char *fmt, ...)
     va_end(ap);
     if (n < 0)
         return;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 8;
-        char **v = realloc(l->v, cap * sizeof *v);
-        if (v == NULL) {
-            free(s);
-            return;
-        }
-        l->v = v;
-        l->cap = cap;
+    v = ccol__grow(l->v, &l->cap, l->n + 1, sizeof *v, 8);
+    if (v == NULL) {
+        free(s);
+        return;
     }
+    l->v = v;
     l->v[l->n++] = s;
 }
 
@@ -162,16 +160,6 @@ rank_slot(tool_report *r, int rank)
 
 /* ---- compiles and marks ---- */
 
-static tool_rep_compile *
-find_compile(tool_rep_rank *rk, const char *frame, uint64_t index)
-{
-    for (size_t i = rk->ncomp; i-- > 0;)
-        if (rk->compiles[i].index == index &&
-            strcmp(rk->compiles[i].frame, frame) == 0)
-            return &rk->compiles[i];
-    return NULL;
-}
-
 const tool_rep_compile *
 tool_report_find(const tool_rep_rank *rk, const char *frame, uint64_t index)
 {
@@ -187,14 +175,10 @@ add_compile(tool_rep_rank *rk, const char *frame, uint64_t index)
 {
     tool_rep_compile *c;
 
-    if (rk->ncomp == rk->capcomp) {
-        size_t cap = rk->capcomp ? rk->capcomp * 2 : 8;
-        c = realloc(rk->compiles, cap * sizeof *c);
-        if (c == NULL)
-            return NULL;
-        rk->compiles = c;
-        rk->capcomp = cap;
-    }
+    c = ccol__grow(rk->compiles, &rk->capcomp, rk->ncomp + 1, sizeof *c, 8);
+    if (c == NULL)
+        return NULL;
+    rk->compiles = c;
     c = &rk->compiles[rk->ncomp];
     memset(c, 0, sizeof *c);
     c->frame = strdup(frame);
@@ -216,14 +200,10 @@ add_mark(line *l, int kind, int64_t dur, const char *fmt, ...)
     va_list ap;
     char *label = NULL;
 
-    if (rk->nmarks == rk->capmarks) {
-        size_t cap = rk->capmarks ? rk->capmarks * 2 : 16;
-        m = realloc(rk->marks, cap * sizeof *m);
-        if (m == NULL)
-            return;
-        rk->marks = m;
-        rk->capmarks = cap;
-    }
+    m = ccol__grow(rk->marks, &rk->capmarks, rk->nmarks + 1, sizeof *m, 16);
+    if (m == NULL)
+        return;
+    rk->marks = m;
     va_start(ap, fmt);
     if (vasprintf(&label, fmt, ap) < 0)
         label = NULL;
@@ -257,16 +237,17 @@ event_compile(line *l)
 {
     const char *frame;
     int64_t index;
+    const tool_rep_compile *found;
     tool_rep_compile *c;
 
     if (!frame_index(l, &frame, &index))
         return NULL;
-    c = find_compile(l->rk, frame, (uint64_t)index);
-    if (c == NULL) {
-        c = add_compile(l->rk, frame, (uint64_t)index);
-        if (c != NULL)
-            c->begin_ns = l->t;
-    }
+    found = tool_report_find(l->rk, frame, (uint64_t)index);
+    if (found != NULL)
+        return &l->rk->compiles[found - l->rk->compiles];
+    c = add_compile(l->rk, frame, (uint64_t)index);
+    if (c != NULL)
+        c->begin_ns = l->t;
     return c;
 }
 
@@ -492,42 +473,56 @@ on_collective(line *l)
     tool_strs_add(&l->rk->seq, "collective %s", name);
 }
 
-/* Folds one checked line into its rank. */
+/* The counted compiler events: their mark kind and counter. */
+static const struct {
+    const char *event;    /* the event's name */
+    int kind;             /* CCOL__MARK_* */
+    size_t count;         /* offset of its counter in tool_rep_rank */
+} compilers[] = {
+    { "restart", CCOL__MARK_RESTART, offsetof(tool_rep_rank, nrestarts) },
+    { "recompile", CCOL__MARK_RECOMPILE,
+      offsetof(tool_rep_rank, nrecompiles) },
+    { "graph_break", CCOL__MARK_GRAPH_BREAK,
+      offsetof(tool_rep_rank, nbreaks) },
+    { "eager_fallback", CCOL__MARK_EAGER, offsetof(tool_rep_rank, neager) },
+};
+
+/* The handlers of the other events. */
+static const struct {
+    const char *event;    /* the event's name */
+    void (*on)(line *l);  /* its handler */
+} handlers[] = {
+    { "compile_begin", on_compile_begin },
+    { "compile_end", on_compile_end },
+    { "frame", on_frame },
+    { "decision", on_decision },
+    { "state_change", on_state_change },
+    { "exchange", on_exchange },
+    { "guard", on_guard },
+    { "error", on_error },
+    { "collective", on_collective },
+};
+
+/* Folds one checked line into its rank. Other events (open, observe,
+ * trace_dropped, ...) only count. */
 static void
 dispatch(line *l)
 {
     const char *e = l->event;
-    tool_rep_rank *rk = l->rk;
 
-    if (strcmp(e, "compile_begin") == 0)
-        on_compile_begin(l);
-    else if (strcmp(e, "compile_end") == 0)
-        on_compile_end(l);
-    else if (strcmp(e, "frame") == 0)
-        on_frame(l);
-    else if (strcmp(e, "decision") == 0)
-        on_decision(l);
-    else if (strcmp(e, "state_change") == 0)
-        on_state_change(l);
-    else if (strcmp(e, "exchange") == 0)
-        on_exchange(l);
-    else if (strcmp(e, "guard") == 0)
-        on_guard(l);
-    else if (strcmp(e, "restart") == 0)
-        on_compiler(l, CCOL__MARK_RESTART, &rk->nrestarts);
-    else if (strcmp(e, "recompile") == 0)
-        on_compiler(l, CCOL__MARK_RECOMPILE, &rk->nrecompiles);
-    else if (strcmp(e, "graph_break") == 0)
-        on_compiler(l, CCOL__MARK_GRAPH_BREAK, &rk->nbreaks);
-    else if (strcmp(e, "eager_fallback") == 0)
-        on_compiler(l, CCOL__MARK_EAGER, &rk->neager);
-    else if (strcmp(e, "error") == 0)
-        on_error(l);
-    else if (strcmp(e, "collective") == 0)
-        on_collective(l);
-    else if (strcmp(e, "close") == 0)
-        rk->closed = true;
-    /* Other events (open, observe, trace_dropped, ...) only count. */
+    for (size_t i = 0; i < sizeof handlers / sizeof handlers[0]; i++)
+        if (strcmp(e, handlers[i].event) == 0) {
+            handlers[i].on(l);
+            return;
+        }
+    for (size_t i = 0; i < sizeof compilers / sizeof compilers[0]; i++)
+        if (strcmp(e, compilers[i].event) == 0) {
+            on_compiler(l, compilers[i].kind,
+                        (uint64_t *)((char *)l->rk + compilers[i].count));
+            return;
+        }
+    if (strcmp(e, "close") == 0)
+        l->rk->closed = true;
 }
 
 /* Checks the fields every line has; fills l->event, l->t and l->rk. */
@@ -682,11 +677,10 @@ read_file(tool_report *r, const char *path, int rank)
     while (buf != NULL && (got = fread(buf + n, 1, cap - n, f)) > 0) {
         n += got;
         if (n == cap && cap < CCOL__REPORT_MAX_FILE) {
-            char *b = realloc(buf, cap * 2);
+            char *b = ccol__grow(buf, &cap, n + 1, 1, 1);
             if (b == NULL)
                 break;
             buf = b;
-            cap *= 2;
         } else if (n == cap) {
             error_at(r, path, 0,
                      "larger than %u MiB: only the start is "

@@ -29,16 +29,10 @@ put_safe(FILE *f, const char *s, size_t max)
 static void
 text_header(const tool_report *r, FILE *f)
 {
-    size_t nactive = 0;
+    char counts[256];
+    double secs = tool_report_counts(r, counts, sizeof counts);
 
-    for (size_t i = 0; i < r->nranks; i++)
-        nactive += r->ranks[i].nevents > 0;
-    fprintf(f,
-            "ccol report: %zu rank%s traced (world size %d), %zu "
-            "file%s, %zu events, %.3f s\n",
-            nactive, nactive == 1 ? "" : "s", (int)tool_report_world(r),
-            r->nfiles, r->nfiles == 1 ? "" : "s", r->nlines,
-            r->t1 > r->t0 ? (double)(r->t1 - r->t0) / 1e9 : 0.0);
+    fprintf(f, "ccol report: %s, %.3f s\n", counts, secs);
 }
 
 static void
@@ -96,7 +90,6 @@ text_frames(const tool_report *r, FILE *f)
 {
     tool_rep_row *rows;
     size_t n = tool_report_rows(r, &rows);
-    static const char *const state[] = { "open", "ok", "failed" };
     char who[512];
 
     if (n > 0)
@@ -111,7 +104,7 @@ text_frames(const tool_report *r, FILE *f)
         }
         fprintf(f,
                 " (compile %llu, %s) %s: ", (unsigned long long)rows[i].index,
-                state[rows[i].state], who);
+                tool_report_state(rows[i].state), who);
         put_safe(f, rows[i].decisions, 2000);
         fputc('\n', f);
         for (size_t k = 0; k < rows[i].reasons.n; k++) {

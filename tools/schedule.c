@@ -3,6 +3,7 @@
  * where it failed ("call 3: argument 2: ...") so a user can fix the file.
  */
 #include "schedule.h"
+#include "../src/core/grow.h"
 
 #include <jansson.h>
 #include <errno.h>
@@ -35,6 +36,36 @@ fail(where *w, const char *fmt, ...)
     snprintf(w->err, w->errlen, "%s%s%s", w->path, w->path[0] ? ": " : "",
              msg);
     return -1;
+}
+
+/* A zeroed array for the items of JSON list j (one spare, so an empty
+ * list has one too), their number in *n; NULL after failing with "out of
+ * memory". */
+static void *
+new_items(where *w, json_t *j, size_t size, size_t *n)
+{
+    void *v = calloc(json_array_size(j) + 1, size);
+
+    if (v == NULL)
+        fail(w, "out of memory");
+    else
+        *n = json_array_size(j);
+    return v;
+}
+
+/* new_items for `key`, a list of at most `max` `noun`; NULL after failing
+ * when it is not one. */
+static void *
+new_list(where *w, json_t *j, const char *key, const char *noun, int max,
+         size_t size, size_t *n)
+{
+    if (!json_is_array(j))
+        fail(w, "\"%s\" must be a list of %s", key, noun);
+    else if (json_array_size(j) > (size_t)max)
+        fail(w, "more than %d %s", max, noun);
+    else
+        return new_items(w, j, size, n);
+    return NULL;
 }
 
 static int parse_arg(where *w, json_t *j, sched_arg *a, int depth);
@@ -158,10 +189,9 @@ parse_list(where *w, json_t *j, sched_arg *a, int depth)
     if (depth >= SCHED_MAX_DEPTH || json_array_size(items) > SCHED_MAX_ITEMS)
         return fail(w, "lists nest deeper than %d or hold more than %d items",
                     SCHED_MAX_DEPTH, SCHED_MAX_ITEMS);
-    a->items = calloc(json_array_size(items) + 1, sizeof *a->items);
+    a->items = new_items(w, items, sizeof *a->items, &a->nitems);
     if (a->items == NULL)
-        return fail(w, "out of memory");
-    a->nitems = json_array_size(items);
+        return -1;
     json_array_foreach(items, i, v)
     {
         snprintf(w->path + len, sizeof w->path - len, " item %zu", i);
@@ -225,14 +255,10 @@ parse_args(where *w, json_t *j, sched_args *out)
     size_t i, len = strlen(w->path);
     json_t *v;
 
-    if (!json_is_array(j))
-        return fail(w, "\"args\" must be a list of arguments");
-    if (json_array_size(j) > SCHED_MAX_ITEMS)
-        return fail(w, "more than %d arguments", SCHED_MAX_ITEMS);
-    out->v = calloc(json_array_size(j) + 1, sizeof *out->v);
+    out->v = new_list(w, j, "args", "arguments", SCHED_MAX_ITEMS,
+                      sizeof *out->v, &out->n);
     if (out->v == NULL)
-        return fail(w, "out of memory");
-    out->n = json_array_size(j);
+        return -1;
     json_array_foreach(j, i, v)
     {
         snprintf(w->path + len, sizeof w->path - len, ": argument %zu", i);
@@ -262,10 +288,8 @@ parse_fn(where *w, json_t *j, sched_call *c)
             return fail(w, "out of memory");
     } else if (json_is_array(j) && json_array_size(j) > 0 &&
                json_array_size(j) <= SCHED_MAX_ITEMS) {
-        c->fn = calloc(json_array_size(j), sizeof *c->fn);
-        if (c->fn == NULL)
-            return fail(w, "out of memory");
-        c->nfn = json_array_size(j);
+        if ((c->fn = new_items(w, j, sizeof *c->fn, &c->nfn)) == NULL)
+            return -1;
         json_array_foreach(j, i, v)
         {
             if (!json_is_string(v))
@@ -293,10 +317,9 @@ parse_per_rank(where *w, json_t *j, sched_call *c)
         json_array_size(j) > SCHED_MAX_ITEMS)
         return fail(w, "\"per_rank\" must be a non-empty list with one "
                     "argument list per rank");
-    c->per_rank = calloc(json_array_size(j), sizeof *c->per_rank);
+    c->per_rank = new_items(w, j, sizeof *c->per_rank, &c->nranks);
     if (c->per_rank == NULL)
-        return fail(w, "out of memory");
-    c->nranks = json_array_size(j);
+        return -1;
     json_array_foreach(j, i, v)
     {
         snprintf(w->path + len, sizeof w->path - len, ": rank %zu", i);
@@ -339,14 +362,10 @@ parse_root(where *w, json_t *root, schedule *s)
     if (check_keys(w, root, keys) != 0)
         return -1;
     calls = json_object_get(root, "calls");
-    if (!json_is_array(calls))
-        return fail(w, "\"calls\" must be a list of calls");
-    if (json_array_size(calls) > SCHED_MAX_CALLS)
-        return fail(w, "more than %d calls", SCHED_MAX_CALLS);
-    s->calls = calloc(json_array_size(calls) + 1, sizeof *s->calls);
+    s->calls = new_list(w, calls, "calls", "calls", SCHED_MAX_CALLS,
+                        sizeof *s->calls, &s->ncalls);
     if (s->calls == NULL)
-        return fail(w, "out of memory");
-    s->ncalls = json_array_size(calls);
+        return -1;
     json_array_foreach(calls, i, v)
     {
         snprintf(w->path, sizeof w->path, "call %zu", i);
@@ -391,7 +410,7 @@ static char *
 read_all(FILE *f, const char *path, size_t *len, char *err, size_t errlen)
 {
     struct stat st;
-    size_t cap = 65536, n = 0;
+    size_t cap = 0, n = 0; /* bytes allocated (one spare) and read */
     char *buf = NULL, *grown;
 
     if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
@@ -399,15 +418,15 @@ read_all(FILE *f, const char *path, size_t *len, char *err, size_t errlen)
         return NULL;
     }
     for (;;) {
-        if (n == cap || buf == NULL) {
-            cap = buf == NULL ? cap : cap * 2;
-            if ((grown = realloc(buf, cap + 1)) == NULL) {
+        if (n + 1 >= cap) {
+            grown = ccol__grow(buf, &cap, n + 2, 1, 65536);
+            if (grown == NULL) {
                 snprintf(err, errlen, "%s: out of memory", path);
                 break;
             }
             buf = grown;
         }
-        n += fread(buf + n, 1, cap - n, f);
+        n += fread(buf + n, 1, cap - 1 - n, f);
         if (ferror(f)) {
             snprintf(err, errlen, "%s: cannot read the schedule: %s", path,
                      strerror(errno));

@@ -6,6 +6,7 @@
  * field.
  */
 #include "core.h"
+#include "grow.h"
 
 #include <errno.h>
 #include <math.h>
@@ -14,48 +15,21 @@
 #include <string.h>
 #include <time.h>
 
-void
-ccol__st16(uint8_t *p, uint16_t v)
+/* The little-endian bytes of every width go through these two loops. */
+static void
+st_le(uint8_t *p, uint64_t v, int n)
 {
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-void
-ccol__st32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < n; i++)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
-void
-ccol__st64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-uint16_t
-ccol__ld16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-uint32_t
-ccol__ld32(const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
-uint64_t
-ccol__ld64(const uint8_t *p)
+static uint64_t
+ld_le(const uint8_t *p, int n)
 {
     uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
+
+    while (n-- > 0)
+        v = v << 8 | p[n];
     return v;
 }
 
@@ -69,7 +43,6 @@ ccol__buf_free(ccol__buf *b)
 bool
 ccol__buf_reserve(ccol__buf *b, size_t extra)
 {
-    size_t want, cap;
     uint8_t *p;
 
     if (b->oom)
@@ -78,19 +51,12 @@ ccol__buf_reserve(ccol__buf *b, size_t extra)
         b->oom = true;
         return false;
     }
-    want = b->len + extra + 1; /* room for a trailing NUL */
-    if (want <= b->cap)
-        return true;
-    cap = b->cap ? b->cap : 64;
-    while (cap < want)
-        cap = cap > SIZE_MAX / 2 ? want : cap * 2;
-    p = realloc(b->p, cap);
+    p = ccol__grow(b->p, &b->cap, b->len + extra + 1, 1, 64); /* + NUL */
     if (p == NULL) {
         b->oom = true;
         return false;
     }
     b->p = p;
-    b->cap = cap;
     return true;
 }
 
@@ -108,30 +74,6 @@ void
 ccol__buf_u8(ccol__buf *b, uint8_t v)
 {
     ccol__buf_put(b, &v, 1);
-}
-
-void
-ccol__buf_u16(ccol__buf *b, uint16_t v)
-{
-    uint8_t t[2];
-    ccol__st16(t, v);
-    ccol__buf_put(b, t, 2);
-}
-
-void
-ccol__buf_u32(ccol__buf *b, uint32_t v)
-{
-    uint8_t t[4];
-    ccol__st32(t, v);
-    ccol__buf_put(b, t, 4);
-}
-
-void
-ccol__buf_u64(ccol__buf *b, uint64_t v)
-{
-    uint8_t t[8];
-    ccol__st64(t, v);
-    ccol__buf_put(b, t, 8);
 }
 
 void
@@ -180,6 +122,20 @@ ccol__buf_take(ccol__buf *b, size_t *len)
     *len = b->len;
     memset(b, 0, sizeof *b);
     return p;
+}
+
+bool
+ccol__buf_give_str(ccol__buf *b, char **out)
+{
+    size_t n;
+
+    ccol__buf_u8(b, 0);
+    if (b->oom) {
+        ccol__buf_free(b);
+        return false;
+    }
+    *out = (char *)ccol__buf_take(b, &n);
+    return true;
 }
 
 void
@@ -232,26 +188,34 @@ ccol__rd_u8(ccol__rd *r)
     return p ? p[0] : 0;
 }
 
-uint16_t
-ccol__rd_u16(ccol__rd *r)
-{
-    const uint8_t *p = ccol__rd_bytes(r, 2);
-    return p ? ccol__ld16(p) : 0;
-}
+/*
+ * The stores, loads, appends and reads of 16, 32 and 64 bits (core.h):
+ * one definition for the three widths, as C has no generic integers.
+ */
+#define LE_WIDTH(bits)                                                    \
+    void ccol__st##bits(uint8_t *p, uint##bits##_t v)                     \
+    {                                                                     \
+        st_le(p, v, (bits) / 8);                                          \
+    }                                                                     \
+    uint##bits##_t ccol__ld##bits(const uint8_t *p)                       \
+    {                                                                     \
+        return (uint##bits##_t)ld_le(p, (bits) / 8);                      \
+    }                                                                     \
+    void ccol__buf_u##bits(ccol__buf *b, uint##bits##_t v)                \
+    {                                                                     \
+        uint8_t t[8];                                                     \
+        st_le(t, v, (bits) / 8);                                          \
+        ccol__buf_put(b, t, (bits) / 8);                                  \
+    }                                                                     \
+    uint##bits##_t ccol__rd_u##bits(ccol__rd *r)                          \
+    {                                                                     \
+        const uint8_t *p = ccol__rd_bytes(r, (bits) / 8);                 \
+        return p ? (uint##bits##_t)ld_le(p, (bits) / 8) : 0;              \
+    }
 
-uint32_t
-ccol__rd_u32(ccol__rd *r)
-{
-    const uint8_t *p = ccol__rd_bytes(r, 4);
-    return p ? ccol__ld32(p) : 0;
-}
-
-uint64_t
-ccol__rd_u64(ccol__rd *r)
-{
-    const uint8_t *p = ccol__rd_bytes(r, 8);
-    return p ? ccol__ld64(p) : 0;
-}
+LE_WIDTH(16)
+LE_WIDTH(32)
+LE_WIDTH(64)
 
 int64_t
 ccol__rd_i64(ccol__rd *r)
@@ -306,6 +270,17 @@ ccol__strdup(const char *s)
     if (d != NULL)
         memcpy(d, s, n);
     return d;
+}
+
+void
+ccol__names_free(void *v, size_t n, size_t size)
+{
+    for (size_t i = 0; i < n; i++) {
+        char *name;
+        memcpy(&name, (char *)v + i * size, sizeof name);
+        free(name);
+    }
+    free(v);
 }
 
 bool

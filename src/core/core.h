@@ -108,6 +108,10 @@ void ccol__buf_str(ccol__buf *b, const char *s);
 void ccol__buf_printf(ccol__buf *b, const char *fmt, ...) CCOL__PRINTF(2, 3);
 /* Hands the bytes to the caller (may be NULL when empty) and resets b. */
 uint8_t *ccol__buf_take(ccol__buf *b, size_t *len);
+/* Ends the text in `b` with a NUL and hands it to the caller in *out
+ * (malloc'd; b is left empty). False when memory ran out: b is freed and
+ * *out untouched. */
+bool ccol__buf_give_str(ccol__buf *b, char **out);
 
 /* A bounds-checked reader of untrusted bytes. The first failed read sets
  * `bad` and a reason; later reads return zeros. */
@@ -134,7 +138,9 @@ const uint8_t *ccol__rd_bytes(ccol__rd *r, size_t n);
 char *ccol__rd_str(ccol__rd *r, size_t max);
 size_t ccol__rd_left(const ccol__rd *r);
 
-/* Little-endian loads and stores on raw memory. */
+/* Little-endian loads and stores on raw memory. bytes.c defines them,
+ * with ccol__buf_u16/32/64 and ccol__rd_u16/32/64, once for the three
+ * widths (LE_WIDTH). */
 void ccol__st16(uint8_t *p, uint16_t v);
 void ccol__st32(uint8_t *p, uint32_t v);
 void ccol__st64(uint8_t *p, uint64_t v);
@@ -144,6 +150,9 @@ uint64_t ccol__ld64(const uint8_t *p);
 
 /* strdup that works in C11. */
 char *ccol__strdup(const char *s);
+/* Frees an array of n records of `size` bytes whose first member is a
+ * malloc'd name (char *): every name, then the array. */
+void ccol__names_free(void *v, size_t n, size_t size);
 
 /* Parses a decimal integer in [lo, hi]; false on junk or range. */
 bool ccol__parse_int(const char *s, long long lo, long long hi,

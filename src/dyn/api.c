@@ -7,6 +7,7 @@
  * cheap. Renders, decisions and explanations read the joined state.
  */
 #include "dyn.h"
+#include "../core/grow.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,23 +108,21 @@ run_slot(const ccol_dyn *d, const char *source)
 static ccol_status
 run_grow(ccol_dyn *d)
 {
-    size_t cap = d->caprun ? d->caprun * 2 : 16;
     obs *v;
     size_t *slots;
 
     if (d->nrun < d->caprun)
         return CCOL_OK;
-    v = realloc(d->run, cap * sizeof *v);
+    v = ccol__grow(d->run, &d->caprun, d->nrun + 1, sizeof *v, 16);
     if (v == NULL)
         return CCOL_ERR_NO_MEMORY;
     d->run = v;
-    d->caprun = cap;
-    slots = calloc(cap * 2, sizeof *slots);
+    slots = calloc(d->caprun * 2, sizeof *slots);
     if (slots == NULL)
         return CCOL_ERR_NO_MEMORY;
     free(d->slots);
     d->slots = slots;
-    d->nslots = cap * 2;
+    d->nslots = d->caprun * 2;
     for (size_t i = 0; i < d->nrun; i++)
         *run_slot(d, d->run[i].source) = i + 1;
     return CCOL_OK;
@@ -376,34 +375,36 @@ ccol_dyn_observe_tensor(ccol_dyn *d, int rank, const char *source, int ndim,
     return observe(d, fn, rank, source, &e, ndim);
 }
 
-ccol_status
-ccol_dyn_observe_int(ccol_dyn *d, int rank, const char *source, int64_t v)
+/* Records a number observation `e` (an int or a float) for rank. */
+static ccol_status
+observe_number(ccol_dyn *d, const char *fn, int rank, const char *source,
+               const ccol__dyn_entry *e)
 {
-    static const char fn[] = "ccol_dyn_observe_int";
-    ccol__dyn_entry e;
     ccol_status st;
 
     if (d == NULL)
         return CCOL_ERR_INVALID_ARG;
     if ((st = check_call(d, fn, rank, source)) != CCOL_OK)
         return st;
+    return observe(d, fn, rank, source, e, -1);
+}
+
+ccol_status
+ccol_dyn_observe_int(ccol_dyn *d, int rank, const char *source, int64_t v)
+{
+    ccol__dyn_entry e;
+
     ccol__dyn_entry_int(&e, v);
-    return observe(d, fn, rank, source, &e, -1);
+    return observe_number(d, "ccol_dyn_observe_int", rank, source, &e);
 }
 
 ccol_status
 ccol_dyn_observe_float(ccol_dyn *d, int rank, const char *source, double v)
 {
-    static const char fn[] = "ccol_dyn_observe_float";
     ccol__dyn_entry e;
-    ccol_status st;
 
-    if (d == NULL)
-        return CCOL_ERR_INVALID_ARG;
-    if ((st = check_call(d, fn, rank, source)) != CCOL_OK)
-        return st;
     ccol__dyn_entry_float(&e, v);
-    return observe(d, fn, rank, source, &e, -1);
+    return observe_number(d, "ccol_dyn_observe_float", rank, source, &e);
 }
 
 ccol_status
@@ -435,10 +436,13 @@ ccol_dyn_mark_dynamic(ccol_dyn *d, int rank, const char *source, int dim)
 
 /* ---- reading the state ---- */
 
-/* Common start of the readers: arguments, then the open run joined. */
+/* Common start of the readers: the handle and arguments, then the open
+ * run joined. */
 static ccol_status
 check_read(ccol_dyn *d, const char *fn, const void *arg, const void *out)
 {
+    if (d == NULL)
+        return CCOL_ERR_INVALID_ARG;
     if (d->broken)
         return CCOL_ERR_NO_MEMORY;
     if (arg == NULL || out == NULL)
@@ -450,11 +454,8 @@ check_read(ccol_dyn *d, const char *fn, const void *arg, const void *out)
 ccol_status
 ccol_dyn_nsources(ccol_dyn *d, size_t *out)
 {
-    ccol_status st;
+    ccol_status st = check_read(d, "ccol_dyn_nsources", d, out);
 
-    if (d == NULL)
-        return CCOL_ERR_INVALID_ARG;
-    st = check_read(d, "ccol_dyn_nsources", d, out);
     if (st == CCOL_OK)
         *out = d->state.n;
     return st;
@@ -493,38 +494,49 @@ find_source(ccol_dyn *d, const char *fn, const char *source)
     return (size_t)-1;
 }
 
-/* Hands a NUL-terminated copy of the buffer to the caller. */
+/* Hands the text of `b` to the caller as a NUL-terminated copy. */
 static ccol_status
 give(ccol_dyn *d, const char *fn, ccol__buf *b, char **out)
 {
-    size_t n;
-
-    ccol__buf_u8(b, 0);
-    if (b->oom) {
-        ccol__buf_free(b);
+    if (!ccol__buf_give_str(b, out))
         return ccol__seterr(&d->err, CCOL_ERR_NO_MEMORY, "%s: out of memory",
                             fn);
-    }
-    *out = (char *)ccol__buf_take(b, &n);
     return CCOL_OK;
+}
+
+/* Writes what a reader says about state item i, the source `source`. */
+typedef void reply_fn(const ccol_dyn *d, size_t i, const char *source,
+                      ccol__buf *b);
+
+/* The readers of one observed source: checks, joins the open run, finds
+ * the source and hands the reply's text to the caller. */
+static ccol_status
+read_source(ccol_dyn *d, const char *fn, const char *source,
+            reply_fn *reply, char **out)
+{
+    ccol__buf b = { 0 };
+    ccol_status st = check_read(d, fn, source, out);
+    size_t i;
+
+    if (st != CCOL_OK)
+        return st;
+    if ((i = find_source(d, fn, source)) == (size_t)-1)
+        return CCOL_ERR_INVALID_ARG;
+    reply(d, i, source, &b);
+    return give(d, fn, &b, out);
+}
+
+static void
+reply_render(const ccol_dyn *d, size_t i, const char *source, ccol__buf *b)
+{
+    (void)source;
+    ccol__dyn_entry_render(&d->state.v[i].e, b);
 }
 
 ccol_status
 ccol_dyn_render(ccol_dyn *d, const char *source, char **out)
 {
-    static const char fn[] = "ccol_dyn_render";
-    ccol__buf b = { 0 };
-    ccol_status st;
-    size_t i;
-
-    if (d == NULL)
-        return CCOL_ERR_INVALID_ARG;
-    if ((st = check_read(d, fn, source, out)) != CCOL_OK)
-        return st;
-    if ((i = find_source(d, fn, source)) == (size_t)-1)
-        return CCOL_ERR_INVALID_ARG;
-    ccol__dyn_entry_render(&d->state.v[i].e, &b);
-    return give(d, fn, &b, out);
+    return read_source(d, "ccol_dyn_render", source, reply_render, out);
 }
 
 static int
@@ -556,49 +568,30 @@ decisions(const ccol_dyn *d, size_t i, char suf[][SUF])
     return n;
 }
 
-ccol_status
-ccol_dyn_dynamic(ccol_dyn *d, const char *source, char **out)
+/* The names of the dynamic decisions of item i, sorted, one a line. */
+static void
+reply_dynamic(const ccol_dyn *d, size_t i, const char *source, ccol__buf *b)
 {
-    static const char fn[] = "ccol_dyn_dynamic";
     char suf[1 + 2 * CCOL__DYN_MAX_DIMS][SUF];
     const char *p[1 + 2 * CCOL__DYN_MAX_DIMS];
-    ccol__buf b = { 0 };
-    ccol_status st;
-    size_t i, n;
+    size_t n = decisions(d, i, suf);
 
-    if (d == NULL)
-        return CCOL_ERR_INVALID_ARG;
-    if ((st = check_read(d, fn, source, out)) != CCOL_OK)
-        return st;
-    if ((i = find_source(d, fn, source)) == (size_t)-1)
-        return CCOL_ERR_INVALID_ARG;
-    n = decisions(d, i, suf);
     for (size_t k = 0; k < n; k++)
         p[k] = suf[k];
     /* Every name starts with the source, so sorting the suffixes sorts
      * the names. */
     qsort(p, n, sizeof p[0], cmp_str);
     for (size_t k = 0; k < n; k++)
-        ccol__buf_printf(&b, "%s%s%s", k ? "\n" : "", source, p[k]);
-    return give(d, fn, &b, out);
+        ccol__buf_printf(b, "%s%s%s", k ? "\n" : "", source, p[k]);
+}
+
+ccol_status
+ccol_dyn_dynamic(ccol_dyn *d, const char *source, char **out)
+{
+    return read_source(d, "ccol_dyn_dynamic", source, reply_dynamic, out);
 }
 
 /* ---- explanations ---- */
-
-/* The dim of a decision suffix "(<d>)" (1-3 digits, < 64), or -1. */
-static int
-parse_dim(const char *p)
-{
-    int dim = 0, nd = 0;
-
-    if (*p++ != '(')
-        return -1;
-    for (; *p >= '0' && *p <= '9' && nd < 3; p++, nd++)
-        dim = dim * 10 + (*p - '0');
-    if (nd == 0 || p[0] != ')' || p[1] != '\0' || dim >= CCOL__DYN_MAX_DIMS)
-        return -1;
-    return dim;
-}
 
 /* The last occurrence of `needle` in `s` after its first byte, or NULL. */
 static const char *
@@ -636,7 +629,7 @@ parse_what(ccol_dyn *d, const char *fn, const char *what, ccol__dyn_what *q)
     }
     n = p == NULL ? 0 : (size_t)(p - what);
     if (p == NULL || n > CCOL__DYN_MAX_NAME ||
-        (q->dim = parse_dim(strchr(p + 1, '('))) < 0) {
+        (q->dim = ccol__dyn_what_dim(strchr(p + 1, '('))) < 0) {
         ccol__seterr(&d->err, CCOL_ERR_INVALID_ARG, "%s(\"%.200s\"): not an "
                      "observed source nor <source>.size(<d>) or "
                      "<source>.stride(<d>) with d in [0, %d)", fn, what,
@@ -654,14 +647,12 @@ ccol_status
 ccol_dyn_explain(ccol_dyn *d, const char *what, char **out)
 {
     static const char fn[] = "ccol_dyn_explain";
-    ccol__dyn_what *q;
+    ccol_status st = check_read(d, fn, what, out);
     ccol__buf b = { 0 };
-    ccol_status st;
+    ccol__dyn_what *q;
     size_t i;
 
-    if (d == NULL)
-        return CCOL_ERR_INVALID_ARG;
-    if ((st = check_read(d, fn, what, out)) != CCOL_OK)
+    if (st != CCOL_OK)
         return st;
     /* A parsed name holds a source of up to 4 KiB: keep it off the stack. */
     if ((q = malloc(sizeof *q)) == NULL)

@@ -146,6 +146,9 @@ bool ccol__dyn_entry_stride_dynamic(const ccol__dyn_entry *e, int dim);
 /* Scalar: scalar is DYN. (A tensor entry has scalar DYN too; ask this only
  * for number sources.) */
 bool ccol__dyn_entry_scalar_dynamic(const ccol__dyn_entry *e);
+/* The decision at `pos` (CCOL__WIT_SIZE, _STRIDE or _SCALAR) and `dim`
+ * by the three above; false for a NULL entry (unknown source). */
+bool ccol__dyn_decided_dynamic(const ccol__dyn_entry *e, int pos, int dim);
 
 /*
  * Appends FrameStateSizeEntry.render() to `out`, byte-identical to PyTorch:
@@ -219,27 +222,36 @@ uint64_t ccol__dyn_map_digest(const ccol__dyn_map *m);
  * source, sorted. */
 void ccol__dyn_map_render(const ccol__dyn_map *m, ccol__buf *out);
 
-/* One frame of a whole state. */
-typedef struct ccol__dyn_frame {
-    char *code_id;     /* malloc'd */
-    ccol__dyn_map map; /* its frame state */
-} ccol__dyn_frame;
+/* Binary search in the n records of `size` bytes of sorted array v: the
+ * index of the record cmp(record, key) finds equal (*found true), or the
+ * index where key would go (*found false). */
+size_t ccol__dyn_sorted_pos(const void *v, size_t n, size_t size,
+                            int (*cmp)(const void *rec, const void *key),
+                            const void *key, bool *found);
 
-/* A whole state (e.g. a profile): frames sorted by code id, unique. */
+/* A whole state (e.g. a profile): frames sorted by code id, unique; held
+ * as a frame state is, {v, n, cap} (map.c serves both). */
+typedef struct ccol__dyn_frame ccol__dyn_frame;
 typedef struct ccol__dyn_state {
     ccol__dyn_frame *v; /* frames, sorted by code id (strcmp) */
     size_t n;           /* number of frames */
     size_t cap;         /* allocated frames */
 } ccol__dyn_state;
 
+/* One frame of a whole state. */
+struct ccol__dyn_frame {
+    char *code_id;     /* malloc'd */
+    ccol__dyn_map map; /* its frame state */
+};
+
 void ccol__dyn_state_init(ccol__dyn_state *s);
 void ccol__dyn_state_free(ccol__dyn_state *s);
-/* The frame state of `code_id`, or NULL. */
-ccol__dyn_map *ccol__dyn_state_find(const ccol__dyn_state *s,
-                                    const char *code_id);
 /* The frame state of `code_id`, inserted empty if absent. */
 ccol_status ccol__dyn_state_get(ccol__dyn_state *s, const char *code_id,
                                 ccol__dyn_map **out);
+/* The frame state of `code_id`, or NULL. */
+ccol__dyn_map *ccol__dyn_state_find(const ccol__dyn_state *s,
+                                    const char *code_id);
 /* dst |= src, frame by frame. */
 ccol_status ccol__dyn_state_join(ccol__dyn_state *dst,
                                  const ccol__dyn_state *src);
@@ -322,6 +334,9 @@ typedef struct ccol__dyn_what {
 /* Parses "<source>.size(<d>)", "<source>.stride(<d>)" or "<source>".
  * CCOL_ERR_INVALID_ARG if malformed. */
 ccol_status ccol__dyn_what_parse(const char *what, ccol__dyn_what *out);
+/* The dim of a decision name's tail "(<d>)" (1-3 digits, then the end of
+ * the string, d < CCOL__DYN_MAX_DIMS), or -1 if `p` is not one. */
+int ccol__dyn_what_dim(const char *p);
 
 /*
  * Appends one line (no newline) explaining the decision for `what` given

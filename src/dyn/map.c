@@ -4,6 +4,7 @@
  * join, copy, canonical digests and LocalState.render().
  */
 #include "dyn.h"
+#include "../core/grow.h"
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -11,20 +12,49 @@
 
 /*
  * Frame states and whole states are both arrays of records sorted by a
- * malloc'd name that is the record's first member; the helpers below serve
- * both. name_pos returns the index of `key` or of where it would go.
+ * malloc'd name that is the record's first member, held as {v, n, cap};
+ * the helpers below serve both. They read and write the holder through
+ * the `holder` view (copied with memcpy, as the record types differ) and
+ * hand out a record's payload (the entry, the frame state) by `layout`.
  */
+typedef struct holder {
+    void *v;    /* the records */
+    size_t n;   /* number of records */
+    size_t cap; /* allocated records */
+} holder;
+
+/* Where a record's payload is. */
+typedef struct layout {
+    size_t size; /* bytes of one record */
+    size_t off;  /* offset of the payload in it */
+} layout;
+
+static const layout items = { sizeof(ccol__dyn_item),
+                              offsetof(ccol__dyn_item, e) };
+static const layout frames = { sizeof(ccol__dyn_frame),
+                               offsetof(ccol__dyn_frame, map) };
+
 _Static_assert(offsetof(ccol__dyn_item, source) == 0, "name first");
 _Static_assert(offsetof(ccol__dyn_frame, code_id) == 0, "name first");
-static size_t
-name_pos(const void *v, size_t n, size_t size, const char *key, bool *found)
+_Static_assert(sizeof(ccol__dyn_map) == sizeof(holder) &&
+               offsetof(ccol__dyn_map, n) == offsetof(holder, n) &&
+               offsetof(ccol__dyn_map, cap) == offsetof(holder, cap),
+               "a frame state is held as {v, n, cap}");
+_Static_assert(sizeof(ccol__dyn_state) == sizeof(holder) &&
+               offsetof(ccol__dyn_state, n) == offsetof(holder, n) &&
+               offsetof(ccol__dyn_state, cap) == offsetof(holder, cap),
+               "a whole state is held as {v, n, cap}");
+
+size_t
+ccol__dyn_sorted_pos(const void *v, size_t n, size_t size,
+                     int (*cmp)(const void *rec, const void *key),
+                     const void *key, bool *found)
 {
     size_t lo = 0, hi = n;
 
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        const char *name = *(char *const *)((const char *)v + mid * size);
-        int c = strcmp(name, key);
+        int c = cmp((const char *)v + mid * size, key);
         if (c == 0) {
             *found = true;
             return mid;
@@ -38,34 +68,89 @@ name_pos(const void *v, size_t n, size_t size, const char *key, bool *found)
     return lo;
 }
 
-/* Makes room for one more record in array `v` of n records (capacity
- * *cap, first growth to `first`). Returns the array, maybe moved, or NULL
- * when out of memory (v is then unchanged). */
-static void *
-name_grow(void *v, size_t n, size_t *cap, size_t size, size_t first)
+/* Order of a named record and a name. */
+static int
+name_cmp(const void *rec, const void *key)
 {
-    size_t c;
-    void *grown;
-
-    if (n < *cap)
-        return v;
-    c = *cap ? *cap * 2 : first;
-    grown = realloc(v, c * size);
-    if (grown != NULL)
-        *cap = c;
-    return grown;
+    return strcmp(*(char *const *)rec, key);
 }
 
-/* Opens a zeroed record at index i of array v (room for n + 1 records)
- * and gives it the name `copy`. */
-static void *
-name_open(void *v, size_t n, size_t size, size_t i, char *copy)
+/* The index of `key` in holder h (records of `size` bytes), or of where
+ * it would go (*found false). */
+static size_t
+name_pos(const void *h, size_t size, const char *key, bool *found)
 {
-    char *rec = (char *)v + i * size;
-    memmove(rec + size, rec, (n - i) * size);
+    holder a;
+
+    memcpy(&a, h, sizeof a);
+    return ccol__dyn_sorted_pos(a.v, a.n, size, name_cmp, key, found);
+}
+
+/* The payload of record i of holder h. */
+static void *
+payload(const void *h, const layout *l, size_t i)
+{
+    holder a;
+
+    memcpy(&a, h, sizeof a);
+    return (char *)a.v + i * l->size + l->off;
+}
+
+/* Inserts a zeroed record (the empty payload) named by a copy of `key`
+ * at index i of holder h. NO_MEMORY, or INVALID_ARG for a name longer
+ * than CCOL__DYN_MAX_NAME; h keeps its records either way. */
+static ccol_status
+name_insert(void *h, size_t size, size_t i, const char *key)
+{
+    holder a;
+    char *rec, *copy;
+    void *v;
+
+    if (strlen(key) > CCOL__DYN_MAX_NAME)
+        return CCOL_ERR_INVALID_ARG;
+    memcpy(&a, h, sizeof a);
+    if ((v = ccol__grow(a.v, &a.cap, a.n + 1, size, 8)) == NULL)
+        return CCOL_ERR_NO_MEMORY;
+    a.v = v;
+    memcpy(h, &a, sizeof a); /* grown, even if the copy fails */
+    if ((copy = ccol__strdup(key)) == NULL)
+        return CCOL_ERR_NO_MEMORY;
+    rec = (char *)a.v + i * size;
+    memmove(rec + size, rec, (a.n - i) * size);
     memset(rec, 0, size);
     memcpy(rec, &copy, sizeof copy);
-    return rec;
+    a.n++;
+    memcpy(h, &a, sizeof a);
+    return CCOL_OK;
+}
+
+/* The payload of the record named `key` in holder h, or NULL. */
+static void *
+name_find(const void *h, const layout *l, const char *key)
+{
+    bool found;
+    size_t i = name_pos(h, l->size, key, &found);
+
+    return found ? payload(h, l, i) : NULL;
+}
+
+/* The payload of the record named `key` in holder h, inserted if absent;
+ * NULL with the status of name_insert in *st. */
+static void *
+name_get(void *h, const layout *l, const char *key, ccol_status *st)
+{
+    bool found;
+    size_t i = name_pos(h, l->size, key, &found);
+
+    *st = found ? CCOL_OK : name_insert(h, l->size, i, key);
+    return *st == CCOL_OK ? payload(h, l, i) : NULL;
+}
+
+void
+ccol__dyn_map_free(ccol__dyn_map *m)
+{
+    ccol__names_free(m->v, m->n, sizeof *m->v);
+    memset(m, 0, sizeof *m);
 }
 
 void
@@ -74,76 +159,48 @@ ccol__dyn_map_init(ccol__dyn_map *m)
     memset(m, 0, sizeof *m);
 }
 
-void
-ccol__dyn_map_free(ccol__dyn_map *m)
-{
-    for (size_t i = 0; i < m->n; i++)
-        free(m->v[i].source);
-    free(m->v);
-    memset(m, 0, sizeof *m);
-}
-
-static size_t
-map_pos(const ccol__dyn_map *m, const char *source, bool *found)
-{
-    return name_pos(m->v, m->n, sizeof m->v[0], source, found);
-}
-
 ccol__dyn_entry *
 ccol__dyn_map_find(const ccol__dyn_map *m, const char *source)
 {
-    bool found;
-    size_t i = map_pos(m, source, &found);
-    return found ? &m->v[i].e : NULL;
+    return name_find(m, &items, source);
 }
 
 ccol_status
-ccol__dyn_map_get(ccol__dyn_map *m, const char *source,
-                  ccol__dyn_entry **out)
+ccol__dyn_map_get(ccol__dyn_map *m, const char *source, ccol__dyn_entry **out)
 {
-    bool found;
-    size_t i = map_pos(m, source, &found);
+    ccol_status st;
 
-    if (!found) {
-        ccol__dyn_item *v, *it;
-        char *copy;
-        if (strlen(source) > CCOL__DYN_MAX_NAME)
-            return CCOL_ERR_INVALID_ARG;
-        v = name_grow(m->v, m->n, &m->cap, sizeof *v, 8);
-        if (v == NULL)
-            return CCOL_ERR_NO_MEMORY;
-        m->v = v;
-        if ((copy = ccol__strdup(source)) == NULL)
-            return CCOL_ERR_NO_MEMORY;
-        it = name_open(m->v, m->n++, sizeof *it, i, copy);
-        ccol__dyn_entry_init(&it->e);
-    }
-    *out = &m->v[i].e;
-    return CCOL_OK;
+    *out = name_get(m, &items, source, &st);
+    return st;
+}
+
+/* m[source] = *e, or m[source] |= *e when `join`. */
+static ccol_status
+map_put(ccol__dyn_map *m, const char *source, const ccol__dyn_entry *e,
+        bool join)
+{
+    ccol_status st;
+    ccol__dyn_entry *slot = name_get(m, &items, source, &st);
+
+    if (slot != NULL && join)
+        ccol__dyn_entry_join(slot, e);
+    else if (slot != NULL)
+        *slot = *e;
+    return st;
 }
 
 ccol_status
 ccol__dyn_map_set(ccol__dyn_map *m, const char *source,
                   const ccol__dyn_entry *e)
 {
-    ccol__dyn_entry *slot;
-    ccol_status st = ccol__dyn_map_get(m, source, &slot);
-
-    if (st == CCOL_OK)
-        *slot = *e;
-    return st;
+    return map_put(m, source, e, false);
 }
 
 ccol_status
 ccol__dyn_map_join_entry(ccol__dyn_map *m, const char *source,
                          const ccol__dyn_entry *e)
 {
-    ccol__dyn_entry *slot;
-    ccol_status st = ccol__dyn_map_get(m, source, &slot);
-
-    if (st == CCOL_OK)
-        ccol__dyn_entry_join(slot, e);
-    return st;
+    return map_put(m, source, e, true);
 }
 
 /* Copies the names of the sources of src missing from dst (both sorted)
@@ -194,11 +251,36 @@ join_in_place(ccol__dyn_map *dst, const ccol__dyn_map *src)
     }
 }
 
+/* Merges dst and src (sorted) into v, taking the sources only src has
+ * from `names` in order; returns the number of items. */
+static size_t
+merge_items(ccol__dyn_item *v, const ccol__dyn_map *dst,
+            const ccol__dyn_map *src, char **names)
+{
+    size_t i = 0, j = 0, k = 0, o = 0;
+
+    while (i < dst->n || j < src->n) {
+        int c = i == dst->n   ? 1
+                : j == src->n ? -1
+                              : strcmp(dst->v[i].source, src->v[j].source);
+        if (c <= 0)
+            v[o] = dst->v[i++];
+        if (c == 0)
+            ccol__dyn_entry_join(&v[o].e, &src->v[j++].e);
+        if (c > 0) {
+            v[o].source = names[k++];
+            v[o].e = src->v[j++].e;
+        }
+        o++;
+    }
+    return o;
+}
+
 /* Linear merge of two sorted maps: O(n + m), never a quadratic insert. */
 ccol_status
 ccol__dyn_map_join(ccol__dyn_map *dst, const ccol__dyn_map *src)
 {
-    size_t i = 0, j = 0, k = 0, o = 0, nm = 0;
+    size_t nm = 0;
     char **names = NULL;
     ccol__dyn_item *v;
 
@@ -215,24 +297,10 @@ ccol__dyn_map_join(ccol__dyn_map *dst, const ccol__dyn_map *src)
         free(names);
         return CCOL_ERR_NO_MEMORY;
     }
-    while (i < dst->n || j < src->n) {
-        int c = i == dst->n   ? 1
-                : j == src->n ? -1
-                              : strcmp(dst->v[i].source, src->v[j].source);
-        if (c <= 0)
-            v[o] = dst->v[i++];
-        if (c == 0)
-            ccol__dyn_entry_join(&v[o].e, &src->v[j++].e);
-        if (c > 0) {
-            v[o].source = names[k++];
-            v[o].e = src->v[j++].e;
-        }
-        o++;
-    }
+    dst->n = dst->cap = merge_items(v, dst, src, names);
     free(names);
     free(dst->v);
     dst->v = v;
-    dst->n = dst->cap = o;
     return CCOL_OK;
 }
 
@@ -249,7 +317,7 @@ void
 ccol__dyn_map_remove(ccol__dyn_map *m, const char *source)
 {
     bool found;
-    size_t i = map_pos(m, source, &found);
+    size_t i = name_pos(m, sizeof *m->v, source, &found);
 
     if (!found)
         return;
@@ -298,15 +366,28 @@ hash_tup(uint64_t h, const ccol__dyn_tup *t)
     return h;
 }
 
+/* Feeds a name with its NUL to the running hash. */
+static uint64_t
+hash_name(uint64_t h, const char *name)
+{
+    return ccol__hash64(h, name, strlen(name) + 1);
+}
+
+/* The start of a digest: a tag saying what is hashed, and its size. */
+static uint64_t
+digest_start(uint64_t tag, size_t n)
+{
+    return hash_u64(hash_u64(0, tag), n);
+}
+
 uint64_t
 ccol__dyn_map_digest(const ccol__dyn_map *m)
 {
-    uint64_t h = hash_u64(0, 0x64796e6d6170ull); /* "dynmap" */
+    uint64_t h = digest_start(0x64796e6d6170ull /* "dynmap" */, m->n);
 
-    h = hash_u64(h, m->n);
     for (size_t i = 0; i < m->n; i++) {
         const ccol__dyn_entry *e = &m->v[i].e;
-        h = ccol__hash64(h, m->v[i].source, strlen(m->v[i].source) + 1);
+        h = hash_name(h, m->v[i].source);
         h = hash_atom(h, &e->scalar);
         h = hash_tup(h, &e->size);
         h = hash_tup(h, &e->stride);
@@ -343,43 +424,19 @@ ccol__dyn_state_free(ccol__dyn_state *s)
     memset(s, 0, sizeof *s);
 }
 
-static size_t
-state_pos(const ccol__dyn_state *s, const char *code_id, bool *found)
+ccol_status
+ccol__dyn_state_get(ccol__dyn_state *s, const char *id, ccol__dyn_map **out)
 {
-    return name_pos(s->v, s->n, sizeof s->v[0], code_id, found);
+    ccol_status st;
+
+    *out = name_get(s, &frames, id, &st);
+    return st;
 }
 
 ccol__dyn_map *
 ccol__dyn_state_find(const ccol__dyn_state *s, const char *code_id)
 {
-    bool found;
-    size_t i = state_pos(s, code_id, &found);
-    return found ? &s->v[i].map : NULL;
-}
-
-ccol_status
-ccol__dyn_state_get(ccol__dyn_state *s, const char *code_id,
-                    ccol__dyn_map **out)
-{
-    bool found;
-    size_t i = state_pos(s, code_id, &found);
-
-    if (!found) {
-        ccol__dyn_frame *v, *f;
-        char *copy;
-        if (strlen(code_id) > CCOL__DYN_MAX_NAME)
-            return CCOL_ERR_INVALID_ARG;
-        v = name_grow(s->v, s->n, &s->cap, sizeof *v, 4);
-        if (v == NULL)
-            return CCOL_ERR_NO_MEMORY;
-        s->v = v;
-        if ((copy = ccol__strdup(code_id)) == NULL)
-            return CCOL_ERR_NO_MEMORY;
-        f = name_open(s->v, s->n++, sizeof *f, i, copy);
-        ccol__dyn_map_init(&f->map);
-    }
-    *out = &s->v[i].map;
-    return CCOL_OK;
+    return name_find(s, &frames, code_id);
 }
 
 ccol_status
@@ -399,11 +456,10 @@ ccol__dyn_state_join(ccol__dyn_state *dst, const ccol__dyn_state *src)
 uint64_t
 ccol__dyn_state_digest(const ccol__dyn_state *s)
 {
-    uint64_t h = hash_u64(0, 0x64796e7374ull); /* "dynst" */
+    uint64_t h = digest_start(0x64796e7374ull /* "dynst" */, s->n);
 
-    h = hash_u64(h, s->n);
     for (size_t i = 0; i < s->n; i++) {
-        h = ccol__hash64(h, s->v[i].code_id, strlen(s->v[i].code_id) + 1);
+        h = hash_name(h, s->v[i].code_id);
         h = hash_u64(h, ccol__dyn_map_digest(&s->v[i].map));
     }
     return h ? h : 1;

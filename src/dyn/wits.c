@@ -6,6 +6,7 @@
  * decision names and the one-line explanations built from witnesses.
  */
 #include "dyn.h"
+#include "../core/grow.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -22,9 +23,7 @@ ccol__dyn_wits_init(ccol__dyn_wits *w)
 void
 ccol__dyn_wits_free(ccol__dyn_wits *w)
 {
-    for (size_t i = 0; i < w->n; i++)
-        free(w->v[i].source);
-    free(w->v);
+    ccol__names_free(w->v, w->n, sizeof *w->v);
     memset(w, 0, sizeof *w);
 }
 
@@ -41,26 +40,36 @@ key_cmp(const ccol__dyn_wit *r, const char *source, int pos, int dim)
     return 0;
 }
 
+/* Order of two records by key. */
+static int
+rec_cmp(const ccol__dyn_wit *a, const ccol__dyn_wit *b)
+{
+    return key_cmp(a, b->source, b->pos, b->dim);
+}
+
+/* The key of a record, as searched for. */
+typedef struct wit_key {
+    const char *source; /* the source */
+    int pos;            /* CCOL__WIT_* */
+    int dim;            /* the dim, 0 if none */
+} wit_key;
+
+static int
+rec_key_cmp(const void *rec, const void *key)
+{
+    const wit_key *k = key;
+
+    return key_cmp(rec, k->source, k->pos, k->dim);
+}
+
 static size_t
 wit_pos(const ccol__dyn_wits *w, const char *source, int pos, int dim,
         bool *found)
 {
-    size_t lo = 0, hi = w->n;
+    wit_key k = { source, pos, dim };
 
-    *found = false;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = key_cmp(&w->v[mid], source, pos, dim);
-        if (c == 0) {
-            *found = true;
-            return mid;
-        }
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return ccol__dyn_sorted_pos(w->v, w->n, sizeof *w->v, rec_key_cmp, &k,
+                                found);
 }
 
 const ccol__dyn_wit *
@@ -137,14 +146,11 @@ ccol__dyn_wits_add(ccol__dyn_wits *w, const char *source, int pos, int dim,
         return CCOL_ERR_INVALID_ARG;
     i = wit_pos(w, source, pos, dim, &found);
     if (!found) {
-        if (w->n == w->cap) {
-            size_t cap = w->cap ? w->cap * 2 : 16;
-            ccol__dyn_wit *nv = realloc(w->v, cap * sizeof *nv);
-            if (nv == NULL)
-                return CCOL_ERR_NO_MEMORY;
-            w->v = nv;
-            w->cap = cap;
-        }
+        ccol__dyn_wit *nv = ccol__grow(w->v, &w->cap, w->n + 1, sizeof *nv,
+                                       16);
+        if (nv == NULL)
+            return CCOL_ERR_NO_MEMORY;
+        w->v = nv;
         memmove(&w->v[i + 1], &w->v[i], (w->n - i) * sizeof w->v[0]);
         memset(&w->v[i], 0, sizeof w->v[i]);
         if ((w->v[i].source = ccol__strdup(source)) == NULL) {
@@ -215,13 +221,6 @@ ccol__dyn_wits_remove_source(ccol__dyn_wits *w, const char *source)
             w->v[o++] = w->v[i];
     }
     w->n = o;
-}
-
-/* Order of two records by key. */
-static int
-rec_cmp(const ccol__dyn_wit *a, const ccol__dyn_wit *b)
-{
-    return key_cmp(a, b->source, b->pos, b->dim);
 }
 
 /* Copies of the src records whose key dst lacks (both sorted). */
@@ -311,9 +310,8 @@ ccol__dyn_wits_same(const ccol__dyn_wits *a, const ccol__dyn_wits *b)
 
 /* ---- decision names and explanations ---- */
 
-/* Parses a "(<d>)" suffix that ends the string; -1 if it is not one. */
-static int
-parse_dim(const char *p)
+int
+ccol__dyn_what_dim(const char *p)
 {
     int d = 0, nd = 0;
 
@@ -337,7 +335,7 @@ try_suffix(const char *what, const char *suffix, int pos,
 
     while ((q = strstr(q, suffix)) != NULL)
         p = q++;
-    if (p == NULL || p == what || (d = parse_dim(p + sl)) < 0)
+    if (p == NULL || p == what || (d = ccol__dyn_what_dim(p + sl)) < 0)
         return false;
     if ((size_t)(p - what) > CCOL__DYN_MAX_NAME)
         return false;
@@ -402,15 +400,15 @@ put_seen(ccol__buf *out, const ccol__dyn_wit *r, bool bare)
     }
 }
 
-static bool
-decided_dynamic(const ccol__dyn_entry *e, const ccol__dyn_what *what)
+bool
+ccol__dyn_decided_dynamic(const ccol__dyn_entry *e, int pos, int dim)
 {
     if (e == NULL)
         return false;
-    if (what->pos == CCOL__WIT_SIZE)
-        return ccol__dyn_entry_size_dynamic(e, what->dim);
-    if (what->pos == CCOL__WIT_STRIDE)
-        return ccol__dyn_entry_stride_dynamic(e, what->dim);
+    if (pos == CCOL__WIT_SIZE)
+        return ccol__dyn_entry_size_dynamic(e, dim);
+    if (pos == CCOL__WIT_STRIDE)
+        return ccol__dyn_entry_stride_dynamic(e, dim);
     return ccol__dyn_entry_scalar_dynamic(e);
 }
 
@@ -477,7 +475,8 @@ ccol__dyn_explain_prior(const ccol__dyn_entry *e,
 {
     static const ccol__dyn_wits none;
     const ccol__dyn_wit *mark, *kind, *val;
-    bool dyn = decided_dynamic(e, what), any = false;
+    bool dyn = ccol__dyn_decided_dynamic(e, what->pos, what->dim);
+    bool any = false;
 
     w = w ? w : &none;
     mark = what->pos == CCOL__WIT_SIZE

@@ -7,6 +7,7 @@
  * decisions in decide.c.
  */
 #include "sync.h"
+#include "../core/grow.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,18 +29,15 @@ ccol__sync_marks_has(const ccol__sync_marks *m, const char *source, int dim)
 ccol_status
 ccol__sync_marks_add(ccol__sync_marks *m, const char *source, int dim)
 {
+    ccol__sync_mark *v;
     char *copy;
 
     if (ccol__sync_marks_has(m, source, dim))
         return CCOL_OK;
-    if (m->n == m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 8;
-        ccol__sync_mark *v = realloc(m->v, cap * sizeof *v);
-        if (v == NULL)
-            return CCOL_ERR_NO_MEMORY;
-        m->v = v;
-        m->cap = cap;
-    }
+    v = ccol__grow(m->v, &m->cap, m->n + 1, sizeof *v, 8);
+    if (v == NULL)
+        return CCOL_ERR_NO_MEMORY;
+    m->v = v;
     copy = ccol__strdup(source);
     if (copy == NULL)
         return CCOL_ERR_NO_MEMORY;
@@ -52,9 +50,7 @@ ccol__sync_marks_add(ccol__sync_marks *m, const char *source, int dim)
 void
 ccol__sync_marks_free(ccol__sync_marks *m)
 {
-    for (size_t i = 0; i < m->n; i++)
-        free(m->v[i].source);
-    free(m->v);
+    ccol__names_free(m->v, m->n, sizeof *m->v);
     memset(m, 0, sizeof *m);
 }
 
@@ -67,6 +63,17 @@ ccol__sync_collective(const ccol_sync *sync)
 {
     return sync->mode != CCOL_SYNC_OFF && sync->comm != NULL &&
            ccol_comm_size(sync->comm) > 1;
+}
+
+ccol_status
+ccol__sync_args(ccol_sync *sync, const char *fn, const void *a, const void *b)
+{
+    if (sync == NULL)
+        return CCOL_ERR_INVALID_ARG;
+    if (a == NULL || b == NULL)
+        return ccol__seterr(&sync->err, CCOL_ERR_INVALID_ARG,
+                            "%s: NULL argument", fn);
+    return CCOL_OK;
 }
 
 /* Applies the params over the defaults: no communicator, and mode
@@ -136,9 +143,7 @@ ccol_sync_destroy(ccol_sync *sync)
     ccol__sync_trace_close(sync);
     if (sync->open != NULL)
         ccol__sync_compile_free(sync->open);
-    for (size_t i = 0; i < sync->nframes; i++)
-        free(sync->frames[i].code_id);
-    free(sync->frames);
+    ccol__names_free(sync->frames, sync->nframes, sizeof *sync->frames);
     ccol__dyn_state_free(&sync->state);
     free(sync);
 }
@@ -146,7 +151,7 @@ ccol_sync_destroy(ccol_sync *sync)
 const char *
 ccol_sync_errmsg(const ccol_sync *sync)
 {
-    return sync ? sync->err.msg : "no sync handle";
+    return sync == NULL ? "no sync handle" : sync->err.msg;
 }
 
 ccol_sync_mode
@@ -170,14 +175,10 @@ frame_get(ccol_sync *s, const char *code_id)
     for (size_t i = 0; i < s->nframes; i++)
         if (strcmp(s->frames[i].code_id, code_id) == 0)
             return &s->frames[i];
-    if (s->nframes == s->capframes) {
-        size_t cap = s->capframes ? s->capframes * 2 : 16;
-        f = realloc(s->frames, cap * sizeof *f);
-        if (f == NULL)
-            return NULL;
-        s->frames = f;
-        s->capframes = cap;
-    }
+    f = ccol__grow(s->frames, &s->capframes, s->nframes + 1, sizeof *f, 16);
+    if (f == NULL)
+        return NULL;
+    s->frames = f;
     f = &s->frames[s->nframes];
     f->code_id = ccol__strdup(code_id);
     f->compiles = 0;
@@ -256,7 +257,7 @@ nomem:
 }
 
 /*
- * Validates a source argument and the phase. After the exchange an
+ * Validates the handle, a source argument and the phase. After the exchange an
  * observation or mark is the retrace seeing the input again: fine (and
  * ignored, *skip set) if some rank observed the source in this compile,
  * else an error (the other ranks never heard of it).
@@ -265,9 +266,12 @@ static ccol_status
 source_check(ccol_compile *c, const char *fn, const char *source,
              bool *skip)
 {
-    ccol_sync *s = c->sync;
+    ccol_sync *s;
 
     *skip = false;
+    if (c == NULL)
+        return CCOL_ERR_INVALID_ARG;
+    s = c->sync;
     if (source == NULL || source[0] == '\0')
         return ccol__seterr(&s->err, CCOL_ERR_INVALID_ARG,
                             "%s: the source name is empty", fn);
@@ -315,12 +319,9 @@ ccol_compile_observe_tensor(ccol_compile *c, const char *source, int ndim,
 {
     static const char fn[] = "ccol_compile_observe_tensor";
     ccol__dyn_entry e;
-    ccol_status st;
     bool skip;
+    ccol_status st = source_check(c, fn, source, &skip);
 
-    if (c == NULL)
-        return CCOL_ERR_INVALID_ARG;
-    st = source_check(c, fn, source, &skip);
     if (st != CCOL_OK || skip)
         return st;
     if (ndim < 0 || ndim > CCOL__DYN_MAX_DIMS || (ndim > 0 && !sizes))
@@ -339,21 +340,27 @@ ccol_compile_observe_tensor(ccol_compile *c, const char *source, int ndim,
     return observe(c, fn, source, &e);
 }
 
+/* Records a number observation (make_scalar of an int or a float). */
+static ccol_status
+observe_number(ccol_compile *c, const char *fn, const char *source,
+               const ccol__dyn_entry *e)
+{
+    bool skip;
+    ccol_status st = source_check(c, fn, source, &skip);
+
+    if (st != CCOL_OK || skip)
+        return st;
+    return observe(c, fn, source, e);
+}
+
 /* Public API: records make_scalar(v) for an int input. */
 ccol_status
 ccol_compile_observe_int(ccol_compile *c, const char *source, int64_t v)
 {
     ccol__dyn_entry e;
-    ccol_status st;
-    bool skip;
 
-    if (c == NULL)
-        return CCOL_ERR_INVALID_ARG;
-    st = source_check(c, "ccol_compile_observe_int", source, &skip);
-    if (st != CCOL_OK || skip)
-        return st;
     ccol__dyn_entry_int(&e, v);
-    return observe(c, "ccol_compile_observe_int", source, &e);
+    return observe_number(c, "ccol_compile_observe_int", source, &e);
 }
 
 /* Public API: records make_scalar(v) for a float input. */
@@ -361,16 +368,9 @@ ccol_status
 ccol_compile_observe_float(ccol_compile *c, const char *source, double v)
 {
     ccol__dyn_entry e;
-    ccol_status st;
-    bool skip;
 
-    if (c == NULL)
-        return CCOL_ERR_INVALID_ARG;
-    st = source_check(c, "ccol_compile_observe_float", source, &skip);
-    if (st != CCOL_OK || skip)
-        return st;
     ccol__dyn_entry_float(&e, v);
-    return observe(c, "ccol_compile_observe_float", source, &e);
+    return observe_number(c, "ccol_compile_observe_float", source, &e);
 }
 
 /* The number of dims of this rank's tensor observation of `source`, or -1
@@ -392,13 +392,10 @@ ccol_status
 ccol_compile_mark_dynamic(ccol_compile *c, const char *source, int dim)
 {
     static const char fn[] = "ccol_compile_mark_dynamic";
-    ccol_status st;
     bool skip;
+    ccol_status st = source_check(c, fn, source, &skip);
     int ndim;
 
-    if (c == NULL)
-        return CCOL_ERR_INVALID_ARG;
-    st = source_check(c, fn, source, &skip);
     if (st != CCOL_OK || skip)
         return st;
     ndim = observed_ndim(c, source);

@@ -12,11 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Validates the arguments every decision takes. */
+/* Validates the handle and the arguments every decision takes. */
 static ccol_status
 decide_check(ccol_compile *c, const char *fn, const char *source, int dim,
              const void *out)
 {
+    if (c == NULL)
+        return CCOL_ERR_INVALID_ARG;
     if (source == NULL || source[0] == '\0' || out == NULL || dim < 0)
         return ccol__seterr(&c->sync->err, CCOL_ERR_INVALID_ARG,
                             "%s: a source, a dim >= 0 and an out pointer "
@@ -62,14 +64,11 @@ ccol_status
 ccol_compile_decide_size(ccol_compile *c, const char *source, int dim,
                          int64_t value, ccol_decision *out)
 {
-    const ccol__dyn_entry *e;
+    ccol_status st = decide_check(c, "ccol_compile_decide_size", source, dim,
+                                  out);
     char what[256];
     bool dyn;
-    ccol_status st;
 
-    if (c == NULL)
-        return CCOL_ERR_INVALID_ARG;
-    st = decide_check(c, "ccol_compile_decide_size", source, dim, out);
     if (st != CCOL_OK)
         return st;
     if (ccol__sync_marks_has(&c->static_marks, source, dim)) {
@@ -79,12 +78,30 @@ ccol_compile_decide_size(ccol_compile *c, const char *source, int dim,
     if (c->phase == CCOL__PHASE_PREFLIGHT) {
         dyn = ccol__sync_marks_has(&c->dyn_marks, source, dim);
     } else {
-        e = merged(c, source);
-        dyn = e != NULL && ccol__dyn_entry_size_dynamic(e, dim);
+        dyn = ccol__dyn_decided_dynamic(merged(c, source), CCOL__WIT_SIZE,
+                                        dim);
     }
     snprintf(what, sizeof what, "%.200s.size(%d)", source, dim);
     *out = dyn ? specialize(c, what, value) : CCOL_STATIC;
     ccol__sync_trace_decision(c, source, 's', dim, *out);
+    return CCOL_OK;
+}
+
+/* A decision the merged entry alone makes (pos CCOL__WIT_STRIDE or
+ * CCOL__WIT_SCALAR); `fn` names the public call. */
+static ccol_status
+decide_merged(ccol_compile *c, const char *fn, const char *source, int pos,
+              int dim, ccol_decision *out)
+{
+    ccol_status st = decide_check(c, fn, source, dim, out);
+
+    if (st != CCOL_OK)
+        return st;
+    *out = ccol__dyn_decided_dynamic(merged(c, source), pos, dim)
+               ? CCOL_DYNAMIC
+               : CCOL_STATIC;
+    ccol__sync_trace_decision(c, source, pos == CCOL__WIT_STRIDE ? 't' : 'v',
+                              dim, *out);
     return CCOL_OK;
 }
 
@@ -94,61 +111,31 @@ ccol_status
 ccol_compile_decide_stride(ccol_compile *c, const char *source, int dim,
                            ccol_decision *out)
 {
-    const ccol__dyn_entry *e;
-    ccol_status st;
-
-    if (c == NULL)
-        return CCOL_ERR_INVALID_ARG;
-    st = decide_check(c, "ccol_compile_decide_stride", source, dim, out);
-    if (st != CCOL_OK)
-        return st;
-    e = merged(c, source);
-    *out = e != NULL && ccol__dyn_entry_stride_dynamic(e, dim)
-               ? CCOL_DYNAMIC
-               : CCOL_STATIC;
-    ccol__sync_trace_decision(c, source, 't', dim, *out);
-    return CCOL_OK;
+    return decide_merged(c, "ccol_compile_decide_stride", source,
+                         CCOL__WIT_STRIDE, dim, out);
 }
 
-/* A number source is dynamic iff its merged scalar is DYN. Numbers are
- * never 0/1-specialized: Dynamo makes a dynamic int or float an unspecified
- * symbol, which takes 0 and 1 like any other value (only sizes are
- * specialized). `fn` names the public call. */
-static ccol_status
-decide_number(ccol_compile *c, const char *fn, const char *source,
-              ccol_decision *out)
-{
-    const ccol__dyn_entry *e;
-    ccol_status st;
-
-    if (c == NULL)
-        return CCOL_ERR_INVALID_ARG;
-    st = decide_check(c, fn, source, 0, out);
-    if (st != CCOL_OK)
-        return st;
-    e = merged(c, source);
-    *out = e != NULL && ccol__dyn_entry_scalar_dynamic(e) ? CCOL_DYNAMIC
-                                                           : CCOL_STATIC;
-    ccol__sync_trace_decision(c, source, 'v', 0, *out);
-    return CCOL_OK;
-}
-
-/* Public API: an int source (the value is this rank's; numbers are not
- * specialized, so it does not change the decision). */
+/* Public API: an int source is dynamic iff its merged scalar is DYN.
+ * Numbers are never 0/1-specialized: Dynamo makes a dynamic int or float
+ * an unspecified symbol, which takes 0 and 1 like any other value (only
+ * sizes are specialized), so this rank's value does not change the
+ * decision. */
 ccol_status
 ccol_compile_decide_scalar(ccol_compile *c, const char *source,
                            int64_t value, ccol_decision *out)
 {
     (void)value;
-    return decide_number(c, "ccol_compile_decide_scalar", source, out);
+    return decide_merged(c, "ccol_compile_decide_scalar", source,
+                         CCOL__WIT_SCALAR, 0, out);
 }
 
-/* Public API: a float source. */
+/* Public API: a float source, as an int one. */
 ccol_status
 ccol_compile_decide_float(ccol_compile *c, const char *source,
                           ccol_decision *out)
 {
-    return decide_number(c, "ccol_compile_decide_float", source, out);
+    return decide_merged(c, "ccol_compile_decide_float", source,
+                         CCOL__WIT_SCALAR, 0, out);
 }
 
 /* Explains with the lattice: the merged entry and the exchange's
@@ -179,13 +166,12 @@ ccol_compile_explain(ccol_compile *c, const char *what, char **out)
     ccol__dyn_what *w;
     ccol__buf b = { 0 };
     ccol_status st;
-    size_t n;
 
     if (c == NULL)
         return CCOL_ERR_INVALID_ARG;
-    if (what == NULL || out == NULL)
-        return ccol__seterr(&c->sync->err, CCOL_ERR_INVALID_ARG,
-                            "ccol_compile_explain: NULL argument");
+    st = ccol__sync_args(c->sync, "ccol_compile_explain", what, out);
+    if (st != CCOL_OK)
+        return st;
     w = malloc(sizeof *w);
     if (w == NULL)
         return ccol__seterr(&c->sync->err, CCOL_ERR_NO_MEMORY,
@@ -199,13 +185,9 @@ ccol_compile_explain(ccol_compile *c, const char *what, char **out)
     }
     explain_entry(c, w, &b);
     free(w);
-    ccol__buf_u8(&b, 0);
-    if (b.oom) {
-        ccol__buf_free(&b);
+    if (!ccol__buf_give_str(&b, out))
         return ccol__seterr(&c->sync->err, CCOL_ERR_NO_MEMORY,
                             "ccol_compile_explain: no memory");
-    }
-    *out = (char *)ccol__buf_take(&b, &n);
     return CCOL_OK;
 }
 
@@ -213,24 +195,17 @@ ccol_compile_explain(ccol_compile *c, const char *what, char **out)
 ccol_status
 ccol_sync_render(ccol_sync *sync, const char *code_id, char **out)
 {
+    ccol_status st = ccol__sync_args(sync, "ccol_sync_render", code_id, out);
     const ccol__dyn_map *m;
     ccol__buf b = { 0 };
-    size_t n;
 
-    if (sync == NULL)
-        return CCOL_ERR_INVALID_ARG;
-    if (code_id == NULL || out == NULL)
-        return ccol__seterr(&sync->err, CCOL_ERR_INVALID_ARG,
-                            "ccol_sync_render: NULL argument");
+    if (st != CCOL_OK)
+        return st;
     m = ccol__dyn_state_find(&sync->state, code_id);
     if (m != NULL)
         ccol__dyn_map_render(m, &b);
-    ccol__buf_u8(&b, 0);
-    if (b.oom) {
-        ccol__buf_free(&b);
+    if (!ccol__buf_give_str(&b, out))
         return ccol__seterr(&sync->err, CCOL_ERR_NO_MEMORY,
                             "ccol_sync_render: no memory");
-    }
-    *out = (char *)ccol__buf_take(&b, &n);
     return CCOL_OK;
 }

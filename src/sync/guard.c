@@ -81,15 +81,13 @@ frames_differ(ccol_sync *sync, const char *code_id)
 static ccol_status
 guard_run(ccol_sync *sync, const char *code_id, bool hit, bool *all_hit)
 {
+    ccol_status st = ccol__sync_args(sync, "ccol_sync_guard", code_id,
+                                     all_hit);
     int64_t v[3];
     char label[64];
-    ccol_status st;
 
-    if (sync == NULL)
-        return CCOL_ERR_INVALID_ARG;
-    if (code_id == NULL || all_hit == NULL)
-        return ccol__seterr(&sync->err, CCOL_ERR_INVALID_ARG,
-                            "ccol_sync_guard: NULL argument");
+    if (st != CCOL_OK)
+        return st;
     if (sync->mode != CCOL_SYNC_LOCKSTEP || !ccol__sync_collective(sync)) {
         *all_hit = hit;
         return CCOL_OK;

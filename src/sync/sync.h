@@ -75,6 +75,12 @@ struct ccol_compile {
 /* Is the sync exchanging with other ranks (mode on, comm of size > 1)? */
 bool ccol__sync_collective(const ccol_sync *sync);
 
+/* The check of the calls on a sync that take two pointers `a` and `b`:
+ * INVALID_ARG when sync is NULL, or with "<fn>: NULL argument" when a or
+ * b is NULL; else CCOL_OK. */
+ccol_status ccol__sync_args(ccol_sync *sync, const char *fn, const void *a,
+                            const void *b);
+
 /* Marks: add (NO_MEMORY), test, free. */
 ccol_status ccol__sync_marks_add(ccol__sync_marks *m, const char *source,
                                  int dim);

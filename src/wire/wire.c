@@ -44,13 +44,22 @@ put_entry(ccol__buf *b, const ccol__dyn_entry *e)
     put_tup(b, &e->stride);
 }
 
+/* The keyed records of a frame state (entries) or, with `frames`, of a
+ * whole state (frame states). */
 static void
-put_map(ccol__buf *b, const ccol__dyn_map *m)
+put_records(ccol__buf *b, const void *holder, bool frames)
 {
-    ccol__buf_u32(b, (uint32_t)m->n);
-    for (size_t i = 0; i < m->n; i++) {
-        ccol__buf_str(b, m->v[i].source);
-        put_entry(b, &m->v[i].e);
+    const ccol__dyn_state *s = holder;
+    const ccol__dyn_map *m = holder;
+    size_t n = frames ? s->n : m->n;
+
+    ccol__buf_u32(b, (uint32_t)n);
+    for (size_t i = 0; i < n; i++) {
+        ccol__buf_str(b, frames ? s->v[i].code_id : m->v[i].source);
+        if (frames)
+            put_records(b, &s->v[i].map, false);
+        else
+            put_entry(b, &m->v[i].e);
     }
 }
 
@@ -72,58 +81,8 @@ put_wits(ccol__buf *b, const ccol__dyn_wits *w)
 }
 
 static void
-put_head(ccol__buf *b, uint8_t format)
+put_xchg(ccol__buf *b, const ccol__xchg *x)
 {
-    ccol__buf_u8(b, format);
-    ccol__buf_u8(b, CCOL__WIRE_VERSION);
-}
-
-static ccol_status
-done(const ccol__buf *b)
-{
-    return b->oom ? CCOL_ERR_NO_MEMORY : CCOL_OK;
-}
-
-ccol_status
-ccol__wire_put_entry(ccol__buf *b, const ccol__dyn_entry *e)
-{
-    put_head(b, CCOL__WIRE_ENTRY);
-    put_entry(b, e);
-    return done(b);
-}
-
-ccol_status
-ccol__wire_put_map(ccol__buf *b, const ccol__dyn_map *m)
-{
-    put_head(b, CCOL__WIRE_MAP);
-    put_map(b, m);
-    return done(b);
-}
-
-ccol_status
-ccol__wire_put_state(ccol__buf *b, const ccol__dyn_state *s)
-{
-    put_head(b, CCOL__WIRE_STATE);
-    ccol__buf_u32(b, (uint32_t)s->n);
-    for (size_t i = 0; i < s->n; i++) {
-        ccol__buf_str(b, s->v[i].code_id);
-        put_map(b, &s->v[i].map);
-    }
-    return done(b);
-}
-
-ccol_status
-ccol__wire_put_wits(ccol__buf *b, const ccol__dyn_wits *w)
-{
-    put_head(b, CCOL__WIRE_WITS);
-    put_wits(b, w);
-    return done(b);
-}
-
-ccol_status
-ccol__wire_put_xchg(ccol__buf *b, const ccol__xchg *x)
-{
-    put_head(b, CCOL__WIRE_XCHG);
     ccol__buf_u32(b, x->nranks);
     ccol__buf_u8(b, x->npair);
     for (int i = 0; i < x->npair; i++) {
@@ -136,10 +95,33 @@ ccol__wire_put_xchg(ccol__buf *b, const ccol__xchg *x)
     ccol__buf_u32(b, (uint32_t)x->dmin.rank);
     ccol__buf_u64(b, x->dmax.digest);
     ccol__buf_u32(b, (uint32_t)x->dmax.rank);
-    put_map(b, &x->prior);
-    put_map(b, &x->obs);
+    put_records(b, &x->prior, false);
+    put_records(b, &x->obs, false);
     put_wits(b, &x->wits);
-    return done(b);
+}
+
+/* Every public encoder: the format and version bytes, then the body of
+ * `v`, a value of the type of `format`. */
+static ccol_status
+put_doc(ccol__buf *b, uint8_t format, const void *v)
+{
+    ccol__buf_u8(b, format);
+    ccol__buf_u8(b, CCOL__WIRE_VERSION);
+    switch (format) {
+    case CCOL__WIRE_ENTRY:
+        put_entry(b, v);
+        break;
+    case CCOL__WIRE_MAP:
+    case CCOL__WIRE_STATE:
+        put_records(b, v, format == CCOL__WIRE_STATE);
+        break;
+    case CCOL__WIRE_WITS:
+        put_wits(b, v);
+        break;
+    default:
+        put_xchg(b, v);
+    }
+    return b->oom ? CCOL_ERR_NO_MEMORY : CCOL_OK;
 }
 
 /* ---- decoders ---- */
@@ -271,41 +253,68 @@ get_key(dec *d, const char *prev)
     return s;
 }
 
-/* Reads one (source, entry) item and appends it to m; keys arrive
- * sorted, so the entry is decoded straight into its slot. */
-static bool
-get_item(dec *d, ccol__dyn_map *m)
-{
-    const char *prev = m->n ? m->v[m->n - 1].source : NULL;
-    char *src = get_key(d, prev);
-    ccol__dyn_entry *slot;
+static bool get_map(dec *d, ccol__dyn_map *m);
 
-    if (src == NULL)
+/* The last key of a frame state (`frames` false) or whole state, or
+ * NULL when it is empty. */
+static const char *
+last_key(const void *holder, bool frames)
+{
+    const ccol__dyn_state *s = holder;
+    const ccol__dyn_map *m = holder;
+
+    if (frames)
+        return s->n ? s->v[s->n - 1].code_id : NULL;
+    return m->n ? m->v[m->n - 1].source : NULL;
+}
+
+/* Reads one keyed record of a frame state (an entry) or of a whole state
+ * (`frames`: a frame state). Keys arrive sorted, so the record is
+ * appended and its payload decoded straight into its slot. */
+static bool
+get_record(dec *d, void *holder, bool frames)
+{
+    char *key = get_key(d, last_key(holder, frames));
+    size_t size = frames ? sizeof(ccol__dyn_frame) : sizeof(ccol__dyn_item);
+    ccol__dyn_entry *e = NULL;
+    ccol__dyn_map *m = NULL;
+    ccol_status st;
+
+    if (key == NULL)
         return false;
-    if (!charge(d, sizeof(ccol__dyn_item) + strlen(src) + 1)) {
-        free(src);
+    if (!charge(d, size + strlen(key) + 1)) {
+        free(key);
         return false;
     }
-    if (ccol__dyn_map_get(m, src, &slot) != CCOL_OK) {
-        free(src);
+    st = frames ? ccol__dyn_state_get(holder, key, &m)
+                : ccol__dyn_map_get(holder, key, &e);
+    free(key);
+    if (st != CCOL_OK) {
         d->oom = true;
         return bad(d, "out of memory");
     }
-    free(src);
-    return get_entry(d, slot);
+    return frames ? get_map(d, m) : get_entry(d, e);
+}
+
+/* A count, then the keyed records of a frame state or a whole state; a
+ * record takes at least 4 + 3 (an entry) or 4 + 4 (a map) bytes. */
+static bool
+get_records(dec *d, void *holder, bool frames)
+{
+    uint32_t n;
+
+    if (!get_count(d, &n, frames ? 4 + 4 : 4 + 3))
+        return false;
+    for (uint32_t i = 0; i < n; i++)
+        if (!get_record(d, holder, frames))
+            return false;
+    return true;
 }
 
 static bool
 get_map(dec *d, ccol__dyn_map *m)
 {
-    uint32_t n;
-
-    if (!get_count(d, &n, 4 + 3))
-        return false;
-    for (uint32_t i = 0; i < n; i++)
-        if (!get_item(d, m))
-            return false;
-    return true;
+    return get_records(d, m, false);
 }
 
 /* Witness value kinds allowed at each position. */
@@ -409,35 +418,6 @@ get_wits(dec *d, ccol__dyn_wits *w)
             return false;
         if (i > 0 && wit_key_cmp(&w->v[i - 1], r) >= 0)
             return bad(d, "witness keys not strictly sorted");
-    }
-    return true;
-}
-
-static bool
-get_state(dec *d, ccol__dyn_state *s)
-{
-    uint32_t n;
-
-    if (!get_count(d, &n, 4 + 4))
-        return false;
-    for (uint32_t i = 0; i < n; i++) {
-        const char *prev = i ? s->v[s->n - 1].code_id : NULL;
-        char *id = get_key(d, prev);
-        ccol__dyn_map *m;
-        if (id == NULL)
-            return false;
-        if (!charge(d, sizeof(ccol__dyn_frame) + strlen(id) + 1)) {
-            free(id);
-            return false;
-        }
-        if (ccol__dyn_state_get(s, id, &m) != CCOL_OK) {
-            free(id);
-            d->oom = true;
-            return bad(d, "out of memory");
-        }
-        free(id);
-        if (!get_map(d, m))
-            return false;
     }
     return true;
 }
@@ -572,79 +552,79 @@ start(dec *d, const void *p, size_t len, uint8_t format, const char *what,
     return st;
 }
 
-ccol_status
-ccol__wire_get_entry(const void *p, size_t len, ccol__dyn_entry *out,
-                     ccol__err *err)
+/* The body of a document of `format` into out (a value of its type). */
+static bool
+get_body(dec *d, uint8_t format, void *out)
 {
-    dec d;
-    ccol__dyn_entry e;
-    ccol_status st = start(&d, p, len, CCOL__WIRE_ENTRY, "entry", err);
-
-    ccol__dyn_entry_init(out);
-    if (st != CCOL_OK)
-        return st;
-    st = finish(&d, get_entry(&d, &e), "entry", err);
-    if (st == CCOL_OK)
-        *out = e;
-    return st;
+    switch (format) {
+    case CCOL__WIRE_ENTRY:
+        return get_entry(d, out);
+    case CCOL__WIRE_MAP:
+    case CCOL__WIRE_STATE:
+        return get_records(d, out, format == CCOL__WIRE_STATE);
+    case CCOL__WIRE_WITS:
+        return get_wits(d, out);
+    default:
+        return get_xchg(d, out);
+    }
 }
 
-ccol_status
-ccol__wire_get_map(const void *p, size_t len, ccol__dyn_map *out,
-                   ccol__err *err)
+/* Empties `out`, a value of the type of `format`: freed and reset. */
+static void
+empty(uint8_t format, void *out)
 {
-    dec d;
-    ccol_status st = start(&d, p, len, CCOL__WIRE_MAP, "frame state", err);
-
-    ccol__dyn_map_free(out);
-    if (st == CCOL_OK)
-        st = finish(&d, get_map(&d, out), "frame state", err);
-    if (st != CCOL_OK)
+    switch (format) {
+    case CCOL__WIRE_ENTRY:
+        ccol__dyn_entry_init(out);
+        break;
+    case CCOL__WIRE_MAP:
         ccol__dyn_map_free(out);
-    return st;
-}
-
-ccol_status
-ccol__wire_get_state(const void *p, size_t len, ccol__dyn_state *out,
-                     ccol__err *err)
-{
-    dec d;
-    ccol_status st = start(&d, p, len, CCOL__WIRE_STATE, "state", err);
-
-    ccol__dyn_state_free(out);
-    if (st == CCOL_OK)
-        st = finish(&d, get_state(&d, out), "state", err);
-    if (st != CCOL_OK)
+        break;
+    case CCOL__WIRE_STATE:
         ccol__dyn_state_free(out);
-    return st;
-}
-
-ccol_status
-ccol__wire_get_wits(const void *p, size_t len, ccol__dyn_wits *out,
-                    ccol__err *err)
-{
-    dec d;
-    ccol_status st = start(&d, p, len, CCOL__WIRE_WITS, "witness", err);
-
-    ccol__dyn_wits_free(out);
-    if (st == CCOL_OK)
-        st = finish(&d, get_wits(&d, out), "witness", err);
-    if (st != CCOL_OK)
+        break;
+    case CCOL__WIRE_WITS:
         ccol__dyn_wits_free(out);
-    return st;
+        break;
+    default:
+        ccol__xchg_free(out);
+    }
 }
 
-ccol_status
-ccol__wire_get_xchg(const void *p, size_t len, ccol__xchg *out,
-                    ccol__err *err)
+/* Every public decoder: one document of `format` (named `what` in
+ * messages) into out, which is left empty on failure. */
+static ccol_status
+get_doc(const void *p, size_t len, uint8_t format, const char *what,
+        void *out, ccol__err *err)
 {
     dec d;
-    ccol_status st = start(&d, p, len, CCOL__WIRE_XCHG, "exchange", err);
+    ccol_status st = start(&d, p, len, format, what, err);
 
-    ccol__xchg_free(out);
+    empty(format, out);
     if (st == CCOL_OK)
-        st = finish(&d, get_xchg(&d, out), "exchange", err);
+        st = finish(&d, get_body(&d, format, out), what, err);
     if (st != CCOL_OK)
-        ccol__xchg_free(out);
+        empty(format, out);
     return st;
 }
+
+/*
+ * The public encoder and decoder of each document (wire.h): typed entry
+ * points to put_doc and get_doc, one definition for the five documents.
+ */
+#define DOCUMENT(name, type, format, what)                                \
+    ccol_status ccol__wire_put_##name(ccol__buf *b, const type *v)        \
+    {                                                                     \
+        return put_doc(b, format, v);                                     \
+    }                                                                     \
+    ccol_status ccol__wire_get_##name(const void *p, size_t len,          \
+                                      type *out, ccol__err *err)          \
+    {                                                                     \
+        return get_doc(p, len, format, what, out, err);                   \
+    }
+
+DOCUMENT(entry, ccol__dyn_entry, CCOL__WIRE_ENTRY, "entry")
+DOCUMENT(map, ccol__dyn_map, CCOL__WIRE_MAP, "frame state")
+DOCUMENT(state, ccol__dyn_state, CCOL__WIRE_STATE, "state")
+DOCUMENT(wits, ccol__dyn_wits, CCOL__WIRE_WITS, "witness")
+DOCUMENT(xchg, ccol__xchg, CCOL__WIRE_XCHG, "exchange")
