@@ -124,6 +124,23 @@ def program_print_break():
     return dict(step=step, train=train)
 
 
+def program_callee_break():
+    def log_norm(h, step):
+        n = tsum(h * h)
+        print("step", step, "norm", n)
+        return h / (n + 1)
+
+    def forward(x, w, step):
+        h = relu(x @ w)
+        h = log_norm(h, step)
+        return tsum(h, 1)
+
+    def report(x, step):
+        return log_norm(x * 2, step)
+
+    return dict(log_norm=log_norm, forward=forward, report=report)
+
+
 def program_scalars():
     def sgd(w, g, lr, accum):
         upd = all_reduce(g) / (accum * world_size())

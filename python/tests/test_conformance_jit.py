@@ -42,10 +42,10 @@ LONG = os.environ.get("CCOL_CONFORMANCE") == "long"
 # compiles or blocks until the process group's timeout (30 minutes by
 # default). These schedules run in compile mode on the ccol side only.
 DIVERGES = {
-    2: {"attention", "branches", "counters", "logging", "mlp",
-        "print_break"},
-    3: {"attention", "branches", "counters", "lists", "logging", "mlp",
-        "print_break", "layouts"},
+    2: {"attention", "branches", "callee_break", "counters", "logging",
+        "mlp", "print_break"},
+    3: {"attention", "branches", "callee_break", "counters", "lists",
+        "logging", "mlp", "print_break", "layouts"},
 }
 
 

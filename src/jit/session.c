@@ -228,16 +228,33 @@ trace_failed(ccol_jit_session *s, Frame *f, ccol_compile *c,
 static void
 graph_break_event(ccol_jit_session *s, const Frame *f, const Entry *e)
 {
-    char id[TR_NAMEMAX];
-    snprintf(id, sizeof id, "resume_in_%s_at_%d",
-             s->m->funcs[f->fc.func]->name, e->resume.line);
+    const Func *fn = s->m->funcs[f->fc.func];
+    const Node *at = jit__walk_stmt(&fn->body, e->resume.depth,
+                                    e->resume.stmt, e->resume.branch);
+    const Node *call = jit__walk_stmt_call(at);
+    char id[TR_NAMEMAX], reason[TR_NAMEMAX];
+
+    /* The break is print itself, or a call whose callee prints; after
+     * `return f(...)` nothing is left to resume. */
+    if (call == NULL || call->callee < 0)
+        snprintf(reason, sizeof reason, "print");
+    else
+        snprintf(reason, sizeof reason, "call of %s",
+                 s->m->funcs[call->callee]->name);
+    if (at->kind == N_RETURN)
+        id[0] = '\0';
+    else
+        snprintf(id, sizeof id, "resume_in_%s_at_%d", fn->name,
+                 e->resume.line);
     if (s->p.explain)
         logf_(s, "rank %d: frame %s (compile %d): graph break at line %d "
-              "(print); the rest is frame %s", my_rank(s), f->code_id,
-              f->compiles, e->resume.line, id);
+              "(%s); %s%s", my_rank(s), f->code_id, f->compiles,
+              e->resume.line, reason,
+              id[0] ? "the rest is frame " : "the frame returns its result",
+              id);
     ccol_sync_tracef(s->sync, "graph_break",
                      "frame:s line:d reason:s resume:s", f->code_id,
-                     e->resume.line, "print", id);
+                     e->resume.line, reason, id);
 }
 
 /* Trace event "frame": where the frame's code is, so a report can show

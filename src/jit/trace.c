@@ -213,11 +213,30 @@ walk_init(Tracer *t, TraceWalk *tw, WalkOps *ops, const NodeList *body,
                        .body = body, .at_call = *at_call };
 }
 
+/* The slot in which a resume frame after `x = f(...)` receives the
+ * call's result: Dynamo hands that value to its resume function as
+ * L['___stack0'] and assigns it there, so the input has that name here
+ * too (decisions and guards name it alike). -1 for other frames. */
+static int
+stack_slot(const Func *f, const ResumePoint *rp)
+{
+    const Node *at;
+
+    if (rp->depth == 0)
+        return -1;
+    at = jit__walk_stmt(&f->body, rp->depth, rp->stmt, rp->branch);
+    if (at == NULL || at->kind != N_ASSIGN || jit__walk_stmt_call(at) == NULL)
+        return -1;
+    return at->slot;
+}
+
 /* The frame's slots as lazy inputs L['name'] (eager: the values). */
 static bool
-wrap_slots(Tracer *t, const Func *f, Value *const *in, int nin,
-           Value **slots)
+wrap_slots(Tracer *t, const Func *f, const ResumePoint *rp,
+           Value *const *in, int nin, Value **slots)
 {
+    int stack = stack_slot(f, rp);
+
     for (int i = 0; i < nin && i < f->nlocals; i++) {
         if (in[i] == NULL)
             continue;
@@ -226,7 +245,8 @@ wrap_slots(Tracer *t, const Func *f, Value *const *in, int nin,
             continue;
         }
         char name[TR_NAMEMAX];
-        snprintf(name, sizeof name, "L['%s']", f->locals[i]);
+        snprintf(name, sizeof name, "L['%s']",
+                 i == stack ? "___stack0" : f->locals[i]);
         slots[i] = jit__tr_wrap(t, in[i], name, i, NULL, 0);
         if (slots[i] == NULL)
             return false;
@@ -381,7 +401,7 @@ trace_walk(const TraceCtx *ctx, const FrameCode *fc, Value *const *in,
     walk_init(&t, &tw, &ops, &f->body, at_call);
     if (t.e == NULL || slots == NULL)
         jit__jit_fail(&t.in, CCOL_ERR_NO_MEMORY, "out of memory");
-    else if (wrap_slots(&t, f, in, nslots, slots))
+    else if (wrap_slots(&t, f, &fc->rp, in, nslots, slots))
         x = jit__walk_from(&tw.w, slots, &f->body, fc->rp.depth,
                            fc->rp.stmt, fc->rp.branch, &ret);
     if (x == X_ERROR && t.in.status == CCOL_OK)

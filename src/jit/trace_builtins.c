@@ -420,8 +420,8 @@ jit__tr_builtin(Tracer *t, int bi, Value **args, int n)
         t->skip = true;
         return jit__jit_fail(&t->in, CCOL_ERR_INVALID_ARG,
                               "print() here is a graph break the tracer "
-                              "cannot resume from (inside a loop, a called "
-                              "function or an expression)");
+                              "cannot resume from (inside a loop, or in a "
+                              "function called inside an expression)");
     }
     /* */
     if (is(name, "rank") || is(name, "world_size"))

@@ -736,7 +736,9 @@ CCOL_TEST(break_in_callee_resumes_caller)
     call(f, "caller", a, 2);
     CHECK_EQ(compiles(f, "caller"), 3);
     CHECK_EQ(compiles(f, "resume_in_caller_at_7"), 2);
-    CHECK_STR_EQ(dyn(f, "resume_in_caller_at_7"), "L['w'].size(0),");
+    /* the resume frame receives the call's result as Dynamo's resume
+     * function does, as L['___stack0'] (it assigns w itself) */
+    CHECK_STR_EQ(dyn(f, "resume_in_caller_at_7"), "L['___stack0'].size(0),");
     for (size_t i = 0; i < 4; i++)
         CHECK(!ccol_jit_session_frame_eager(f->s, i));
     fix_free(f);
@@ -754,7 +756,7 @@ CCOL_TEST(break_in_callee_call_forms)
                      "    callee(x, 2)\n"
                      "    return x * 5\n"
                      "def expr(x):\n"
-                     "    return callee(x, 3) * 2\n", 0, false);
+                     "    return callee(x, 3) * 2\n", 0, true);
     ccol_jit_value *a[1] = { t1(f, 3) };
     call(f, "ret", a, 1);
     CHECK_EQ(compiles(f, "ret"), 1);
@@ -768,6 +770,13 @@ CCOL_TEST(break_in_callee_call_forms)
     CHECK_CONTAINS(f->log, "frame expr:");
     CHECK_STR_EQ(f->out, "[rank 0] in callee 1\n[rank 0] in callee 2\n"
                          "[rank 0] in callee 3\n");
+    /* the explain line names the call broken at, and a resume frame only
+     * where there is one */
+    CHECK_CONTAINS(f->log, "frame ret (compile 1): graph break at line 6 "
+                           "(call of callee); the frame returns its result");
+    CHECK_CONTAINS(f->log, "frame stmt (compile 1): graph break at line 8 "
+                           "(call of callee); the rest is frame "
+                           "resume_in_stmt_at_8");
     fix_free(f);
 }
 
