@@ -201,8 +201,13 @@ struct ccol__coll {
     size_t result_len;        /* OUT */
 };
 
-/* Runs one collective. On failure c is poisoned and c->err says why. */
+/* Runs one collective: a new sequence number, the operation's injected
+ * faults, then ccol__tree_exec. On failure c is poisoned and c->err says
+ * why. */
 ccol_status ccol__tree_run(ccol_comm *c, ccol__coll *op);
+/* Runs one collective at the current sequence number (the shm slots
+ * hand their large operations over to it). */
+ccol_status ccol__tree_exec(ccol_comm *c, ccol__coll *op);
 /* Computes parent and children of c->rank for the current size, threshold
  * and fanout. */
 ccol_status ccol__tree_setup(ccol_comm *c);
@@ -237,6 +242,12 @@ void ccol__fault_on_op(ccol_comm *c);
  * corrupt faults that match this message. */
 ccol_status ccol__fault_send(ccol_comm *c, int peer, const uint8_t *frame,
                              size_t len);
+/* The same per-frame faults for a publication that is not a frame (a
+ * shm slot): counts it as a message, sleeps for a delay, and returns the
+ * fault to apply (CCOL__FAULT_NONE, _DROP, _TRUNCATE or _CORRUPT). */
+enum { CCOL__FAULT_NONE, CCOL__FAULT_DROP, CCOL__FAULT_TRUNCATE,
+       CCOL__FAULT_CORRUPT };
+int ccol__fault_publish(ccol_comm *c);
 void ccol__fault_free(ccol_comm *c);
 
 /* Transports. */

@@ -14,6 +14,11 @@
  * drop, delay, truncate and corrupt act on one frame; close shuts every
  * connection as a crash would; kill ends the process with SIGKILL; stall
  * sleeps past the deadline. Each fault fires once.
+ *
+ * A shm slot (the one-hop path of small operations) counts as one message:
+ * a dropped one is never published, a delayed one later, a truncated one
+ * is replaced by a shutdown (the rank leaves without publishing), a
+ * corrupt one carries a length no slot can hold.
  */
 #include "comm.h"
 
@@ -210,8 +215,10 @@ apply(ccol_comm *c, struct ccol__fault *f, int peer, const uint8_t *frame,
     }
 }
 
-ccol_status
-ccol__fault_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
+/* Counts one more message and finds the per-message fault that matches
+ * it (by message number, else by operation), or NULL. */
+static struct ccol__fault *
+match_message(ccol_comm *c)
 {
     struct ccol__fault *f = NULL;
 
@@ -223,9 +230,43 @@ ccol__fault_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
     }
     if (f == NULL || f->kind == F_KILL || f->kind == F_STALL ||
         f->kind == F_CLOSE)
+        return NULL; /* operation faults fire in ccol__fault_on_op */
+    return f;
+}
+
+ccol_status
+ccol__fault_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
+{
+    struct ccol__fault *f = match_message(c);
+
+    if (f == NULL)
         return c->ops->send(c, peer, frame, len);
     ccol__log(CCOL_LOG_WARN, "comm", "rank %d/%d: injected fault: %s of "
               "frame %llu to rank %d", c->rank, c->size, kinds[f->kind],
               (unsigned long long)c->nsent, peer);
     return apply(c, f, peer, frame, len);
+}
+
+int
+ccol__fault_publish(ccol_comm *c)
+{
+    struct ccol__fault *f = match_message(c);
+
+    if (f == NULL)
+        return CCOL__FAULT_NONE;
+    f->fired = true;
+    ccol__log(CCOL_LOG_WARN, "comm", "rank %d/%d: injected fault: %s of "
+              "message %llu (a shm slot)", c->rank, c->size, kinds[f->kind],
+              (unsigned long long)c->nsent);
+    switch (f->kind) {
+    case F_DROP:
+        return CCOL__FAULT_DROP;
+    case F_DELAY:
+        sleep_ms(f->ms >= 0 ? f->ms : 200);
+        return CCOL__FAULT_NONE;
+    case F_TRUNCATE:
+        return CCOL__FAULT_TRUNCATE;
+    default:
+        return CCOL__FAULT_CORRUPT;
+    }
 }

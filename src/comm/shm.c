@@ -31,7 +31,7 @@
  * start over. A segment whose rank 0 is alive is never taken over.
  */
 #define _GNU_SOURCE
-#include "shm.h"
+#include "shm_link.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -51,11 +51,9 @@
 #include <unistd.h>
 
 #define SEG_MAGIC 0x4D485343u /* "CSHM" */
-#define SEG_VERSION 1u
+#define SEG_VERSION 2u
 #define RING_CAP ((uint32_t)64 << 10)
 #define LIVENESS_NS 10000000 /* sleepers check peers every 10 ms */
-
-enum { ST_FREE = 0, ST_JOINED = 1, ST_DEPARTED = 2 };
 
 typedef struct seg_hdr {
     _Atomic uint32_t magic;  /* SEG_MAGIC once the segment is ready */
@@ -68,36 +66,8 @@ typedef struct seg_hdr {
     _Atomic int32_t creator; /* pid of rank 0 */
 } seg_hdr;
 
-typedef struct rank_ctl {
-    _Atomic uint32_t state;    /* ST_* */
-    _Atomic int32_t pid;       /* owner's pid once joined */
-    _Atomic uint32_t sleeping; /* owner sleeps (or is about to) */
-    _Atomic uint32_t doorbell; /* futex word, bumped by producers */
-} rank_ctl;
-
-typedef struct slink {
-    uint8_t *base;       /* the mapping */
-    size_t bytes;        /* its length */
-    uint32_t cap;        /* ring capacity */
-    size_t stride;       /* bytes per ring */
-    char path[96];       /* segment name */
-    ino_t ino;           /* inode behind the name when we opened it */
-    bool named;          /* rank 0: the name still exists */
-    bool closed;         /* shut down (fault injection) */
-    bool claimed;        /* this rank's control line is ours */
-    bool yield;          /* more ranks than processors */
-    int64_t spin_ns;     /* spin budget before sleeping */
-    bool progress;       /* a poll moved bytes: spin again */
-    int gone;            /* the last peer found gone */
-    int nn;              /* tree neighbours: parent first, then children */
-    int *nbr;            /* their ranks */
-    int *pidfd;          /* a pidfd per neighbour, -1 if none */
-    uint64_t *out_head;  /* my producer counter of the ring to each */
-    uint64_t *out_tail;  /* its consumer counter as last read (a lower
-                            bound: reading it again costs a cache miss) */
-    uint64_t *in_tail;   /* my consumer counter of the ring from each */
-    ccol__shm_asm *as;   /* partial frame from each */
-} slink;
+typedef ccol__rank_ctl rank_ctl;
+typedef ccol__shm_link slink;
 
 /* ---- layout ---- */
 
@@ -107,27 +77,58 @@ hdr_of(const slink *l)
     return (seg_hdr *)l->base;
 }
 
-static rank_ctl *
-ctl_of(const slink *l, int r)
+rank_ctl *
+ccol__shm_ctl(const slink *l, int r)
 {
     return (rank_ctl *)(l->base + CCOL__SHM_LINE * (size_t)(1 + r));
+}
+
+#define ctl_of ccol__shm_ctl
+
+/* Where the verdict, the slots (two per rank, only within the tree
+ * threshold: above it every operation takes the rings) and the rings
+ * start. */
+static size_t
+verdict_off(int size)
+{
+    return CCOL__SHM_LINE * (size_t)(1 + size);
+}
+
+static size_t
+rings_off(int size, int threshold)
+{
+    size_t slots = size <= threshold ? 2 * (size_t)size : 0;
+    return verdict_off(size) + sizeof(ccol__shm_verdict) +
+           slots * sizeof(ccol__shm_slot);
 }
 
 /* Ring `dir` (0 up from r, 1 down to r) of rank r > 0. */
 static ccol__shm_ring *
 ring_of(const slink *l, int size, int r, int dir)
 {
-    size_t off = CCOL__SHM_LINE * (size_t)(1 + size) +
-                 l->stride * (size_t)(2 * (r - 1) + dir);
+    size_t off = l->rings + l->stride * (size_t)(2 * (r - 1) + dir);
+    (void)size;
     return (ccol__shm_ring *)(l->base + off);
 }
 
 static size_t
-seg_bytes(int size, uint32_t cap)
+seg_bytes(const ccol_comm *c, uint32_t cap)
 {
     size_t stride = sizeof(ccol__shm_ring) + cap;
-    return CCOL__SHM_LINE * (size_t)(1 + size) +
-           stride * (size_t)(2 * (size - 1));
+    return rings_off(c->size, c->threshold) +
+           stride * (size_t)(2 * (c->size - 1));
+}
+
+/* Points the link at the verdict and slots of a mapped segment. */
+static void
+locate(const ccol_comm *c, slink *l)
+{
+    l->rings = rings_off(c->size, c->threshold);
+    l->verdict = (ccol__shm_verdict *)(l->base + verdict_off(c->size));
+    l->slots = c->size <= c->threshold
+                   ? (ccol__shm_slot *)(l->base + verdict_off(c->size) +
+                                        sizeof(ccol__shm_verdict))
+                   : NULL;
 }
 
 void
@@ -242,9 +243,8 @@ futex(_Atomic uint32_t *addr, int op, uint32_t val,
     return syscall(SYS_futex, (void *)(uintptr_t)addr, op, val, ts, NULL, 0);
 }
 
-/* Tells rank r there is news for it; a system call only if it sleeps. */
-static void
-ring_bell(slink *l, int r)
+void
+ccol__shm_bell(slink *l, int r)
 {
     rank_ctl *k = ctl_of(l, r);
 
@@ -255,6 +255,8 @@ ring_bell(slink *l, int r)
     }
 }
 
+#define ring_bell ccol__shm_bell
+
 static int
 nbr_index(const slink *l, int peer)
 {
@@ -264,13 +266,13 @@ nbr_index(const slink *l, int peer)
     return -1;
 }
 
-/* Is the process behind neighbour i gone? */
+/* Is the process behind rank r gone? */
 static bool
-nbr_dead(const slink *l, int i, int pid)
+rank_dead(const slink *l, int r, int pid)
 {
-    struct pollfd p = { l->pidfd[i], POLLIN, 0 };
+    struct pollfd p = { l->pidfd[r], POLLIN, 0 };
 
-    if (l->pidfd[i] >= 0)
+    if (l->pidfd[r] >= 0)
         return poll(&p, 1, 0) > 0;
     return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
 }
@@ -283,19 +285,18 @@ peers_gone(ccol_comm *c, slink *l, const int *peers, int n, bool full)
 {
     for (int k = 0; k < n; k++) {
         rank_ctl *ctl = ctl_of(l, peers[k]);
-        int i = nbr_index(l, peers[k]);
         int pid = atomic_load_explicit(&ctl->pid, memory_order_relaxed);
 
         l->gone = peers[k];
         if (atomic_load_explicit(&ctl->state, memory_order_acquire) ==
-            ST_DEPARTED) {
+            CCOL__RANK_DEPARTED) {
             ccol__seterr(&c->err, CCOL_ERR_PEER,
                          "rank %d left (destroyed its communicator or shut "
                          "down) while this rank waited for it",
                          peers[k]);
             return 1;
         }
-        if (full && i >= 0 && nbr_dead(l, i, pid)) {
+        if (full && rank_dead(l, peers[k], pid)) {
             ccol__seterr(&c->err, CCOL_ERR_PEER,
                          "rank %d (pid %d) died while this rank waited for "
                          "it",
@@ -306,8 +307,7 @@ peers_gone(ccol_comm *c, slink *l, const int *peers, int n, bool full)
     return 0;
 }
 
-/* A condition a waiter polls: > 0 done, 0 not yet, < 0 failed (c->err). */
-typedef int (*poll_fn)(ccol_comm *c, slink *l, void *arg);
+typedef ccol__shm_poll_fn poll_fn;
 
 static void
 sleep_on_bell(rank_ctl *me, uint32_t v, int64_t until)
@@ -364,12 +364,11 @@ spin_step(spin_state *s)
     return true;
 }
 
-/* Blocks until `fn` reports or a watched peer goes or `deadline`
- * (CCOL_ERR_TIMEOUT, no message). Spins first (again after any progress),
- * then sleeps on the bell, waking every LIVENESS_NS to check the peers. */
-static ccol_status
-shm_wait(ccol_comm *c, slink *l, const int *peers, int n, int64_t deadline,
-         poll_fn fn, void *arg)
+/* Spins first (again after any progress), then sleeps on the bell,
+ * waking every LIVENESS_NS to check the peers. */
+ccol_status
+ccol__shm_wait(ccol_comm *c, slink *l, const int *peers, const int *n,
+               int64_t deadline, poll_fn fn, void *arg)
 {
     rank_ctl *me = ctl_of(l, c->rank);
     ccol__err before = c->err, gone_err;
@@ -386,7 +385,7 @@ shm_wait(ccol_comm *c, slink *l, const int *peers, int n, int64_t deadline,
             spin_reset(l, &s, deadline);
         }
         if (s.on) {
-            if ((s.it & 63) == 63 && peers_gone(c, l, peers, n, false))
+            if ((s.it & 63) == 63 && peers_gone(c, l, peers, *n, false))
                 break;
             if (spin_step(&s))
                 continue;
@@ -396,7 +395,7 @@ shm_wait(ccol_comm *c, slink *l, const int *peers, int n, int64_t deadline,
         atomic_store_explicit(&me->sleeping, 1, memory_order_relaxed);
         atomic_thread_fence(memory_order_seq_cst);
         if ((p = fn(c, l, arg)) == 0)
-            gone = peers_gone(c, l, peers, n, true);
+            gone = peers_gone(c, l, peers, *n, true);
         if (p == 0 && !gone && !ccol__past(deadline))
             sleep_on_bell(me, v, ccol__intr_wake(deadline));
         atomic_store_explicit(&me->sleeping, 0, memory_order_relaxed);
@@ -480,6 +479,7 @@ shm_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
     space_wait w;
     int64_t deadline = ccol__now_ns() + (int64_t)(c->timeout_s * 1e9);
     size_t off = 0;
+    const int one = 1;
 
     if (l->closed)
         return ccol__seterr(&c->err, CCOL_ERR_CLOSED,
@@ -505,7 +505,8 @@ shm_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
                                 "%" PRIu64 ")", peer, tail, w.head);
         }
         if (w.head - tail == l->cap) {
-            st = shm_wait(c, l, &peer, 1, deadline, poll_space, &w);
+            st = ccol__shm_wait(c, l, &peer, &one, deadline, poll_space,
+                                &w);
             if (st == CCOL_ERR_TIMEOUT)
                 st = ccol__seterr(&c->err, CCOL_ERR_TIMEOUT,
                                   "rank %d did not read its messages within "
@@ -597,7 +598,7 @@ shm_recv(ccol_comm *c, const int *peers, int n, int64_t deadline, int *from,
                                 "shm: rank %d is not a tree neighbour of "
                                 "rank %d",
                                 peers[k], c->rank);
-    st = shm_wait(c, l, peers, n, deadline, poll_frame, &w);
+    st = ccol__shm_wait(c, l, peers, &n, deadline, poll_frame, &w);
     if (st == CCOL_ERR_PEER && *from < 0)
         *from = l->gone;
     return st;
@@ -693,7 +694,7 @@ clear_stale(ccol_comm *c, slink *l)
 static ccol_status
 create_seg(ccol_comm *c, slink *l)
 {
-    size_t bytes = seg_bytes(c->size, l->cap);
+    size_t bytes = seg_bytes(c, l->cap);
     ccol_status st;
     seg_hdr *h;
     int fd = -1;
@@ -776,7 +777,7 @@ check_hdr(ccol_comm *c, slink *l, const seg_hdr *h)
 static int
 open_seg(ccol_comm *c, slink *l)
 {
-    size_t bytes = seg_bytes(c->size, l->cap);
+    size_t bytes = seg_bytes(c, l->cap);
     int fd = shm_open(l->path, O_RDWR, 0);
     struct stat sb;
     seg_hdr *h;
@@ -806,11 +807,11 @@ open_seg(ccol_comm *c, slink *l)
         return 0;
     }
     if ((st = check_hdr(c, l, h)) != CCOL_OK ||
-        (bytes != seg_bytes(c->size, l->cap) &&
+        (bytes != seg_bytes(c, l->cap) &&
          (st = ccol__seterr(&c->err, CCOL_ERR_PEER,
                             "shm segment %s has %zu bytes, a job of %d ranks "
                             "needs %zu", l->path, (size_t)sb.st_size, c->size,
-                            seg_bytes(c->size, l->cap))) != CCOL_OK)) {
+                            seg_bytes(c, l->cap))) != CCOL_OK)) {
         unmap(l);
         return -1;
     }
@@ -844,9 +845,9 @@ static ccol_status
 claim(ccol_comm *c, slink *l)
 {
     rank_ctl *k = ctl_of(l, c->rank);
-    uint32_t want = ST_FREE;
+    uint32_t want = CCOL__RANK_FREE;
 
-    if (!atomic_compare_exchange_strong(&k->state, &want, ST_JOINED))
+    if (!atomic_compare_exchange_strong(&k->state, &want, CCOL__RANK_JOINED))
         return ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
                             "shm segment %s: rank %d joined twice (duplicate "
                             "rank)", l->path, c->rank);
@@ -865,7 +866,7 @@ await_all(ccol_comm *c, slink *l, int64_t deadline)
     for (;;) {
         int missing = 0;
         for (int r = 0; r < c->size; r++)
-            missing += atomic_load(&ctl_of(l, r)->state) == ST_FREE;
+            missing += atomic_load(&ctl_of(l, r)->state) == CCOL__RANK_FREE;
         if (missing == 0)
             return 0;
         if (c->rank != 0 && ccol__now_ns() >= next_check) {
@@ -876,7 +877,7 @@ await_all(ccol_comm *c, slink *l, int64_t deadline)
         if (ccol__past(deadline)) {
             ccol__buf b = { 0 };
             for (int r = 0, n = 0; r < c->size; r++)
-                if (atomic_load(&ctl_of(l, r)->state) == ST_FREE)
+                if (atomic_load(&ctl_of(l, r)->state) == CCOL__RANK_FREE)
                     ccol__buf_printf(&b, "%s%d", n++ ? ", " : "", r);
             ccol__seterr(&c->err, CCOL_ERR_TIMEOUT,
                          "shm segment %s: ranks did not join within %.3g s; "
@@ -934,14 +935,31 @@ join(ccol_comm *c, slink *l, int64_t deadline)
     }
 }
 
-/* Tree neighbours, their pidfds and the per-neighbour ring state. */
+/* Opens a pidfd on rank r's process, waiting briefly for its pid (a
+ * rank stores it just after claiming its line). */
+static void
+watch_rank(slink *l, int r)
+{
+    rank_ctl *nc = ctl_of(l, r);
+    int pid = atomic_load(&nc->pid);
+
+    for (int tries = 0; pid == 0 && tries < 1000; tries++) {
+        nap(1000000);
+        pid = atomic_load(&nc->pid);
+    }
+    l->pidfd[r] = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+}
+
+/* Tree neighbours, the per-neighbour ring state and the pidfds of the
+ * ranks this one may wait for: its neighbours, or everyone when the
+ * slots make every rank wait for every other. */
 static ccol_status
 setup_nbrs(ccol_comm *c, slink *l)
 {
     int n = c->nchildren + (c->parent >= 0 ? 1 : 0), k = 0;
 
     l->nbr = calloc((size_t)n + 1, sizeof *l->nbr);
-    l->pidfd = calloc((size_t)n + 1, sizeof *l->pidfd);
+    l->pidfd = calloc((size_t)c->size, sizeof *l->pidfd);
     l->out_head = calloc((size_t)n + 1, sizeof *l->out_head);
     l->out_tail = calloc((size_t)n + 1, sizeof *l->out_tail);
     l->in_tail = calloc((size_t)n + 1, sizeof *l->in_tail);
@@ -954,31 +972,29 @@ setup_nbrs(ccol_comm *c, slink *l)
     for (int i = 0; i < c->nchildren; i++)
         l->nbr[k++] = c->children[i];
     l->nn = n;
-    for (int i = 0; i < n; i++) {
-        rank_ctl *nc = ctl_of(l, l->nbr[i]);
-        int pid = atomic_load(&nc->pid);
-        /* A rank stores its pid just after claiming its line. */
-        for (int tries = 0; pid == 0 && tries < 1000; tries++) {
-            nap(1000000);
-            pid = atomic_load(&nc->pid);
-        }
-        l->pidfd[i] = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
-    }
+    for (int r = 0; r < c->size; r++)
+        l->pidfd[r] = -1;
+    for (int r = 0; r < c->size; r++)
+        if (r != c->rank && (l->slots != NULL || nbr_index(l, r) >= 0))
+            watch_rank(l, r);
     return CCOL_OK;
 }
 
 /* ---- leaving ---- */
 
-/* Marks this rank as departed and wakes its neighbours. */
+/* Marks this rank as departed and wakes every rank that may wait for it
+ * (its neighbours, or everyone when the slots are in use). */
 static void
 depart(ccol_comm *c, slink *l)
 {
     if (l->base == NULL || !l->claimed)
         return;
-    atomic_store_explicit(&ctl_of(l, c->rank)->state, ST_DEPARTED,
+    atomic_store_explicit(&ctl_of(l, c->rank)->state, CCOL__RANK_DEPARTED,
                           memory_order_release);
-    for (int i = 0; i < l->nn; i++) {
-        rank_ctl *k = ctl_of(l, l->nbr[i]);
+    for (int r = 0; r < c->size; r++) {
+        rank_ctl *k = ctl_of(l, r);
+        if (r == c->rank || (l->slots == NULL && nbr_index(l, r) < 0))
+            continue;
         atomic_fetch_add(&k->doorbell, 1);
         futex(&k->doorbell, FUTEX_WAKE, INT_MAX, NULL);
     }
@@ -1019,11 +1035,11 @@ shm_destroy(ccol_comm *c)
         return;
     depart(c, l);
     drop_name(l);
-    for (int i = 0; i < l->nn; i++) {
-        if (l->pidfd[i] >= 0)
-            close(l->pidfd[i]);
+    for (int i = 0; i < l->nn; i++)
         ccol__shm_asm_reset(&l->as[i]);
-    }
+    for (int r = 0; l->pidfd != NULL && r < c->size; r++)
+        if (l->pidfd[r] >= 0)
+            close(l->pidfd[r]);
     unmap(l);
     free(l->nbr);
     free(l->pidfd);
@@ -1031,12 +1047,28 @@ shm_destroy(ccol_comm *c)
     free(l->out_tail);
     free(l->in_tail);
     free(l->as);
+    free(l->missing);
+    free(l->blobs);
+    free(l->lens);
+    free(l->views);
     free(l);
     c->link = NULL;
 }
 
+/* Within the tree threshold every operation starts in the slots
+ * (shm_slot.c); above it the tree engine runs over the rings. */
+static ccol_status
+shm_run(ccol_comm *c, ccol__coll *op)
+{
+    slink *l = c->link;
+
+    return l->slots != NULL ? ccol__shm_slot_run(c, op)
+                            : ccol__tree_run(c, op);
+}
+
 static const ccol__link_ops shm_ops = {
     .name = "shm",
+    .run = shm_run,
     .send = shm_send,
     .recv = shm_recv,
     .destroy = shm_destroy,
@@ -1060,8 +1092,10 @@ ccol__shm_attach(ccol_comm *c, const char *name)
     st = ccol__spin_setup(c, &l->spin_ns, &l->yield);
     if (st == CCOL_OK)
         st = join(c, l, ccol__now_ns() + (int64_t)(c->timeout_s * 1e9));
-    if (st == CCOL_OK)
+    if (st == CCOL_OK) {
+        locate(c, l);
         st = setup_nbrs(c, l);
+    }
     if (c->rank == 0 && st == CCOL_OK)
         drop_name(l); /* everyone mapped it: nothing can go stale now */
     return st;

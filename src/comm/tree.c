@@ -600,13 +600,19 @@ run_init(run *r, ccol_comm *c, ccol__coll *op)
 ccol_status
 ccol__tree_run(ccol_comm *c, ccol__coll *op)
 {
+    c->seq++;
+    ccol__fault_on_op(c);
+    return ccol__tree_exec(c, op);
+}
+
+ccol_status
+ccol__tree_exec(ccol_comm *c, ccol__coll *op)
+{
     run r;
     ccol_status st;
 
     op->result = NULL;
     op->result_len = 0;
-    c->seq++;
-    ccol__fault_on_op(c);
     st = run_init(&r, c, op);
     if (st == CCOL_OK)
         st = run_up(&r);

@@ -1,0 +1,73 @@
+/*
+ * shm_link.h - the shared-memory link's private state, shared by the ring
+ * transport (shm.c) and the one-hop slots of small operations
+ * (shm_slot.c). Nothing outside src/comm includes it.
+ */
+#ifndef CCOL_SHM_LINK_H
+#define CCOL_SHM_LINK_H
+
+#include "shm.h"
+
+#include <sys/types.h>
+
+/* States of a rank's control line. */
+enum { CCOL__RANK_FREE = 0, CCOL__RANK_JOINED = 1, CCOL__RANK_DEPARTED = 2 };
+
+/* One control line per rank, written by its owner (the doorbell by
+ * everyone who has news for it). */
+typedef struct ccol__rank_ctl {
+    _Atomic uint32_t state;    /* CCOL__RANK_* */
+    _Atomic int32_t pid;       /* owner's pid once joined */
+    _Atomic uint32_t sleeping; /* owner sleeps (or is about to) */
+    _Atomic uint32_t doorbell; /* futex word, bumped by producers */
+} ccol__rank_ctl;
+
+/* This rank's view of the segment. */
+typedef struct ccol__shm_link {
+    uint8_t *base;       /* the mapping */
+    size_t bytes;        /* its length */
+    uint32_t cap;        /* ring capacity */
+    size_t stride;       /* bytes per ring */
+    size_t rings;        /* offset of the first ring */
+    char path[96];       /* segment name */
+    ino_t ino;           /* inode behind the name when we opened it */
+    bool named;          /* rank 0: the name still exists */
+    bool closed;         /* shut down (fault injection) */
+    bool claimed;        /* this rank's control line is ours */
+    bool yield;          /* more ranks than processors */
+    int64_t spin_ns;     /* spin budget before sleeping */
+    bool progress;       /* a poll moved bytes: spin again */
+    int gone;            /* the last peer found gone */
+    int nn;              /* tree neighbours: parent first, then children */
+    int *nbr;            /* their ranks */
+    int *pidfd;          /* per rank, a pidfd of its process or -1 */
+    uint64_t *out_head;  /* my producer counter of the ring to each */
+    uint64_t *out_tail;  /* its consumer counter as last read (a lower
+                            bound: reading it again costs a cache miss) */
+    uint64_t *in_tail;   /* my consumer counter of the ring from each */
+    ccol__shm_asm *as;   /* partial frame from each */
+    ccol__shm_slot *slots;      /* two per rank, or NULL above the
+                                   tree threshold */
+    ccol__shm_verdict *verdict; /* the fast path's failure report */
+    int *missing;                  /* slots: ranks not arrived yet */
+    const uint8_t **blobs;         /* slots: every rank's payload */
+    size_t *lens;                  /* and its length */
+    ccol__slot_view *views;        /* every rank's validated slot */
+} ccol__shm_link;
+
+/* A condition a waiter polls: > 0 done, 0 not yet, < 0 failed (c->err). */
+typedef int (*ccol__shm_poll_fn)(ccol_comm *c, ccol__shm_link *l, void *arg);
+
+/* Rank r's control line. */
+ccol__rank_ctl *ccol__shm_ctl(const ccol__shm_link *l, int r);
+/* Tells rank r there is news for it; a system call only if it sleeps. */
+void ccol__shm_bell(ccol__shm_link *l, int r);
+/* Blocks until `fn` reports, one of the *n ranks in `peers` (read again at
+ * every check: the poll may shrink the list) leaves or dies (PEER, message
+ * in c->err, the rank in l->gone), or `deadline` passes (CCOL_ERR_TIMEOUT,
+ * no message). Spins first, then sleeps on this rank's doorbell. */
+ccol_status ccol__shm_wait(ccol_comm *c, ccol__shm_link *l, const int *peers,
+                           const int *n, int64_t deadline,
+                           ccol__shm_poll_fn fn, void *arg);
+
+#endif /* CCOL_SHM_LINK_H */
