@@ -62,6 +62,22 @@ ccol__spin_setup(ccol_comm *c, int64_t *spin_ns, bool *yield)
     return CCOL_OK;
 }
 
+ccol_status
+ccol__join_timeout(ccol_comm *c, const char *where,
+                   bool (*absent)(const void *ud, int r), const void *ud)
+{
+    ccol__buf b = { 0 };
+
+    for (int r = 0, n = 0; r < c->size; r++)
+        if (absent(ud, r))
+            ccol__buf_printf(&b, "%s%d", n++ ? ", " : "", r);
+    ccol__seterr(&c->err, CCOL_ERR_TIMEOUT,
+                 "%s: ranks did not join within %.3g s; missing: %s", where,
+                 c->timeout_s, b.p ? (char *)b.p : "?");
+    ccol__buf_free(&b);
+    return CCOL_ERR_TIMEOUT;
+}
+
 /* Checks params against their documented ranges. */
 static ccol_status
 check_params(ccol_comm *c, const ccol_comm_params *p)

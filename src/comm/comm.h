@@ -153,6 +153,15 @@ struct ccol__link_ops {
     void (*shutdown)(ccol_comm *c);
 };
 
+/* The table of a transport whose functions are <p>_send, <p>_recv,
+ * <p>_destroy and <p>_shutdown; run_fn runs whole collectives, or NULL
+ * leaves them to the tree engine. */
+#define CCOL__LINK_OPS(p, run_fn)                                          \
+    {                                                                      \
+        .name = #p, .run = (run_fn), .send = p##_send, .recv = p##_recv,   \
+        .destroy = p##_destroy, .shutdown = p##_shutdown                   \
+    }
+
 /* frame.c */
 void ccol__hdr_init(const ccol_comm *c, ccol__hdr *h, uint16_t kind,
                     uint16_t op, uint64_t arg, int64_t started);
@@ -208,6 +217,9 @@ ccol_status ccol__tree_run(ccol_comm *c, ccol__coll *op);
 /* Runs one collective at the current sequence number (the shm slots
  * hand their large operations over to it). */
 ccol_status ccol__tree_exec(ccol_comm *c, ccol__coll *op);
+/* Ends a collective with status st: on failure drops the result and
+ * poisons the communicator. Returns st. */
+ccol_status ccol__coll_end(ccol_comm *c, ccol__coll *op, ccol_status st);
 /* Computes parent and children of c->rank for the current size, threshold
  * and fanout. */
 ccol_status ccol__tree_setup(ccol_comm *c);
@@ -229,6 +241,12 @@ ccol_status ccol__tree_setup(ccol_comm *c);
 #define CCOL__CPU_RELAX() ((void)0)
 #endif
 ccol_status ccol__spin_setup(ccol_comm *c, int64_t *spin_ns, bool *yield);
+
+/* A join that missed its deadline: TIMEOUT "<where>: ranks did not join
+ * within T s; missing: 1, 3", naming the ranks for which `absent` holds. */
+ccol_status ccol__join_timeout(ccol_comm *c, const char *where,
+                               bool (*absent)(const void *ud, int r),
+                               const void *ud);
 
 /* Poisons the communicator with a message. Returns st. */
 ccol_status ccol__comm_fail(ccol_comm *c, ccol_status st, const char *fmt,

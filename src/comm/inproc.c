@@ -177,22 +177,23 @@ wait_turn(group *g, int rank, int64_t deadline)
     return ccol__past(deadline);
 }
 
+/* A rank that neither joined nor left yet. */
+static bool
+absent(const void *ud, int r)
+{
+    const group *g = ud;
+    return !g->present[r] && !g->departed[r];
+}
+
 /* Waits (mutex held) until every rank joined or the deadline passed. */
 static ccol_status
 await_all(ccol_comm *c, group *g, int64_t deadline)
 {
     while (g->joined < g->size) {
         if (wait_turn(g, c->rank, deadline) && g->joined < g->size) {
-            ccol__buf b = { 0 };
-            for (int r = 0, n = 0; r < g->size; r++)
-                if (!g->present[r] && !g->departed[r])
-                    ccol__buf_printf(&b, "%s%d", n++ ? ", " : "", r);
-            ccol__seterr(&c->err, CCOL_ERR_TIMEOUT,
-                         "inproc group '%s': ranks did not join within "
-                         "%.3g s; missing: %s",
-                         g->name, c->timeout_s, b.p ? (char *)b.p : "?");
-            ccol__buf_free(&b);
-            return CCOL_ERR_TIMEOUT;
+            char where[160];
+            snprintf(where, sizeof where, "inproc group '%s'", g->name);
+            return ccol__join_timeout(c, where, absent, g);
         }
     }
     return CCOL_OK;
@@ -412,13 +413,7 @@ inproc_shutdown(ccol_comm *c)
     pthread_mutex_unlock(&g->mu);
 }
 
-static const ccol__link_ops inproc_ops = {
-    .name = "inproc",
-    .send = inproc_send,
-    .recv = inproc_recv,
-    .destroy = inproc_destroy,
-    .shutdown = inproc_shutdown,
-};
+static const ccol__link_ops inproc_ops = CCOL__LINK_OPS(inproc, NULL);
 
 static void
 inproc_destroy(ccol_comm *c)

@@ -13,6 +13,7 @@
  * bounded by the operation's deadline.
  */
 #include "comm.h"
+#include "../core/grow.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -37,6 +38,7 @@ typedef struct oob_state {
     ccol_oob oob;       /* the caller's table */
     pending *left;      /* requests abandoned after a failure */
     int nleft;
+    size_t capleft;     /* capacity of left */
 } oob_state;
 
 static void
@@ -50,7 +52,8 @@ nap(int64_t ns)
 static void
 abandon(oob_state *s, void *req, uint8_t *send, uint8_t *recv)
 {
-    pending *p = realloc(s->left, (size_t)(s->nleft + 1) * sizeof *p);
+    pending *p = ccol__grow(s->left, &s->capleft, (size_t)s->nleft + 1,
+                            sizeof *p, 4);
     if (p == NULL)
         return; /* cannot keep track: leak rather than free live buffers */
     s->left = p;

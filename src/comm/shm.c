@@ -261,7 +261,7 @@ static int
 nbr_index(const slink *l, int peer)
 {
     for (int i = 0; i < l->nn; i++)
-        if (l->nbr[i] == peer)
+        if (l->nb[i].rank == peer)
             return i;
     return -1;
 }
@@ -421,7 +421,7 @@ ccol__shm_wait(ccol_comm *c, slink *l, const int *peers, const int *n,
 static ccol__shm_ring *
 out_ring(const ccol_comm *c, const slink *l, int i)
 {
-    int peer = l->nbr[i];
+    int peer = l->nb[i].rank;
     return peer == c->parent ? ring_of(l, c->size, c->rank, 0)
                              : ring_of(l, c->size, peer, 1);
 }
@@ -429,7 +429,7 @@ out_ring(const ccol_comm *c, const slink *l, int i)
 static ccol__shm_ring *
 in_ring(const ccol_comm *c, const slink *l, int i)
 {
-    int peer = l->nbr[i];
+    int peer = l->nb[i].rank;
     return peer == c->parent ? ring_of(l, c->size, c->rank, 1)
                              : ring_of(l, c->size, peer, 0);
 }
@@ -489,10 +489,10 @@ shm_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
                             "shm: rank %d is not a tree neighbour of rank %d",
                             peer, c->rank);
     w.r = out_ring(c, l, i);
-    w.head = l->out_head[i];
+    w.head = l->nb[i].out_head;
     w.peer = peer;
     while (off < len) {
-        uint64_t tail = l->out_tail[i];
+        uint64_t tail = l->nb[i].out_tail;
         size_t space, n;
         ccol_status st;
 
@@ -514,17 +514,17 @@ shm_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
                                   peer, c->timeout_s);
             if (st != CCOL_OK)
                 return st;
-            l->out_tail[i] = atomic_load_explicit(&w.r->tail,
+            l->nb[i].out_tail = atomic_load_explicit(&w.r->tail,
                                                   memory_order_acquire);
             continue; /* checked again above */
         }
-        l->out_tail[i] = tail;
+        l->nb[i].out_tail = tail;
         space = l->cap - (size_t)(w.head - tail);
         n = len - off < space ? len - off : space;
         copy_in(w.r, l->cap, w.head, frame + off, n);
         w.head += n;
         off += n;
-        l->out_head[i] = w.head;
+        l->nb[i].out_head = w.head;
         atomic_store_explicit(&w.r->head, w.head, memory_order_release);
         ring_bell(l, peer);
     }
@@ -554,8 +554,8 @@ poll_frame(ccol_comm *c, slink *l, void *arg)
 
         if (i < 0)
             continue;
-        a = &l->as[i];
-        p = ccol__shm_ring_pump(in_ring(c, l, i), l->cap, &l->in_tail[i],
+        a = &l->nb[i].as;
+        p = ccol__shm_ring_pump(in_ring(c, l, i), l->cap, &l->nb[i].in_tail,
                                 c->max_payload, a, &st, why, sizeof why);
         if (p == CCOL__SHM_EMPTY)
             continue;
@@ -856,6 +856,13 @@ claim(ccol_comm *c, slink *l)
     return CCOL_OK;
 }
 
+/* A rank whose control line is still free. */
+static bool
+unclaimed(const void *ud, int r)
+{
+    return atomic_load(&ctl_of(ud, r)->state) == CCOL__RANK_FREE;
+}
+
 /* Waits until every rank joined. 1 when the segment must be reopened
  * (it was stale), 0 when all joined, < 0 on failure. */
 static int
@@ -875,15 +882,9 @@ await_all(ccol_comm *c, slink *l, int64_t deadline)
             next_check = ccol__now_ns() + 5000000;
         }
         if (ccol__past(deadline)) {
-            ccol__buf b = { 0 };
-            for (int r = 0, n = 0; r < c->size; r++)
-                if (atomic_load(&ctl_of(l, r)->state) == CCOL__RANK_FREE)
-                    ccol__buf_printf(&b, "%s%d", n++ ? ", " : "", r);
-            ccol__seterr(&c->err, CCOL_ERR_TIMEOUT,
-                         "shm segment %s: ranks did not join within %.3g s; "
-                         "missing: %s",
-                         l->path, c->timeout_s, b.p ? (char *)b.p : "?");
-            ccol__buf_free(&b);
+            char where[128];
+            snprintf(where, sizeof where, "shm segment %s", l->path);
+            ccol__join_timeout(c, where, unclaimed, l);
             return -1;
         }
         nap(pause);
@@ -958,19 +959,14 @@ setup_nbrs(ccol_comm *c, slink *l)
 {
     int n = c->nchildren + (c->parent >= 0 ? 1 : 0), k = 0;
 
-    l->nbr = calloc((size_t)n + 1, sizeof *l->nbr);
+    l->nb = calloc((size_t)n + 1, sizeof *l->nb);
     l->pidfd = calloc((size_t)c->size, sizeof *l->pidfd);
-    l->out_head = calloc((size_t)n + 1, sizeof *l->out_head);
-    l->out_tail = calloc((size_t)n + 1, sizeof *l->out_tail);
-    l->in_tail = calloc((size_t)n + 1, sizeof *l->in_tail);
-    l->as = calloc((size_t)n + 1, sizeof *l->as);
-    if (!l->nbr || !l->pidfd || !l->out_head || !l->out_tail ||
-        !l->in_tail || !l->as)
+    if (l->nb == NULL || l->pidfd == NULL)
         return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
     if (c->parent >= 0)
-        l->nbr[k++] = c->parent;
+        l->nb[k++].rank = c->parent;
     for (int i = 0; i < c->nchildren; i++)
-        l->nbr[k++] = c->children[i];
+        l->nb[k++].rank = c->children[i];
     l->nn = n;
     for (int r = 0; r < c->size; r++)
         l->pidfd[r] = -1;
@@ -1035,22 +1031,15 @@ shm_destroy(ccol_comm *c)
         return;
     depart(c, l);
     drop_name(l);
-    for (int i = 0; i < l->nn; i++)
-        ccol__shm_asm_reset(&l->as[i]);
+    for (int i = 0; l->nb != NULL && i < l->nn; i++)
+        ccol__shm_asm_reset(&l->nb[i].as);
     for (int r = 0; l->pidfd != NULL && r < c->size; r++)
         if (l->pidfd[r] >= 0)
             close(l->pidfd[r]);
     unmap(l);
-    free(l->nbr);
+    free(l->nb);
     free(l->pidfd);
-    free(l->out_head);
-    free(l->out_tail);
-    free(l->in_tail);
-    free(l->as);
-    free(l->missing);
-    free(l->blobs);
-    free(l->lens);
-    free(l->views);
+    free(l->views); /* and the other per-operation arrays of the slots */
     free(l);
     c->link = NULL;
 }
@@ -1066,14 +1055,7 @@ shm_run(ccol_comm *c, ccol__coll *op)
                             : ccol__tree_run(c, op);
 }
 
-static const ccol__link_ops shm_ops = {
-    .name = "shm",
-    .run = shm_run,
-    .send = shm_send,
-    .recv = shm_recv,
-    .destroy = shm_destroy,
-    .shutdown = shm_shutdown,
-};
+static const ccol__link_ops shm_ops = CCOL__LINK_OPS(shm, shm_run);
 
 ccol_status
 ccol__shm_attach(ccol_comm *c, const char *name)

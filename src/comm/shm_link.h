@@ -22,6 +22,16 @@ typedef struct ccol__rank_ctl {
     _Atomic uint32_t doorbell; /* futex word, bumped by producers */
 } ccol__rank_ctl;
 
+/* What this rank keeps per tree neighbour: the rings to and from it. */
+typedef struct ccol__shm_nbr {
+    int rank;          /* the neighbour */
+    uint64_t out_head; /* my producer counter of the ring to it */
+    uint64_t out_tail; /* its consumer counter as last read (a lower
+                          bound: reading it again costs a cache miss) */
+    uint64_t in_tail;  /* my consumer counter of the ring from it */
+    ccol__shm_asm as;  /* partial frame from it */
+} ccol__shm_nbr;
+
 /* This rank's view of the segment. */
 typedef struct ccol__shm_link {
     uint8_t *base;       /* the mapping */
@@ -39,20 +49,18 @@ typedef struct ccol__shm_link {
     bool progress;       /* a poll moved bytes: spin again */
     int gone;            /* the last peer found gone */
     int nn;              /* tree neighbours: parent first, then children */
-    int *nbr;            /* their ranks */
+    ccol__shm_nbr *nb;   /* their ring state */
     int *pidfd;          /* per rank, a pidfd of its process or -1 */
-    uint64_t *out_head;  /* my producer counter of the ring to each */
-    uint64_t *out_tail;  /* its consumer counter as last read (a lower
-                            bound: reading it again costs a cache miss) */
-    uint64_t *in_tail;   /* my consumer counter of the ring from each */
-    ccol__shm_asm *as;   /* partial frame from each */
     ccol__shm_slot *slots;      /* two per rank, or NULL above the
                                    tree threshold */
     ccol__shm_verdict *verdict; /* the fast path's failure report */
-    int *missing;                  /* slots: ranks not arrived yet */
-    const uint8_t **blobs;         /* slots: every rank's payload */
-    size_t *lens;                  /* and its length */
-    ccol__slot_view *views;        /* every rank's validated slot */
+    /* Per-operation arrays of the slots, one allocation owned by views:
+     * every rank's validated slot, its payload and length (for the
+     * finish functions), and the ranks not arrived yet. */
+    ccol__slot_view *views;
+    const uint8_t **blobs;
+    size_t *lens;
+    int *missing;
 } ccol__shm_link;
 
 /* A condition a waiter polls: > 0 done, 0 not yet, < 0 failed (c->err). */

@@ -532,14 +532,17 @@ scratch(ccol_comm *c, slot_op *so)
     slink *l = so->l;
     size_t n = (size_t)c->size;
 
-    if (l->missing == NULL) {
-        l->missing = calloc(n, sizeof *l->missing);
-        l->blobs = calloc(n, sizeof *l->blobs);
-        l->lens = calloc(n, sizeof *l->lens);
-        l->views = calloc(n, sizeof *l->views);
+    if (l->views == NULL) {
+        /* Largest alignment first: views, pointers, sizes, then ints. */
+        l->views = calloc(n, sizeof *l->views + sizeof *l->blobs +
+                                 sizeof *l->lens + sizeof *l->missing);
+        if (l->views == NULL)
+            return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY,
+                                "out of memory");
+        l->blobs = (const uint8_t **)(void *)(l->views + n);
+        l->lens = (size_t *)(void *)(l->blobs + n);
+        l->missing = (int *)(void *)(l->lens + n);
     }
-    if (!l->missing || !l->blobs || !l->lens || !l->views)
-        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
     so->missing = l->missing;
     so->views = l->views;
     return CCOL_OK;
@@ -576,11 +579,5 @@ ccol__shm_slot_run(ccol_comm *c, ccol__coll *op)
         return ccol__tree_exec(c, op); /* every rank saw the same flag */
     if (st == CCOL_OK)
         st = op->mode == CCOL__UP_JOIN ? finish_join(&so) : finish_concat(&so);
-    if (st != CCOL_OK) {
-        free(op->result);
-        op->result = NULL;
-        op->result_len = 0;
-        c->poisoned = true;
-    }
-    return st;
+    return ccol__coll_end(c, op, st);
 }

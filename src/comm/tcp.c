@@ -194,13 +194,7 @@ tcp_shutdown(ccol_comm *c)
             shutdown(t->fd[r], SHUT_RDWR);
 }
 
-static const ccol__link_ops tcp_ops = {
-    .name = "tcp",
-    .send = tcp_send,
-    .recv = tcp_recv,
-    .destroy = tcp_destroy,
-    .shutdown = tcp_shutdown,
-};
+static const ccol__link_ops tcp_ops = CCOL__LINK_OPS(tcp, NULL);
 
 ccol_status
 ccol__tcp_attach(ccol_comm *c, const char *addr, int port)

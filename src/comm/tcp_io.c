@@ -88,31 +88,44 @@ wait_fd(int fd, short events, int64_t deadline, int *err)
     }
 }
 
-ccol__tcp_io
-ccol__tcp_write(int fd, const void *p, size_t len, int64_t deadline, int *err)
+/* Moves bytes until *done == len, an error or the deadline: sends from p
+ * when `out`, else receives into it (the peer closing is CCOL__IO_EOF). */
+static ccol__tcp_io
+transfer(int fd, uint8_t *p, size_t len, bool out, int64_t deadline,
+         size_t *done, int *err)
 {
-    const uint8_t *b = p;
-    size_t done = 0;
-
-    while (done < len) {
-        ssize_t n = send(fd, b + done, len - done, MSG_NOSIGNAL);
+    while (*done < len) {
+        ssize_t n = out ? send(fd, p + *done, len - *done, MSG_NOSIGNAL)
+                        : recv(fd, p + *done, len - *done, 0);
         ccol__tcp_io io;
 
         if (n > 0) {
-            done += (size_t)n;
+            *done += (size_t)n;
             continue;
         }
+        if (n == 0 && !out)
+            return CCOL__IO_EOF;
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
             *err = errno;
             return CCOL__IO_ERR;
         }
-        io = wait_fd(fd, POLLOUT, deadline, err);
+        io = wait_fd(fd, out ? POLLOUT : POLLIN, deadline, err);
         if (io != CCOL__IO_OK)
             return io;
     }
     return CCOL__IO_OK;
+}
+
+ccol__tcp_io
+ccol__tcp_write(int fd, const void *p, size_t len, int64_t deadline, int *err)
+{
+    size_t done = 0;
+
+    /* transfer() only reads through the pointer when sending. */
+    return transfer(fd, (uint8_t *)(uintptr_t)p, len, true, deadline, &done,
+                    err);
 }
 
 /* Reads until *got == len, EOF, an error or the deadline. */
@@ -120,27 +133,7 @@ static ccol__tcp_io
 read_full(int fd, uint8_t *p, size_t len, int64_t deadline, size_t *got,
           int *err)
 {
-    while (*got < len) {
-        ssize_t n = recv(fd, p + *got, len - *got, 0);
-        ccol__tcp_io io;
-
-        if (n > 0) {
-            *got += (size_t)n;
-            continue;
-        }
-        if (n == 0)
-            return CCOL__IO_EOF;
-        if (errno == EINTR)
-            continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK) {
-            *err = errno;
-            return CCOL__IO_ERR;
-        }
-        io = wait_fd(fd, POLLIN, deadline, err);
-        if (io != CCOL__IO_OK)
-            return io;
-    }
-    return CCOL__IO_OK;
+    return transfer(fd, p, len, false, deadline, got, err);
 }
 
 /* Describes a failed read of `what` (got of len bytes). `started` says a

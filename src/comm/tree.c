@@ -623,6 +623,12 @@ ccol__tree_exec(ccol_comm *c, ccol__coll *op)
     if (c->nchildren > 0)
         send_down(&r, st == CCOL_OK);
     run_free(&r);
+    return ccol__coll_end(c, op, st);
+}
+
+ccol_status
+ccol__coll_end(ccol_comm *c, ccol__coll *op, ccol_status st)
+{
     if (st != CCOL_OK) {
         free(op->result);
         op->result = NULL;
