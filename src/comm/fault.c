@@ -51,6 +51,8 @@ struct ccol__fault {
 static const char *const kinds[] = { "drop",  "delay", "truncate", "corrupt",
                                      "close", "kill",  "stall" };
 
+/* Sets one key of a fault from its text; false for an unknown key or a
+ * bad value. */
 static bool
 set_field(struct ccol__fault *f, const char *key, const char *val)
 {
@@ -101,6 +103,8 @@ parse_one(char *text, struct ccol__fault *f)
     return have_kind && f->rank >= 0 && (f->op > 0) != (f->msg > 0);
 }
 
+/* Parses the whole spec at creation: a typo is an INVALID_ARG then,
+ * not a fault that silently never fires. */
 ccol_status
 ccol__fault_setup(ccol_comm *c, const char *spec)
 {
@@ -132,6 +136,7 @@ ccol__fault_setup(ccol_comm *c, const char *spec)
     return CCOL_OK;
 }
 
+/* Drops the parsed faults. */
 void
 ccol__fault_free(ccol_comm *c)
 {
@@ -140,6 +145,7 @@ ccol__fault_free(ccol_comm *c)
     c->nfaults = 0;
 }
 
+/* Sleeps through signals: a stall must last as long as asked. */
 static void
 sleep_ms(long ms)
 {
@@ -162,6 +168,9 @@ match(ccol_comm *c, bool by_op, uint64_t n)
     return NULL;
 }
 
+/* Operation faults fire as the operation starts, before any message:
+ * kill as a crash, stall as a hung rank, close as a rank whose
+ * connections break. */
 void
 ccol__fault_on_op(ccol_comm *c)
 {
@@ -234,6 +243,7 @@ match_message(ccol_comm *c)
     return f;
 }
 
+/* Every frame of every engine goes through here. */
 ccol_status
 ccol__fault_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
 {
@@ -247,6 +257,7 @@ ccol__fault_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
     return apply(c, f, peer, frame, len);
 }
 
+/* The slot counterpart of ccol__fault_send. */
 int
 ccol__fault_publish(ccol_comm *c)
 {

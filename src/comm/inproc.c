@@ -56,6 +56,7 @@ typedef struct ilink {
 static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static group *registry;
 
+/* Frees a group once its last rank left, with any frames still queued. */
 static void
 group_free(group *g)
 {
@@ -80,6 +81,8 @@ group_free(group *g)
     free(g);
 }
 
+/* A group for `size` ranks; condition variables on the monotonic clock,
+ * as deadlines are monotonic. */
 static group *
 group_new(const char *name, int size, uint64_t token)
 {
@@ -158,6 +161,7 @@ group_join(ccol_comm *c, const char *name, group **out)
     return st;
 }
 
+/* A monotonic deadline in nanoseconds as pthread_cond_timedwait wants it. */
 static void
 to_timespec(int64_t ns, struct timespec *ts)
 {
@@ -201,6 +205,9 @@ await_all(ccol_comm *c, group *g, int64_t deadline)
 
 static void inproc_destroy(ccol_comm *c);
 
+/* Queues a copy of the frame on the peer's inbox and signals it. The
+ * copy makes the frame the receiver's to decode and free, as if it came
+ * off a socket; a departed peer or a shut-down sender is an error. */
 static ccol_status
 inproc_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
 {
@@ -247,6 +254,7 @@ inproc_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
     return CCOL_OK;
 }
 
+/* Is rank r one of the peers a receiver waits for? */
 static bool
 wanted(const int *peers, int n, int r)
 {
@@ -275,6 +283,7 @@ dequeue(group *g, int me, const int *peers, int n)
     return NULL;
 }
 
+/* The first of `peers` that left, or -1. */
 static int
 departed_peer(const group *g, const int *peers, int n)
 {
@@ -351,6 +360,9 @@ spin(group *g, const ilink *l, int me, int64_t spin_end, int64_t deadline)
     return moved;
 }
 
+/* Waits for a frame from one of `peers`: queued frames first, then a
+ * spin on the inbox's event counter (without the lock), then the
+ * condition variable; a departed peer fails the wait at once, naming it. */
 static ccol_status
 inproc_recv(ccol_comm *c, const int *peers, int n, int64_t deadline,
             int *from, ccol__msg *msg)
@@ -415,6 +427,8 @@ inproc_shutdown(ccol_comm *c)
 
 static const ccol__link_ops inproc_ops = CCOL__LINK_OPS(inproc, NULL);
 
+/* Leaves the group: marks this rank departed (its peers' waits fail
+ * naming it), wakes everyone, and frees the group with its last rank. */
 static void
 inproc_destroy(ccol_comm *c)
 {
@@ -447,6 +461,8 @@ inproc_destroy(ccol_comm *c)
     c->link = NULL;
 }
 
+/* Joins the group `name` (created by the first rank to arrive) and
+ * waits until all ranks joined. */
 ccol_status
 ccol__inproc_attach(ccol_comm *c, const char *name)
 {

@@ -71,12 +71,14 @@ typedef ccol__shm_link slink;
 
 /* ---- layout ---- */
 
+/* The segment header, line 0. */
 static seg_hdr *
 hdr_of(const slink *l)
 {
     return (seg_hdr *)l->base;
 }
 
+/* Control lines follow the header, one per rank. */
 rank_ctl *
 ccol__shm_ctl(const slink *l, int r)
 {
@@ -111,6 +113,8 @@ ring_of(const slink *l, int size, int r, int dir)
     return (ccol__shm_ring *)(l->base + off);
 }
 
+/* The whole segment: header, control lines, verdict, slots and two
+ * rings per rank other than 0. */
 static size_t
 seg_bytes(const ccol_comm *c, uint32_t cap)
 {
@@ -131,6 +135,9 @@ locate(const ccol_comm *c, slink *l)
                    : NULL;
 }
 
+/* Segment names live in one flat namespace (/dev/shm): the user id keeps
+ * users apart, the job name is cleaned so it cannot name a path, and a
+ * hash keeps long names distinct after shortening. */
 void
 ccol__shm_path(const char *name, char *out, size_t outlen)
 {
@@ -154,6 +161,7 @@ ccol__shm_path(const char *name, char *out, size_t outlen)
 
 /* ---- the ring reader (also fuzzed) ---- */
 
+/* Frees a partial frame and starts the next from its header. */
 void
 ccol__shm_asm_reset(ccol__shm_asm *a)
 {
@@ -161,6 +169,7 @@ ccol__shm_asm_reset(ccol__shm_asm *a)
     memset(a, 0, sizeof *a);
 }
 
+/* Copies n bytes at ring position pos, wrapping at the capacity. */
 static void
 copy_out(const ccol__shm_ring *r, uint32_t cap, uint64_t pos, uint8_t *dst,
          size_t n)
@@ -195,6 +204,9 @@ take_header(ccol__shm_asm *a, size_t max_payload, ccol_status *st, char *why,
     return CCOL__SHM_PARTIAL;
 }
 
+/* Reads at most the bytes the producer published (its counter,
+ * acquired, orders its writes before our reads) and never more than one
+ * ring ahead of our counter: a larger gap is a corrupt or hostile peer. */
 ccol__shm_pump
 ccol__shm_ring_pump(ccol__shm_ring *r, uint32_t cap, uint64_t *tail,
                     size_t max_payload, ccol__shm_asm *a, ccol_status *st,
@@ -236,6 +248,7 @@ ccol__shm_ring_pump(ccol__shm_ring *r, uint32_t cap, uint64_t *tail,
 
 /* ---- waking and waiting ---- */
 
+/* glibc has no wrapper for futex(2). */
 static long
 futex(_Atomic uint32_t *addr, int op, uint32_t val,
       const struct timespec *ts)
@@ -243,6 +256,8 @@ futex(_Atomic uint32_t *addr, int op, uint32_t val,
     return syscall(SYS_futex, (void *)(uintptr_t)addr, op, val, ts, NULL, 0);
 }
 
+/* The fence pairs with the sleeper's between setting its flag and polling
+ * again: either the sleeper sees our news, or we see its flag and wake it. */
 void
 ccol__shm_bell(slink *l, int r)
 {
@@ -257,6 +272,7 @@ ccol__shm_bell(slink *l, int r)
 
 #define ring_bell ccol__shm_bell
 
+/* Index of a rank among this rank's tree neighbours, -1 if none. */
 static int
 nbr_index(const slink *l, int peer)
 {
@@ -309,6 +325,8 @@ peers_gone(ccol_comm *c, slink *l, const int *peers, int n, bool full)
 
 typedef ccol__shm_poll_fn poll_fn;
 
+/* Sleeps on the doorbell while it still holds v (a ring in between
+ * returns at once), at most LIVENESS_NS so the peers are checked again. */
 static void
 sleep_on_bell(rank_ctl *me, uint32_t v, int64_t until)
 {
@@ -333,6 +351,8 @@ typedef struct spin_state {
     unsigned it;        /* polls so far */
 } spin_state;
 
+/* Starts (or restarts, after progress) the spin budget, capped by the
+ * deadline. */
 static void
 spin_reset(const slink *l, spin_state *s, int64_t deadline)
 {
@@ -458,6 +478,7 @@ poll_space(ccol_comm *c, slink *l, void *arg)
     return w->head - tail < l->cap ? 1 : 0;
 }
 
+/* Copies n bytes to ring position pos, wrapping at the capacity. */
 static void
 copy_in(ccol__shm_ring *r, uint32_t cap, uint64_t pos, const uint8_t *src,
         size_t n)
@@ -471,6 +492,9 @@ copy_in(ccol__shm_ring *r, uint32_t cap, uint64_t pos, const uint8_t *src,
         memcpy(r->data, src + first, n - first);
 }
 
+/* Writes a frame into the ring to a neighbour, in pieces when it is
+ * larger than the free space, waiting for the consumer to make room; the
+ * counter is published after each piece and the consumer's bell rung. */
 static ccol_status
 shm_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
 {
@@ -584,6 +608,7 @@ poll_frame(ccol_comm *c, slink *l, void *arg)
     return 0;
 }
 
+/* Waits for one whole frame from any of `peers` (tree neighbours only). */
 static ccol_status
 shm_recv(ccol_comm *c, const int *peers, int n, int64_t deadline, int *from,
          ccol__msg *msg)
@@ -606,6 +631,7 @@ shm_recv(ccol_comm *c, const int *peers, int n, int64_t deadline, int *from,
 
 /* ---- joining ---- */
 
+/* Is process pid alive? A zombie counts as dead (its pidfd is readable). */
 static bool
 pid_alive(int pid)
 {
@@ -626,6 +652,7 @@ pid_alive(int pid)
     return alive;
 }
 
+/* Unmaps the segment, if mapped. */
 static void
 unmap(slink *l)
 {
@@ -833,6 +860,7 @@ seg_replaced(const slink *l)
     return other || !pid_alive(atomic_load(&hdr_of(l)->creator));
 }
 
+/* Sleeps ns nanoseconds (under a second): the join's polling interval. */
 static void
 nap(int64_t ns)
 {
@@ -1014,6 +1042,8 @@ drop_name(slink *l)
     close(fd);
 }
 
+/* Fault injection's close: departs as a crash would, keeping the mapping
+ * so later calls fail cleanly instead of faulting. */
 static void
 shm_shutdown(ccol_comm *c)
 {
@@ -1022,6 +1052,8 @@ shm_shutdown(ccol_comm *c)
     l->closed = true;
 }
 
+/* Leaves the job: departs (waking everyone who may wait for this rank),
+ * removes the name if rank 0 still owns it, frees everything. */
 static void
 shm_destroy(ccol_comm *c)
 {
@@ -1057,6 +1089,8 @@ shm_run(ccol_comm *c, ccol__coll *op)
 
 static const ccol__link_ops shm_ops = CCOL__LINK_OPS(shm, shm_run);
 
+/* Maps the job's segment and joins; rank 0 removes the name once
+ * everyone mapped it, so nothing can go stale from then on. */
 ccol_status
 ccol__shm_attach(ccol_comm *c, const char *name)
 {

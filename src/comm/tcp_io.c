@@ -30,6 +30,8 @@
 #define BACKOFF_MAX_NS  (200 * 1000000LL)
 #define CONNECT_STEP_NS (2000 * 1000000LL)
 
+/* A monotonic deadline `seconds` from now, clamped so a huge or bad
+ * timeout cannot overflow the clock arithmetic. */
 int64_t
 ccol__tcp_deadline(double seconds)
 {
@@ -40,6 +42,8 @@ ccol__tcp_deadline(double seconds)
     return ccol__now_ns() + (int64_t)(seconds * 1e9);
 }
 
+/* Milliseconds for poll(2), rounded up (so a wait never ends just before
+ * its deadline) and cut at the interrupt hook's next check. */
 int
 ccol__tcp_ms_left(int64_t deadline)
 {
@@ -51,6 +55,8 @@ ccol__tcp_ms_left(int64_t deadline)
     return left > INT_MAX ? INT_MAX : (int)left;
 }
 
+/* Every socket is non-blocking (all waits go through poll with a
+ * deadline) and closed on exec (a rank's children must not inherit it). */
 bool
 ccol__tcp_prepare(int fd)
 {
@@ -118,6 +124,7 @@ transfer(int fd, uint8_t *p, size_t len, bool out, int64_t deadline,
     return CCOL__IO_OK;
 }
 
+/* Writes a whole buffer, waiting for room until the deadline. */
 ccol__tcp_io
 ccol__tcp_write(int fd, const void *p, size_t len, int64_t deadline, int *err)
 {
@@ -192,6 +199,10 @@ read_payload(int fd, ccol__msg *m, int64_t deadline, char *why, size_t whylen)
     return io_why(io, err, got, m->h.len, "payload", true, why, whylen);
 }
 
+/* Reads one frame: the header (with `wait`, until the deadline; without,
+ * only when its first bytes are already there, a frame once begun being
+ * read to its end), then its payload within the deadline. A bad frame or
+ * a close says why in `why`. */
 ccol_status
 ccol__tcp_read_frame(int fd, size_t max_payload, int64_t deadline, bool wait,
                      ccol__msg *m, char *why, size_t whylen)
@@ -305,6 +316,8 @@ nap(int64_t ns, int64_t deadline)
         ;
 }
 
+/* Connects to host:port, retrying with backoff until the deadline: rank
+ * 0 may not be listening yet when the others start. */
 ccol_status
 ccol__tcp_connect(const char *host, int port, int64_t deadline, int *fd,
                   char *why, size_t whylen)
@@ -359,6 +372,8 @@ listen_on(const struct addrinfo *ai, int *err)
     return fd;
 }
 
+/* Listens on the first address of host that binds; port 0 picks a free
+ * port, reported in *bound_port. */
 ccol_status
 ccol__tcp_listen(const char *host, int port, int *fd, int *bound_port,
                  char *why, size_t whylen)
@@ -386,6 +401,8 @@ ccol__tcp_listen(const char *host, int port, int *fd, int *bound_port,
     return CCOL_OK;
 }
 
+/* The numeric address of a socket's local or peer end, for messages and
+ * for the addresses rank 0 hands out. */
 bool
 ccol__tcp_name(int fd, bool peer, char *ip, size_t iplen, int *port)
 {
@@ -407,6 +424,8 @@ ccol__tcp_name(int fd, bool peer, char *ip, size_t iplen, int *port)
     return true;
 }
 
+/* Sends one rendezvous frame. Only WELCOME carries the token digest:
+ * before authentication a peer's frames are judged by their MAC alone. */
 ccol__tcp_io
 ccol__tcp_send_frame(const ccol_comm *c, int fd, uint16_t kind, uint64_t arg,
                      const void *payload, size_t len, int64_t deadline,
