@@ -97,11 +97,11 @@ verdict_off(int size)
 }
 
 static size_t
-rings_off(int size, int threshold)
+rings_off(int size, bool slots)
 {
-    size_t slots = size <= threshold ? 2 * (size_t)size : 0;
+    size_t n = slots ? 2 * (size_t)size : 0;
     return verdict_off(size) + sizeof(ccol__shm_verdict) +
-           slots * sizeof(ccol__shm_slot);
+           n * sizeof(ccol__shm_slot);
 }
 
 /* Ring `dir` (0 up from r, 1 down to r) of rank r > 0. */
@@ -119,20 +119,32 @@ static size_t
 seg_bytes(const ccol_comm *c, uint32_t cap)
 {
     size_t stride = sizeof(ccol__shm_ring) + cap;
-    return rings_off(c->size, c->threshold) +
+    return rings_off(c->size, c->size <= c->threshold) +
            stride * (size_t)(2 * (c->size - 1));
 }
 
-/* Points the link at the verdict and slots of a mapped segment. */
+size_t
+ccol__shm_slots_bytes(int size)
+{
+    return rings_off(size, true);
+}
+
+void
+ccol__shm_locate(slink *l, uint8_t *base, int size, bool slots)
+{
+    l->base = base;
+    l->rings = rings_off(size, slots);
+    l->verdict = (ccol__shm_verdict *)(base + verdict_off(size));
+    l->slots = slots ? (ccol__shm_slot *)(base + verdict_off(size) +
+                                          sizeof(ccol__shm_verdict))
+                     : NULL;
+}
+
+/* Points the link at the verdict, slots and rings of a mapped segment. */
 static void
 locate(const ccol_comm *c, slink *l)
 {
-    l->rings = rings_off(c->size, c->threshold);
-    l->verdict = (ccol__shm_verdict *)(l->base + verdict_off(c->size));
-    l->slots = c->size <= c->threshold
-                   ? (ccol__shm_slot *)(l->base + verdict_off(c->size) +
-                                        sizeof(ccol__shm_verdict))
-                   : NULL;
+    ccol__shm_locate(l, l->base, c->size, c->size <= c->threshold);
 }
 
 /* Segment names live in one flat namespace (/dev/shm): the user id keeps
@@ -1013,11 +1025,17 @@ depart(ccol_comm *c, slink *l)
 {
     if (l->base == NULL || !l->claimed)
         return;
-    atomic_store_explicit(&ctl_of(l, c->rank)->state, CCOL__RANK_DEPARTED,
+    ccol__shm_depart(l, c->rank, c->size);
+}
+
+void
+ccol__shm_depart(slink *l, int me, int size)
+{
+    atomic_store_explicit(&ctl_of(l, me)->state, CCOL__RANK_DEPARTED,
                           memory_order_release);
-    for (int r = 0; r < c->size; r++) {
+    for (int r = 0; r < size; r++) {
         rank_ctl *k = ctl_of(l, r);
-        if (r == c->rank || (l->slots == NULL && nbr_index(l, r) < 0))
+        if (r == me || (l->slots == NULL && nbr_index(l, r) < 0))
             continue;
         atomic_fetch_add(&k->doorbell, 1);
         futex(&k->doorbell, FUTEX_WAKE, INT_MAX, NULL);
@@ -1083,7 +1101,7 @@ shm_run(ccol_comm *c, ccol__coll *op)
 {
     slink *l = c->link;
 
-    return l->slots != NULL ? ccol__shm_slot_run(c, op)
+    return l->slots != NULL ? ccol__shm_slot_run(c, l, op)
                             : ccol__tree_run(c, op);
 }
 

@@ -128,8 +128,4 @@ void ccol__shm_slot_label(const ccol__shm_slot *s,
  * becomes PEER, the text is bounded and control characters replaced. */
 void ccol__shm_verdict_read(const ccol__shm_verdict *v, ccol__err *err);
 
-/* Runs one collective of a job within the tree threshold: slots first,
- * the tree engine over the rings when a contribution is over a slot. */
-ccol_status ccol__shm_slot_run(ccol_comm *c, ccol__coll *op);
-
 #endif /* CCOL_SHM_H */

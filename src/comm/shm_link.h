@@ -66,6 +66,19 @@ typedef struct ccol__shm_link {
 /* A condition a waiter polls: > 0 done, 0 not yet, < 0 failed (c->err). */
 typedef int (*ccol__shm_poll_fn)(ccol_comm *c, ccol__shm_link *l, void *arg);
 
+/* Bytes of a segment up to its rings: header, control lines, verdict and
+ * slots (what the inproc transport allocates to run the slots). */
+size_t ccol__shm_slots_bytes(int size);
+/* Points l at memory laid out as a segment of `size` ranks: its control
+ * lines, verdict, slots (when `slots`) and rings. */
+void ccol__shm_locate(ccol__shm_link *l, uint8_t *base, int size,
+                      bool slots);
+/* Marks rank `me` departed and wakes every rank that may wait for it. */
+void ccol__shm_depart(ccol__shm_link *l, int me, int size);
+/* Runs one collective through the slots of l (see shm.h). */
+ccol_status ccol__shm_slot_run(ccol_comm *c, ccol__shm_link *l,
+                               ccol__coll *op);
+
 /* Rank r's control line. */
 ccol__rank_ctl *ccol__shm_ctl(const ccol__shm_link *l, int r);
 /* Tells rank r there is news for it; a system call only if it sleeps. */

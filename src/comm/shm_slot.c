@@ -548,8 +548,10 @@ scratch(ccol_comm *c, slot_op *so)
     return CCOL_OK;
 }
 
+/* Slots first, then the tree engine (over the transport's frames) when a
+ * contribution is over a slot. */
 ccol_status
-ccol__shm_slot_run(ccol_comm *c, ccol__coll *op)
+ccol__shm_slot_run(ccol_comm *c, slink *l, ccol__coll *op)
 {
     slot_op so;
     ccol_status st;
@@ -561,7 +563,7 @@ ccol__shm_slot_run(ccol_comm *c, ccol__coll *op)
     ccol__fault_on_op(c);
     memset(&so, 0, sizeof so);
     so.c = c;
-    so.l = c->link;
+    so.l = l;
     so.op = op;
     so.seq = c->seq;
     so.b = (int)(c->seq & 1);
