@@ -490,7 +490,11 @@ finish_allgatherv(ccol_comm *c, void *ud, const uint8_t *const *blobs,
                   const size_t *lens, uint8_t **out, size_t *out_len)
 {
     ccol__buf b = { 0 };
+    size_t total = 4 + 8 * (size_t)c->size;
     (void)ud;
+    for (int r = 0; r < c->size; r++)
+        total += lens[r];
+    ccol__buf_reserve(&b, total); /* one allocation, no regrowth */
     ccol__buf_u32(&b, (uint32_t)c->size);
     for (int r = 0; r < c->size; r++)
         ccol__buf_u64(&b, lens[r]);

@@ -314,13 +314,22 @@ peers_gone(ccol_comm *c, slink *l, const int *peers, int n, bool full)
     for (int k = 0; k < n; k++) {
         rank_ctl *ctl = ctl_of(l, peers[k]);
         int pid = atomic_load_explicit(&ctl->pid, memory_order_relaxed);
+        uint32_t state = atomic_load_explicit(&ctl->state,
+                                              memory_order_acquire);
 
         l->gone = peers[k];
-        if (atomic_load_explicit(&ctl->state, memory_order_acquire) ==
-            CCOL__RANK_DEPARTED) {
+        if (state == CCOL__RANK_DEPARTED) {
             ccol__seterr(&c->err, CCOL_ERR_PEER,
                          "rank %d left (destroyed its communicator or shut "
                          "down) while this rank waited for it",
+                         peers[k]);
+            return 1;
+        }
+        if (state == CCOL__RANK_FAILED) {
+            ccol__seterr(&c->err, CCOL_ERR_PEER,
+                         "rank %d stopped after a failure of its own (its "
+                         "communicator is poisoned) while this rank waited "
+                         "for it",
                          peers[k]);
             return 1;
         }
@@ -1028,11 +1037,11 @@ depart(ccol_comm *c, slink *l)
     ccol__shm_depart(l, c->rank, c->size);
 }
 
-void
-ccol__shm_depart(slink *l, int me, int size)
+/* Sets this rank's state and wakes every rank that may wait for it. */
+static void
+mark(slink *l, int me, int size, uint32_t state)
 {
-    atomic_store_explicit(&ctl_of(l, me)->state, CCOL__RANK_DEPARTED,
-                          memory_order_release);
+    atomic_store_explicit(&ctl_of(l, me)->state, state, memory_order_release);
     for (int r = 0; r < size; r++) {
         rank_ctl *k = ctl_of(l, r);
         if (r == me || (l->slots == NULL && nbr_index(l, r) < 0))
@@ -1040,6 +1049,19 @@ ccol__shm_depart(slink *l, int me, int size)
         atomic_fetch_add(&k->doorbell, 1);
         futex(&k->doorbell, FUTEX_WAKE, INT_MAX, NULL);
     }
+}
+
+void
+ccol__shm_depart(slink *l, int me, int size)
+{
+    mark(l, me, size, CCOL__RANK_DEPARTED);
+}
+
+void
+ccol__shm_fail_rank(slink *l, int me, int size)
+{
+    if (atomic_load(&ctl_of(l, me)->state) == CCOL__RANK_JOINED)
+        mark(l, me, size, CCOL__RANK_FAILED);
 }
 
 /* Rank 0 removes the name if it is still the segment it created. */

@@ -74,23 +74,20 @@ void ccol__shm_path(const char *name, char *out, size_t outlen);
  * is written last (a compare-and-swap) and says which operation the slot
  * holds; a rank that gives up on a missing one swaps in s | TOMB instead,
  * so "arrived in time" and "declared missing" exclude each other and every
- * rank sees the same outcome. `ack` is the second word of join_reduce
- * (each rank's combine succeeded, s, or failed, s | FAIL).
+ * rank sees the same outcome.
  */
 #define CCOL__SLOT_CAP 1024            /* payload bytes a slot carries */
-#define CCOL__SLOT_TOMB (1ull << 63)   /* seq/ack: declared missing */
-#define CCOL__SLOT_FAIL (1ull << 62)   /* ack: the combine failed there */
+#define CCOL__SLOT_TOMB (1ull << 63)   /* seq: declared missing */
 #define CCOL__SLOT_BIG 1u              /* flags: over the slot, use rings */
 
 typedef struct ccol__shm_slot {
     _Atomic uint64_t seq; /* operation held, or seq | TOMB */
-    _Atomic uint64_t ack; /* join_reduce: seq, seq | FAIL or seq | TOMB */
     uint64_t arg;         /* operation fingerprint */
     int64_t started;      /* writer's wall clock at operation start (ns) */
     uint16_t op;          /* CCOL__OP_* */
     uint16_t flags;       /* CCOL__SLOT_BIG */
     uint32_t len;         /* payload bytes (the real size when BIG) */
-    char pad0[CCOL__SHM_LINE - 36];
+    char pad0[CCOL__SHM_LINE - 28];
     char label[CCOL__SHM_LINE]; /* writer's label, read only for messages */
     uint8_t data[CCOL__SLOT_CAP];
 } ccol__shm_slot;

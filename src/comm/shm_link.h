@@ -11,7 +11,13 @@
 #include <sys/types.h>
 
 /* States of a rank's control line. */
-enum { CCOL__RANK_FREE = 0, CCOL__RANK_JOINED = 1, CCOL__RANK_DEPARTED = 2 };
+enum {
+    CCOL__RANK_FREE = 0,
+    CCOL__RANK_JOINED = 1,
+    CCOL__RANK_DEPARTED = 2, /* destroyed its communicator, or shut down */
+    CCOL__RANK_FAILED = 3    /* poisoned by a failure of its own: it will
+                                not take part in any operation again */
+};
 
 /* One control line per rank, written by its owner (the doorbell by
  * everyone who has news for it). */
@@ -75,6 +81,8 @@ void ccol__shm_locate(ccol__shm_link *l, uint8_t *base, int size,
                       bool slots);
 /* Marks rank `me` departed and wakes every rank that may wait for it. */
 void ccol__shm_depart(ccol__shm_link *l, int me, int size);
+/* Marks rank `me` failed (see CCOL__RANK_FAILED) and wakes everyone. */
+void ccol__shm_fail_rank(ccol__shm_link *l, int me, int size);
 /* Runs one collective through the slots of l (see shm.h). */
 ccol_status ccol__shm_slot_run(ccol_comm *c, ccol__shm_link *l,
                                ccol__coll *op);

@@ -14,20 +14,22 @@
  * rank reads alike: a malformed slot (PEER), ranks in different operations
  * (DIVERGED, always phrased against rank 0), a contribution over a slot
  * (every rank then runs the tree engine over the rings for this same
- * operation). What is not deterministic is agreed through the slots' words:
+ * operation). join_reduce's combine is pure (include/ccol.h), so every
+ * rank folding the same slots in the same order gets the same bytes or the
+ * same failure. What is not deterministic, a missing rank, is agreed
+ * through the slots' `seq` words: a rank that gives up (deadline, a dead or
+ * departed process) swaps a tombstone (seq | TOMB) into the word of every
+ * rank still missing. A rank publishes with a compare-and-swap too, so for
+ * each slot exactly one of "arrived in time" and "declared missing" wins,
+ * and a rank that completed the operation saw every slot arrive, which no
+ * one can then have declared missing. The declaring rank writes the one
+ * failure report, the verdict; every rank that meets a tombstone reads it.
  *
- *  - a rank that gives up on missing ranks (deadline, a dead or departed
- *    process) swaps a tombstone (seq | TOMB) into their words. A rank
- *    publishes with a compare-and-swap too, so for each slot exactly one
- *    of "arrived" and "declared missing" wins, and a rank that completed
- *    the operation saw every slot arrive, which no one can then have
- *    declared missing. The declaring rank writes the one failure report,
- *    the verdict; every rank that meets a tombstone reads it.
- *  - join_reduce's combine is the caller's code and may fail on one rank
- *    only (out of memory, state that differs between ranks): after folding,
- *    each rank publishes a second word, `ack` (seq, or seq | FAIL after
- *    writing the verdict), and waits for everyone's. The builtin reductions
- *    cannot fail that way and return after one hop.
+ * A failure of this rank's own after the slots arrived (out of memory, an
+ * interrupt, a combine that is not pure) stays its own, as a non-root's
+ * failure to decode the star's result does; the rank then marks its control
+ * line failed, so the others' next operation fails at once naming it
+ * instead of waiting for it until the deadline.
  *
  * A slot of operation s is rewritten at s + 2 only: a rank gets there after
  * finishing s + 1, which needs every rank's slot of s + 1, which a rank
@@ -124,10 +126,9 @@ typedef struct slot_op {
     int64_t started_wall;  /* our wall clock at start */
     int64_t started_mono;  /* our monotonic clock at start */
     int64_t deadline;      /* when missing ranks fail it */
-    int word;              /* waiting on: 0 the seq words, 1 the acks */
-    int *missing;          /* ranks whose word is not there yet */
+    int *missing;          /* ranks whose slot is not there yet */
     int nmissing;
-    bool failed;           /* met a tombstone or a failed ack */
+    bool failed;           /* met a tombstone */
     bool earlier;          /* the deadline moved earlier: wait again */
     ccol__slot_view *views; /* every rank's validated slot */
     char what[160];        /* "label (barrier #3)", see what_of() */
@@ -137,12 +138,6 @@ static ccol__shm_slot *
 slot_of(const slink *l, int r, int b)
 {
     return &l->slots[2 * (size_t)r + (size_t)b];
-}
-
-static _Atomic uint64_t *
-word_of(ccol__shm_slot *s, int word)
-{
-    return word == 0 ? &s->seq : &s->ack;
 }
 
 static const char *
@@ -206,19 +201,20 @@ give_verdict(slot_op *so)
     return so->c->err.code;
 }
 
-/* Swaps `val` into this rank's word; a tombstone already there means the
- * others declared this rank missing: their verdict is ours. */
+/* Swaps the sequence number into this rank's `seq`; a tombstone already
+ * there means the others declared this rank missing: their verdict is
+ * ours. */
 static ccol_status
-set_word(slot_op *so, int word, uint64_t val)
+set_seq(slot_op *so)
 {
-    _Atomic uint64_t *w = word_of(slot_of(so->l, so->c->rank, so->b), word);
+    _Atomic uint64_t *w = &slot_of(so->l, so->c->rank, so->b)->seq;
     uint64_t old = atomic_load_explicit(w, memory_order_relaxed);
 
     do {
         if (old == (so->seq | CCOL__SLOT_TOMB))
             return take_verdict(so);
     } while (!atomic_compare_exchange_weak_explicit(
-        w, &old, val, memory_order_acq_rel, memory_order_relaxed));
+        w, &old, so->seq, memory_order_acq_rel, memory_order_relaxed));
     wake_all(so);
     return CCOL_OK;
 }
@@ -252,7 +248,7 @@ publish(slot_op *so)
     c->sent += offsetof(ccol__shm_slot, data) + (big ? 0 : so->op->len);
     if (fault == CCOL__FAULT_DROP)
         return CCOL_OK; /* never published: the others will miss it */
-    return set_word(so, 0, so->seq);
+    return set_seq(so);
 }
 
 /* An earlier start elsewhere moves the deadline to T after it, but no
@@ -274,10 +270,21 @@ adjust_deadline(slot_op *so, int64_t started)
     }
 }
 
-/* Polls the missing ranks' words: done when all arrived, a tombstone or
- * failed ack shows up, or the deadline moved (the wait starts again). */
+/* Starts pulling an arrived slot's payload lines into this core's cache
+ * while the other slots are awaited: each is a cross-core transfer. */
+static void
+prefetch(const ccol__shm_slot *s)
+{
+    uint32_t len = s->len < CCOL__SLOT_CAP ? s->len : CCOL__SLOT_CAP;
+
+    for (uint32_t off = 0; off < len; off += CCOL__SHM_LINE)
+        __builtin_prefetch(s->data + off);
+}
+
+/* Polls the missing ranks' slots: done when all arrived, a tombstone
+ * shows up, or the deadline moved (the wait starts again). */
 static int
-poll_words(ccol_comm *c, slink *l, void *arg)
+poll_slots(ccol_comm *c, slink *l, void *arg)
 {
     slot_op *so = arg;
     int k = 0;
@@ -286,16 +293,14 @@ poll_words(ccol_comm *c, slink *l, void *arg)
     for (int i = 0; i < so->nmissing; i++) {
         int r = so->missing[i];
         ccol__shm_slot *s = slot_of(l, r, so->b);
-        uint64_t v = atomic_load_explicit(word_of(s, so->word),
-                                          memory_order_acquire);
+        uint64_t v = atomic_load_explicit(&s->seq, memory_order_acquire);
         if (v == so->seq) {
             l->progress = true;
-            if (so->word == 0)
-                adjust_deadline(so, s->started);
+            adjust_deadline(so, s->started);
+            prefetch(s);
             continue;
         }
-        if (v == (so->seq | CCOL__SLOT_TOMB) ||
-            v == (so->seq | CCOL__SLOT_FAIL)) {
+        if (v == (so->seq | CCOL__SLOT_TOMB)) {
             so->failed = true;
             return 1;
         }
@@ -357,13 +362,12 @@ declare_missing(slot_op *so, ccol_status st)
 
     for (int i = 0; i < so->nmissing; i++) {
         int r = so->missing[i];
-        _Atomic uint64_t *w = word_of(slot_of(so->l, r, so->b), so->word);
+        _Atomic uint64_t *w = &slot_of(so->l, r, so->b)->seq;
         uint64_t old = atomic_load_explicit(w, memory_order_acquire);
         for (;;) {
             if (old == so->seq)
                 break; /* arrived after all */
-            if (old == (so->seq | CCOL__SLOT_TOMB) ||
-                old == (so->seq | CCOL__SLOT_FAIL)) {
+            if (old == (so->seq | CCOL__SLOT_TOMB)) {
                 so->failed = true;
                 break;
             }
@@ -386,14 +390,13 @@ declare_missing(slot_op *so, ccol_status st)
     return give_verdict(so);
 }
 
-/* Waits until every rank's `word` holds this operation; failures are
+/* Waits until every rank's slot holds this operation; failures are
  * agreed through tombstones and the verdict. */
 static ccol_status
-wait_words(slot_op *so, int word)
+wait_slots(slot_op *so)
 {
     ccol_status st;
 
-    so->word = word;
     so->failed = false;
     so->nmissing = so->c->size;
     for (int r = 0; r < so->c->size; r++)
@@ -401,7 +404,7 @@ wait_words(slot_op *so, int word)
     do {
         so->earlier = false;
         st = ccol__shm_wait(so->c, so->l, so->missing, &so->nmissing,
-                            so->deadline, poll_words, so);
+                            so->deadline, poll_slots, so);
     } while (st == CCOL_OK && so->earlier && so->nmissing > 0 &&
              !so->failed);
     if (st == CCOL_OK && !so->failed)
@@ -456,8 +459,10 @@ check_slots(slot_op *so, bool *big)
     return CCOL_OK;
 }
 
-/* Folds every rank's contribution in rank order with the caller's
- * combine (what rank 0 of the star does). */
+/* join_reduce: folds every rank's contribution in rank order with the
+ * caller's combine, as rank 0 of the star does. The combine is pure, so a
+ * failure here is every rank's, with this same message (which therefore
+ * names no rank of its own). */
 static ccol_status
 fold_slots(slot_op *so)
 {
@@ -480,34 +485,14 @@ fold_slots(slot_op *so)
                                              ? st
                                              : CCOL_ERR_PEER,
                                 "%s: combining the contribution of rank %d "
-                                "failed on rank %d (%s)",
-                                what_of(so), r, c->rank,
-                                ccol_status_name(st));
+                                "failed (%s)",
+                                what_of(so), r, ccol_status_name(st));
         acc = next;
         alen = nlen;
     }
     so->op->result = acc;
     so->op->result_len = alen;
     return CCOL_OK;
-}
-
-/* join_reduce: folds, then agrees that every rank's combine succeeded. */
-static ccol_status
-finish_join(slot_op *so)
-{
-    ccol_status st = fold_slots(so), agreed;
-
-    so->deadline = ccol__now_ns() + (int64_t)(so->c->timeout_s * 1e9);
-    if (st != CCOL_OK) {
-        give_verdict(so);
-        if (set_word(so, 1, so->seq | CCOL__SLOT_FAIL) == CCOL_OK)
-            take_verdict(so);
-        return so->c->err.code;
-    }
-    agreed = set_word(so, 1, so->seq);
-    if (agreed == CCOL_OK)
-        agreed = wait_words(so, 1);
-    return agreed;
 }
 
 /* The builtin operations: the same finish rank 0 of the star runs. */
@@ -574,12 +559,14 @@ ccol__shm_slot_run(ccol_comm *c, slink *l, ccol__coll *op)
     if (st == CCOL_OK)
         st = publish(&so);
     if (st == CCOL_OK)
-        st = wait_words(&so, 0);
+        st = wait_slots(&so);
     if (st == CCOL_OK)
         st = check_slots(&so, &big);
     if (st == CCOL_OK && big)
         return ccol__tree_exec(c, op); /* every rank saw the same flag */
     if (st == CCOL_OK)
-        st = op->mode == CCOL__UP_JOIN ? finish_join(&so) : finish_concat(&so);
+        st = op->mode == CCOL__UP_JOIN ? fold_slots(&so) : finish_concat(&so);
+    if (st != CCOL_OK)
+        ccol__shm_fail_rank(l, c->rank, c->size);
     return ccol__coll_end(c, op, st);
 }

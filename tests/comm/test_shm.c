@@ -9,7 +9,8 @@
  * slots: their reader on hand-made slots and verdicts, small operations in
  * the slots and large ones handed to the rings, and failures every rank
  * agrees on (ranks in different operations, a killed rank, a stalled one,
- * a combine failing on one rank only, a rank arriving at the deadline).
+ * a combine failing, a rank arriving at the deadline), and a combine that
+ * fails on one rank only, which the others' next operation names.
  */
 #include "harness.h"
 
@@ -653,13 +654,15 @@ stalled_body(ccol_comm *c, int rank, void *arg)
     note(arg, rank, ccol_barrier(c), c, t0);
 }
 
-/* A combine that fails on rank 1 only (its state differs). */
+/* Concatenates; fails on the byte 'b' (a pure combine: every rank fails
+ * alike), or on the rank whose ud says 1 (not pure: one rank only). */
 static ccol_status
 picky_combine(void *ud, const void *a, size_t alen, const void *b,
               size_t blen, void **out, size_t *out_len)
 {
     uint8_t *o;
-    if (*(const int *)ud == 1)
+    if (*(const int *)ud == 1 || (*(const int *)ud == -1 && blen > 0 &&
+                                  ((const char *)b)[0] == 'b'))
         return CCOL_ERR_INVALID_ARG;
     o = malloc(alen + blen + 1);
     if (o == NULL)
@@ -671,8 +674,9 @@ picky_combine(void *ud, const void *a, size_t alen, const void *b,
     return CCOL_OK;
 }
 
+/* A pure combine failing: every rank, one message. */
 static void
-picky_body(ccol_comm *c, int rank, void *arg)
+pure_fail_body(ccol_comm *c, int rank, void *arg)
 {
     void *out = NULL;
     size_t n = 0;
@@ -684,9 +688,33 @@ picky_body(ccol_comm *c, int rank, void *arg)
     CHECK(n == (size_t)ccol_comm_size(c) && memcmp(out, "abc", n) == 0);
     ccol_free(out);
     out = NULL;
-    note(arg, rank, ccol_join_reduce(c, 7, &mine, 1, picky_combine, &rank,
-                                     &out, &n), c, t0);
+    note(arg, rank, ccol_join_reduce(c, 7, &mine, 1, picky_combine,
+                                     &(int){ -1 }, &out, &n), c, t0);
     CHECK(out == NULL); /* no result on any rank */
+}
+
+/* A combine that is not pure fails on rank 1 only: rank 1's operation
+ * fails, and the others' next one fails at once naming it. */
+static void
+impure_fail_body(ccol_comm *c, int rank, void *arg)
+{
+    void *out = NULL;
+    size_t n = 0;
+    char mine = (char)('a' + rank);
+    ccol_status st = ccol_join_reduce(c, 7, &mine, 1, picky_combine, &rank,
+                                      &out, &n);
+    double t0 = ccol_test_now();
+
+    ccol_free(out);
+    if (rank == 1) {
+        CHECK_STATUS(st, CCOL_ERR_PEER);
+        CHECK_CONTAINS(ccol_comm_errmsg(c), "combining the contribution of "
+                       "rank 1 failed (INVALID_ARG)");
+        usleep(1000 * 1000); /* the others fail before this rank leaves */
+        return;
+    }
+    CHECK_OK(st, c);
+    note(arg, rank, ccol_barrier(c), c, t0);
 }
 
 CCOL_TEST(slot_failures_are_agreed)
@@ -706,10 +734,17 @@ CCOL_TEST(slot_failures_are_agreed)
                   "step 2 (barrier #2) timed out after 1 s; missing rank: 1 "
                   "(last seen in step 1 (barrier #1))");
     CHECK(o->took[0] < 1.0 + 1.0);
-    o = run_verdicts(3, 5, 0, picky_body);
+    o = run_verdicts(3, 5, 0, pure_fail_body);
     expect_agreed(o, 3, -1, CCOL_ERR_PEER,
-                  "combining the contribution of rank 1 failed on rank 1 "
-                  "(INVALID_ARG)");
+                  "join_reduce #2: combining the contribution of rank 1 "
+                  "failed (INVALID_ARG)");
+    o = run_verdicts(3, 5, 0, impure_fail_body);
+    for (int r = 0; r < 3; r += 2) {
+        CHECK_STATUS((ccol_status)o->status[r], CCOL_ERR_PEER);
+        CHECK_CONTAINS(o->msg[r], "rank 1 stopped after a failure of its "
+                       "own");
+        CHECK(o->took[r] < 0.8);
+    }
 }
 
 /* Rank 2 arrives around the deadline: whether it made it or not, every
