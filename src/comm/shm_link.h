@@ -26,6 +26,8 @@ typedef struct ccol__rank_ctl {
     _Atomic int32_t pid;       /* owner's pid once joined */
     _Atomic uint32_t sleeping; /* owner sleeps (or is about to) */
     _Atomic uint32_t doorbell; /* futex word, bumped by producers */
+    _Atomic int32_t cpu;       /* processor + 1 the owner last waited on,
+                                  0 before its first wait */
 } ccol__rank_ctl;
 
 /* What this rank keeps per tree neighbour: the rings to and from it. */
