@@ -390,6 +390,16 @@ declare_missing(slot_op *so, ccol_status st)
     return give_verdict(so);
 }
 
+/* Is rank r among the ranks not arrived yet? */
+static bool
+still_missing(const slot_op *so, int r)
+{
+    for (int i = 0; i < so->nmissing; i++)
+        if (so->missing[i] == r)
+            return true;
+    return false;
+}
+
 /* Waits until every rank's slot holds this operation; failures are
  * agreed through tombstones and the verdict. */
 static ccol_status
@@ -401,12 +411,18 @@ wait_slots(slot_op *so)
     so->nmissing = so->c->size;
     for (int r = 0; r < so->c->size; r++)
         so->missing[r] = r;
-    do {
+    for (;;) {
         so->earlier = false;
         st = ccol__shm_wait(so->c, so->l, so->missing, &so->nmissing,
                             so->deadline, poll_slots, so);
-    } while (st == CCOL_OK && so->earlier && so->nmissing > 0 &&
-             !so->failed);
+        if (st == CCOL_OK && so->earlier && so->nmissing > 0 && !so->failed)
+            continue; /* the same wait with the earlier deadline */
+        if (st == CCOL_ERR_PEER && !still_missing(so, so->l->gone)) {
+            ccol__clrerr(&so->c->err); /* it published before it went */
+            continue;
+        }
+        break;
+    }
     if (st == CCOL_OK && !so->failed)
         return CCOL_OK;
     if (st == CCOL_OK)
@@ -468,16 +484,20 @@ fold_slots(slot_op *so)
 {
     ccol_comm *c = so->c;
     const ccol__slot_view *v = so->views;
-    uint8_t *acc = malloc(v[0].len + 1);
+    uint8_t *acc = NULL;
     size_t alen = v[0].len;
 
-    if (acc == NULL)
+    /* Rank 0's slot is the first operand as it is: the combine only reads
+     * its inputs, so only a single rank's result needs a copy. */
+    if (c->size == 1 && (acc = malloc(alen + 1)) == NULL)
         return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
-    memcpy(acc, v[0].data, alen);
+    if (c->size == 1)
+        memcpy(acc, v[0].data, alen);
     for (int r = 1; r < c->size; r++) {
         void *next = NULL;
         size_t nlen = 0;
-        ccol_status st = so->op->combine(so->op->combine_ud, acc, alen,
+        ccol_status st = so->op->combine(so->op->combine_ud,
+                                         r == 1 ? v[0].data : acc, alen,
                                          v[r].data, v[r].len, &next, &nlen);
         free(acc);
         if (st != CCOL_OK)
