@@ -121,9 +121,14 @@ max_combine(void *ud, const void *a, size_t alen, const void *b,
     (void)ud;
     if (r == NULL)
         return CCOL_ERR_NO_MEMORY;
-    /* The common part without branches (the compiler vectorises it, as
-     * MPI's MAX is), then the longer blob's tail. */
-    for (size_t i = 0; i < m; i++)
+    /* The common part in blocks of 16 bytes without branches (so that
+     * the compiler vectorises it at -O2, as MPI's MAX is), the rest byte
+     * by byte, then the longer blob's tail. */
+    size_t i = 0;
+    for (; i + 16 <= m; i += 16)
+        for (size_t k = 0; k < 16; k++)
+            r[i + k] = pa[i + k] > pb[i + k] ? pa[i + k] : pb[i + k];
+    for (; i < m; i++)
         r[i] = pa[i] > pb[i] ? pa[i] : pb[i];
     if (n > m)
         memcpy(r + m, alen > blen ? pa + m : pb + m, n - m);
