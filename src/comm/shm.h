@@ -87,10 +87,16 @@ typedef struct ccol__shm_slot {
     uint16_t op;          /* CCOL__OP_* */
     uint16_t flags;       /* CCOL__SLOT_BIG */
     uint32_t len;         /* payload bytes (the real size when BIG) */
-    char pad0[CCOL__SHM_LINE - 28];
+    char pad0[CCOL__SHM_LINE - 32];
     char label[CCOL__SHM_LINE]; /* writer's label, read only for messages */
     uint8_t data[CCOL__SLOT_CAP];
 } ccol__shm_slot;
+
+/* Every slot starts a cache line, its header, label and payload too. */
+_Static_assert(sizeof(ccol__shm_slot) ==
+                   2 * CCOL__SHM_LINE + CCOL__SLOT_CAP &&
+               CCOL__SLOT_CAP % CCOL__SHM_LINE == 0,
+               "a slot is whole cache lines");
 
 /* The one failure report of a job's fast path: the first rank to declare
  * a rank missing (or a combine failed) writes it; everyone reads it. */
@@ -102,6 +108,9 @@ typedef struct ccol__shm_verdict {
     char pad0[CCOL__SHM_LINE - 16];
     char msg[CCOL__ERRMSG_MAX];
 } ccol__shm_verdict;
+
+_Static_assert(sizeof(ccol__shm_verdict) % CCOL__SHM_LINE == 0,
+               "the verdict is whole cache lines");
 
 /* A validated copy of a slot's header; data points into the slot. */
 typedef struct ccol__slot_view {
