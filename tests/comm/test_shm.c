@@ -12,7 +12,7 @@
  * a combine failing, a rank arriving at the deadline), and a combine that
  * fails on one rank only, which the others' next operation names.
  */
-#include "harness.h"
+#include "outcome.h"
 
 #include "comm/shm.h"
 
@@ -572,19 +572,8 @@ CCOL_TEST(slots_carry_small_operations_and_hand_large_ones_over)
     }
 }
 
-typedef struct verdicts {
-    int status[8];
-    char msg[8][1024];
-    double took[8];
-} verdicts;
-
-static void
-note(verdicts *o, int rank, ccol_status st, ccol_comm *c, double t0)
-{
-    o->status[rank] = st;
-    snprintf(o->msg[rank], sizeof o->msg[rank], "%s", ccol_comm_errmsg(c));
-    o->took[rank] = ccol_test_now() - t0;
-}
+typedef ccol_outcome verdicts;
+#define note ccol_outcome_note
 
 static verdicts *
 run_verdicts(int size, double timeout_s, unsigned may_die, ccol_rank_fn fn)
