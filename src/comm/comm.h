@@ -12,6 +12,10 @@
  *              contributions travel up a tree to rank 0 (a star for small
  *              sizes, a k-ary tree above a threshold), rank 0 computes the
  *              result, and the result or an error travels down to everyone;
+ *   shm_slot.c over shm and inproc within the tree threshold, the one-hop
+ *              path instead: every rank publishes its contribution in a
+ *              slot and computes the result from all slots itself (large
+ *              contributions still take tree.c);
  *   comm.c     the public operations, creation, poisoning, error messages.
  */
 #ifndef CCOL_COMM_H

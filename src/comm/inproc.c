@@ -12,6 +12,12 @@
  * (CCOL_SPIN_US): a receiver first polls its inbox's event counter without
  * the lock for the spin budget, then sleeps on its condition variable, so
  * threads that arrive close together hand frames over without a wake-up.
+ *
+ * Within the tree threshold the operations take the one-hop slots of the
+ * shm transport instead (shm_slot.c): the group lays out control lines,
+ * verdict and slots as a segment in private memory, and each rank has its
+ * own view of it. The inboxes then carry only the frames of contributions
+ * over a slot.
  */
 #include "shm_link.h"
 

@@ -10,12 +10,17 @@
  *                     ring capacity, tree shape, job token digest, pid of
  *                     rank 0
  *   lines 1..size     one control line per rank: state (free, joined,
- *                     departed), pid, a sleeping flag and a doorbell word
+ *                     departed, failed), pid, a sleeping flag, a doorbell
+ *                     word and the processor it last waited on
+ *   verdict           the slots' one failure report (shm_slot.c)
+ *   slots             two per rank within the tree threshold (shm_slot.c)
  *   rings             two per rank r > 0: r -> parent ("up") and
  *                     parent -> r ("down"), see shm.h
  *
- * Frames are those of every other transport; the tree engine (tree.c)
- * runs the collectives. Waiting is spin-then-block: a waiter polls its
+ * Within the tree threshold operations run through the slots
+ * (shm_slot.c); the rings carry the frames of every other transport for
+ * the tree engine (tree.c), which runs larger jobs and contributions over
+ * a slot. Waiting is spin-then-block: a waiter polls its
  * rings for a short budget (CCOL_SPIN_US, default 100 us; pausing between
  * polls for the first 5 us, then calling sched_yield, from the start when
  * there are more ranks than processors),
