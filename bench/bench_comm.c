@@ -115,17 +115,23 @@ max_combine(void *ud, const void *a, size_t alen, const void *b,
             size_t blen, void **out, size_t *out_len)
 {
     const uint8_t *pa = a, *pb = b;
-    size_t n = alen > blen ? alen : blen;
+    size_t n = alen > blen ? alen : blen, m = alen < blen ? alen : blen;
     uint8_t *r = malloc(n > 0 ? n : 1);
 
     (void)ud;
     if (r == NULL)
         return CCOL_ERR_NO_MEMORY;
-    for (size_t i = 0; i < n; i++) {
-        uint8_t x = i < alen ? pa[i] : 0, y = i < blen ? pb[i] : 0;
-
-        r[i] = x > y ? x : y;
-    }
+    /* The common part in blocks of 16 bytes without branches (so that
+     * the compiler vectorises it at -O2, as MPI's MAX is), the rest byte
+     * by byte, then the longer blob's tail. */
+    size_t i = 0;
+    for (; i + 16 <= m; i += 16)
+        for (size_t k = 0; k < 16; k++)
+            r[i + k] = pa[i + k] > pb[i + k] ? pa[i + k] : pb[i + k];
+    for (; i < m; i++)
+        r[i] = pa[i] > pb[i] ? pa[i] : pb[i];
+    if (n > m)
+        memcpy(r + m, alen > blen ? pa + m : pb + m, n - m);
     *out = r;
     *out_len = n;
     return CCOL_OK;

@@ -16,6 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
+/* A one-rank communicator with every default: creation fills in the rest
+ * and, on any failure, returns it poisoned so the caller can read why. */
 static ccol_comm *
 comm_alloc(void)
 {
@@ -31,6 +33,9 @@ comm_alloc(void)
     return c;
 }
 
+/* Records the failure and poisons: every later operation fails at once
+ * with this status (check_usable) instead of waiting on ranks that have
+ * already given up. */
 ccol_status
 ccol__comm_fail(ccol_comm *c, ccol_status st, const char *fmt, ...)
 {
@@ -42,6 +47,9 @@ ccol__comm_fail(ccol_comm *c, ccol_status st, const char *fmt, ...)
     return st;
 }
 
+/* The spin-then-block policy's budget. Yielding instead of pausing when
+ * ranks outnumber processors: a spinning rank would otherwise hold the core
+ * the rank it waits for needs. */
 ccol_status
 ccol__spin_setup(ccol_comm *c, int64_t *spin_ns, bool *yield)
 {
@@ -60,6 +68,24 @@ ccol__spin_setup(ccol_comm *c, int64_t *spin_ns, bool *yield)
                             v);
     *spin_ns = (int64_t)us * 1000;
     return CCOL_OK;
+}
+
+/* One wording for every transport's join timeout, so a launcher's log
+ * looks the same whichever transport the ranks used. */
+ccol_status
+ccol__join_timeout(ccol_comm *c, const char *where,
+                   bool (*absent)(const void *ud, int r), const void *ud)
+{
+    ccol__buf b = { 0 };
+
+    for (int r = 0, n = 0; r < c->size; r++)
+        if (absent(ud, r))
+            ccol__buf_printf(&b, "%s%d", n++ ? ", " : "", r);
+    ccol__seterr(&c->err, CCOL_ERR_TIMEOUT,
+                 "%s: ranks did not join within %.3g s; missing: %s", where,
+                 c->timeout_s, b.p ? (char *)b.p : "?");
+    ccol__buf_free(&b);
+    return CCOL_ERR_TIMEOUT;
 }
 
 /* Checks params against their documented ranges. */
@@ -118,6 +144,8 @@ set_token(ccol_comm *c, const char *token)
     return CCOL_OK;
 }
 
+/* Copies the optional params that passed check_params; fields whose mask
+ * bit is clear keep comm_alloc's defaults. */
 static void
 apply_params(ccol_comm *c, const ccol_comm_params *p)
 {
@@ -197,6 +225,9 @@ attach(ccol_comm *c, const ccol_comm_params *p)
     return ccol__tcp_attach(c, addr, p->port);
 }
 
+/* Creation order: check params (nothing allocated yet), token digest,
+ * per-rank bookkeeping, injected faults, tree shape, then the transport's
+ * join, the only step that waits for other ranks (and may be interrupted). */
 ccol_status
 ccol_comm_create(const ccol_comm_params *params, ccol_comm **out)
 {
@@ -240,6 +271,8 @@ ccol_comm_create(const ccol_comm_params *params, ccol_comm **out)
     return st;
 }
 
+/* The caller's oob table must be complete: a missing function would
+ * only show up as a crash in the middle of a collective. */
 static ccol_status
 check_oob(ccol_comm *c, const ccol_oob *oob)
 {
@@ -255,6 +288,9 @@ check_oob(ccol_comm *c, const ccol_oob *oob)
     return CCOL_OK;
 }
 
+/* An oob communicator is a one-rank shell (only the params that make
+ * sense without a transport are kept) whose rank, size and links are then
+ * taken from the caller's table. */
 ccol_status
 ccol_comm_create_oob(const ccol_oob *oob, const ccol_comm_params *params,
                      ccol_comm **out)
@@ -292,6 +328,8 @@ ccol_comm_create_oob(const ccol_oob *oob, const ccol_comm_params *params,
     return st;
 }
 
+/* The transport goes first: it tells the other ranks this one left
+ * (a departure flag, a closed socket) before the memory goes. */
 void
 ccol_comm_destroy(ccol_comm *c)
 {
@@ -342,6 +380,8 @@ ccol_comm_timeout(const ccol_comm *c)
     return c ? c->timeout_s : CCOL__DEFAULT_TIMEOUT;
 }
 
+/* A new deadline applies from the next operation on; the range is the
+ * one ccol_comm_create accepts. */
 ccol_status
 ccol_comm_set_timeout(ccol_comm *c, double seconds)
 {
@@ -354,6 +394,8 @@ ccol_comm_set_timeout(ccol_comm *c, double seconds)
     return CCOL_OK;
 }
 
+/* The label travels with every frame and slot (at most 43 bytes), so it
+ * is truncated here, once, rather than at every send. */
 void
 ccol_comm_set_label(ccol_comm *c, const char *label)
 {
@@ -398,6 +440,9 @@ check_usable(ccol_comm *c)
     return c->err.code != CCOL_OK ? c->err.code : CCOL_ERR_CLOSED;
 }
 
+/* Every public operation ends here: fail fast when poisoned, bound the
+ * contribution, run the transport's engine with the interrupt hook
+ * installed, and turn a wait the hook stopped into INTERRUPTED. */
 static ccol_status
 run_op(ccol_comm *c, ccol__coll *op)
 {
@@ -438,12 +483,18 @@ ccol_comm_set_interrupt(ccol_comm *c, ccol_interrupt_fn fn, void *ud)
 
 /* ---- allgatherv: result = u32 count, u64 lens[count], data ---- */
 
+/* The result every rank decodes: the rank count, each rank's length,
+ * then the contributions back to back in rank order. */
 static ccol_status
 finish_allgatherv(ccol_comm *c, void *ud, const uint8_t *const *blobs,
                   const size_t *lens, uint8_t **out, size_t *out_len)
 {
     ccol__buf b = { 0 };
+    size_t total = 4 + 8 * (size_t)c->size;
     (void)ud;
+    for (int r = 0; r < c->size; r++)
+        total += lens[r];
+    ccol__buf_reserve(&b, total); /* one allocation, no regrowth */
     ccol__buf_u32(&b, (uint32_t)c->size);
     for (int r = 0; r < c->size; r++)
         ccol__buf_u64(&b, lens[r]);
@@ -457,6 +508,8 @@ finish_allgatherv(ccol_comm *c, void *ud, const uint8_t *const *blobs,
     return CCOL_OK;
 }
 
+/* Checks the result before trusting any length in it: it may have come
+ * through another process (the star's rank 0). */
 static ccol_status
 decode_allgatherv(ccol_comm *c, const uint8_t *p, size_t len, void **out,
                   size_t *lens)
@@ -490,6 +543,8 @@ decode_allgatherv(ccol_comm *c, const uint8_t *p, size_t len, void **out,
     return CCOL_OK;
 }
 
+/* Ranks may contribute different lengths, so they are not part of the
+ * fingerprint; everything else is checked by the engine. */
 ccol_status
 ccol_allgatherv(ccol_comm *c, const void *data, size_t len, void **out,
                 size_t *lens)
@@ -511,6 +566,8 @@ ccol_allgatherv(ccol_comm *c, const void *data, size_t len, void **out,
 
 /* ---- bcast ---- */
 
+/* The root's contribution is the result; every other rank contributed
+ * nothing. */
 static ccol_status
 finish_bcast(ccol_comm *c, void *ud, const uint8_t *const *blobs,
              const size_t *lens, uint8_t **out, size_t *out_len)
@@ -528,6 +585,7 @@ finish_bcast(ccol_comm *c, void *ud, const uint8_t *const *blobs,
     return CCOL_OK;
 }
 
+/* The root is the fingerprint: ranks naming different roots diverge. */
 ccol_status
 ccol_bcast(ccol_comm *c, int root, const void *data, size_t len, void **out,
            size_t *out_len)
@@ -570,6 +628,8 @@ typedef struct reduce_args {
     size_t n;
 } reduce_args;
 
+/* Integer reductions; sums wrap (computed unsigned) rather than being
+ * undefined on overflow. */
 static int64_t
 reduce_i64(ccol_op op, int64_t a, int64_t b)
 {
@@ -583,6 +643,8 @@ reduce_i64(ccol_op op, int64_t a, int64_t b)
     return a;
 }
 
+/* Double reductions. min and max skip a NaN accumulator, so one NaN does
+ * not hide the other ranks' values. */
 static double
 reduce_f64(ccol_op op, double a, double b)
 {
@@ -596,12 +658,38 @@ reduce_f64(ccol_op op, double a, double b)
     return a;
 }
 
+/* Values travel as little-endian 64-bit words. On a little-endian host
+ * that is a plain copy, which the compiler turns into one load or store:
+ * these run once per value per rank, where ccol__ld64's byte loop (a call
+ * each) cost more than the hop itself for a few dozen values. */
+static inline uint64_t
+ld_word(const uint8_t *p)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+#else
+    return ccol__ld64(p);
+#endif
+}
+
+static inline void
+st_word(uint8_t *p, uint64_t v)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(p, &v, 8);
+#else
+    ccol__st64(p, v);
+#endif
+}
+
 /* Applies one rank's blob to the accumulator `acc`. */
 static void
 fold_blob(const reduce_args *a, uint8_t *acc, const uint8_t *blob)
 {
     for (size_t i = 0; i < a->n; i++) {
-        uint64_t x = ccol__ld64(acc + 8 * i), y = ccol__ld64(blob + 8 * i);
+        uint64_t x = ld_word(acc + 8 * i), y = ld_word(blob + 8 * i);
         if (a->is_f64) {
             double dx, dy, dr;
             memcpy(&dx, &x, 8);
@@ -611,10 +699,12 @@ fold_blob(const reduce_args *a, uint8_t *acc, const uint8_t *blob)
         } else {
             x = (uint64_t)reduce_i64(a->op, (int64_t)x, (int64_t)y);
         }
-        ccol__st64(acc + 8 * i, x);
+        st_word(acc + 8 * i, x);
     }
 }
 
+/* Reduces in rank order from rank 0's values, so double sums are
+ * bit-identical on every rank and in every run. */
 static ccol_status
 finish_reduce(ccol_comm *c, void *ud, const uint8_t *const *blobs,
               const size_t *lens, uint8_t **out, size_t *out_len)
@@ -652,6 +742,8 @@ allreduce_max(const ccol_comm *c)
     return per > 8 ? (per - 8) / 8 : 0;
 }
 
+/* Values travel as little-endian 64-bit words; the fingerprint holds the
+ * operation and the count, so ranks disagreeing on either diverge by name. */
 static ccol_status
 allreduce(ccol_comm *c, void *values, size_t n, ccol_op op, bool is_f64)
 {
@@ -682,7 +774,7 @@ allreduce(ccol_comm *c, void *values, size_t n, ccol_op op, bool is_f64)
     if (buf == NULL)
         return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
     for (size_t i = 0; i < n; i++)
-        ccol__st64(buf + 8 * i, ((const uint64_t *)values)[i]);
+        st_word(buf + 8 * i, ((const uint64_t *)values)[i]);
     co.arg = ((uint64_t)op << 48) | (uint64_t)n;
     co.data = buf;
     co.len = n * 8;
@@ -693,7 +785,7 @@ allreduce(ccol_comm *c, void *values, size_t n, ccol_op op, bool is_f64)
                              "allreduce result has %zu bytes, expected %zu",
                              co.result_len, n * 8);
     for (size_t i = 0; st == CCOL_OK && i < n; i++)
-        ((uint64_t *)values)[i] = ccol__ld64(co.result + 8 * i);
+        ((uint64_t *)values)[i] = ld_word(co.result + 8 * i);
     free(co.result);
     return st;
 }
@@ -713,6 +805,8 @@ ccol_allreduce_f64(ccol_comm *c, double *values, size_t n, ccol_op op)
 
 /* ---- join-reduce and barrier ---- */
 
+/* The key is the fingerprint; the combine runs in rank order (on rank 0
+ * of the star, or on every rank of the shm slots). */
 ccol_status
 ccol_join_reduce(ccol_comm *c, uint64_t key, const void *data, size_t len,
                  ccol_combine_fn combine, void *ud, void **out,
@@ -736,6 +830,7 @@ ccol_join_reduce(ccol_comm *c, uint64_t key, const void *data, size_t len,
     return st;
 }
 
+/* A barrier carries nothing: a rank that sent bytes is misbehaving. */
 static ccol_status
 finish_barrier(ccol_comm *c, void *ud, const uint8_t *const *blobs,
                const size_t *lens, uint8_t **out, size_t *out_len)
@@ -751,6 +846,8 @@ finish_barrier(ccol_comm *c, void *ud, const uint8_t *const *blobs,
     return CCOL_OK;
 }
 
+/* An operation like the others, with an empty contribution: its
+ * completion is the barrier. */
 ccol_status
 ccol_barrier(ccol_comm *c)
 {

@@ -12,6 +12,10 @@
  *              contributions travel up a tree to rank 0 (a star for small
  *              sizes, a k-ary tree above a threshold), rank 0 computes the
  *              result, and the result or an error travels down to everyone;
+ *   shm_slot.c over shm and inproc within the tree threshold, the one-hop
+ *              path instead: every rank publishes its contribution in a
+ *              slot and computes the result from all slots itself (large
+ *              contributions still take tree.c);
  *   comm.c     the public operations, creation, poisoning, error messages.
  */
 #ifndef CCOL_COMM_H
@@ -153,6 +157,15 @@ struct ccol__link_ops {
     void (*shutdown)(ccol_comm *c);
 };
 
+/* The table of a transport whose functions are <p>_send, <p>_recv,
+ * <p>_destroy and <p>_shutdown; run_fn runs whole collectives, or NULL
+ * leaves them to the tree engine. */
+#define CCOL__LINK_OPS(p, run_fn)                                          \
+    {                                                                      \
+        .name = #p, .run = (run_fn), .send = p##_send, .recv = p##_recv,   \
+        .destroy = p##_destroy, .shutdown = p##_shutdown                   \
+    }
+
 /* frame.c */
 void ccol__hdr_init(const ccol_comm *c, ccol__hdr *h, uint16_t kind,
                     uint16_t op, uint64_t arg, int64_t started);
@@ -201,8 +214,16 @@ struct ccol__coll {
     size_t result_len;        /* OUT */
 };
 
-/* Runs one collective. On failure c is poisoned and c->err says why. */
+/* Runs one collective: a new sequence number, the operation's injected
+ * faults, then ccol__tree_exec. On failure c is poisoned and c->err says
+ * why. */
 ccol_status ccol__tree_run(ccol_comm *c, ccol__coll *op);
+/* Runs one collective at the current sequence number (the shm slots
+ * hand their large operations over to it). */
+ccol_status ccol__tree_exec(ccol_comm *c, ccol__coll *op);
+/* Ends a collective with status st: on failure drops the result and
+ * poisons the communicator. Returns st. */
+ccol_status ccol__coll_end(ccol_comm *c, ccol__coll *op, ccol_status st);
 /* Computes parent and children of c->rank for the current size, threshold
  * and fanout. */
 ccol_status ccol__tree_setup(ccol_comm *c);
@@ -225,6 +246,12 @@ ccol_status ccol__tree_setup(ccol_comm *c);
 #endif
 ccol_status ccol__spin_setup(ccol_comm *c, int64_t *spin_ns, bool *yield);
 
+/* A join that missed its deadline: TIMEOUT "<where>: ranks did not join
+ * within T s; missing: 1, 3", naming the ranks for which `absent` holds. */
+ccol_status ccol__join_timeout(ccol_comm *c, const char *where,
+                               bool (*absent)(const void *ud, int r),
+                               const void *ud);
+
 /* Poisons the communicator with a message. Returns st. */
 ccol_status ccol__comm_fail(ccol_comm *c, ccol_status st, const char *fmt,
                             ...) CCOL__PRINTF(3, 4);
@@ -237,6 +264,12 @@ void ccol__fault_on_op(ccol_comm *c);
  * corrupt faults that match this message. */
 ccol_status ccol__fault_send(ccol_comm *c, int peer, const uint8_t *frame,
                              size_t len);
+/* The same per-frame faults for a publication that is not a frame (a
+ * shm slot): counts it as a message, sleeps for a delay, and returns the
+ * fault to apply (CCOL__FAULT_NONE, _DROP, _TRUNCATE or _CORRUPT). */
+enum { CCOL__FAULT_NONE, CCOL__FAULT_DROP, CCOL__FAULT_TRUNCATE,
+       CCOL__FAULT_CORRUPT };
+int ccol__fault_publish(ccol_comm *c);
 void ccol__fault_free(ccol_comm *c);
 
 /* Transports. */

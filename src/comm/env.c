@@ -212,6 +212,8 @@ fail_env(const ccol__err *err, ccol_comm **out)
     return err->code;
 }
 
+/* Environment first, then the caller's overrides on top: a field set
+ * in the overrides always wins over what the launcher exported. */
 ccol_status
 ccol_comm_create_env(const ccol_comm_params *overrides, ccol_comm **out)
 {

@@ -14,6 +14,11 @@
  * drop, delay, truncate and corrupt act on one frame; close shuts every
  * connection as a crash would; kill ends the process with SIGKILL; stall
  * sleeps past the deadline. Each fault fires once.
+ *
+ * A shm slot (the one-hop path of small operations) counts as one message:
+ * a dropped one is never published, a delayed one later, a truncated one
+ * is replaced by a shutdown (the rank leaves without publishing), a
+ * corrupt one carries a length no slot can hold.
  */
 #include "comm.h"
 
@@ -46,6 +51,8 @@ struct ccol__fault {
 static const char *const kinds[] = { "drop",  "delay", "truncate", "corrupt",
                                      "close", "kill",  "stall" };
 
+/* Sets one key of a fault from its text; false for an unknown key or a
+ * bad value. */
 static bool
 set_field(struct ccol__fault *f, const char *key, const char *val)
 {
@@ -96,6 +103,8 @@ parse_one(char *text, struct ccol__fault *f)
     return have_kind && f->rank >= 0 && (f->op > 0) != (f->msg > 0);
 }
 
+/* Parses the whole spec at creation: a typo is an INVALID_ARG then,
+ * not a fault that silently never fires. */
 ccol_status
 ccol__fault_setup(ccol_comm *c, const char *spec)
 {
@@ -127,6 +136,7 @@ ccol__fault_setup(ccol_comm *c, const char *spec)
     return CCOL_OK;
 }
 
+/* Drops the parsed faults. */
 void
 ccol__fault_free(ccol_comm *c)
 {
@@ -135,6 +145,7 @@ ccol__fault_free(ccol_comm *c)
     c->nfaults = 0;
 }
 
+/* Sleeps through signals: a stall must last as long as asked. */
 static void
 sleep_ms(long ms)
 {
@@ -157,6 +168,9 @@ match(ccol_comm *c, bool by_op, uint64_t n)
     return NULL;
 }
 
+/* Operation faults fire as the operation starts, before any message:
+ * kill as a crash, stall as a hung rank, close as a rank whose
+ * connections break. */
 void
 ccol__fault_on_op(ccol_comm *c)
 {
@@ -210,8 +224,10 @@ apply(ccol_comm *c, struct ccol__fault *f, int peer, const uint8_t *frame,
     }
 }
 
-ccol_status
-ccol__fault_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
+/* Counts one more message and finds the per-message fault that matches
+ * it (by message number, else by operation), or NULL. */
+static struct ccol__fault *
+match_message(ccol_comm *c)
 {
     struct ccol__fault *f = NULL;
 
@@ -223,9 +239,45 @@ ccol__fault_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
     }
     if (f == NULL || f->kind == F_KILL || f->kind == F_STALL ||
         f->kind == F_CLOSE)
+        return NULL; /* operation faults fire in ccol__fault_on_op */
+    return f;
+}
+
+/* Every frame of every engine goes through here. */
+ccol_status
+ccol__fault_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
+{
+    struct ccol__fault *f = match_message(c);
+
+    if (f == NULL)
         return c->ops->send(c, peer, frame, len);
     ccol__log(CCOL_LOG_WARN, "comm", "rank %d/%d: injected fault: %s of "
               "frame %llu to rank %d", c->rank, c->size, kinds[f->kind],
               (unsigned long long)c->nsent, peer);
     return apply(c, f, peer, frame, len);
+}
+
+/* The slot counterpart of ccol__fault_send. */
+int
+ccol__fault_publish(ccol_comm *c)
+{
+    struct ccol__fault *f = match_message(c);
+
+    if (f == NULL)
+        return CCOL__FAULT_NONE;
+    f->fired = true;
+    ccol__log(CCOL_LOG_WARN, "comm", "rank %d/%d: injected fault: %s of "
+              "message %llu (a shm slot)", c->rank, c->size, kinds[f->kind],
+              (unsigned long long)c->nsent);
+    switch (f->kind) {
+    case F_DROP:
+        return CCOL__FAULT_DROP;
+    case F_DELAY:
+        sleep_ms(f->ms >= 0 ? f->ms : 200);
+        return CCOL__FAULT_NONE;
+    case F_TRUNCATE:
+        return CCOL__FAULT_TRUNCATE;
+    default:
+        return CCOL__FAULT_CORRUPT;
+    }
 }

@@ -12,6 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Fills a header from the communicator's current state: the sequence
+ * number and label are those of the operation in progress, so every frame
+ * says which operation it belongs to and what the caller called it. */
 void
 ccol__hdr_init(const ccol_comm *c, ccol__hdr *h, uint16_t kind, uint16_t op,
                uint64_t arg, int64_t started)
@@ -30,6 +33,9 @@ ccol__hdr_init(const ccol_comm *c, ccol__hdr *h, uint16_t kind, uint16_t op,
     h->label[sizeof h->label - 1] = '\0';
 }
 
+/* Header and payload in one buffer, so a transport writes a frame with
+ * one call. The payload checksum is computed here once; the header
+ * checksum covers bytes 0-107, the label included. */
 uint8_t *
 ccol__frame_encode(ccol__hdr *h, const void *payload, size_t len,
                    size_t *frame_len)
@@ -65,6 +71,10 @@ ccol__frame_encode(ccol__hdr *h, const void *payload, size_t len,
     return f;
 }
 
+/* Checks in the order that keeps a hostile sender cheap to refuse: magic
+ * and header checksum (is this a frame at all), version (a clear VERSION
+ * error rather than garbage), then the payload bound, before the caller
+ * allocates anything for the payload. */
 ccol_status
 ccol__hdr_decode(const uint8_t *b, size_t max_payload, ccol__hdr *h,
                  char *why, size_t whylen)
@@ -113,6 +123,9 @@ ccol__hdr_decode(const uint8_t *b, size_t max_payload, ccol__hdr *h,
     return CCOL_OK;
 }
 
+/* The checks that need the communicator: a frame of another job (token,
+ * communicator id), a sender lying about its rank, a payload damaged on
+ * the way. Each names the rank the frame came from. */
 ccol_status
 ccol__frame_check(ccol_comm *c, int from, const ccol__msg *m)
 {
@@ -139,6 +152,7 @@ ccol__frame_check(ccol_comm *c, int from, const ccol__msg *m)
     return CCOL_OK;
 }
 
+/* Names as the public API spells them, for messages. */
 const char *
 ccol__op_name(uint16_t op)
 {
@@ -183,6 +197,8 @@ op_describe(uint16_t op, uint64_t arg, uint64_t seq, char *out,
     }
 }
 
+/* The caller's label leads (it says what the operation was for), the
+ * operation follows in parentheses; without a label, the operation alone. */
 void
 ccol__op_describe_labeled(uint16_t op, uint64_t arg, uint64_t seq,
                           const char *label, char *out, size_t outlen)

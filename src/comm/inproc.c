@@ -12,8 +12,14 @@
  * (CCOL_SPIN_US): a receiver first polls its inbox's event counter without
  * the lock for the spin budget, then sleeps on its condition variable, so
  * threads that arrive close together hand frames over without a wake-up.
+ *
+ * Within the tree threshold the operations take the one-hop slots of the
+ * shm transport instead (shm_slot.c): the group lays out control lines,
+ * verdict and slots as a segment in private memory, and each rank has its
+ * own view of it. The inboxes then carry only the frames of contributions
+ * over a slot.
  */
-#include "comm.h"
+#include "shm_link.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -23,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct qframe {
     struct qframe *next;
@@ -45,17 +52,24 @@ typedef struct group {
     _Atomic unsigned *events; /* per rank: bumped on news for it (a frame,
                                  a departure), polled while spinning */
     pthread_mutex_t mu;
+    int threshold;          /* tree shape of the first joiner, which */
+    int fanout;             /* every rank must share */
+    uint8_t *seg;           /* within the threshold: control lines,
+                               verdict and slots laid out as a shm
+                               segment (shm_slot.c runs the operations) */
 } group;
 
 typedef struct ilink {
     group *g;
     int64_t spin_ns;  /* spin budget of a wait */
     bool yield;       /* threads outnumber processors */
+    ccol__shm_link sl; /* this rank's view of g->seg */
 } ilink;
 
 static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static group *registry;
 
+/* Frees a group once its last rank left, with any frames still queued. */
 static void
 group_free(group *g)
 {
@@ -77,19 +91,34 @@ group_free(group *g)
     free(g->cv);
     free((void *)(uintptr_t)g->events);
     free(g->name);
+    free(g->seg);
     free(g);
 }
 
+/* A group for `size` ranks; condition variables on the monotonic clock,
+ * as deadlines are monotonic. */
 static group *
-group_new(const char *name, int size, uint64_t token)
+group_new(const ccol_comm *c, const char *name)
 {
     group *g = calloc(1, sizeof *g);
     pthread_condattr_t ca;
+    int size = c->size;
 
     if (g == NULL)
         return NULL;
     g->size = size;
-    g->token = token;
+    g->token = c->token;
+    g->threshold = c->threshold;
+    g->fanout = c->fanout;
+    if (size <= c->threshold) {
+        size_t bytes = ccol__shm_slots_bytes(size);
+        g->seg = aligned_alloc(CCOL__SHM_LINE, bytes);
+        if (g->seg == NULL) {
+            free(g);
+            return NULL;
+        }
+        memset(g->seg, 0, bytes);
+    }
     g->name = ccol__strdup(name);
     g->present = calloc((size_t)size, sizeof *g->present);
     g->departed = calloc((size_t)size, sizeof *g->departed);
@@ -123,7 +152,7 @@ group_join(ccol_comm *c, const char *name, group **out)
         if (strcmp(g->name, name) == 0)
             break;
     if (g == NULL) {
-        g = group_new(name, c->size, c->token);
+        g = group_new(c, name);
         if (g == NULL) {
             pthread_mutex_unlock(&registry_mu);
             return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
@@ -141,6 +170,13 @@ group_join(ccol_comm *c, const char *name, group **out)
         st = ccol__seterr(&c->err, CCOL_ERR_PEER,
                           "inproc group '%s': rank %d presented a different "
                           "job token", name, c->rank);
+    else if (g->threshold != c->threshold || g->fanout != c->fanout)
+        st = ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
+                          "inproc group '%s': rank %d uses tree threshold "
+                          "%d and fanout %d, the group was created with %d "
+                          "and %d",
+                          name, c->rank, c->threshold, c->fanout,
+                          g->threshold, g->fanout);
     else if (g->present[c->rank] || g->departed[c->rank])
         st = ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
                           "inproc group '%s': rank %d joined twice "
@@ -158,6 +194,7 @@ group_join(ccol_comm *c, const char *name, group **out)
     return st;
 }
 
+/* A monotonic deadline in nanoseconds as pthread_cond_timedwait wants it. */
 static void
 to_timespec(int64_t ns, struct timespec *ts)
 {
@@ -177,22 +214,23 @@ wait_turn(group *g, int rank, int64_t deadline)
     return ccol__past(deadline);
 }
 
+/* A rank that neither joined nor left yet. */
+static bool
+absent(const void *ud, int r)
+{
+    const group *g = ud;
+    return !g->present[r] && !g->departed[r];
+}
+
 /* Waits (mutex held) until every rank joined or the deadline passed. */
 static ccol_status
 await_all(ccol_comm *c, group *g, int64_t deadline)
 {
     while (g->joined < g->size) {
         if (wait_turn(g, c->rank, deadline) && g->joined < g->size) {
-            ccol__buf b = { 0 };
-            for (int r = 0, n = 0; r < g->size; r++)
-                if (!g->present[r] && !g->departed[r])
-                    ccol__buf_printf(&b, "%s%d", n++ ? ", " : "", r);
-            ccol__seterr(&c->err, CCOL_ERR_TIMEOUT,
-                         "inproc group '%s': ranks did not join within "
-                         "%.3g s; missing: %s",
-                         g->name, c->timeout_s, b.p ? (char *)b.p : "?");
-            ccol__buf_free(&b);
-            return CCOL_ERR_TIMEOUT;
+            char where[160];
+            snprintf(where, sizeof where, "inproc group '%s'", g->name);
+            return ccol__join_timeout(c, where, absent, g);
         }
     }
     return CCOL_OK;
@@ -200,6 +238,9 @@ await_all(ccol_comm *c, group *g, int64_t deadline)
 
 static void inproc_destroy(ccol_comm *c);
 
+/* Queues a copy of the frame on the peer's inbox and signals it. The
+ * copy makes the frame the receiver's to decode and free, as if it came
+ * off a socket; a departed peer or a shut-down sender is an error. */
 static ccol_status
 inproc_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
 {
@@ -246,6 +287,7 @@ inproc_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
     return CCOL_OK;
 }
 
+/* Is rank r one of the peers a receiver waits for? */
 static bool
 wanted(const int *peers, int n, int r)
 {
@@ -274,6 +316,7 @@ dequeue(group *g, int me, const int *peers, int n)
     return NULL;
 }
 
+/* The first of `peers` that left, or -1. */
 static int
 departed_peer(const group *g, const int *peers, int n)
 {
@@ -350,6 +393,9 @@ spin(group *g, const ilink *l, int me, int64_t spin_end, int64_t deadline)
     return moved;
 }
 
+/* Waits for a frame from one of `peers`: queued frames first, then a
+ * spin on the inbox's event counter (without the lock), then the
+ * condition variable; a departed peer fails the wait at once, naming it. */
 static ccol_status
 inproc_recv(ccol_comm *c, const int *peers, int n, int64_t deadline,
             int *from, ccol__msg *msg)
@@ -397,6 +443,34 @@ inproc_recv(ccol_comm *c, const int *peers, int n, int64_t deadline,
     return st;
 }
 
+/* Marks this rank departed (mutex held), in the group and in the slots'
+ * control lines, and wakes everyone: peers waiting for it fail at once. */
+static void
+depart(ccol_comm *c, ilink *l)
+{
+    group *g = l->g;
+
+    g->departed[c->rank] = true;
+    l->sl.closed = true;
+    if (l->sl.slots != NULL)
+        ccol__shm_depart(&l->sl, c->rank, c->size);
+    for (int r = 0; r < g->size; r++) {
+        atomic_fetch_add(&g->events[r], 1);
+        pthread_cond_broadcast(&g->cv[r]);
+    }
+}
+
+/* Within the tree threshold the operations run through the slots, as
+ * over shm; above it, the tree engine over the inboxes. */
+static ccol_status
+inproc_run(ccol_comm *c, ccol__coll *op)
+{
+    ilink *l = c->link;
+
+    return l->sl.slots != NULL ? ccol__shm_slot_run(c, &l->sl, op)
+                               : ccol__tree_run(c, op);
+}
+
 /* Marks this rank as departed, as if its thread had died: peers waiting
  * for it fail at once. */
 static void
@@ -404,22 +478,14 @@ inproc_shutdown(ccol_comm *c)
 {
     group *g = ((ilink *)c->link)->g;
     pthread_mutex_lock(&g->mu);
-    g->departed[c->rank] = true;
-    for (int r = 0; r < g->size; r++) {
-        atomic_fetch_add(&g->events[r], 1);
-        pthread_cond_broadcast(&g->cv[r]);
-    }
+    depart(c, c->link);
     pthread_mutex_unlock(&g->mu);
 }
 
-static const ccol__link_ops inproc_ops = {
-    .name = "inproc",
-    .send = inproc_send,
-    .recv = inproc_recv,
-    .destroy = inproc_destroy,
-    .shutdown = inproc_shutdown,
-};
+static const ccol__link_ops inproc_ops = CCOL__LINK_OPS(inproc, inproc_run);
 
+/* Leaves the group: marks this rank departed (its peers' waits fail
+ * naming it), wakes everyone, and frees the group with its last rank. */
 static void
 inproc_destroy(ccol_comm *c)
 {
@@ -433,12 +499,8 @@ inproc_destroy(ccol_comm *c)
     pthread_mutex_lock(&registry_mu);
     pthread_mutex_lock(&g->mu);
     g->present[c->rank] = false;
-    g->departed[c->rank] = true;
+    depart(c, l);
     last = --g->refs == 0;
-    for (int r = 0; r < g->size; r++) {
-        atomic_fetch_add(&g->events[r], 1);
-        pthread_cond_broadcast(&g->cv[r]);
-    }
     pthread_mutex_unlock(&g->mu);
     if (last) {
         group **pp = &registry;
@@ -448,8 +510,36 @@ inproc_destroy(ccol_comm *c)
         group_free(g);
     }
     pthread_mutex_unlock(&registry_mu);
+    free(l->sl.pidfd);
+    free(l->sl.views); /* the slots' per-operation arrays */
     free(l);
     c->link = NULL;
+}
+
+/* Joins the group `name` (created by the first rank to arrive) and
+ * waits until all ranks joined. */
+/* This rank's view of the group's slots: every rank is this process, so
+ * liveness is the departure flag alone (no pidfds). */
+static ccol_status
+attach_slots(ccol_comm *c, ilink *l)
+{
+    ccol__shm_link *sl = &l->sl;
+    ccol__rank_ctl *me;
+
+    sl->pidfd = malloc((size_t)c->size * sizeof *sl->pidfd);
+    if (sl->pidfd == NULL)
+        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
+    for (int r = 0; r < c->size; r++)
+        sl->pidfd[r] = -1;
+    ccol__shm_locate(sl, l->g->seg, c->size, true);
+    sl->spin_ns = l->spin_ns;
+    sl->yield = l->yield;
+    sl->gone = -1;
+    sl->claimed = true;
+    me = ccol__shm_ctl(sl, c->rank);
+    atomic_store(&me->pid, (int32_t)getpid());
+    atomic_store(&me->state, CCOL__RANK_JOINED);
+    return CCOL_OK;
 }
 
 ccol_status
@@ -470,6 +560,8 @@ ccol__inproc_attach(ccol_comm *c, const char *name)
     c->link = l;
     c->ops = &inproc_ops;
     st = ccol__spin_setup(c, &l->spin_ns, &l->yield);
+    if (st == CCOL_OK && g->seg != NULL)
+        st = attach_slots(c, l);
     if (st != CCOL_OK)
         return st;
     pthread_mutex_lock(&g->mu);

@@ -13,6 +13,7 @@
  * bounded by the operation's deadline.
  */
 #include "comm.h"
+#include "../core/grow.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -37,8 +38,10 @@ typedef struct oob_state {
     ccol_oob oob;       /* the caller's table */
     pending *left;      /* requests abandoned after a failure */
     int nleft;
+    size_t capleft;     /* capacity of left */
 } oob_state;
 
+/* Sleeps ns nanoseconds, resuming after signals. */
 static void
 nap(int64_t ns)
 {
@@ -47,10 +50,13 @@ nap(int64_t ns)
         ;
 }
 
+/* Keeps a request the caller's library still owns after a failure: its
+ * buffers must outlive it, so they are freed at destroy, not now. */
 static void
 abandon(oob_state *s, void *req, uint8_t *send, uint8_t *recv)
 {
-    pending *p = realloc(s->left, (size_t)(s->nleft + 1) * sizeof *p);
+    pending *p = ccol__grow(s->left, &s->capleft, (size_t)s->nleft + 1,
+                            sizeof *p, 4);
     if (p == NULL)
         return; /* cannot keep track: leak rather than free live buffers */
     s->left = p;
@@ -257,6 +263,10 @@ gather_payloads(ccol_comm *c, const ccol__coll *op, size_t max,
     return st;
 }
 
+/* One collective over the caller's all-gather, in two exchanges: every
+ * rank's header record (operation, fingerprint, length, checksum), then
+ * the payloads padded to the longest; every rank checks the records and
+ * computes the result itself, in rank order. */
 static ccol_status
 oob_run(ccol_comm *c, ccol__coll *op)
 {
@@ -287,14 +297,10 @@ oob_run(ccol_comm *c, ccol__coll *op)
     free(data);
     free(lens);
     free(crcs);
-    if (st != CCOL_OK) {
-        free(op->result);
-        op->result = NULL;
-        c->poisoned = true;
-    }
-    return st;
+    return ccol__coll_end(c, op, st);
 }
 
+/* Releases the abandoned requests and the caller's context. */
 static void
 oob_destroy(ccol_comm *c)
 {
@@ -319,6 +325,8 @@ static const ccol__link_ops oob_ops = {
     .destroy = oob_destroy,
 };
 
+/* Takes a copy of the caller's table; there is nothing to join, the
+ * caller's library already formed the job. */
 ccol_status
 ccol__oob_attach(ccol_comm *c, const ccol_oob *oob)
 {

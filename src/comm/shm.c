@@ -10,12 +10,17 @@
  *                     ring capacity, tree shape, job token digest, pid of
  *                     rank 0
  *   lines 1..size     one control line per rank: state (free, joined,
- *                     departed), pid, a sleeping flag and a doorbell word
+ *                     departed, failed), pid, a sleeping flag, a doorbell
+ *                     word and the processor it last waited on
+ *   verdict           the slots' one failure report (shm_slot.c)
+ *   slots             two per rank within the tree threshold (shm_slot.c)
  *   rings             two per rank r > 0: r -> parent ("up") and
  *                     parent -> r ("down"), see shm.h
  *
- * Frames are those of every other transport; the tree engine (tree.c)
- * runs the collectives. Waiting is spin-then-block: a waiter polls its
+ * Within the tree threshold operations run through the slots
+ * (shm_slot.c); the rings carry the frames of every other transport for
+ * the tree engine (tree.c), which runs larger jobs and contributions over
+ * a slot. Waiting is spin-then-block: a waiter polls its
  * rings for a short budget (CCOL_SPIN_US, default 100 us; pausing between
  * polls for the first 5 us, then calling sched_yield, from the start when
  * there are more ranks than processors),
@@ -31,7 +36,7 @@
  * start over. A segment whose rank 0 is alive is never taken over.
  */
 #define _GNU_SOURCE
-#include "shm.h"
+#include "shm_link.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -51,11 +56,9 @@
 #include <unistd.h>
 
 #define SEG_MAGIC 0x4D485343u /* "CSHM" */
-#define SEG_VERSION 1u
+#define SEG_VERSION 2u
 #define RING_CAP ((uint32_t)64 << 10)
 #define LIVENESS_NS 10000000 /* sleepers check peers every 10 ms */
-
-enum { ST_FREE = 0, ST_JOINED = 1, ST_DEPARTED = 2 };
 
 typedef struct seg_hdr {
     _Atomic uint32_t magic;  /* SEG_MAGIC once the segment is ready */
@@ -68,68 +71,90 @@ typedef struct seg_hdr {
     _Atomic int32_t creator; /* pid of rank 0 */
 } seg_hdr;
 
-typedef struct rank_ctl {
-    _Atomic uint32_t state;    /* ST_* */
-    _Atomic int32_t pid;       /* owner's pid once joined */
-    _Atomic uint32_t sleeping; /* owner sleeps (or is about to) */
-    _Atomic uint32_t doorbell; /* futex word, bumped by producers */
-} rank_ctl;
-
-typedef struct slink {
-    uint8_t *base;       /* the mapping */
-    size_t bytes;        /* its length */
-    uint32_t cap;        /* ring capacity */
-    size_t stride;       /* bytes per ring */
-    char path[96];       /* segment name */
-    ino_t ino;           /* inode behind the name when we opened it */
-    bool named;          /* rank 0: the name still exists */
-    bool closed;         /* shut down (fault injection) */
-    bool claimed;        /* this rank's control line is ours */
-    bool yield;          /* more ranks than processors */
-    int64_t spin_ns;     /* spin budget before sleeping */
-    bool progress;       /* a poll moved bytes: spin again */
-    int gone;            /* the last peer found gone */
-    int nn;              /* tree neighbours: parent first, then children */
-    int *nbr;            /* their ranks */
-    int *pidfd;          /* a pidfd per neighbour, -1 if none */
-    uint64_t *out_head;  /* my producer counter of the ring to each */
-    uint64_t *out_tail;  /* its consumer counter as last read (a lower
-                            bound: reading it again costs a cache miss) */
-    uint64_t *in_tail;   /* my consumer counter of the ring from each */
-    ccol__shm_asm *as;   /* partial frame from each */
-} slink;
+typedef ccol__rank_ctl rank_ctl;
+typedef ccol__shm_link slink;
 
 /* ---- layout ---- */
 
+/* The segment header, line 0. */
 static seg_hdr *
 hdr_of(const slink *l)
 {
     return (seg_hdr *)l->base;
 }
 
-static rank_ctl *
-ctl_of(const slink *l, int r)
+/* Control lines follow the header, one per rank. */
+rank_ctl *
+ccol__shm_ctl(const slink *l, int r)
 {
     return (rank_ctl *)(l->base + CCOL__SHM_LINE * (size_t)(1 + r));
+}
+
+#define ctl_of ccol__shm_ctl
+
+/* Where the verdict, the slots (two per rank, only within the tree
+ * threshold: above it every operation takes the rings) and the rings
+ * start. */
+static size_t
+verdict_off(int size)
+{
+    return CCOL__SHM_LINE * (size_t)(1 + size);
+}
+
+static size_t
+rings_off(int size, bool slots)
+{
+    size_t n = slots ? 2 * (size_t)size : 0;
+    return verdict_off(size) + sizeof(ccol__shm_verdict) +
+           n * sizeof(ccol__shm_slot);
 }
 
 /* Ring `dir` (0 up from r, 1 down to r) of rank r > 0. */
 static ccol__shm_ring *
 ring_of(const slink *l, int size, int r, int dir)
 {
-    size_t off = CCOL__SHM_LINE * (size_t)(1 + size) +
-                 l->stride * (size_t)(2 * (r - 1) + dir);
+    size_t off = l->rings + l->stride * (size_t)(2 * (r - 1) + dir);
+    (void)size;
     return (ccol__shm_ring *)(l->base + off);
 }
 
+/* The whole segment: header, control lines, verdict, slots and two
+ * rings per rank other than 0. */
 static size_t
-seg_bytes(int size, uint32_t cap)
+seg_bytes(const ccol_comm *c, uint32_t cap)
 {
     size_t stride = sizeof(ccol__shm_ring) + cap;
-    return CCOL__SHM_LINE * (size_t)(1 + size) +
-           stride * (size_t)(2 * (size - 1));
+    return rings_off(c->size, c->size <= c->threshold) +
+           stride * (size_t)(2 * (c->size - 1));
 }
 
+size_t
+ccol__shm_slots_bytes(int size)
+{
+    return rings_off(size, true);
+}
+
+void
+ccol__shm_locate(slink *l, uint8_t *base, int size, bool slots)
+{
+    l->base = base;
+    l->rings = rings_off(size, slots);
+    l->verdict = (ccol__shm_verdict *)(base + verdict_off(size));
+    l->slots = slots ? (ccol__shm_slot *)(base + verdict_off(size) +
+                                          sizeof(ccol__shm_verdict))
+                     : NULL;
+}
+
+/* Points the link at the verdict, slots and rings of a mapped segment. */
+static void
+locate(const ccol_comm *c, slink *l)
+{
+    ccol__shm_locate(l, l->base, c->size, c->size <= c->threshold);
+}
+
+/* Segment names live in one flat namespace (/dev/shm): the user id keeps
+ * users apart, the job name is cleaned so it cannot name a path, and a
+ * hash keeps long names distinct after shortening. */
 void
 ccol__shm_path(const char *name, char *out, size_t outlen)
 {
@@ -153,6 +178,7 @@ ccol__shm_path(const char *name, char *out, size_t outlen)
 
 /* ---- the ring reader (also fuzzed) ---- */
 
+/* Frees a partial frame and starts the next from its header. */
 void
 ccol__shm_asm_reset(ccol__shm_asm *a)
 {
@@ -160,6 +186,7 @@ ccol__shm_asm_reset(ccol__shm_asm *a)
     memset(a, 0, sizeof *a);
 }
 
+/* Copies n bytes at ring position pos, wrapping at the capacity. */
 static void
 copy_out(const ccol__shm_ring *r, uint32_t cap, uint64_t pos, uint8_t *dst,
          size_t n)
@@ -194,6 +221,9 @@ take_header(ccol__shm_asm *a, size_t max_payload, ccol_status *st, char *why,
     return CCOL__SHM_PARTIAL;
 }
 
+/* Reads at most the bytes the producer published (its counter,
+ * acquired, orders its writes before our reads) and never more than one
+ * ring ahead of our counter: a larger gap is a corrupt or hostile peer. */
 ccol__shm_pump
 ccol__shm_ring_pump(ccol__shm_ring *r, uint32_t cap, uint64_t *tail,
                     size_t max_payload, ccol__shm_asm *a, ccol_status *st,
@@ -235,6 +265,7 @@ ccol__shm_ring_pump(ccol__shm_ring *r, uint32_t cap, uint64_t *tail,
 
 /* ---- waking and waiting ---- */
 
+/* glibc has no wrapper for futex(2). */
 static long
 futex(_Atomic uint32_t *addr, int op, uint32_t val,
       const struct timespec *ts)
@@ -242,9 +273,10 @@ futex(_Atomic uint32_t *addr, int op, uint32_t val,
     return syscall(SYS_futex, (void *)(uintptr_t)addr, op, val, ts, NULL, 0);
 }
 
-/* Tells rank r there is news for it; a system call only if it sleeps. */
-static void
-ring_bell(slink *l, int r)
+/* The fence pairs with the sleeper's between setting its flag and polling
+ * again: either the sleeper sees our news, or we see its flag and wake it. */
+void
+ccol__shm_bell(slink *l, int r)
 {
     rank_ctl *k = ctl_of(l, r);
 
@@ -255,22 +287,25 @@ ring_bell(slink *l, int r)
     }
 }
 
+#define ring_bell ccol__shm_bell
+
+/* Index of a rank among this rank's tree neighbours, -1 if none. */
 static int
 nbr_index(const slink *l, int peer)
 {
     for (int i = 0; i < l->nn; i++)
-        if (l->nbr[i] == peer)
+        if (l->nb[i].rank == peer)
             return i;
     return -1;
 }
 
-/* Is the process behind neighbour i gone? */
+/* Is the process behind rank r gone? */
 static bool
-nbr_dead(const slink *l, int i, int pid)
+rank_dead(const slink *l, int r, int pid)
 {
-    struct pollfd p = { l->pidfd[i], POLLIN, 0 };
+    struct pollfd p = { l->pidfd[r], POLLIN, 0 };
 
-    if (l->pidfd[i] >= 0)
+    if (l->pidfd[r] >= 0)
         return poll(&p, 1, 0) > 0;
     return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
 }
@@ -283,19 +318,27 @@ peers_gone(ccol_comm *c, slink *l, const int *peers, int n, bool full)
 {
     for (int k = 0; k < n; k++) {
         rank_ctl *ctl = ctl_of(l, peers[k]);
-        int i = nbr_index(l, peers[k]);
         int pid = atomic_load_explicit(&ctl->pid, memory_order_relaxed);
+        uint32_t state = atomic_load_explicit(&ctl->state,
+                                              memory_order_acquire);
 
         l->gone = peers[k];
-        if (atomic_load_explicit(&ctl->state, memory_order_acquire) ==
-            ST_DEPARTED) {
+        if (state == CCOL__RANK_DEPARTED) {
             ccol__seterr(&c->err, CCOL_ERR_PEER,
                          "rank %d left (destroyed its communicator or shut "
                          "down) while this rank waited for it",
                          peers[k]);
             return 1;
         }
-        if (full && i >= 0 && nbr_dead(l, i, pid)) {
+        if (state == CCOL__RANK_FAILED) {
+            ccol__seterr(&c->err, CCOL_ERR_PEER,
+                         "rank %d stopped after a failure of its own (its "
+                         "communicator is poisoned) while this rank waited "
+                         "for it",
+                         peers[k]);
+            return 1;
+        }
+        if (full && rank_dead(l, peers[k], pid)) {
             ccol__seterr(&c->err, CCOL_ERR_PEER,
                          "rank %d (pid %d) died while this rank waited for "
                          "it",
@@ -306,9 +349,10 @@ peers_gone(ccol_comm *c, slink *l, const int *peers, int n, bool full)
     return 0;
 }
 
-/* A condition a waiter polls: > 0 done, 0 not yet, < 0 failed (c->err). */
-typedef int (*poll_fn)(ccol_comm *c, slink *l, void *arg);
+typedef ccol__shm_poll_fn poll_fn;
 
+/* Sleeps on the doorbell while it still holds v (a ring in between
+ * returns at once), at most LIVENESS_NS so the peers are checked again. */
 static void
 sleep_on_bell(rank_ctl *me, uint32_t v, int64_t until)
 {
@@ -333,6 +377,8 @@ typedef struct spin_state {
     unsigned it;        /* polls so far */
 } spin_state;
 
+/* Starts (or restarts, after progress) the spin budget, capped by the
+ * deadline. */
 static void
 spin_reset(const slink *l, spin_state *s, int64_t deadline)
 {
@@ -343,6 +389,25 @@ spin_reset(const slink *l, spin_state *s, int64_t deadline)
     s->on = l->spin_ns > 0;
     s->yielding = l->yield;
     s->it = 0;
+}
+
+/* Is every rank this one waits for last seen waiting on this rank's
+ * processor (cpu + 1)? Then they cannot run while this rank spins. When
+ * ranks have a processor each, that means the scheduler put them together
+ * (foreign load): sleeping at once and being woken on this same processor
+ * is the cheapest hand-off (7 us here, against 17 for yielding back and
+ * forth). With more ranks than processors sharing is the rule and
+ * yielding spins win by far, so this only applies without `yield`. */
+static bool
+peers_here(const slink *l, const int *peers, int n, int cpu)
+{
+    if (l->yield || cpu <= 0 || n == 0)
+        return false;
+    for (int k = 0; k < n; k++)
+        if (atomic_load_explicit(&ctl_of(l, peers[k])->cpu,
+                                 memory_order_relaxed) != cpu)
+            return false;
+    return true;
 }
 
 /* Lets one poll interval pass; false once the budget is spent. With more
@@ -364,31 +429,36 @@ spin_step(spin_state *s)
     return true;
 }
 
-/* Blocks until `fn` reports or a watched peer goes or `deadline`
- * (CCOL_ERR_TIMEOUT, no message). Spins first (again after any progress),
- * then sleeps on the bell, waking every LIVENESS_NS to check the peers. */
-static ccol_status
-shm_wait(ccol_comm *c, slink *l, const int *peers, int n, int64_t deadline,
-         poll_fn fn, void *arg)
+/* Spins first (again after any progress), then sleeps on the bell,
+ * waking every LIVENESS_NS to check the peers. */
+ccol_status
+ccol__shm_wait(ccol_comm *c, slink *l, const int *peers, const int *n,
+               int64_t deadline, poll_fn fn, void *arg)
 {
     rank_ctl *me = ctl_of(l, c->rank);
     ccol__err before = c->err, gone_err;
     spin_state s;
-    int p;
+    int p, cpu = sched_getcpu() + 1;
 
+    if (atomic_load_explicit(&me->cpu, memory_order_relaxed) != cpu)
+        atomic_store_explicit(&me->cpu, cpu, memory_order_relaxed);
     l->progress = false;
     spin_reset(l, &s, deadline);
+    s.on = s.on && !peers_here(l, peers, *n, cpu);
     for (;;) {
         if ((p = fn(c, l, arg)) != 0)
             return p > 0 ? CCOL_OK : c->err.code;
         if (l->progress) {
             l->progress = false;
             spin_reset(l, &s, deadline);
+            s.on = s.on && !peers_here(l, peers, *n, cpu);
         }
         if (s.on) {
-            if ((s.it & 63) == 63 && peers_gone(c, l, peers, n, false))
+            if ((s.it & 63) == 63 && peers_gone(c, l, peers, *n, false))
                 break;
-            if (spin_step(&s))
+            if ((s.it & 63) == 63 && peers_here(l, peers, *n, cpu))
+                s.on = false;
+            else if (spin_step(&s))
                 continue;
         }
         uint32_t v = atomic_load_explicit(&me->doorbell, memory_order_acquire);
@@ -396,7 +466,7 @@ shm_wait(ccol_comm *c, slink *l, const int *peers, int n, int64_t deadline,
         atomic_store_explicit(&me->sleeping, 1, memory_order_relaxed);
         atomic_thread_fence(memory_order_seq_cst);
         if ((p = fn(c, l, arg)) == 0)
-            gone = peers_gone(c, l, peers, n, true);
+            gone = peers_gone(c, l, peers, *n, true);
         if (p == 0 && !gone && !ccol__past(deadline))
             sleep_on_bell(me, v, ccol__intr_wake(deadline));
         atomic_store_explicit(&me->sleeping, 0, memory_order_relaxed);
@@ -422,7 +492,7 @@ shm_wait(ccol_comm *c, slink *l, const int *peers, int n, int64_t deadline,
 static ccol__shm_ring *
 out_ring(const ccol_comm *c, const slink *l, int i)
 {
-    int peer = l->nbr[i];
+    int peer = l->nb[i].rank;
     return peer == c->parent ? ring_of(l, c->size, c->rank, 0)
                              : ring_of(l, c->size, peer, 1);
 }
@@ -430,7 +500,7 @@ out_ring(const ccol_comm *c, const slink *l, int i)
 static ccol__shm_ring *
 in_ring(const ccol_comm *c, const slink *l, int i)
 {
-    int peer = l->nbr[i];
+    int peer = l->nb[i].rank;
     return peer == c->parent ? ring_of(l, c->size, c->rank, 1)
                              : ring_of(l, c->size, peer, 0);
 }
@@ -459,6 +529,7 @@ poll_space(ccol_comm *c, slink *l, void *arg)
     return w->head - tail < l->cap ? 1 : 0;
 }
 
+/* Copies n bytes to ring position pos, wrapping at the capacity. */
 static void
 copy_in(ccol__shm_ring *r, uint32_t cap, uint64_t pos, const uint8_t *src,
         size_t n)
@@ -472,6 +543,9 @@ copy_in(ccol__shm_ring *r, uint32_t cap, uint64_t pos, const uint8_t *src,
         memcpy(r->data, src + first, n - first);
 }
 
+/* Writes a frame into the ring to a neighbour, in pieces when it is
+ * larger than the free space, waiting for the consumer to make room; the
+ * counter is published after each piece and the consumer's bell rung. */
 static ccol_status
 shm_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
 {
@@ -480,6 +554,7 @@ shm_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
     space_wait w;
     int64_t deadline = ccol__now_ns() + (int64_t)(c->timeout_s * 1e9);
     size_t off = 0;
+    const int one = 1;
 
     if (l->closed)
         return ccol__seterr(&c->err, CCOL_ERR_CLOSED,
@@ -489,10 +564,10 @@ shm_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
                             "shm: rank %d is not a tree neighbour of rank %d",
                             peer, c->rank);
     w.r = out_ring(c, l, i);
-    w.head = l->out_head[i];
+    w.head = l->nb[i].out_head;
     w.peer = peer;
     while (off < len) {
-        uint64_t tail = l->out_tail[i];
+        uint64_t tail = l->nb[i].out_tail;
         size_t space, n;
         ccol_status st;
 
@@ -505,7 +580,8 @@ shm_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
                                 "%" PRIu64 ")", peer, tail, w.head);
         }
         if (w.head - tail == l->cap) {
-            st = shm_wait(c, l, &peer, 1, deadline, poll_space, &w);
+            st = ccol__shm_wait(c, l, &peer, &one, deadline, poll_space,
+                                &w);
             if (st == CCOL_ERR_TIMEOUT)
                 st = ccol__seterr(&c->err, CCOL_ERR_TIMEOUT,
                                   "rank %d did not read its messages within "
@@ -513,17 +589,17 @@ shm_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
                                   peer, c->timeout_s);
             if (st != CCOL_OK)
                 return st;
-            l->out_tail[i] = atomic_load_explicit(&w.r->tail,
+            l->nb[i].out_tail = atomic_load_explicit(&w.r->tail,
                                                   memory_order_acquire);
             continue; /* checked again above */
         }
-        l->out_tail[i] = tail;
+        l->nb[i].out_tail = tail;
         space = l->cap - (size_t)(w.head - tail);
         n = len - off < space ? len - off : space;
         copy_in(w.r, l->cap, w.head, frame + off, n);
         w.head += n;
         off += n;
-        l->out_head[i] = w.head;
+        l->nb[i].out_head = w.head;
         atomic_store_explicit(&w.r->head, w.head, memory_order_release);
         ring_bell(l, peer);
     }
@@ -553,8 +629,8 @@ poll_frame(ccol_comm *c, slink *l, void *arg)
 
         if (i < 0)
             continue;
-        a = &l->as[i];
-        p = ccol__shm_ring_pump(in_ring(c, l, i), l->cap, &l->in_tail[i],
+        a = &l->nb[i].as;
+        p = ccol__shm_ring_pump(in_ring(c, l, i), l->cap, &l->nb[i].in_tail,
                                 c->max_payload, a, &st, why, sizeof why);
         if (p == CCOL__SHM_EMPTY)
             continue;
@@ -583,6 +659,7 @@ poll_frame(ccol_comm *c, slink *l, void *arg)
     return 0;
 }
 
+/* Waits for one whole frame from any of `peers` (tree neighbours only). */
 static ccol_status
 shm_recv(ccol_comm *c, const int *peers, int n, int64_t deadline, int *from,
          ccol__msg *msg)
@@ -597,7 +674,7 @@ shm_recv(ccol_comm *c, const int *peers, int n, int64_t deadline, int *from,
                                 "shm: rank %d is not a tree neighbour of "
                                 "rank %d",
                                 peers[k], c->rank);
-    st = shm_wait(c, l, peers, n, deadline, poll_frame, &w);
+    st = ccol__shm_wait(c, l, peers, &n, deadline, poll_frame, &w);
     if (st == CCOL_ERR_PEER && *from < 0)
         *from = l->gone;
     return st;
@@ -605,6 +682,7 @@ shm_recv(ccol_comm *c, const int *peers, int n, int64_t deadline, int *from,
 
 /* ---- joining ---- */
 
+/* Is process pid alive? A zombie counts as dead (its pidfd is readable). */
 static bool
 pid_alive(int pid)
 {
@@ -625,6 +703,7 @@ pid_alive(int pid)
     return alive;
 }
 
+/* Unmaps the segment, if mapped. */
 static void
 unmap(slink *l)
 {
@@ -693,7 +772,7 @@ clear_stale(ccol_comm *c, slink *l)
 static ccol_status
 create_seg(ccol_comm *c, slink *l)
 {
-    size_t bytes = seg_bytes(c->size, l->cap);
+    size_t bytes = seg_bytes(c, l->cap);
     ccol_status st;
     seg_hdr *h;
     int fd = -1;
@@ -776,7 +855,7 @@ check_hdr(ccol_comm *c, slink *l, const seg_hdr *h)
 static int
 open_seg(ccol_comm *c, slink *l)
 {
-    size_t bytes = seg_bytes(c->size, l->cap);
+    size_t bytes = seg_bytes(c, l->cap);
     int fd = shm_open(l->path, O_RDWR, 0);
     struct stat sb;
     seg_hdr *h;
@@ -806,11 +885,11 @@ open_seg(ccol_comm *c, slink *l)
         return 0;
     }
     if ((st = check_hdr(c, l, h)) != CCOL_OK ||
-        (bytes != seg_bytes(c->size, l->cap) &&
+        (bytes != seg_bytes(c, l->cap) &&
          (st = ccol__seterr(&c->err, CCOL_ERR_PEER,
                             "shm segment %s has %zu bytes, a job of %d ranks "
                             "needs %zu", l->path, (size_t)sb.st_size, c->size,
-                            seg_bytes(c->size, l->cap))) != CCOL_OK)) {
+                            seg_bytes(c, l->cap))) != CCOL_OK)) {
         unmap(l);
         return -1;
     }
@@ -832,6 +911,7 @@ seg_replaced(const slink *l)
     return other || !pid_alive(atomic_load(&hdr_of(l)->creator));
 }
 
+/* Sleeps ns nanoseconds (under a second): the join's polling interval. */
 static void
 nap(int64_t ns)
 {
@@ -844,15 +924,22 @@ static ccol_status
 claim(ccol_comm *c, slink *l)
 {
     rank_ctl *k = ctl_of(l, c->rank);
-    uint32_t want = ST_FREE;
+    uint32_t want = CCOL__RANK_FREE;
 
-    if (!atomic_compare_exchange_strong(&k->state, &want, ST_JOINED))
+    if (!atomic_compare_exchange_strong(&k->state, &want, CCOL__RANK_JOINED))
         return ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
                             "shm segment %s: rank %d joined twice (duplicate "
                             "rank)", l->path, c->rank);
     atomic_store(&k->pid, (int32_t)getpid());
     l->claimed = true;
     return CCOL_OK;
+}
+
+/* A rank whose control line is still free. */
+static bool
+unclaimed(const void *ud, int r)
+{
+    return atomic_load(&ctl_of(ud, r)->state) == CCOL__RANK_FREE;
 }
 
 /* Waits until every rank joined. 1 when the segment must be reopened
@@ -865,7 +952,7 @@ await_all(ccol_comm *c, slink *l, int64_t deadline)
     for (;;) {
         int missing = 0;
         for (int r = 0; r < c->size; r++)
-            missing += atomic_load(&ctl_of(l, r)->state) == ST_FREE;
+            missing += atomic_load(&ctl_of(l, r)->state) == CCOL__RANK_FREE;
         if (missing == 0)
             return 0;
         if (c->rank != 0 && ccol__now_ns() >= next_check) {
@@ -874,15 +961,9 @@ await_all(ccol_comm *c, slink *l, int64_t deadline)
             next_check = ccol__now_ns() + 5000000;
         }
         if (ccol__past(deadline)) {
-            ccol__buf b = { 0 };
-            for (int r = 0, n = 0; r < c->size; r++)
-                if (atomic_load(&ctl_of(l, r)->state) == ST_FREE)
-                    ccol__buf_printf(&b, "%s%d", n++ ? ", " : "", r);
-            ccol__seterr(&c->err, CCOL_ERR_TIMEOUT,
-                         "shm segment %s: ranks did not join within %.3g s; "
-                         "missing: %s",
-                         l->path, c->timeout_s, b.p ? (char *)b.p : "?");
-            ccol__buf_free(&b);
+            char where[128];
+            snprintf(where, sizeof where, "shm segment %s", l->path);
+            ccol__join_timeout(c, where, unclaimed, l);
             return -1;
         }
         nap(pause);
@@ -934,54 +1015,83 @@ join(ccol_comm *c, slink *l, int64_t deadline)
     }
 }
 
-/* Tree neighbours, their pidfds and the per-neighbour ring state. */
+/* Opens a pidfd on rank r's process, waiting briefly for its pid (a
+ * rank stores it just after claiming its line). */
+static void
+watch_rank(slink *l, int r)
+{
+    rank_ctl *nc = ctl_of(l, r);
+    int pid = atomic_load(&nc->pid);
+
+    for (int tries = 0; pid == 0 && tries < 1000; tries++) {
+        nap(1000000);
+        pid = atomic_load(&nc->pid);
+    }
+    l->pidfd[r] = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+}
+
+/* Tree neighbours, the per-neighbour ring state and the pidfds of the
+ * ranks this one may wait for: its neighbours, or everyone when the
+ * slots make every rank wait for every other. */
 static ccol_status
 setup_nbrs(ccol_comm *c, slink *l)
 {
     int n = c->nchildren + (c->parent >= 0 ? 1 : 0), k = 0;
 
-    l->nbr = calloc((size_t)n + 1, sizeof *l->nbr);
-    l->pidfd = calloc((size_t)n + 1, sizeof *l->pidfd);
-    l->out_head = calloc((size_t)n + 1, sizeof *l->out_head);
-    l->out_tail = calloc((size_t)n + 1, sizeof *l->out_tail);
-    l->in_tail = calloc((size_t)n + 1, sizeof *l->in_tail);
-    l->as = calloc((size_t)n + 1, sizeof *l->as);
-    if (!l->nbr || !l->pidfd || !l->out_head || !l->out_tail ||
-        !l->in_tail || !l->as)
+    l->nb = calloc((size_t)n + 1, sizeof *l->nb);
+    l->pidfd = calloc((size_t)c->size, sizeof *l->pidfd);
+    if (l->nb == NULL || l->pidfd == NULL)
         return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
     if (c->parent >= 0)
-        l->nbr[k++] = c->parent;
+        l->nb[k++].rank = c->parent;
     for (int i = 0; i < c->nchildren; i++)
-        l->nbr[k++] = c->children[i];
+        l->nb[k++].rank = c->children[i];
     l->nn = n;
-    for (int i = 0; i < n; i++) {
-        rank_ctl *nc = ctl_of(l, l->nbr[i]);
-        int pid = atomic_load(&nc->pid);
-        /* A rank stores its pid just after claiming its line. */
-        for (int tries = 0; pid == 0 && tries < 1000; tries++) {
-            nap(1000000);
-            pid = atomic_load(&nc->pid);
-        }
-        l->pidfd[i] = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
-    }
+    for (int r = 0; r < c->size; r++)
+        l->pidfd[r] = -1;
+    for (int r = 0; r < c->size; r++)
+        if (r != c->rank && (l->slots != NULL || nbr_index(l, r) >= 0))
+            watch_rank(l, r);
     return CCOL_OK;
 }
 
 /* ---- leaving ---- */
 
-/* Marks this rank as departed and wakes its neighbours. */
+/* Marks this rank as departed and wakes every rank that may wait for it
+ * (its neighbours, or everyone when the slots are in use). */
 static void
 depart(ccol_comm *c, slink *l)
 {
     if (l->base == NULL || !l->claimed)
         return;
-    atomic_store_explicit(&ctl_of(l, c->rank)->state, ST_DEPARTED,
-                          memory_order_release);
-    for (int i = 0; i < l->nn; i++) {
-        rank_ctl *k = ctl_of(l, l->nbr[i]);
+    ccol__shm_depart(l, c->rank, c->size);
+}
+
+/* Sets this rank's state and wakes every rank that may wait for it. */
+static void
+mark(slink *l, int me, int size, uint32_t state)
+{
+    atomic_store_explicit(&ctl_of(l, me)->state, state, memory_order_release);
+    for (int r = 0; r < size; r++) {
+        rank_ctl *k = ctl_of(l, r);
+        if (r == me || (l->slots == NULL && nbr_index(l, r) < 0))
+            continue;
         atomic_fetch_add(&k->doorbell, 1);
         futex(&k->doorbell, FUTEX_WAKE, INT_MAX, NULL);
     }
+}
+
+void
+ccol__shm_depart(slink *l, int me, int size)
+{
+    mark(l, me, size, CCOL__RANK_DEPARTED);
+}
+
+void
+ccol__shm_fail_rank(slink *l, int me, int size)
+{
+    if (atomic_load(&ctl_of(l, me)->state) == CCOL__RANK_JOINED)
+        mark(l, me, size, CCOL__RANK_FAILED);
 }
 
 /* Rank 0 removes the name if it is still the segment it created. */
@@ -1002,6 +1112,8 @@ drop_name(slink *l)
     close(fd);
 }
 
+/* Fault injection's close: departs as a crash would, keeping the mapping
+ * so later calls fail cleanly instead of faulting. */
 static void
 shm_shutdown(ccol_comm *c)
 {
@@ -1010,6 +1122,8 @@ shm_shutdown(ccol_comm *c)
     l->closed = true;
 }
 
+/* Leaves the job: departs (waking everyone who may wait for this rank),
+ * removes the name if rank 0 still owns it, frees everything. */
 static void
 shm_destroy(ccol_comm *c)
 {
@@ -1019,30 +1133,34 @@ shm_destroy(ccol_comm *c)
         return;
     depart(c, l);
     drop_name(l);
-    for (int i = 0; i < l->nn; i++) {
-        if (l->pidfd[i] >= 0)
-            close(l->pidfd[i]);
-        ccol__shm_asm_reset(&l->as[i]);
-    }
+    for (int i = 0; l->nb != NULL && i < l->nn; i++)
+        ccol__shm_asm_reset(&l->nb[i].as);
+    for (int r = 0; l->pidfd != NULL && r < c->size; r++)
+        if (l->pidfd[r] >= 0)
+            close(l->pidfd[r]);
     unmap(l);
-    free(l->nbr);
+    free(l->nb);
     free(l->pidfd);
-    free(l->out_head);
-    free(l->out_tail);
-    free(l->in_tail);
-    free(l->as);
+    free(l->views); /* and the other per-operation arrays of the slots */
     free(l);
     c->link = NULL;
 }
 
-static const ccol__link_ops shm_ops = {
-    .name = "shm",
-    .send = shm_send,
-    .recv = shm_recv,
-    .destroy = shm_destroy,
-    .shutdown = shm_shutdown,
-};
+/* Within the tree threshold every operation starts in the slots
+ * (shm_slot.c); above it the tree engine runs over the rings. */
+static ccol_status
+shm_run(ccol_comm *c, ccol__coll *op)
+{
+    slink *l = c->link;
 
+    return l->slots != NULL ? ccol__shm_slot_run(c, l, op)
+                            : ccol__tree_run(c, op);
+}
+
+static const ccol__link_ops shm_ops = CCOL__LINK_OPS(shm, shm_run);
+
+/* Maps the job's segment and joins; rank 0 removes the name once
+ * everyone mapped it, so nothing can go stale from then on. */
 ccol_status
 ccol__shm_attach(ccol_comm *c, const char *name)
 {
@@ -1060,8 +1178,10 @@ ccol__shm_attach(ccol_comm *c, const char *name)
     st = ccol__spin_setup(c, &l->spin_ns, &l->yield);
     if (st == CCOL_OK)
         st = join(c, l, ccol__now_ns() + (int64_t)(c->timeout_s * 1e9));
-    if (st == CCOL_OK)
+    if (st == CCOL_OK) {
+        locate(c, l);
         st = setup_nbrs(c, l);
+    }
     if (c->rank == 0 && st == CCOL_OK)
         drop_name(l); /* everyone mapped it: nothing can go stale now */
     return st;

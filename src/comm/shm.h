@@ -64,4 +64,74 @@ void ccol__shm_asm_reset(ccol__shm_asm *a);
  * characters outside [A-Za-z0-9._-] replaced and long names hashed. */
 void ccol__shm_path(const char *name, char *out, size_t outlen);
 
+/*
+ * ---- slots: the one-hop path of small operations (shm_slot.c) ----
+ *
+ * Up to the tree threshold every operation starts with each rank writing
+ * its contribution into its own slot and reading everyone else's: two
+ * slots per rank, used by operation parity, so the slot of operation s is
+ * rewritten at s + 2 only, when every rank has finished s. The word `seq`
+ * is written last (a compare-and-swap) and says which operation the slot
+ * holds; a rank that gives up on a missing one swaps in s | TOMB instead,
+ * so "arrived in time" and "declared missing" exclude each other and every
+ * rank sees the same outcome.
+ */
+#define CCOL__SLOT_CAP 1024            /* payload bytes a slot carries */
+#define CCOL__SLOT_TOMB (1ull << 63)   /* seq: declared missing */
+#define CCOL__SLOT_BIG 1u              /* flags: over the slot, use rings */
+
+typedef struct ccol__shm_slot {
+    _Atomic uint64_t seq; /* operation held, or seq | TOMB */
+    uint64_t arg;         /* operation fingerprint */
+    int64_t started;      /* writer's wall clock at operation start (ns) */
+    uint16_t op;          /* CCOL__OP_* */
+    uint16_t flags;       /* CCOL__SLOT_BIG */
+    uint32_t len;         /* payload bytes (the real size when BIG) */
+    char pad0[CCOL__SHM_LINE - 32];
+    char label[CCOL__SHM_LINE]; /* writer's label, read only for messages */
+    uint8_t data[CCOL__SLOT_CAP];
+} ccol__shm_slot;
+
+/* Every slot starts a cache line, its header, label and payload too. */
+_Static_assert(sizeof(ccol__shm_slot) ==
+                   2 * CCOL__SHM_LINE + CCOL__SLOT_CAP &&
+               CCOL__SLOT_CAP % CCOL__SHM_LINE == 0,
+               "a slot is whole cache lines");
+
+/* The one failure report of a job's fast path: the first rank to declare
+ * a rank missing (or a combine failed) writes it; everyone reads it. */
+#define CCOL__VERDICT_BUSY (1ull << 63) /* seq: being written */
+typedef struct ccol__shm_verdict {
+    _Atomic uint64_t seq; /* 0, seq | BUSY, then seq once written */
+    int32_t code;         /* ccol_status of the failure */
+    int32_t rank;         /* who wrote it */
+    char pad0[CCOL__SHM_LINE - 16];
+    char msg[CCOL__ERRMSG_MAX];
+} ccol__shm_verdict;
+
+_Static_assert(sizeof(ccol__shm_verdict) % CCOL__SHM_LINE == 0,
+               "the verdict is whole cache lines");
+
+/* A validated copy of a slot's header; data points into the slot. */
+typedef struct ccol__slot_view {
+    uint16_t op;
+    uint16_t flags;
+    uint32_t len;
+    uint64_t arg;
+    int64_t started;
+    const uint8_t *data;
+} ccol__slot_view;
+
+/* Reads a slot's header once and checks it (operation, flags, length
+ * within the slot): bytes another process wrote. CCOL_ERR_PEER with a
+ * reason in why when it is malformed. */
+ccol_status ccol__shm_slot_view(const ccol__shm_slot *s, ccol__slot_view *v,
+                                char *why, size_t whylen);
+/* Copies a slot's label, NUL-terminated, control characters replaced. */
+void ccol__shm_slot_label(const ccol__shm_slot *s,
+                          char out[CCOL__WIRE_LABEL]);
+/* Copies a written verdict into err: a status that is not a failure
+ * becomes PEER, the text is bounded and control characters replaced. */
+void ccol__shm_verdict_read(const ccol__shm_verdict *v, ccol__err *err);
+
 #endif /* CCOL_SHM_H */

@@ -30,6 +30,7 @@ quiet_close(int fd)
     close(fd);
 }
 
+/* Closes every socket and frees the link. */
 static void
 link_free(ccol__tcp *t)
 {
@@ -44,6 +45,8 @@ link_free(ccol__tcp *t)
     free(t);
 }
 
+/* A link with no connection yet: one socket slot per rank (only tree
+ * neighbours get one) and the poll entries of the waits. */
 static ccol__tcp *
 link_new(int size)
 {
@@ -80,6 +83,8 @@ peer_fd(ccol_comm *c, int peer)
     return -1;
 }
 
+/* Writes a whole frame to the peer's socket within the deadline; a
+ * closed or reset connection names the peer. */
 static ccol_status
 tcp_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
 {
@@ -145,6 +150,8 @@ pick_ready(ccol__tcp *t, int n)
     return -1;
 }
 
+/* Waits with poll(2) on the wanted peers' sockets for one whole frame;
+ * nothing busy-polls, sockets sleep in the kernel until bytes come. */
 static ccol_status
 tcp_recv(ccol_comm *c, const int *peers, int n, int64_t deadline, int *from,
          ccol__msg *msg)
@@ -176,6 +183,8 @@ tcp_recv(ccol_comm *c, const int *peers, int n, int64_t deadline, int *from,
     }
 }
 
+/* Closes every connection: peers waiting on this rank see the close at
+ * once and name it. */
 static void
 tcp_destroy(ccol_comm *c)
 {
@@ -194,14 +203,10 @@ tcp_shutdown(ccol_comm *c)
             shutdown(t->fd[r], SHUT_RDWR);
 }
 
-static const ccol__link_ops tcp_ops = {
-    .name = "tcp",
-    .send = tcp_send,
-    .recv = tcp_recv,
-    .destroy = tcp_destroy,
-    .shutdown = tcp_shutdown,
-};
+static const ccol__link_ops tcp_ops = CCOL__LINK_OPS(tcp, NULL);
 
+/* Rank 0 listens and hands out the tree; every other rank connects,
+ * authenticates and learns its parent's address (tcp_rendezvous.c). */
 ccol_status
 ccol__tcp_attach(ccol_comm *c, const char *addr, int port)
 {

@@ -30,6 +30,8 @@
 #define BACKOFF_MAX_NS  (200 * 1000000LL)
 #define CONNECT_STEP_NS (2000 * 1000000LL)
 
+/* A monotonic deadline `seconds` from now, clamped so a huge or bad
+ * timeout cannot overflow the clock arithmetic. */
 int64_t
 ccol__tcp_deadline(double seconds)
 {
@@ -40,6 +42,8 @@ ccol__tcp_deadline(double seconds)
     return ccol__now_ns() + (int64_t)(seconds * 1e9);
 }
 
+/* Milliseconds for poll(2), rounded up (so a wait never ends just before
+ * its deadline) and cut at the interrupt hook's next check. */
 int
 ccol__tcp_ms_left(int64_t deadline)
 {
@@ -51,6 +55,8 @@ ccol__tcp_ms_left(int64_t deadline)
     return left > INT_MAX ? INT_MAX : (int)left;
 }
 
+/* Every socket is non-blocking (all waits go through poll with a
+ * deadline) and closed on exec (a rank's children must not inherit it). */
 bool
 ccol__tcp_prepare(int fd)
 {
@@ -88,31 +94,45 @@ wait_fd(int fd, short events, int64_t deadline, int *err)
     }
 }
 
-ccol__tcp_io
-ccol__tcp_write(int fd, const void *p, size_t len, int64_t deadline, int *err)
+/* Moves bytes until *done == len, an error or the deadline: sends from p
+ * when `out`, else receives into it (the peer closing is CCOL__IO_EOF). */
+static ccol__tcp_io
+transfer(int fd, uint8_t *p, size_t len, bool out, int64_t deadline,
+         size_t *done, int *err)
 {
-    const uint8_t *b = p;
-    size_t done = 0;
-
-    while (done < len) {
-        ssize_t n = send(fd, b + done, len - done, MSG_NOSIGNAL);
+    while (*done < len) {
+        ssize_t n = out ? send(fd, p + *done, len - *done, MSG_NOSIGNAL)
+                        : recv(fd, p + *done, len - *done, 0);
         ccol__tcp_io io;
 
         if (n > 0) {
-            done += (size_t)n;
+            *done += (size_t)n;
             continue;
         }
+        if (n == 0 && !out)
+            return CCOL__IO_EOF;
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
             *err = errno;
             return CCOL__IO_ERR;
         }
-        io = wait_fd(fd, POLLOUT, deadline, err);
+        io = wait_fd(fd, out ? POLLOUT : POLLIN, deadline, err);
         if (io != CCOL__IO_OK)
             return io;
     }
     return CCOL__IO_OK;
+}
+
+/* Writes a whole buffer, waiting for room until the deadline. */
+ccol__tcp_io
+ccol__tcp_write(int fd, const void *p, size_t len, int64_t deadline, int *err)
+{
+    size_t done = 0;
+
+    /* transfer() only reads through the pointer when sending. */
+    return transfer(fd, (uint8_t *)(uintptr_t)p, len, true, deadline, &done,
+                    err);
 }
 
 /* Reads until *got == len, EOF, an error or the deadline. */
@@ -120,27 +140,7 @@ static ccol__tcp_io
 read_full(int fd, uint8_t *p, size_t len, int64_t deadline, size_t *got,
           int *err)
 {
-    while (*got < len) {
-        ssize_t n = recv(fd, p + *got, len - *got, 0);
-        ccol__tcp_io io;
-
-        if (n > 0) {
-            *got += (size_t)n;
-            continue;
-        }
-        if (n == 0)
-            return CCOL__IO_EOF;
-        if (errno == EINTR)
-            continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK) {
-            *err = errno;
-            return CCOL__IO_ERR;
-        }
-        io = wait_fd(fd, POLLIN, deadline, err);
-        if (io != CCOL__IO_OK)
-            return io;
-    }
-    return CCOL__IO_OK;
+    return transfer(fd, p, len, false, deadline, got, err);
 }
 
 /* Describes a failed read of `what` (got of len bytes). `started` says a
@@ -199,6 +199,10 @@ read_payload(int fd, ccol__msg *m, int64_t deadline, char *why, size_t whylen)
     return io_why(io, err, got, m->h.len, "payload", true, why, whylen);
 }
 
+/* Reads one frame: the header (with `wait`, until the deadline; without,
+ * only when its first bytes are already there, a frame once begun being
+ * read to its end), then its payload within the deadline. A bad frame or
+ * a close says why in `why`. */
 ccol_status
 ccol__tcp_read_frame(int fd, size_t max_payload, int64_t deadline, bool wait,
                      ccol__msg *m, char *why, size_t whylen)
@@ -312,6 +316,8 @@ nap(int64_t ns, int64_t deadline)
         ;
 }
 
+/* Connects to host:port, retrying with backoff until the deadline: rank
+ * 0 may not be listening yet when the others start. */
 ccol_status
 ccol__tcp_connect(const char *host, int port, int64_t deadline, int *fd,
                   char *why, size_t whylen)
@@ -366,6 +372,8 @@ listen_on(const struct addrinfo *ai, int *err)
     return fd;
 }
 
+/* Listens on the first address of host that binds; port 0 picks a free
+ * port, reported in *bound_port. */
 ccol_status
 ccol__tcp_listen(const char *host, int port, int *fd, int *bound_port,
                  char *why, size_t whylen)
@@ -393,6 +401,8 @@ ccol__tcp_listen(const char *host, int port, int *fd, int *bound_port,
     return CCOL_OK;
 }
 
+/* The numeric address of a socket's local or peer end, for messages and
+ * for the addresses rank 0 hands out. */
 bool
 ccol__tcp_name(int fd, bool peer, char *ip, size_t iplen, int *port)
 {
@@ -414,6 +424,8 @@ ccol__tcp_name(int fd, bool peer, char *ip, size_t iplen, int *port)
     return true;
 }
 
+/* Sends one rendezvous frame. Only WELCOME carries the token digest:
+ * before authentication a peer's frames are judged by their MAC alone. */
 ccol__tcp_io
 ccol__tcp_send_frame(const ccol_comm *c, int fd, uint16_t kind, uint64_t arg,
                      const void *payload, size_t len, int64_t deadline,

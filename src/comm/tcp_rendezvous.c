@@ -279,6 +279,9 @@ welcome_all(ccol_comm *c, ccol__tcp *t, ccol__tcp_member *m, int64_t deadline)
     return st;
 }
 
+/* Rank 0: listens on the job's port, admits every other rank, checks
+ * the job is consistent and welcomes everyone with the address of its
+ * tree parent. */
 static ccol_status
 root(ccol_comm *c, ccol__tcp *t, const char *addr, int port, int64_t deadline)
 {
@@ -423,6 +426,8 @@ accept_children(ccol_comm *c, ccol__tcp *t, int lfd, int64_t deadline)
     return st;
 }
 
+/* Every other rank: dials rank 0, authenticates, learns its parent,
+ * connects to it (unless it is rank 0) and accepts its own children. */
 static ccol_status
 joiner(ccol_comm *c, ccol__tcp *t, const char *addr, int port, int64_t deadline)
 {
@@ -449,6 +454,8 @@ joiner(ccol_comm *c, ccol__tcp *t, const char *addr, int port, int64_t deadline)
     return st;
 }
 
+/* Forms the job's connections before the first operation; one deadline
+ * for the whole rendezvous. */
 ccol_status
 ccol__tcp_rendezvous(ccol_comm *c, ccol__tcp *t, const char *addr, int port)
 {

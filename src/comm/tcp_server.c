@@ -61,6 +61,9 @@ typedef enum verdict {
     V_FATAL   /* the job itself is inconsistent: fail */
 } verdict;
 
+/* HMAC-SHA-256 keyed by the job token over rank 0's nonce and the
+ * rank: proves a peer knows the token without sending it, and a MAC
+ * cannot be replayed for another rank or another nonce. */
 void
 ccol__tcp_mac(const ccol_comm *c, const uint8_t *nonce, uint32_t rank,
               uint8_t out[CCOL__TCP_MAC])
@@ -73,6 +76,7 @@ ccol__tcp_mac(const ccol_comm *c, const uint8_t *nonce, uint32_t rank,
     ccol__hmac_sha256(key, strlen(key), msg, sizeof msg, out);
 }
 
+/* HELLO payload: rank, size, pid, listen host and port, MAC. */
 uint8_t *
 ccol__tcp_hello_encode(const ccol__tcp_hello *h, size_t *len)
 {
@@ -91,6 +95,9 @@ ccol__tcp_hello_encode(const ccol__tcp_hello *h, size_t *len)
     return ccol__buf_take(&b, len);
 }
 
+/* Decodes a HELLO from an unauthenticated peer: every field bounded,
+ * no trailing bytes, the host name made printable. Returns NULL, or what
+ * was wrong. */
 const char *
 ccol__tcp_hello_decode(const uint8_t *p, size_t len, ccol__tcp_hello *h)
 {
@@ -120,6 +127,8 @@ ccol__tcp_hello_decode(const uint8_t *p, size_t len, ccol__tcp_hello *h)
     return NULL;
 }
 
+/* Replaces unprintable characters, so peer-supplied text cannot forge
+ * log lines or terminal escapes. */
 void
 ccol__tcp_sanitize(char *s)
 {
@@ -129,6 +138,8 @@ ccol__tcp_sanitize(char *s)
     }
 }
 
+/* Tells a peer why it is refused (a REFUSE frame with the status and
+ * the reason) before closing, so its error names the cause. */
 void
 ccol__tcp_refuse(const ccol_comm *c, int fd, ccol_status st, const char *reason)
 {
@@ -497,6 +508,8 @@ list_missing(const server *s, char *out, size_t len)
         snprintf(out + n, len - n, ", ...");
 }
 
+/* The rendezvous deadline passed: names the ranks that never joined and
+ * what was refused meanwhile. */
 static ccol_status
 serve_timeout(server *s)
 {
@@ -529,6 +542,8 @@ serve_ready(server *s, const struct pollfd *pf, int n)
     return CCOL_OK;
 }
 
+/* Polls the listener and the pending connections until every wanted
+ * rank joined, a fatal inconsistency, or the deadline. */
 static ccol_status
 serve_loop(server *s)
 {
@@ -562,6 +577,8 @@ serve_loop(server *s)
     return CCOL_OK;
 }
 
+/* The ranks this server waits for, its pending-connection slots, and
+ * the random source of its nonces. */
 static ccol_status
 server_init(server *s, ccol_comm *c, const int *ranks, int n)
 {
@@ -584,6 +601,8 @@ server_init(server *s, ccol_comm *c, const int *ranks, int n)
     return CCOL_OK;
 }
 
+/* Runs one rendezvous server on an already listening socket: rank 0
+ * admitting the whole job, or a tree parent admitting its children. */
 ccol_status
 ccol__tcp_serve(ccol_comm *c, int lfd, const int *ranks, int n,
                 const char *where, int64_t deadline, ccol__tcp_member *m)

@@ -39,6 +39,7 @@ typedef struct run {
     char what[160];        /* "label (allgatherv #3)", see what_of() */
 } run;
 
+/* The per-operation deadline in nanoseconds. */
 static int64_t
 timeout_ns(const ccol_comm *c)
 {
@@ -71,6 +72,9 @@ subtree_height(const ccol_comm *c, int r)
     return h;
 }
 
+/* Star up to the threshold (rank 0 is every rank's parent), k-ary above
+ * it (rank r's children are rk+1 .. rk+k). The shape only depends on size,
+ * threshold and fanout, which every rank must share (checked at join). */
 ccol_status
 ccol__tree_setup(ccol_comm *c)
 {
@@ -125,6 +129,8 @@ describe_seen(const ccol_comm *c, int peer, char *out, size_t n)
     snprintf(out, n, "last seen in %s", d);
 }
 
+/* Encodes and sends one frame of this operation; injected faults apply
+ * here, so every frame the engine sends can be dropped or damaged. */
 static ccol_status
 send_frame(ccol_comm *c, int peer, uint16_t kind, const ccol__coll *op,
            int64_t started, const void *payload, size_t len)
@@ -184,6 +190,8 @@ decode_error(ccol_comm *c, int from, const ccol__msg *m)
     return c->err.code;
 }
 
+/* Remembers what a rank last sent, for later timeout messages ("last
+ * seen in ..."). */
 static void
 note_seen(ccol_comm *c, int from, const ccol__hdr *h)
 {
@@ -212,6 +220,8 @@ check_same_op(run *r, int from, const ccol__hdr *h)
                         from, th_full, c->rank, what_of(r));
 }
 
+/* Index of a rank among this rank's children, -1 when it is not one
+ * (a frame from it is unexpected). */
 static int
 child_index(const ccol_comm *c, int rank)
 {
@@ -311,6 +321,9 @@ gather_deadline(const run *r)
     return r->deadline + h * grace_ns(c);
 }
 
+/* Receives one frame per child until all arrived, a failure, or the
+ * deadline (which shrinks as children report earlier starts and grows by
+ * the grace of the deepest missing subtree). */
 static ccol_status
 gather_children(run *r)
 {
@@ -567,6 +580,7 @@ run_up(run *r)
     return st;
 }
 
+/* Frees the children's payloads still held by an operation. */
 static void
 run_free(run *r)
 {
@@ -578,6 +592,8 @@ run_free(run *r)
     free(r->arrived);
 }
 
+/* Starts an operation's clocks (wall for frames, monotonic for
+ * deadlines) and its per-child bookkeeping. */
 static ccol_status
 run_init(run *r, ccol_comm *c, ccol__coll *op)
 {
@@ -600,13 +616,23 @@ run_init(run *r, ccol_comm *c, ccol__coll *op)
 ccol_status
 ccol__tree_run(ccol_comm *c, ccol__coll *op)
 {
+    c->seq++;
+    ccol__fault_on_op(c);
+    return ccol__tree_exec(c, op);
+}
+
+/* Up, then down: non-roots wait for the result (or ABORT) from their
+ * parent for T plus the grace of the whole tree, which is what lets rank
+ * 0's report reach everyone before they give up on it; nodes with children
+ * forward the outcome, whatever it is. */
+ccol_status
+ccol__tree_exec(ccol_comm *c, ccol__coll *op)
+{
     run r;
     ccol_status st;
 
     op->result = NULL;
     op->result_len = 0;
-    c->seq++;
-    ccol__fault_on_op(c);
     st = run_init(&r, c, op);
     if (st == CCOL_OK)
         st = run_up(&r);
@@ -617,6 +643,14 @@ ccol__tree_run(ccol_comm *c, ccol__coll *op)
     if (c->nchildren > 0)
         send_down(&r, st == CCOL_OK);
     run_free(&r);
+    return ccol__coll_end(c, op, st);
+}
+
+/* Shared by the tree and the shm slots, so both leave a failed
+ * operation the same way. */
+ccol_status
+ccol__coll_end(ccol_comm *c, ccol__coll *op, ccol_status st)
+{
     if (st != CCOL_OK) {
         free(op->result);
         op->result = NULL;

@@ -7,7 +7,7 @@
  * a departed rank is named, and bad parameters and environments are
  * rejected with clear messages.
  */
-#include "harness.h"
+#include "outcome.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -234,19 +234,8 @@ CCOL_TEST(shm_all_ops_tree)
 
 /* ---- failures ---- */
 
-typedef struct fail_info {
-    int status[8];        /* status each rank got */
-    char msg[8][1024];    /* message each rank got */
-    double took[8];       /* seconds the call took */
-} fail_info;
-
-static void
-record(fail_info *fi, int rank, ccol_status st, ccol_comm *c, double t0)
-{
-    fi->status[rank] = st;
-    snprintf(fi->msg[rank], sizeof fi->msg[rank], "%s", ccol_comm_errmsg(c));
-    fi->took[rank] = ccol_test_now() - t0;
-}
+typedef ccol_outcome fail_info;
+#define record ccol_outcome_note
 
 /* The last rank never calls; the others time out naming it. */
 static void

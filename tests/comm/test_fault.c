@@ -3,7 +3,8 @@
  * surviving rank must end with an error naming the faulty rank, within the
  * deadline plus a margin, or succeed when the fault is harmless (a short
  * delay). Processes over tcp and shm (a killed rank must not take the test
- * down) and threads over inproc.
+ * down) and threads over inproc; over shm both the frames of the rings
+ * and the one-hop slots.
  */
 #include "harness.h"
 
@@ -168,6 +169,30 @@ CCOL_TEST(shm_frame_faults_are_named)
         CHECK_STATUS((ccol_status)o->status[r], CCOL_OK);
 }
 
+/* At two ranks every operation is one slot per rank: the per-message
+ * faults act on the slot (message 2 is operation 2's). */
+CCOL_TEST(shm_slot_faults_are_named)
+{
+    outcome *o = run(CCOL_TEST_SHM, 2, "rank=1,msg=2,kind=corrupt");
+    for (int r = 0; r < 2; r++) {
+        CHECK_STATUS((ccol_status)o->status[r], CCOL_ERR_PEER);
+        CHECK_CONTAINS(o->msg[r], "rank 1 sent a bad slot");
+        CHECK_STR_EQ(o->msg[r], o->msg[0]);
+    }
+    o = run(CCOL_TEST_SHM, 2, "rank=0,op=2,kind=drop");
+    for (int r = 0; r < 2; r++) {
+        CHECK_STATUS((ccol_status)o->status[r], CCOL_ERR_TIMEOUT);
+        CHECK_CONTAINS(o->msg[r], "missing rank: 0");
+        CHECK_STR_EQ(o->msg[r], o->msg[0]);
+    }
+    o = run(CCOL_TEST_SHM, 2, "rank=1,op=2,kind=truncate");
+    expect_named(o, 2, 1, CCOL_ERR_PEER, 1);
+    CHECK_CONTAINS(o->msg[0], "rank 1 left");
+    o = run(CCOL_TEST_SHM, 2, "rank=1,msg=1,kind=delay,ms=100");
+    for (int r = 0; r < 2; r++)
+        CHECK_STATUS((ccol_status)o->status[r], CCOL_OK);
+}
+
 CCOL_TEST(bad_fault_spec_is_rejected)
 {
     ccol_comm_params p = { .mask = CCOL_COMM_PARAM_FAULT,
@@ -186,4 +211,5 @@ CCOL_TEST_MAIN(CCOL_T(tcp_kill_is_peer_named), CCOL_T(tcp_stall_is_timeout_named
                CCOL_T(inproc_faults_are_named),
                CCOL_T(shm_kill_and_stall_are_named),
                CCOL_T(shm_frame_faults_are_named),
+               CCOL_T(shm_slot_faults_are_named),
                CCOL_T(bad_fault_spec_is_rejected))

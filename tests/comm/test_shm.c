@@ -5,15 +5,21 @@
  * (no spinning) and the spinning one, the segment's name removed once
  * everyone joined, a stale segment of a crashed job replaced, a live job's
  * segment refused, ranks that disagree about the world size or claim a rank
- * twice, CCOL_TRANSPORT, and the spin knob's validation.
+ * twice, CCOL_TRANSPORT, and the spin knob's validation; the one-hop
+ * slots: their reader on hand-made slots and verdicts, small operations in
+ * the slots and large ones handed to the rings, and failures every rank
+ * agrees on (ranks in different operations, a killed rank, a stalled one,
+ * a combine failing, a rank arriving at the deadline), and a combine that
+ * fails on one rank only, which the others' next operation names.
  */
-#include "harness.h"
+#include "outcome.h"
 
 #include "comm/shm.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -479,6 +485,293 @@ CCOL_TEST(environment_selects_shm)
     unsetenv("MASTER_PORT");
 }
 
+/* ---- the one-hop slots ---- */
+
+CCOL_TEST(slot_reader_rejects_bad_slots)
+{
+    ccol__shm_slot *s = calloc(1, sizeof *s);
+    ccol__shm_verdict *v = calloc(1, sizeof *v);
+    ccol__slot_view view;
+    ccol__err err;
+    char why[200], label[CCOL__WIRE_LABEL];
+
+    CHECK_STATUS(ccol__shm_slot_view(s, &view, why, sizeof why),
+                 CCOL_ERR_PEER);
+    CHECK_CONTAINS(why, "names operation 0");
+    s->op = CCOL__OP_BARRIER;
+    s->flags = 6;
+    CHECK_STATUS(ccol__shm_slot_view(s, &view, why, sizeof why),
+                 CCOL_ERR_PEER);
+    CHECK_CONTAINS(why, "unknown flags 0x6");
+    s->flags = 0;
+    s->len = CCOL__SLOT_CAP + 1;
+    CHECK_STATUS(ccol__shm_slot_view(s, &view, why, sizeof why),
+                 CCOL_ERR_PEER);
+    CHECK_CONTAINS(why, "claims 1025 payload bytes");
+    s->flags = CCOL__SLOT_BIG; /* the real size of a contribution */
+    CHECK_OK(ccol__shm_slot_view(s, &view, why, sizeof why), NULL);
+    CHECK_EQ(view.len, (uint32_t)CCOL__SLOT_CAP + 1);
+    memset(s->label, 'a', sizeof s->label); /* no NUL anywhere */
+    s->label[2] = '\n';
+    ccol__shm_slot_label(s, label);
+    CHECK_EQ(strlen(label), (size_t)CCOL__WIRE_LABEL - 1);
+    CHECK(label[2] == '?');
+    /* A verdict that is not a failure, or has no NUL, stays bounded. */
+    v->code = 3;
+    memset(v->msg, 'x', sizeof v->msg);
+    v->msg[5] = '\x01';
+    ccol__shm_verdict_read(v, &err);
+    CHECK_STATUS(err.code, CCOL_ERR_PEER);
+    CHECK_EQ(strlen(err.msg), sizeof err.msg - 1);
+    CHECK(err.msg[5] == '?');
+    v->code = CCOL_ERR_TIMEOUT;
+    snprintf(v->msg, sizeof v->msg, "barrier #2 timed out");
+    ccol__shm_verdict_read(v, &err);
+    CHECK_STATUS(err.code, CCOL_ERR_TIMEOUT);
+    CHECK_STR_EQ(err.msg, "barrier #2 timed out");
+    free(s);
+    free(v);
+}
+
+/* A barrier costs each rank one slot header and nothing on the rings;
+ * a contribution over a slot takes the rings, for every rank, and the
+ * next small one is back in the slots. */
+static void
+slot_body(ccol_comm *c, int rank, void *arg)
+{
+    uint64_t sent = 0, got = 0, sent2 = 0;
+    size_t mine = rank == 1 ? CCOL__SLOT_CAP + 1 : CCOL__SLOT_CAP, lens[3];
+    uint8_t *buf = calloc(1, mine), *out = NULL;
+    int64_t v = rank;
+    (void)arg;
+
+    CHECK_OK(ccol_barrier(c), c);
+    ccol_comm_traffic(c, &sent, &got);
+    CHECK_EQ(sent, (uint64_t)offsetof(ccol__shm_slot, data));
+    CHECK_EQ(got, (uint64_t)offsetof(ccol__shm_slot, data) *
+                      (uint64_t)(ccol_comm_size(c) - 1));
+    memset(buf, rank + 1, mine);
+    CHECK_OK(ccol_allgatherv(c, buf, mine, (void **)&out, lens), c);
+    CHECK_EQ(lens[0], (size_t)CCOL__SLOT_CAP);
+    CHECK_EQ(lens[1], (size_t)CCOL__SLOT_CAP + 1);
+    CHECK(out != NULL && out[0] == 1 && out[CCOL__SLOT_CAP] == 2);
+    ccol_free(out);
+    ccol_comm_traffic(c, &sent, NULL);
+    CHECK_OK(ccol_allreduce_i64(c, &v, 1, CCOL_OP_MAX), c);
+    CHECK_EQ(v, (int64_t)ccol_comm_size(c) - 1);
+    ccol_comm_traffic(c, &sent2, NULL);
+    CHECK_EQ(sent2 - sent, (uint64_t)offsetof(ccol__shm_slot, data) + 8);
+    free(buf);
+}
+
+CCOL_TEST(slots_carry_small_operations_and_hand_large_ones_over)
+{
+    for (int size = 2; size <= 3; size++) {
+        ccol_test_job job = { .size = size, .transport = CCOL_TEST_SHM };
+        CHECK_EQ(ccol_test_ranks(&job, slot_body, NULL), 0);
+    }
+}
+
+typedef ccol_outcome verdicts;
+#define note ccol_outcome_note
+
+static verdicts *
+run_verdicts(int size, double timeout_s, unsigned may_die, ccol_rank_fn fn)
+{
+    ccol_test_job job = { .size = size, .transport = CCOL_TEST_SHM,
+                          .timeout_s = timeout_s, .may_die = may_die };
+    verdicts *o = ccol_test_shared(sizeof *o);
+
+    for (int r = 0; r < 8; r++)
+        o->status[r] = 99;
+    ccol_test_ranks(&job, fn, o);
+    return o;
+}
+
+/* Every rank in `ranks` got status `want` and the very same message. */
+static void
+expect_agreed(const verdicts *o, int size, int skip, ccol_status want,
+              const char *needle)
+{
+    int first = skip == 0 ? 1 : 0;
+    for (int r = 0; r < size; r++) {
+        if (r == skip)
+            continue;
+        CHECK_STATUS((ccol_status)o->status[r], want);
+        CHECK_CONTAINS(o->msg[r], needle);
+        CHECK_STR_EQ(o->msg[r], o->msg[first]);
+    }
+}
+
+/* Rank 1 reduces two values, rank 0 one: different operations. */
+static void
+count_diverge_body(ccol_comm *c, int rank, void *arg)
+{
+    int64_t v[2] = { 1, 2 };
+    double t0 = ccol_test_now();
+
+    ccol_comm_set_label(c, rank == 1 ? "guard g" : "guard f");
+    note(arg, rank, ccol_allreduce_i64(c, v, rank == 1 ? 2 : 1, CCOL_OP_SUM),
+         c, t0);
+    CHECK_STATUS(ccol_barrier(c), CCOL_ERR_DIVERGED); /* poisoned */
+}
+
+/* Rank 1 dies before its second operation. */
+static void
+killed_body(ccol_comm *c, int rank, void *arg)
+{
+    double t0;
+    CHECK_OK(ccol_barrier(c), c);
+    if (rank == 1)
+        raise(SIGKILL);
+    t0 = ccol_test_now();
+    note(arg, rank, ccol_barrier(c), c, t0);
+}
+
+/* Rank 1 is 2.5 s late for its second operation (deadline 1 s): it gets
+ * the others' report when it arrives. */
+static void
+stalled_body(ccol_comm *c, int rank, void *arg)
+{
+    double t0;
+    ccol_comm_set_label(c, "step 1");
+    CHECK_OK(ccol_barrier(c), c);
+    ccol_comm_set_label(c, "step 2");
+    if (rank == 1)
+        usleep(2500 * 1000);
+    t0 = ccol_test_now();
+    note(arg, rank, ccol_barrier(c), c, t0);
+}
+
+/* Concatenates; fails on the byte 'b' (a pure combine: every rank fails
+ * alike), or on the rank whose ud says 1 (not pure: one rank only). */
+static ccol_status
+picky_combine(void *ud, const void *a, size_t alen, const void *b,
+              size_t blen, void **out, size_t *out_len)
+{
+    uint8_t *o;
+    if (*(const int *)ud == 1 || (*(const int *)ud == -1 && blen > 0 &&
+                                  ((const char *)b)[0] == 'b'))
+        return CCOL_ERR_INVALID_ARG;
+    o = malloc(alen + blen + 1);
+    if (o == NULL)
+        return CCOL_ERR_NO_MEMORY;
+    memcpy(o, a, alen);
+    memcpy(o + alen, b, blen);
+    *out = o;
+    *out_len = alen + blen;
+    return CCOL_OK;
+}
+
+/* A pure combine failing: every rank, one message. */
+static void
+pure_fail_body(ccol_comm *c, int rank, void *arg)
+{
+    void *out = NULL;
+    size_t n = 0;
+    double t0 = ccol_test_now();
+    char mine = (char)('a' + rank);
+
+    CHECK_OK(ccol_join_reduce(c, 7, &mine, 1, picky_combine, &(int){ 5 },
+                              &out, &n), c);
+    CHECK(n == (size_t)ccol_comm_size(c) && memcmp(out, "abc", n) == 0);
+    ccol_free(out);
+    out = NULL;
+    note(arg, rank, ccol_join_reduce(c, 7, &mine, 1, picky_combine,
+                                     &(int){ -1 }, &out, &n), c, t0);
+    CHECK(out == NULL); /* no result on any rank */
+}
+
+/* A combine that is not pure fails on rank 1 only: rank 1's operation
+ * fails, and the others' next one fails at once naming it. */
+static void
+impure_fail_body(ccol_comm *c, int rank, void *arg)
+{
+    void *out = NULL;
+    size_t n = 0;
+    char mine = (char)('a' + rank);
+    ccol_status st = ccol_join_reduce(c, 7, &mine, 1, picky_combine, &rank,
+                                      &out, &n);
+    double t0 = ccol_test_now();
+
+    ccol_free(out);
+    if (rank == 1) {
+        CHECK_STATUS(st, CCOL_ERR_PEER);
+        CHECK_CONTAINS(ccol_comm_errmsg(c), "combining the contribution of "
+                       "rank 1 failed (INVALID_ARG)");
+        usleep(1000 * 1000); /* the others fail before this rank leaves */
+        return;
+    }
+    CHECK_OK(st, c);
+    note(arg, rank, ccol_barrier(c), c, t0);
+}
+
+CCOL_TEST(slot_failures_are_agreed)
+{
+    verdicts *o = run_verdicts(2, 5, 0, count_diverge_body);
+    expect_agreed(o, 2, -1, CCOL_ERR_DIVERGED,
+                  "ranks diverged: rank 1 is in guard g "
+                  "(allreduce_i64(sum, n=2) #1) while rank 0 is in guard f "
+                  "(allreduce_i64(sum, n=1) #1)");
+    o = run_verdicts(2, 5, 2u, killed_body);
+    CHECK_STATUS((ccol_status)o->status[0], CCOL_ERR_PEER);
+    CHECK_CONTAINS(o->msg[0], "rank 1 (pid");
+    CHECK_CONTAINS(o->msg[0], "died");
+    CHECK(o->took[0] < 1.0);
+    o = run_verdicts(3, 1, 0, stalled_body);
+    expect_agreed(o, 3, -1, CCOL_ERR_TIMEOUT,
+                  "step 2 (barrier #2) timed out after 1 s; missing rank: 1 "
+                  "(last seen in step 1 (barrier #1))");
+    CHECK(o->took[0] < 1.0 + 1.0);
+    o = run_verdicts(3, 5, 0, pure_fail_body);
+    expect_agreed(o, 3, -1, CCOL_ERR_PEER,
+                  "join_reduce #2: combining the contribution of rank 1 "
+                  "failed (INVALID_ARG)");
+    o = run_verdicts(3, 5, 0, impure_fail_body);
+    for (int r = 0; r < 3; r += 2) {
+        CHECK_STATUS((ccol_status)o->status[r], CCOL_ERR_PEER);
+        CHECK_CONTAINS(o->msg[r], "rank 1 stopped after a failure of its "
+                       "own");
+        CHECK(o->took[r] < 0.8);
+    }
+}
+
+/* Rank 2 arrives around the deadline: whether it made it or not, every
+ * rank tells the same story. */
+static void
+late_body(ccol_comm *c, int rank, void *arg)
+{
+    const double *late = arg;
+    verdicts *o = (verdicts *)(void *)(late + 1);
+    double t0;
+
+    CHECK_OK(ccol_barrier(c), c);
+    if (rank == 2)
+        usleep((useconds_t)(*late * 1e6));
+    t0 = ccol_test_now();
+    note(o, rank, ccol_barrier(c), c, t0);
+}
+
+CCOL_TEST(a_rank_arriving_at_the_deadline_gets_one_story)
+{
+    const double lates[] = { 0.15, 0.19, 0.2, 0.21, 0.25 };
+    double *arg = ccol_test_shared(sizeof(double) + sizeof(verdicts));
+    verdicts *o = (verdicts *)(void *)(arg + 1);
+
+    for (size_t i = 0; i < sizeof lates / sizeof lates[0]; i++) {
+        ccol_test_job job = { .size = 3, .transport = CCOL_TEST_SHM,
+                              .timeout_s = 0.2 };
+        *arg = lates[i];
+        memset(o, 0, sizeof *o);
+        ccol_test_ranks(&job, late_body, arg);
+        for (int r = 1; r < 3; r++) {
+            CHECK_STATUS((ccol_status)o->status[r],
+                         (ccol_status)o->status[0]);
+            CHECK_STR_EQ(o->msg[r], o->msg[0]);
+        }
+    }
+}
+
 CCOL_TEST_MAIN(CCOL_T(environment_selects_shm),
                CCOL_T(ring_reader_reassembles_across_wraps),
                CCOL_T(ring_reader_rejects_bad_bytes),
@@ -490,4 +783,8 @@ CCOL_TEST_MAIN(CCOL_T(environment_selects_shm),
                CCOL_T(stale_segment_of_a_crashed_job_is_replaced),
                CCOL_T(live_jobs_segment_is_refused),
                CCOL_T(rank_claimed_twice_is_refused),
-               CCOL_T(missing_rank_0_is_named_at_join))
+               CCOL_T(missing_rank_0_is_named_at_join),
+               CCOL_T(slot_reader_rejects_bad_slots),
+               CCOL_T(slots_carry_small_operations_and_hand_large_ones_over),
+               CCOL_T(slot_failures_are_agreed),
+               CCOL_T(a_rank_arriving_at_the_deadline_gets_one_story))

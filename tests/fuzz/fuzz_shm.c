@@ -5,7 +5,10 @@
  * ring in chunks (wrapping at any position, counters starting anywhere),
  * optionally lying about its counter; the consumer pumps frames out with
  * the transport's own reader and checks each complete frame as a
- * communicator would. Also feeds the input to the segment-name builder.
+ * communicator would. Also feeds the input to the segment-name builder,
+ * and, as the memory image of a slot and of a verdict (the one-hop path of
+ * small operations), to their readers: every length they accept must lie
+ * inside the slot, every text they copy must be bounded and clean.
  *
  * Input: byte 0 chunk size (0: as much as fits), byte 1 lie mode (0: an
  * honest producer; else the published counter is taken from the input
@@ -36,6 +39,53 @@ fuzz_path(const uint8_t *p, size_t n)
     name[k] = '\0';
     ccol__shm_path(name, out, sizeof out);
     assert(out[0] == '/' && strchr(out + 1, '/') == NULL);
+}
+
+/* The input as a slot another process wrote: a view that passes must
+ * only point at bytes inside the slot. */
+static void
+fuzz_slot(const uint8_t *p, size_t n)
+{
+    ccol__shm_slot *s = calloc(1, sizeof *s);
+    ccol__slot_view v;
+    char why[200], label[CCOL__WIRE_LABEL];
+    unsigned sum = 0;
+
+    if (s == NULL)
+        return;
+    memcpy(s, p, n < sizeof *s ? n : sizeof *s);
+    if (ccol__shm_slot_view(s, &v, why, sizeof why) == CCOL_OK &&
+        !(v.flags & CCOL__SLOT_BIG)) {
+        assert(v.len <= CCOL__SLOT_CAP && v.data == s->data);
+        for (uint32_t i = 0; i < v.len; i++)
+            sum += v.data[i]; /* inside the slot, or ASan says so */
+    } else {
+        assert(why[0] != '\0' || (v.flags & CCOL__SLOT_BIG));
+    }
+    ccol__shm_slot_label(s, label);
+    assert(strlen(label) < sizeof label);
+    for (size_t i = 0; label[i] != '\0'; i++)
+        assert((unsigned char)label[i] >= 0x20 && label[i] != 0x7f);
+    free(s);
+    (void)sum;
+}
+
+/* The input as a verdict: any bytes read as a failure with a clean,
+ * bounded message. */
+static void
+fuzz_verdict(const uint8_t *p, size_t n)
+{
+    ccol__shm_verdict *v = calloc(1, sizeof *v);
+    ccol__err err;
+
+    if (v == NULL)
+        return;
+    memcpy(v, p, n < sizeof *v ? n : sizeof *v);
+    ccol__shm_verdict_read(v, &err);
+    assert(err.code < 0 && strlen(err.msg) < sizeof err.msg);
+    for (size_t i = 0; err.msg[i] != '\0'; i++)
+        assert((unsigned char)err.msg[i] >= 0x20 || err.msg[i] == '\n');
+    free(v);
 }
 
 /* Checks a complete frame as a 4-rank communicator would. */
@@ -81,6 +131,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char why[200];
 
     fuzz_path(data, size);
+    fuzz_slot(data, size);
+    fuzz_verdict(data, size);
     if (size < 10)
         return 0;
     chunk = data[0];

@@ -1,0 +1,592 @@
+/*
+ * shm_slot.c - the one-hop path of operations over shared memory.
+ *
+ * Within the tree threshold every operation starts here. Each rank writes
+ * its contribution (operation, fingerprint, label, wall-clock start and up
+ * to CCOL__SLOT_CAP payload bytes) into its own slot and publishes it by
+ * swapping the operation's sequence number into the slot's `seq` word;
+ * then it waits until every rank's slot holds the same sequence number and
+ * computes the result itself from all of them, in rank order, so every
+ * rank returns the same bytes. One one-way hop instead of the star's two,
+ * and no frame to encode or checksum.
+ *
+ * Everything deterministic is decided from the slots alone, which every
+ * rank reads alike: a malformed slot (PEER), ranks in different operations
+ * (DIVERGED, always phrased against rank 0), a contribution over a slot
+ * (every rank then runs the tree engine over the rings for this same
+ * operation). join_reduce's combine is pure (include/ccol.h), so every
+ * rank folding the same slots in the same order gets the same bytes or the
+ * same failure. What is not deterministic, a missing rank, is agreed
+ * through the slots' `seq` words: a rank that gives up (deadline, a dead or
+ * departed process) swaps a tombstone (seq | TOMB) into the word of every
+ * rank still missing. A rank publishes with a compare-and-swap too, so for
+ * each slot exactly one of "arrived in time" and "declared missing" wins,
+ * and a rank that completed the operation saw every slot arrive, which no
+ * one can then have declared missing. The declaring rank writes the one
+ * failure report, the verdict; every rank that meets a tombstone reads it.
+ *
+ * A failure of this rank's own after the slots arrived (out of memory, an
+ * interrupt, a combine that is not pure) stays its own, as a non-root's
+ * failure to decode the star's result does; the rank then marks its control
+ * line failed, so the others' next operation fails at once naming it
+ * instead of waiting for it until the deadline.
+ *
+ * A slot of operation s is rewritten at s + 2 only: a rank gets there after
+ * finishing s + 1, which needs every rank's slot of s + 1, which a rank
+ * publishes only after it finished reading the slots of s.
+ */
+#define _GNU_SOURCE
+#include "shm_link.h"
+
+#include <inttypes.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* How long a rank that met a tombstone waits for its verdict: the writer
+ * is running and writes it right after the tombstone. */
+#define VERDICT_WAIT_NS 2000000000
+
+typedef ccol__shm_link slink;
+
+/* ---- the slot reader (also fuzzed) ---- */
+
+ccol_status
+ccol__shm_slot_view(const ccol__shm_slot *s, ccol__slot_view *v, char *why,
+                    size_t whylen)
+{
+    /* Each field is read once: the writer may be another, hostile,
+     * process, and checks must hold for the values used. */
+    v->op = s->op;
+    v->flags = s->flags;
+    v->len = s->len;
+    v->arg = s->arg;
+    v->started = s->started;
+    v->data = s->data;
+    if (v->op < CCOL__OP_ALLGATHERV || v->op > CCOL__OP_BARRIER) {
+        snprintf(why, whylen, "its slot names operation %u", v->op);
+        return CCOL_ERR_PEER;
+    }
+    if ((v->flags & ~CCOL__SLOT_BIG) != 0) {
+        snprintf(why, whylen, "its slot has unknown flags 0x%x", v->flags);
+        return CCOL_ERR_PEER;
+    }
+    if (!(v->flags & CCOL__SLOT_BIG) && v->len > CCOL__SLOT_CAP) {
+        snprintf(why, whylen, "its slot claims %" PRIu32 " payload bytes, a "
+                 "slot holds %d", v->len, CCOL__SLOT_CAP);
+        return CCOL_ERR_PEER;
+    }
+    return CCOL_OK;
+}
+
+/* Copies at most n - 1 bytes up to a NUL, replacing control characters
+ * (newlines too unless keep_nl). */
+static void
+copy_text(char *out, const char *in, size_t n, bool keep_nl)
+{
+    size_t i;
+
+    for (i = 0; i + 1 < n && in[i] != '\0'; i++) {
+        unsigned char ch = (unsigned char)in[i];
+        out[i] = (ch < 0x20 && !(keep_nl && ch == '\n')) || ch == 0x7f
+                     ? '?'
+                     : (char)ch;
+    }
+    out[i] = '\0';
+}
+
+void
+ccol__shm_slot_label(const ccol__shm_slot *s, char out[CCOL__WIRE_LABEL])
+{
+    copy_text(out, s->label, CCOL__WIRE_LABEL, false);
+}
+
+void
+ccol__shm_verdict_read(const ccol__shm_verdict *v, ccol__err *err)
+{
+    int32_t code = v->code;
+
+    if (code >= 0 || ccol_status_name((ccol_status)code)[0] == 'U')
+        code = CCOL_ERR_PEER; /* not a failure, or an unknown one */
+    err->code = (ccol_status)code;
+    copy_text(err->msg, v->msg, sizeof err->msg, true);
+}
+
+/* ---- one operation ---- */
+
+/* An operation in progress on this rank. */
+typedef struct slot_op {
+    ccol_comm *c;
+    slink *l;
+    ccol__coll *op;
+    uint64_t seq;          /* its sequence number */
+    int b;                 /* the slot it uses: seq & 1 */
+    int64_t started_wall;  /* our wall clock at start */
+    int64_t started_mono;  /* our monotonic clock at start */
+    int64_t deadline;      /* when missing ranks fail it */
+    int *missing;          /* ranks whose slot is not there yet */
+    int nmissing;
+    bool failed;           /* met a tombstone */
+    bool earlier;          /* the deadline moved earlier: wait again */
+    ccol__slot_view *views; /* every rank's validated slot */
+    char what[160];        /* "label (barrier #3)", see what_of() */
+} slot_op;
+
+static ccol__shm_slot *
+slot_of(const slink *l, int r, int b)
+{
+    return &l->slots[2 * (size_t)r + (size_t)b];
+}
+
+static const char *
+what_of(slot_op *so)
+{
+    if (so->what[0] == '\0')
+        ccol__op_describe_labeled(so->op->op, so->op->arg, so->seq,
+                                  so->c->label, so->what, sizeof so->what);
+    return so->what;
+}
+
+/* Rings every sleeping rank's doorbell after a store they may wait for. */
+static void
+wake_all(slot_op *so)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    for (int r = 0; r < so->c->size; r++)
+        if (r != so->c->rank &&
+            atomic_load_explicit(&ccol__shm_ctl(so->l, r)->sleeping,
+                                 memory_order_relaxed))
+            ccol__shm_bell(so->l, r);
+}
+
+/* Takes the verdict of this operation into c->err, waiting for its writer
+ * to finish it. */
+static ccol_status
+take_verdict(slot_op *so)
+{
+    ccol__shm_verdict *v = so->l->verdict;
+    int64_t until = ccol__now_ns() + VERDICT_WAIT_NS;
+
+    while (atomic_load_explicit(&v->seq, memory_order_acquire) != so->seq) {
+        struct timespec ts = { 0, 100000 };
+        if (ccol__now_ns() >= until)
+            return ccol__seterr(&so->c->err, CCOL_ERR_PEER,
+                                "%s failed on another rank, whose report "
+                                "never arrived", what_of(so));
+        nanosleep(&ts, NULL);
+    }
+    ccol__shm_verdict_read(v, &so->c->err);
+    return so->c->err.code;
+}
+
+/* Writes c->err as the verdict of this operation unless another rank
+ * already claimed it, in which case that one is everyone's. */
+static ccol_status
+give_verdict(slot_op *so)
+{
+    ccol__shm_verdict *v = so->l->verdict;
+    uint64_t old = atomic_load_explicit(&v->seq, memory_order_acquire);
+
+    if (old == so->seq || old == (so->seq | CCOL__VERDICT_BUSY) ||
+        !atomic_compare_exchange_strong(&v->seq, &old,
+                                        so->seq | CCOL__VERDICT_BUSY))
+        return take_verdict(so);
+    v->code = (int32_t)so->c->err.code;
+    v->rank = so->c->rank;
+    copy_text(v->msg, so->c->err.msg, sizeof v->msg, true);
+    atomic_store_explicit(&v->seq, so->seq, memory_order_release);
+    wake_all(so);
+    return so->c->err.code;
+}
+
+/* Swaps the sequence number into this rank's `seq`; a tombstone already
+ * there means the others declared this rank missing: their verdict is
+ * ours. */
+static ccol_status
+set_seq(slot_op *so)
+{
+    _Atomic uint64_t *w = &slot_of(so->l, so->c->rank, so->b)->seq;
+    uint64_t old = atomic_load_explicit(w, memory_order_relaxed);
+
+    do {
+        if (old == (so->seq | CCOL__SLOT_TOMB))
+            return take_verdict(so);
+    } while (!atomic_compare_exchange_weak_explicit(
+        w, &old, so->seq, memory_order_acq_rel, memory_order_relaxed));
+    wake_all(so);
+    return CCOL_OK;
+}
+
+/* Writes this rank's slot and publishes it, applying injected faults. */
+static ccol_status
+publish(slot_op *so)
+{
+    ccol_comm *c = so->c;
+    ccol__shm_slot *s = slot_of(so->l, c->rank, so->b);
+    bool big = so->op->len > CCOL__SLOT_CAP;
+    int fault = ccol__fault_publish(c);
+
+    if (fault == CCOL__FAULT_TRUNCATE && c->ops->shutdown != NULL)
+        c->ops->shutdown(c); /* leaves as a crash mid-message would */
+    if (so->l->closed)
+        return ccol__seterr(&c->err, CCOL_ERR_CLOSED,
+                            "this rank's connections were shut down");
+    s->arg = so->op->arg;
+    s->started = so->started_wall;
+    s->op = so->op->op;
+    s->flags = big ? CCOL__SLOT_BIG : 0;
+    s->len = (uint32_t)so->op->len;
+    memcpy(s->label, c->label, CCOL__WIRE_LABEL);
+    if (!big && so->op->len > 0)
+        memcpy(s->data, so->op->data, so->op->len);
+    if (fault == CCOL__FAULT_CORRUPT) {
+        s->flags = 0;
+        s->len ^= 0x5a000000u; /* a length no slot holds */
+    }
+    c->sent += offsetof(ccol__shm_slot, data) + (big ? 0 : so->op->len);
+    if (fault == CCOL__FAULT_DROP)
+        return CCOL_OK; /* never published: the others will miss it */
+    return set_seq(so);
+}
+
+/* An earlier start elsewhere moves the deadline to T after it, but no
+ * sooner than a quarter of T after our own start (clocks may disagree). */
+static void
+adjust_deadline(slot_op *so, int64_t started)
+{
+    int64_t t = (int64_t)(so->c->timeout_s * 1e9);
+    int64_t skew = started - so->started_wall, d;
+
+    if (skew >= 0)
+        return;
+    d = so->started_mono + skew + t;
+    if (d < so->started_mono + t / 4)
+        d = so->started_mono + t / 4;
+    if (d < so->deadline) {
+        so->deadline = d;
+        so->earlier = true;
+    }
+}
+
+/* Starts pulling an arrived slot's payload lines into this core's cache
+ * while the other slots are awaited: each is a cross-core transfer. */
+static void
+prefetch(const ccol__shm_slot *s)
+{
+    uint32_t len = s->len < CCOL__SLOT_CAP ? s->len : CCOL__SLOT_CAP;
+
+    for (uint32_t off = 0; off < len; off += CCOL__SHM_LINE)
+        __builtin_prefetch(s->data + off);
+}
+
+/* Polls the missing ranks' slots: done when all arrived, a tombstone
+ * shows up, or the deadline moved (the wait starts again). */
+static int
+poll_slots(ccol_comm *c, slink *l, void *arg)
+{
+    slot_op *so = arg;
+    int k = 0;
+
+    (void)c;
+    for (int i = 0; i < so->nmissing; i++) {
+        int r = so->missing[i];
+        ccol__shm_slot *s = slot_of(l, r, so->b);
+        uint64_t v = atomic_load_explicit(&s->seq, memory_order_acquire);
+        if (v == so->seq) {
+            l->progress = true;
+            adjust_deadline(so, s->started);
+            prefetch(s);
+            continue;
+        }
+        if (v == (so->seq | CCOL__SLOT_TOMB)) {
+            so->failed = true;
+            return 1;
+        }
+        so->missing[k++] = r;
+    }
+    so->nmissing = k;
+    return k == 0 || so->earlier ? 1 : 0;
+}
+
+/* Says what rank r last published, for timeout messages. */
+static void
+describe_last(slot_op *so, int r, char *out, size_t n)
+{
+    ccol__shm_slot *s = slot_of(so->l, r, so->b ^ 1);
+    ccol__slot_view v;
+    char why[120], label[CCOL__WIRE_LABEL], d[160];
+
+    if (atomic_load_explicit(&s->seq, memory_order_acquire) !=
+            so->seq - 1 ||
+        so->seq < 2) {
+        snprintf(out, n, "never heard from");
+        return;
+    }
+    if (ccol__shm_slot_view(s, &v, why, sizeof why) != CCOL_OK) {
+        snprintf(out, n, "last seen with a bad slot: %s", why);
+        return;
+    }
+    ccol__shm_slot_label(s, label);
+    ccol__op_describe_labeled(v.op, v.arg, so->seq - 1, label, d, sizeof d);
+    snprintf(out, n, "last seen in %s", d);
+}
+
+/* The timeout report naming the ranks this rank declared missing. */
+static void
+report_missing(slot_op *so, const int *tomb, int ntomb)
+{
+    ccol__buf b = { 0 };
+
+    for (int i = 0; i < ntomb; i++) {
+        char seen[200];
+        describe_last(so, tomb[i], seen, sizeof seen);
+        ccol__buf_printf(&b, "%s%d (%s)", i ? ", " : "", tomb[i], seen);
+    }
+    ccol__seterr(&so->c->err, CCOL_ERR_TIMEOUT,
+                 "%s timed out after %.3g s; missing %s: %s", what_of(so),
+                 so->c->timeout_s, ntomb == 1 ? "rank" : "ranks",
+                 b.p ? (char *)b.p : "?");
+    ccol__buf_free(&b);
+}
+
+/* The wait failed (st: TIMEOUT, or PEER with c->err naming a rank that
+ * left or died): declares the ranks still missing by swapping tombstones
+ * into their words. Ranks that arrive meanwhile count; if all did, the
+ * operation goes on. */
+static ccol_status
+declare_missing(slot_op *so, ccol_status st)
+{
+    int ntomb = 0;
+
+    for (int i = 0; i < so->nmissing; i++) {
+        int r = so->missing[i];
+        _Atomic uint64_t *w = &slot_of(so->l, r, so->b)->seq;
+        uint64_t old = atomic_load_explicit(w, memory_order_acquire);
+        for (;;) {
+            if (old == so->seq)
+                break; /* arrived after all */
+            if (old == (so->seq | CCOL__SLOT_TOMB)) {
+                so->failed = true;
+                break;
+            }
+            if (atomic_compare_exchange_weak(w, &old,
+                                             so->seq | CCOL__SLOT_TOMB)) {
+                so->missing[ntomb++] = r; /* reuses the slot in the list */
+                break;
+            }
+        }
+    }
+    if (ntomb == 0 && !so->failed) {
+        ccol__clrerr(&so->c->err);
+        so->nmissing = 0;
+        return CCOL_OK;
+    }
+    if (ntomb == 0)
+        return take_verdict(so);
+    if (st == CCOL_ERR_TIMEOUT)
+        report_missing(so, so->missing, ntomb);
+    return give_verdict(so);
+}
+
+/* Is rank r among the ranks not arrived yet? */
+static bool
+still_missing(const slot_op *so, int r)
+{
+    for (int i = 0; i < so->nmissing; i++)
+        if (so->missing[i] == r)
+            return true;
+    return false;
+}
+
+/* Waits until every rank's slot holds this operation; failures are
+ * agreed through tombstones and the verdict. */
+static ccol_status
+wait_slots(slot_op *so)
+{
+    ccol_status st;
+
+    so->failed = false;
+    so->nmissing = so->c->size;
+    for (int r = 0; r < so->c->size; r++)
+        so->missing[r] = r;
+    for (;;) {
+        so->earlier = false;
+        st = ccol__shm_wait(so->c, so->l, so->missing, &so->nmissing,
+                            so->deadline, poll_slots, so);
+        if (st == CCOL_OK && so->earlier && so->nmissing > 0 && !so->failed)
+            continue; /* the same wait with the earlier deadline */
+        if (st == CCOL_ERR_PEER && !still_missing(so, so->l->gone)) {
+            ccol__clrerr(&so->c->err); /* it published before it went */
+            continue;
+        }
+        break;
+    }
+    if (st == CCOL_OK && !so->failed)
+        return CCOL_OK;
+    if (st == CCOL_OK)
+        return take_verdict(so);
+    if (st == CCOL_ERR_TIMEOUT && ccol__intr_hit())
+        return st; /* interrupted: run_op says so; nobody else is told */
+    if (st != CCOL_ERR_TIMEOUT && st != CCOL_ERR_PEER)
+        return st;
+    return declare_missing(so, st);
+}
+
+/* ---- computing the result ---- */
+
+/* Validates every slot and checks that all ranks are in this operation,
+ * in rank order, so every rank reports the same first problem. */
+static ccol_status
+check_slots(slot_op *so, bool *big)
+{
+    ccol_comm *c = so->c;
+    char why[160];
+
+    *big = false;
+    for (int r = 0; r < c->size; r++) {
+        ccol__slot_view *v = &so->views[r];
+        if (ccol__shm_slot_view(slot_of(so->l, r, so->b), v, why,
+                                sizeof why) != CCOL_OK)
+            return ccol__seterr(&c->err, CCOL_ERR_PEER,
+                                "rank %d sent a bad slot during %s: %s", r,
+                                what_of(so), why);
+        *big = *big || (v->flags & CCOL__SLOT_BIG);
+        if (r != c->rank)
+            c->received += offsetof(ccol__shm_slot, data) +
+                           (v->flags & CCOL__SLOT_BIG ? 0 : v->len);
+    }
+    for (int r = 1; r < c->size; r++) {
+        const ccol__slot_view *v = &so->views[r], *v0 = &so->views[0];
+        char l0[CCOL__WIRE_LABEL], lr[CCOL__WIRE_LABEL], d0[160], dr[160];
+        if (v->op == v0->op && v->arg == v0->arg)
+            continue;
+        ccol__shm_slot_label(slot_of(so->l, 0, so->b), l0);
+        ccol__shm_slot_label(slot_of(so->l, r, so->b), lr);
+        ccol__op_describe_labeled(v0->op, v0->arg, so->seq, l0, d0,
+                                  sizeof d0);
+        ccol__op_describe_labeled(v->op, v->arg, so->seq, lr, dr, sizeof dr);
+        return ccol__seterr(&c->err, CCOL_ERR_DIVERGED,
+                            "ranks diverged: rank %d is in %s while rank 0 "
+                            "is in %s",
+                            r, dr, d0);
+    }
+    return CCOL_OK;
+}
+
+/* join_reduce: folds every rank's contribution in rank order with the
+ * caller's combine, as rank 0 of the star does. The combine is pure, so a
+ * failure here is every rank's, with this same message (which therefore
+ * names no rank of its own). */
+static ccol_status
+fold_slots(slot_op *so)
+{
+    ccol_comm *c = so->c;
+    const ccol__slot_view *v = so->views;
+    uint8_t *acc = NULL;
+    size_t alen = v[0].len;
+
+    /* Rank 0's slot is the first operand as it is: the combine only reads
+     * its inputs, so only a single rank's result needs a copy. */
+    if (c->size == 1 && (acc = malloc(alen + 1)) == NULL)
+        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
+    if (c->size == 1)
+        memcpy(acc, v[0].data, alen);
+    for (int r = 1; r < c->size; r++) {
+        void *next = NULL;
+        size_t nlen = 0;
+        ccol_status st = so->op->combine(so->op->combine_ud,
+                                         r == 1 ? v[0].data : acc, alen,
+                                         v[r].data, v[r].len, &next, &nlen);
+        free(acc);
+        if (st != CCOL_OK)
+            return ccol__seterr(&c->err, st == CCOL_ERR_NO_MEMORY
+                                             ? st
+                                             : CCOL_ERR_PEER,
+                                "%s: combining the contribution of rank %d "
+                                "failed (%s)",
+                                what_of(so), r, ccol_status_name(st));
+        acc = next;
+        alen = nlen;
+    }
+    so->op->result = acc;
+    so->op->result_len = alen;
+    return CCOL_OK;
+}
+
+/* The builtin operations: the same finish rank 0 of the star runs. */
+static ccol_status
+finish_concat(slot_op *so)
+{
+    ccol_comm *c = so->c;
+    slink *l = so->l;
+
+    for (int r = 0; r < c->size; r++) {
+        l->blobs[r] = so->views[r].data;
+        l->lens[r] = so->views[r].len;
+    }
+    return so->op->finish(c, so->op->finish_ud, l->blobs, l->lens,
+                          &so->op->result, &so->op->result_len);
+}
+
+/* Per-operation arrays, allocated once per link. */
+static ccol_status
+scratch(ccol_comm *c, slot_op *so)
+{
+    slink *l = so->l;
+    size_t n = (size_t)c->size;
+
+    if (l->views == NULL) {
+        /* Largest alignment first: views, pointers, sizes, then ints. */
+        l->views = calloc(n, sizeof *l->views + sizeof *l->blobs +
+                                 sizeof *l->lens + sizeof *l->missing);
+        if (l->views == NULL)
+            return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY,
+                                "out of memory");
+        l->blobs = (const uint8_t **)(void *)(l->views + n);
+        l->lens = (size_t *)(void *)(l->blobs + n);
+        l->missing = (int *)(void *)(l->lens + n);
+    }
+    so->missing = l->missing;
+    so->views = l->views;
+    return CCOL_OK;
+}
+
+/* Slots first, then the tree engine (over the transport's frames) when a
+ * contribution is over a slot. */
+ccol_status
+ccol__shm_slot_run(ccol_comm *c, slink *l, ccol__coll *op)
+{
+    slot_op so;
+    ccol_status st;
+    bool big = false;
+
+    op->result = NULL;
+    op->result_len = 0;
+    c->seq++;
+    ccol__fault_on_op(c);
+    memset(&so, 0, sizeof so);
+    so.c = c;
+    so.l = l;
+    so.op = op;
+    so.seq = c->seq;
+    so.b = (int)(c->seq & 1);
+    so.started_wall = ccol__wall_ns();
+    so.started_mono = ccol__now_ns();
+    so.deadline = so.started_mono + (int64_t)(c->timeout_s * 1e9);
+    st = scratch(c, &so);
+    if (st == CCOL_OK)
+        st = publish(&so);
+    if (st == CCOL_OK)
+        st = wait_slots(&so);
+    if (st == CCOL_OK)
+        st = check_slots(&so, &big);
+    if (st == CCOL_OK && big)
+        return ccol__tree_exec(c, op); /* every rank saw the same flag */
+    if (st == CCOL_OK)
+        st = op->mode == CCOL__UP_JOIN ? fold_slots(&so) : finish_concat(&so);
+    if (st != CCOL_OK)
+        ccol__shm_fail_rank(l, c->rank, c->size);
+    return ccol__coll_end(c, op, st);
+}
