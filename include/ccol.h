@@ -359,10 +359,11 @@ CCOL_API ccol_status ccol_allreduce_f64(ccol_comm *comm, double *values,
  * reduces, possibly several times, with blobs that crossed the wire: decode
  * them defensively). Returning an error fails the operation on every rank
  * with CCOL_ERR_PEER (CCOL_ERR_NO_MEMORY stays as is) and a message naming
- * the subtree whose contribution could not be combined. Over shared memory
- * every rank folds the same blobs, so that holds because the combine is
- * pure; a rank whose combine alone fails (out of memory) fails alone, and
- * the other ranks' next operation fails at once naming it.
+ * the subtree whose contribution could not be combined. Over shm and
+ * inproc (within the tree threshold) every rank folds the same blobs in
+ * rank order, so that holds because the combine is pure; a rank whose
+ * combine alone fails (out of memory) fails alone, and the other ranks'
+ * next operation fails at once naming it (docs/comm.md).
  */
 typedef ccol_status (*ccol_combine_fn)(void *ud, const void *a, size_t alen,
                                        const void *b, size_t blen, void **out,
