@@ -120,6 +120,8 @@ struct ccol_comm {
     int *children;             /* child ranks */
     int nchildren;             /* their number */
     ccol__seen *seen;          /* per rank, what it last sent us */
+    ccol__seen slots_seen;     /* the last operation every rank published
+                                  in its slot (one-hop slots only) */
     uint64_t sent, received;   /* traffic counters */
     ccol__err err;             /* last failure; poisoned when code != OK */
     bool poisoned;             /* operations fail fast */

@@ -553,6 +553,19 @@ scratch(ccol_comm *c, slot_op *so)
     return CCOL_OK;
 }
 
+/* Every rank published this operation in its slot: what a timeout in the
+ * tree engine (the fallback of large contributions, or a later operation)
+ * says the ranks were last seen doing. */
+static void
+note_all_seen(ccol_comm *c, const ccol__coll *op)
+{
+    c->slots_seen.any = true;
+    c->slots_seen.op = op->op;
+    c->slots_seen.seq = c->seq;
+    c->slots_seen.arg = op->arg;
+    memcpy(c->slots_seen.label, c->label, sizeof c->label);
+}
+
 /* Slots first, then the tree engine (over the transport's frames) when a
  * contribution is over a slot. */
 ccol_status
@@ -582,6 +595,8 @@ ccol__shm_slot_run(ccol_comm *c, slink *l, ccol__coll *op)
         st = wait_slots(&so);
     if (st == CCOL_OK)
         st = check_slots(&so, &big);
+    if (st == CCOL_OK)
+        note_all_seen(c, op);
     if (st == CCOL_OK && big)
         return ccol__tree_exec(c, op); /* every rank saw the same flag */
     if (st == CCOL_OK)

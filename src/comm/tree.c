@@ -121,6 +121,9 @@ describe_seen(const ccol_comm *c, int peer, char *out, size_t n)
 {
     const ccol__seen *s = &c->seen[peer];
     char d[160];
+    /* the slots saw every rank more recently than any frame did */
+    if (c->slots_seen.any && (!s->any || c->slots_seen.seq > s->seq))
+        s = &c->slots_seen;
     if (!s->any) {
         snprintf(out, n, "never heard from");
         return;

@@ -736,6 +736,41 @@ CCOL_TEST(slot_failures_are_agreed)
     }
 }
 
+/* A large allgatherv after a barrier: every slot says "large", then the
+ * tree engine runs it over the rings, where rank 1's frame is dropped. */
+static void
+large_dropped_body(ccol_comm *c, int rank, void *arg)
+{
+    static char big[2048];
+    void *out = NULL;
+    size_t lens[3];
+    double t0;
+
+    ccol_comm_set_label(c, "step 1");
+    CHECK_OK(ccol_barrier(c), c);
+    ccol_comm_set_label(c, "step 2");
+    t0 = ccol_test_now();
+    note(arg, rank, ccol_allgatherv(c, big, sizeof big, &out, lens), c, t0);
+    ccol_free(out);
+}
+
+/* The tree engine's timeout says what the slots last saw a rank doing
+ * (it entered this very operation), not "never heard from". */
+CCOL_TEST(tree_fallback_names_what_the_slots_saw)
+{
+    ccol_test_job job = { .size = 3, .transport = CCOL_TEST_SHM,
+                          .timeout_s = 0.5, .may_die = ~0u };
+    verdicts *o = ccol_test_shared(sizeof *o);
+
+    job.params.mask = CCOL_COMM_PARAM_FAULT;
+    job.params.fault = "rank=1,msg=3,kind=drop"; /* its UP frame */
+    ccol_test_ranks(&job, large_dropped_body, o);
+    CHECK_STATUS((ccol_status)o->status[0], CCOL_ERR_TIMEOUT);
+    CHECK_CONTAINS(o->msg[0], "missing rank: 1 (last seen in step 2 "
+                              "(allgatherv");
+    CHECK(strstr(o->msg[0], "never heard from") == NULL);
+}
+
 /* Rank 2 arrives around the deadline: whether it made it or not, every
  * rank tells the same story. */
 static void
@@ -773,6 +808,7 @@ CCOL_TEST(a_rank_arriving_at_the_deadline_gets_one_story)
 }
 
 CCOL_TEST_MAIN(CCOL_T(environment_selects_shm),
+               CCOL_T(tree_fallback_names_what_the_slots_saw),
                CCOL_T(ring_reader_reassembles_across_wraps),
                CCOL_T(ring_reader_rejects_bad_bytes),
                CCOL_T(segment_names_are_clean),
