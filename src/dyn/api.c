@@ -104,25 +104,28 @@ run_slot(const ccol_dyn *d, const char *source)
     return &d->slots[h];
 }
 
-/* Makes room for one more run record (array and hash). */
+/* Makes room for one more run record (array and hash). The capacity is
+ * raised only once both grew: the hash must keep more slots than records,
+ * or a probe for a missing source would never end. */
 static ccol_status
 run_grow(ccol_dyn *d)
 {
     obs *v;
-    size_t *slots;
+    size_t *slots, cap = d->caprun;
 
     if (d->nrun < d->caprun)
         return CCOL_OK;
-    v = ccol__grow(d->run, &d->caprun, d->nrun + 1, sizeof *v, 16);
+    v = ccol__grow(d->run, &cap, d->nrun + 1, sizeof *v, 16);
     if (v == NULL)
         return CCOL_ERR_NO_MEMORY;
     d->run = v;
-    slots = calloc(d->caprun * 2, sizeof *slots);
+    slots = calloc(cap * 2, sizeof *slots);
     if (slots == NULL)
         return CCOL_ERR_NO_MEMORY;
+    d->caprun = cap;
     free(d->slots);
     d->slots = slots;
-    d->nslots = d->caprun * 2;
+    d->nslots = cap * 2;
     for (size_t i = 0; i < d->nrun; i++)
         *run_slot(d, d->run[i].source) = i + 1;
     return CCOL_OK;

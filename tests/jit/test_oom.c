@@ -3,7 +3,8 @@
  * compile and a recompile is made to fail in turn (the test binary is
  * linked with the allocator wrapped), and each run must either end in a
  * named error or succeed with everything it decided: never a success that
- * silently lost a dynamic decision, never a crash.
+ * silently lost a dynamic decision, never a crash. The lattice under the
+ * JIT gets the same treatment.
  */
 #include "harness.h"
 #include "ccol_jit_session.h"
@@ -209,5 +210,33 @@ CCOL_TEST(a_data_dependent_branch_fails_whatever_fails)
     CHECK(n > 5);
 }
 
+/* Observations of many sources with each allocation failing in turn: a
+ * failed observation is NO_MEMORY, and the later ones still end (the
+ * sources' hash never fills up) and still count. */
+CCOL_TEST(lattice_observations_survive_a_failed_allocation)
+{
+    for (unsigned long k = 1; k <= 80; k++) {
+        ccol_dyn *d = NULL;
+        char src[32];
+        int ok = 0;
+
+        fail_at = 0;
+        CHECK_STATUS(ccol_dyn_create(&d), CCOL_OK);
+        allocs = 0;
+        fired = false;
+        fail_at = k;
+        for (int i = 0; i < 64; i++) {
+            snprintf(src, sizeof src, "L['n%d']", i);
+            ccol_status st = ccol_dyn_observe_int(d, 0, src, i);
+            CHECK(st == CCOL_OK || st == CCOL_ERR_NO_MEMORY);
+            ok += st == CCOL_OK;
+        }
+        CHECK(ok >= 63);
+        fail_at = 0;
+        ccol_dyn_destroy(d);
+    }
+}
+
 CCOL_TEST_MAIN(CCOL_T(every_allocation_can_fail),
-               CCOL_T(a_data_dependent_branch_fails_whatever_fails))
+               CCOL_T(a_data_dependent_branch_fails_whatever_fails),
+               CCOL_T(lattice_observations_survive_a_failed_allocation))
