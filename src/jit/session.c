@@ -302,6 +302,8 @@ compile(ccol_jit_session *s, Frame *f, Value *const *slots, int nslots,
     /* The retrace builds the entry with the merged decisions; its graph is
      * the one kept. */
     ctx.preflight = false;
+    ResumePoint at_call = out.at_call; /* out is rewritten */
+    ctx.at_call = &at_call;
     jit__trace(&ctx, &f->fc, slots, nslots, &out);
     if (out.end == TR_ERROR || out.end == TR_SKIP)
         return trace_failed(s, f, c, &out);

@@ -66,6 +66,7 @@ typedef struct TraceWalk {
     const NodeList *body;       /* the frame's function body */
     ResumePoint at_call;        /* depth > 0: the call statement there is
                                    a graph break */
+    bool hinted;                /* at_call came from an earlier trace */
     bool retrace;               /* a print in a call asked for at_call */
 } TraceWalk;
 
@@ -129,8 +130,8 @@ static bool
 wants_call_break(TraceWalk *tw, const Node *s)
 {
     const Walk *w = &tw->w;
-    if (!is_print(s) || w->call == NULL || tw->at_call.depth > 0 ||
-        w->depth == 0)
+    if (!is_print(s) || w->call == NULL ||
+        (tw->at_call.depth > 0 && !tw->hinted) || w->depth == 0)
         return false;
     const Node *at = jit__walk_stmt(tw->body, w->depth, w->stmt, w->branch);
     if (jit__walk_stmt_call(at) != w->call)
@@ -156,6 +157,7 @@ op_stmt(Walk *w, Value **slots, const Node *s, int level, Exec *x)
                                (call != NULL && tw->at_call.depth > 0 &&
                                 is_at_call(tw)))) {
         *x = graph_break(w, slots, call);
+        ((Tracer *)w->ud)->brk_return = s->kind == N_RETURN;
         return true;
     }
     if (level < TR_MAXNEST || !wants_call_break(tw, s))
@@ -202,7 +204,7 @@ eager(const Tracer *t)
  * interpreter's, with calls through the session when it has one). */
 static void
 walk_init(Tracer *t, TraceWalk *tw, WalkOps *ops, const NodeList *body,
-          const ResumePoint *at_call)
+          const ResumePoint *at_call, bool hinted)
 {
     static const WalkOps concrete;
     *ops = eager(t) ? concrete : trace_ops;
@@ -210,7 +212,8 @@ walk_init(Tracer *t, TraceWalk *tw, WalkOps *ops, const NodeList *body,
         ops->call = op_call_frame;
     *tw = (TraceWalk){ .w = { .in = &t->in, .ops = ops, .ud = t,
                               .at = &t->at },
-                       .body = body, .at_call = *at_call };
+                       .body = body, .at_call = *at_call,
+                       .hinted = hinted };
 }
 
 /* The slot in which a resume frame after `x = f(...)` receives the
@@ -275,8 +278,10 @@ emit(Tracer *t, Value **slots, int nlocals, Value *ret, Exec x)
     e->nprint = e->brk ? t->nbrk : 0;
     e->resume = t->path;
     for (int i = 0; i < n; i++) {
-        Value *v = !e->brk ? ret : i < t->nbrk ? t->brk_args[i]
-                                               : slots[i - t->nbrk];
+        Value *v = !e->brk            ? ret
+                   : i < t->nbrk      ? t->brk_args[i]
+                   : t->brk_return    ? NULL
+                                      : slots[i - t->nbrk];
         e->outs[i] = v ? jit__tr_as_node(t, v) : -1;
         if (v != NULL && e->outs[i] < 0)
             return false;
@@ -382,10 +387,11 @@ free_tracer(Tracer *t)
 
 /* One trace (or eager run) of the frame into out; false, with out left
  * as it was, when it stopped at a print inside a call and the trace must
- * break at that call (*at_call set). */
+ * break at that call (*at_call set). A hinted *at_call (an earlier trace's)
+ * may still be replaced by the one this walk finds. */
 static bool
 trace_walk(const TraceCtx *ctx, const FrameCode *fc, Value *const *in,
-           int nslots, ResumePoint *at_call, TraceOut *out)
+           int nslots, ResumePoint *at_call, bool hinted, TraceOut *out)
 {
     Tracer t = { .ctx = ctx, .code_id = fc->code_id };
     const Func *f = ctx->m->funcs[fc->func];
@@ -398,7 +404,7 @@ trace_walk(const TraceCtx *ctx, const FrameCode *fc, Value *const *in,
     Exec x = X_ERROR;
     TraceWalk tw;
     WalkOps ops;
-    walk_init(&t, &tw, &ops, &f->body, at_call);
+    walk_init(&t, &tw, &ops, &f->body, at_call, hinted);
     if (t.e == NULL || slots == NULL)
         jit__jit_fail(&t.in, CCOL_ERR_NO_MEMORY, "out of memory");
     else if (wrap_slots(&t, f, &fc->rp, in, nslots, slots))
@@ -423,9 +429,12 @@ jit__trace(const TraceCtx *ctx, const FrameCode *fc, Value *const *in,
             int nslots, TraceOut *out)
 {
     ResumePoint at_call = { 0 };
+    if (ctx->at_call != NULL)
+        at_call = *ctx->at_call;
     memset(out, 0, sizeof(*out));
-    if (!trace_walk(ctx, fc, in, nslots, &at_call, out))
-        trace_walk(ctx, fc, in, nslots, &at_call, out);
+    if (!trace_walk(ctx, fc, in, nslots, &at_call, at_call.depth > 0, out))
+        trace_walk(ctx, fc, in, nslots, &at_call, false, out);
+    out->at_call = at_call;
 }
 
 ccol_status

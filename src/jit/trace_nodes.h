@@ -34,6 +34,10 @@ typedef struct TraceCtx {
     ccol_status (*call)(void *ud, int func, Value *const *args, int n,
                         Value **out);
     void *call_ud;              /* call's user data */
+    /* a graph break at a call that an earlier trace of these very inputs
+     * found (TraceOut.at_call), so this one need not find it again; NULL
+     * or depth 0: none */
+    const ResumePoint *at_call;
 } TraceCtx;
 
 /* An input not read yet (Dynamo's lazy variables): a wrapper value whose
@@ -69,6 +73,8 @@ typedef struct Tracer {
     ResumePoint path;           /* where the resume frame starts (a break) */
     Value **brk_args;           /* print's arguments at a graph break */
     int nbrk;                   /* their number */
+    bool brk_return;            /* the break is `return f(...)`: no resume
+                                   frame, so no local is an output */
 } Tracer;
 
 /* Records "out of memory" on t->in; false. */

@@ -40,6 +40,8 @@ typedef struct TraceOut {
     Interp in;                  /* the error, if any */
     bool exchange_wanted;       /* preflight reached its first emission */
     bool nested;                /* the error came from ctx->call */
+    ResumePoint at_call;        /* the call statement a print inside it
+                                   made the graph break (depth 0: none) */
 } TraceOut;
 
 /*

@@ -780,6 +780,26 @@ CCOL_TEST(break_in_callee_call_forms)
     fix_free(f);
 }
 
+/* The compile of a frame that breaks at a call traces it once after the
+ * exchange: each decision is explained once. */
+CCOL_TEST(break_at_call_explains_once)
+{
+    Fix *f = fix_new(CALLEE
+                     "def caller(inp, n):\n"
+                     "    z = inp * 3\n"
+                     "    w = callee(z, n)\n"
+                     "    return w - 1\n", 0, true);
+    ccol_jit_value *a[2] = { t1(f, 3), num(f, 1) };
+    const char *line = "L['inp'].size(0) static: 3", *p, *first;
+
+    call(f, "caller", a, 2);
+    first = strstr(f->log, line);
+    CHECK(first != NULL);
+    p = first ? strstr(first + 1, line) : NULL;
+    CHECK(p == NULL);
+    fix_free(f);
+}
+
 CCOL_TEST(break_in_nested_callees)
 {
     /* each caller breaks at its call and resumes after it; inner() has
@@ -1156,6 +1176,7 @@ CCOL_TEST_MAIN(CCOL_T(static_then_dynamic),
                CCOL_T(break_in_callee_skips_caller),
                CCOL_T(break_in_callee_resumes_caller),
                CCOL_T(break_in_callee_call_forms),
+               CCOL_T(break_at_call_explains_once),
                CCOL_T(break_in_nested_callees),
                CCOL_T(print_in_loop_runs_frame_eagerly),
                CCOL_T(explain_logs_decisions),
