@@ -324,7 +324,6 @@ check_strides(Interp *in, int ndim, const int64_t *sizes,
                            (long long)strides[d], d);
             return false;
         }
-        /* */
         if (sizes[d] == 0)
             return true; /* no elements: nothing to cover */
         last += (uint64_t)(sizes[d] - 1) * (uint64_t)strides[d];

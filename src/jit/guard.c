@@ -104,7 +104,6 @@ check_input(const Guard *g, const Value *v)
         return t->size[g->dim] >= 2;
     case GD_INT:
         return v->u.i == g->i;
-    /* */
     case GD_FLOAT:
         return memcmp(&v->u.f, &g->f, sizeof(double)) == 0;
     case GD_BOOL:

@@ -195,7 +195,6 @@ equal(Interp *in, const Value *a, const Value *b)
     if (a->kind == CCOL_JIT_STR)
         return strcmp(a->u.s, b->u.s) == 0;
     if (a->kind != CCOL_JIT_LIST)
-        /* */
         return 1; /* None == None */
     if (a->u.list.n != b->u.list.n)
         return 0;

@@ -207,7 +207,6 @@ static void
 resolve_attr(Load *ld, Node *n)
 {
     if (strcmp(n->name, "shape") == 0) {
-        /* */
         n->callee = -1 - jit__jit_builtin_find("size", B_METHOD);
         return;
     }

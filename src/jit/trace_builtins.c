@@ -423,7 +423,6 @@ jit__tr_builtin(Tracer *t, int bi, Value **args, int n)
                               "cannot resume from (inside a loop, or in a "
                               "function called inside an expression)");
     }
-    /* */
     if (is(name, "rank") || is(name, "world_size"))
         return rank_const(t, is(name, "world_size"));
     /* These read only their first argument's outer value (a list's length,
@@ -441,7 +440,6 @@ jit__tr_builtin(Tracer *t, int bi, Value **args, int n)
         (is(name, "len") || is(name, "size") || is(name, "stride")))
         return dim_query(t, bi, args, n);
     if (is(name, "len") && n > 0 && args[0]->kind != CCOL_JIT_TENSOR)
-        /* */
         return bt(bi)->fn(&t->in, args, n); /* list lengths are guarded */
     bool sym = coll;
     for (int i = 0; i < n && !is(name, "isinstance"); i++)

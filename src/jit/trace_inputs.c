@@ -196,7 +196,6 @@ decide_strides(Tracer *t, const Pending *p, int in, int node,
         jit__tr_gn(t, node)->strides[d] = (Dim){ -1, x->stride[d] };
         /* as torch's shape environment, a dynamic stride of 0 or 1 that is
          * not the contiguous stride of the next dim is a constant */
-        /* */
         bool next = d + 1 < x->ndim &&
                     x->stride[d] == x->stride[d + 1] * x->size[d + 1];
         bool small = x->stride[d] == 0 || x->stride[d] == 1;

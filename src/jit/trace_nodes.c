@@ -180,7 +180,6 @@ jit__tr_dims(Tracer *t, const Value *v, Dim *out)
 {
     if (v->kind != CCOL_JIT_TENSOR)
         return 0;
-    /* */
     if (v->sym >= 0 && jit__tr_gn(t, v->sym)->tensor) {
         memcpy(out, jit__tr_gn(t, v->sym)->dims, sizeof(Dim) * JIT_MAXD);
         return jit__tr_gn(t, v->sym)->ndim;

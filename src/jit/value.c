@@ -20,7 +20,6 @@
 void *
 jit__jit_fail(Interp *in, ccol_status st, const char *fmt, ...)
 {
-    /* */
     if (in->status != CCOL_OK)
         return NULL;
     va_list ap;
@@ -117,7 +116,6 @@ jit__v_str(Interp *in, const char *s)
 Value *
 jit__v_list(Interp *in, size_t n)
 {
-    /* */
     if (n > CCOL_JIT_MAX_LIST)
         return jit__jit_fail(in, CCOL_ERR_INVALID_ARG,
                               "list of %zu items exceeds the limit of %u",
