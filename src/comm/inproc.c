@@ -510,14 +510,11 @@ inproc_destroy(ccol_comm *c)
         group_free(g);
     }
     pthread_mutex_unlock(&registry_mu);
-    free(l->sl.pidfd);
     free(l->sl.views); /* the slots' per-operation arrays */
     free(l);
     c->link = NULL;
 }
 
-/* Joins the group `name` (created by the first rank to arrive) and
- * waits until all ranks joined. */
 /* This rank's view of the group's slots: every rank is this process, so
  * liveness is the departure flag alone (no pidfds). */
 static ccol_status
@@ -526,11 +523,6 @@ attach_slots(ccol_comm *c, ilink *l)
     ccol__shm_link *sl = &l->sl;
     ccol__rank_ctl *me;
 
-    sl->pidfd = malloc((size_t)c->size * sizeof *sl->pidfd);
-    if (sl->pidfd == NULL)
-        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
-    for (int r = 0; r < c->size; r++)
-        sl->pidfd[r] = -1;
     ccol__shm_locate(sl, l->g->seg, c->size, true);
     sl->spin_ns = l->spin_ns;
     sl->yield = l->yield;
@@ -542,6 +534,8 @@ attach_slots(ccol_comm *c, ilink *l)
     return CCOL_OK;
 }
 
+/* Joins the group `name` (created by the first rank to arrive) and
+ * waits until all ranks joined. */
 ccol_status
 ccol__inproc_attach(ccol_comm *c, const char *name)
 {

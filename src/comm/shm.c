@@ -299,12 +299,15 @@ nbr_index(const slink *l, int peer)
     return -1;
 }
 
-/* Is the process behind rank r gone? */
+/* Is the process behind rank r gone? Never for threads of this process
+ * (no pidfds: inproc ranks leave by their departure flag). */
 static bool
 rank_dead(const slink *l, int r, int pid)
 {
-    struct pollfd p = { l->pidfd[r], POLLIN, 0 };
+    struct pollfd p = { l->pidfd ? l->pidfd[r] : -1, POLLIN, 0 };
 
+    if (l->pidfd == NULL)
+        return false;
     if (l->pidfd[r] >= 0)
         return poll(&p, 1, 0) > 0;
     return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
@@ -436,10 +439,16 @@ ccol__shm_wait(ccol_comm *c, slink *l, const int *peers, const int *n,
                int64_t deadline, poll_fn fn, void *arg)
 {
     rank_ctl *me = ctl_of(l, c->rank);
-    ccol__err before = c->err, gone_err;
+    ccol__err before, gone_err;
     spin_state s;
-    int p, cpu = sched_getcpu() + 1;
+    int p, cpu;
 
+    /* Often everything waited for is there already: no set-up for that. */
+    l->progress = false;
+    if ((p = fn(c, l, arg)) != 0)
+        return p > 0 ? CCOL_OK : c->err.code;
+    before = c->err;
+    cpu = sched_getcpu() + 1;
     if (atomic_load_explicit(&me->cpu, memory_order_relaxed) != cpu)
         atomic_store_explicit(&me->cpu, cpu, memory_order_relaxed);
     l->progress = false;

@@ -58,7 +58,8 @@ typedef struct ccol__shm_link {
     int gone;            /* the last peer found gone */
     int nn;              /* tree neighbours: parent first, then children */
     ccol__shm_nbr *nb;   /* their ring state */
-    int *pidfd;          /* per rank, a pidfd of its process or -1 */
+    int *pidfd;          /* per rank, a pidfd of its process or -1;
+                            NULL for inproc (threads) */
     ccol__shm_slot *slots;      /* two per rank, or NULL above the
                                    tree threshold */
     ccol__shm_verdict *verdict; /* the fast path's failure report */
