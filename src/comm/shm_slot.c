@@ -45,8 +45,9 @@
 #include <string.h>
 #include <time.h>
 
-/* How long a rank that met a tombstone waits for its verdict: the writer
- * is running and writes it right after the tombstone. */
+/* How long at most (and never past one operation's deadline) a rank that
+ * met a tombstone waits for its verdict: the writer is running and writes
+ * it right after the tombstone. */
 #define VERDICT_WAIT_NS 2000000000
 
 typedef ccol__shm_link slink;
@@ -167,7 +168,9 @@ static ccol_status
 take_verdict(slot_op *so)
 {
     ccol__shm_verdict *v = so->l->verdict;
-    int64_t until = ccol__now_ns() + VERDICT_WAIT_NS;
+    int64_t wait = (int64_t)(so->c->timeout_s * 1e9);
+    int64_t until = ccol__now_ns() +
+                    (wait < VERDICT_WAIT_NS ? wait : VERDICT_WAIT_NS);
 
     while (atomic_load_explicit(&v->seq, memory_order_acquire) != so->seq) {
         struct timespec ts = { 0, 100000 };
