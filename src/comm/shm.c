@@ -90,7 +90,6 @@ ccol__shm_ctl(const slink *l, int r)
     return (rank_ctl *)(l->base + CCOL__SHM_LINE * (size_t)(1 + r));
 }
 
-#define ctl_of ccol__shm_ctl
 
 /* Where the verdict, the slots (two per rank, only within the tree
  * threshold: above it every operation takes the rings) and the rings
@@ -278,7 +277,7 @@ futex(_Atomic uint32_t *addr, int op, uint32_t val,
 void
 ccol__shm_bell(slink *l, int r)
 {
-    rank_ctl *k = ctl_of(l, r);
+    rank_ctl *k = ccol__shm_ctl(l, r);
 
     atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load_explicit(&k->sleeping, memory_order_relaxed)) {
@@ -287,7 +286,6 @@ ccol__shm_bell(slink *l, int r)
     }
 }
 
-#define ring_bell ccol__shm_bell
 
 /* Index of a rank among this rank's tree neighbours, -1 if none. */
 static int
@@ -320,7 +318,7 @@ static int
 peers_gone(ccol_comm *c, slink *l, const int *peers, int n, bool full)
 {
     for (int k = 0; k < n; k++) {
-        rank_ctl *ctl = ctl_of(l, peers[k]);
+        rank_ctl *ctl = ccol__shm_ctl(l, peers[k]);
         int pid = atomic_load_explicit(&ctl->pid, memory_order_relaxed);
         uint32_t state = atomic_load_explicit(&ctl->state,
                                               memory_order_acquire);
@@ -352,7 +350,6 @@ peers_gone(ccol_comm *c, slink *l, const int *peers, int n, bool full)
     return 0;
 }
 
-typedef ccol__shm_poll_fn poll_fn;
 
 /* Sleeps on the doorbell while it still holds v (a ring in between
  * returns at once), at most LIVENESS_NS so the peers are checked again. */
@@ -407,7 +404,7 @@ peers_here(const slink *l, const int *peers, int n, int cpu)
     if (l->yield || cpu <= 0 || n == 0)
         return false;
     for (int k = 0; k < n; k++)
-        if (atomic_load_explicit(&ctl_of(l, peers[k])->cpu,
+        if (atomic_load_explicit(&ccol__shm_ctl(l, peers[k])->cpu,
                                  memory_order_relaxed) != cpu)
             return false;
     return true;
@@ -436,9 +433,9 @@ spin_step(spin_state *s)
  * waking every LIVENESS_NS to check the peers. */
 ccol_status
 ccol__shm_wait(ccol_comm *c, slink *l, const int *peers, const int *n,
-               int64_t deadline, poll_fn fn, void *arg)
+               int64_t deadline, ccol__shm_poll_fn fn, void *arg)
 {
-    rank_ctl *me = ctl_of(l, c->rank);
+    rank_ctl *me = ccol__shm_ctl(l, c->rank);
     ccol__err before, gone_err;
     spin_state s;
     int p, cpu;
@@ -610,7 +607,7 @@ shm_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
         off += n;
         l->nb[i].out_head = w.head;
         atomic_store_explicit(&w.r->head, w.head, memory_order_release);
-        ring_bell(l, peer);
+        ccol__shm_bell(l, peer);
     }
     c->sent += len;
     return CCOL_OK;
@@ -643,7 +640,7 @@ poll_frame(ccol_comm *c, slink *l, void *arg)
                                 c->max_payload, a, &st, why, sizeof why);
         if (p == CCOL__SHM_EMPTY)
             continue;
-        ring_bell(l, w->peers[k]); /* the producer may wait for space */
+        ccol__shm_bell(l, w->peers[k]); /* the producer may wait for space */
         if (p == CCOL__SHM_BAD) {
             *w->from = w->peers[k];
             ccol__seterr(&c->err, st, "rank %d sent a bad frame: %s",
@@ -932,7 +929,7 @@ nap(int64_t ns)
 static ccol_status
 claim(ccol_comm *c, slink *l)
 {
-    rank_ctl *k = ctl_of(l, c->rank);
+    rank_ctl *k = ccol__shm_ctl(l, c->rank);
     uint32_t want = CCOL__RANK_FREE;
 
     if (!atomic_compare_exchange_strong(&k->state, &want, CCOL__RANK_JOINED))
@@ -948,7 +945,7 @@ claim(ccol_comm *c, slink *l)
 static bool
 unclaimed(const void *ud, int r)
 {
-    return atomic_load(&ctl_of(ud, r)->state) == CCOL__RANK_FREE;
+    return atomic_load(&ccol__shm_ctl(ud, r)->state) == CCOL__RANK_FREE;
 }
 
 /* Waits until every rank joined. 1 when the segment must be reopened
@@ -961,7 +958,8 @@ await_all(ccol_comm *c, slink *l, int64_t deadline)
     for (;;) {
         int missing = 0;
         for (int r = 0; r < c->size; r++)
-            missing += atomic_load(&ctl_of(l, r)->state) == CCOL__RANK_FREE;
+            missing += atomic_load(&ccol__shm_ctl(l, r)->state) ==
+                       CCOL__RANK_FREE;
         if (missing == 0)
             return 0;
         if (c->rank != 0 && ccol__now_ns() >= next_check) {
@@ -1029,7 +1027,7 @@ join(ccol_comm *c, slink *l, int64_t deadline)
 static void
 watch_rank(slink *l, int r)
 {
-    rank_ctl *nc = ctl_of(l, r);
+    rank_ctl *nc = ccol__shm_ctl(l, r);
     int pid = atomic_load(&nc->pid);
 
     for (int tries = 0; pid == 0 && tries < 1000; tries++) {
@@ -1080,9 +1078,10 @@ depart(ccol_comm *c, slink *l)
 static void
 mark(slink *l, int me, int size, uint32_t state)
 {
-    atomic_store_explicit(&ctl_of(l, me)->state, state, memory_order_release);
+    atomic_store_explicit(&ccol__shm_ctl(l, me)->state, state,
+                          memory_order_release);
     for (int r = 0; r < size; r++) {
-        rank_ctl *k = ctl_of(l, r);
+        rank_ctl *k = ccol__shm_ctl(l, r);
         if (r == me || (l->slots == NULL && nbr_index(l, r) < 0))
             continue;
         atomic_fetch_add(&k->doorbell, 1);
@@ -1099,7 +1098,7 @@ ccol__shm_depart(slink *l, int me, int size)
 void
 ccol__shm_fail_rank(slink *l, int me, int size)
 {
-    if (atomic_load(&ctl_of(l, me)->state) == CCOL__RANK_JOINED)
+    if (atomic_load(&ccol__shm_ctl(l, me)->state) == CCOL__RANK_JOINED)
         mark(l, me, size, CCOL__RANK_FAILED);
 }
 

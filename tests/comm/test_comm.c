@@ -234,8 +234,6 @@ CCOL_TEST(shm_all_ops_tree)
 
 /* ---- failures ---- */
 
-typedef ccol_outcome fail_info;
-#define record ccol_outcome_note
 
 /* The last rank never calls; the others time out naming it. */
 static void
@@ -248,14 +246,14 @@ missing_body(ccol_comm *c, int rank, void *arg)
         return;
     }
     ccol_comm_set_label(c, "step 7");
-    record(arg, rank, ccol_barrier(c), c, t0);
+    ccol_outcome_note(arg, rank, ccol_barrier(c), c, t0);
 }
 
 static void
 run_missing(ccol_test_transport t, int size)
 {
     ccol_test_job job = { .size = size, .transport = t, .timeout_s = 1 };
-    fail_info *fi = ccol_test_shared(sizeof *fi);
+    ccol_outcome *fi = ccol_test_shared(sizeof *fi);
     char want[32];
 
     ccol_test_ranks(&job, missing_body, fi);
@@ -300,7 +298,7 @@ diverge_body(ccol_comm *c, int rank, void *arg)
         st = ccol_bcast(c, 0, NULL, 0, &out, &n);
     else
         st = ccol_allgatherv(c, "x", 1, &out, lens);
-    record(arg, rank, st, c, t0);
+    ccol_outcome_note(arg, rank, st, c, t0);
     ccol_free(out);
     /* Poisoned: the next call fails fast with the same status. */
     t0 = ccol_test_now();
@@ -313,7 +311,7 @@ static void
 run_diverge(ccol_test_transport t)
 {
     ccol_test_job job = { .size = 3, .transport = t, .timeout_s = 5 };
-    fail_info *fi = ccol_test_shared(sizeof *fi);
+    ccol_outcome *fi = ccol_test_shared(sizeof *fi);
 
     CHECK_EQ(ccol_test_ranks(&job, diverge_body, fi), 0);
     for (int r = 0; r < 3; r++) {
@@ -339,7 +337,7 @@ join_diverge_body(ccol_comm *c, int rank, void *arg)
                               NULL, &out, &n);
     else
         st = ccol_barrier(c);
-    record(arg, rank, st, c, t0);
+    ccol_outcome_note(arg, rank, st, c, t0);
     ccol_free(out);
 }
 
@@ -347,7 +345,7 @@ CCOL_TEST(join_reduce_is_named_by_its_label)
 {
     ccol_test_job job = { .size = 2, .transport = CCOL_TEST_INPROC,
                           .timeout_s = 5 };
-    fail_info *fi = ccol_test_shared(sizeof *fi);
+    ccol_outcome *fi = ccol_test_shared(sizeof *fi);
 
     CHECK_EQ(ccol_test_ranks(&job, join_diverge_body, fi), 0);
     for (int r = 0; r < 2; r++) {
@@ -610,7 +608,7 @@ stop_on_third_call(void *ud)
 static void
 interrupt_body(ccol_comm *c, int rank, void *arg)
 {
-    fail_info *fi = arg;
+    ccol_outcome *fi = arg;
     int calls = 0;
     double t0 = ccol_test_now();
 
@@ -619,7 +617,7 @@ interrupt_body(ccol_comm *c, int rank, void *arg)
         return;
     }
     ccol_comm_set_interrupt(c, stop_on_third_call, &calls);
-    record(fi, rank, ccol_barrier(c), c, t0);
+    ccol_outcome_note(fi, rank, ccol_barrier(c), c, t0);
     fi->status[1] = calls;
     fi->status[2] = ccol_barrier(c); /* poisoned: fails fast */
     ccol_comm_set_interrupt(c, NULL, NULL);
@@ -629,7 +627,7 @@ static void
 run_interrupt(ccol_test_transport t)
 {
     ccol_test_job job = { .size = 3, .transport = t, .timeout_s = 30 };
-    fail_info *fi = ccol_test_shared(sizeof *fi);
+    ccol_outcome *fi = ccol_test_shared(sizeof *fi);
 
     ccol_test_ranks(&job, interrupt_body, fi);
     CHECK_STATUS((ccol_status)fi->status[0], CCOL_ERR_INTERRUPTED);

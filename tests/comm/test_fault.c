@@ -7,26 +7,16 @@
  * and the one-hop slots.
  */
 #include "harness.h"
+#include "outcome.h"
 
 #include <stdio.h>
 #include <string.h>
-
-typedef struct outcome {
-    int status[8];
-    char msg[8][1024];
-    double took[8];
-} outcome;
-
-typedef struct scenario {
-    const char *spec;   /* the fault */
-    outcome *out;
-} scenario;
 
 /* Three barriers; the fault fires at operation 2 of the faulty rank. */
 static void
 body(ccol_comm *c, int rank, void *arg)
 {
-    outcome *o = arg;
+    ccol_outcome *o = arg;
     double t0 = ccol_test_now();
     ccol_status st = CCOL_OK;
 
@@ -35,16 +25,14 @@ body(ccol_comm *c, int rank, void *arg)
         st = i == 1 ? ccol_allreduce_i64(c, &v, 1, CCOL_OP_SUM)
                     : ccol_barrier(c);
     }
-    o->status[rank] = st;
-    snprintf(o->msg[rank], sizeof o->msg[rank], "%s", ccol_comm_errmsg(c));
-    o->took[rank] = ccol_test_now() - t0;
+    ccol_outcome_note(o, rank, st, c, t0);
 }
 
-static outcome *
+static ccol_outcome *
 run(ccol_test_transport t, int size, const char *spec)
 {
     ccol_test_job job = { .size = size, .transport = t, .timeout_s = 1 };
-    outcome *o = ccol_test_shared(sizeof *o);
+    ccol_outcome *o = ccol_test_shared(sizeof *o);
 
     for (int r = 0; r < size; r++)
         o->status[r] = 99;
@@ -57,7 +45,7 @@ run(ccol_test_transport t, int size, const char *spec)
 
 /* Every rank but `faulty` failed with `want`, naming `named`, in time. */
 static void
-expect_named(const outcome *o, int size, int faulty, ccol_status want,
+expect_named(const ccol_outcome *o, int size, int faulty, ccol_status want,
              int named)
 {
     char needle[32];
@@ -73,21 +61,21 @@ expect_named(const outcome *o, int size, int faulty, ccol_status want,
 
 CCOL_TEST(tcp_kill_is_peer_named)
 {
-    outcome *o = run(CCOL_TEST_TCP, 3, "rank=2,op=2,kind=kill");
+    ccol_outcome *o = run(CCOL_TEST_TCP, 3, "rank=2,op=2,kind=kill");
     expect_named(o, 3, 2, CCOL_ERR_PEER, 2);
     CHECK_CONTAINS(o->msg[0], "rank 2");
 }
 
 CCOL_TEST(tcp_stall_is_timeout_named)
 {
-    outcome *o = run(CCOL_TEST_TCP, 3, "rank=1,op=2,kind=stall,ms=2500");
+    ccol_outcome *o = run(CCOL_TEST_TCP, 3, "rank=1,op=2,kind=stall,ms=2500");
     expect_named(o, 3, 1, CCOL_ERR_TIMEOUT, 1);
     CHECK_CONTAINS(o->msg[0], "missing rank: 1");
 }
 
 CCOL_TEST(tcp_corrupt_is_peer_named)
 {
-    outcome *o = run(CCOL_TEST_TCP, 3, "rank=1,op=2,kind=corrupt");
+    ccol_outcome *o = run(CCOL_TEST_TCP, 3, "rank=1,op=2,kind=corrupt");
     for (int r = 0; r < 3; r++) {
         CHECK_STATUS((ccol_status)o->status[r], CCOL_ERR_PEER);
         CHECK_CONTAINS(o->msg[r], "rank 1");
@@ -96,7 +84,7 @@ CCOL_TEST(tcp_corrupt_is_peer_named)
 
 CCOL_TEST(tcp_truncate_and_close_are_peer_named)
 {
-    outcome *o = run(CCOL_TEST_TCP, 3, "rank=2,op=2,kind=truncate");
+    ccol_outcome *o = run(CCOL_TEST_TCP, 3, "rank=2,op=2,kind=truncate");
     expect_named(o, 3, 2, CCOL_ERR_PEER, 2);
     o = run(CCOL_TEST_TCP, 3, "rank=1,op=3,kind=close");
     expect_named(o, 3, 1, CCOL_ERR_PEER, 1);
@@ -105,7 +93,7 @@ CCOL_TEST(tcp_truncate_and_close_are_peer_named)
 CCOL_TEST(tcp_drop_is_timeout_named)
 {
     /* Rank 1's contribution to operation 2 never arrives. */
-    outcome *o = run(CCOL_TEST_TCP, 3, "rank=1,op=2,kind=drop");
+    ccol_outcome *o = run(CCOL_TEST_TCP, 3, "rank=1,op=2,kind=drop");
     for (int r = 0; r < 3; r++) {
         CHECK_STATUS((ccol_status)o->status[r], CCOL_ERR_TIMEOUT);
         CHECK_CONTAINS(o->msg[r], "1");
@@ -115,7 +103,7 @@ CCOL_TEST(tcp_drop_is_timeout_named)
 
 CCOL_TEST(short_delay_is_harmless)
 {
-    outcome *o = run(CCOL_TEST_TCP, 3, "rank=2,op=2,kind=delay,ms=100");
+    ccol_outcome *o = run(CCOL_TEST_TCP, 3, "rank=2,op=2,kind=delay,ms=100");
     for (int r = 0; r < 3; r++)
         CHECK_STATUS((ccol_status)o->status[r], CCOL_OK);
     o = run(CCOL_TEST_INPROC, 8, "rank=5,msg=1,kind=delay,ms=100");
@@ -125,7 +113,7 @@ CCOL_TEST(short_delay_is_harmless)
 
 CCOL_TEST(inproc_faults_are_named)
 {
-    outcome *o = run(CCOL_TEST_INPROC, 3, "rank=1,op=2,kind=corrupt");
+    ccol_outcome *o = run(CCOL_TEST_INPROC, 3, "rank=1,op=2,kind=corrupt");
     for (int r = 0; r < 3; r++) {
         CHECK_STATUS((ccol_status)o->status[r], CCOL_ERR_PEER);
         CHECK_CONTAINS(o->msg[r], "rank 1");
@@ -138,7 +126,7 @@ CCOL_TEST(inproc_faults_are_named)
  * pid, a closed or truncating one by its departure flag. */
 CCOL_TEST(shm_kill_and_stall_are_named)
 {
-    outcome *o = run(CCOL_TEST_SHM, 3, "rank=2,op=2,kind=kill");
+    ccol_outcome *o = run(CCOL_TEST_SHM, 3, "rank=2,op=2,kind=kill");
     expect_named(o, 3, 2, CCOL_ERR_PEER, 2);
     CHECK_CONTAINS(o->msg[0], "rank 2");
     CHECK_CONTAINS(o->msg[0], "died");
@@ -151,7 +139,7 @@ CCOL_TEST(shm_kill_and_stall_are_named)
 
 CCOL_TEST(shm_frame_faults_are_named)
 {
-    outcome *o = run(CCOL_TEST_SHM, 3, "rank=1,op=2,kind=corrupt");
+    ccol_outcome *o = run(CCOL_TEST_SHM, 3, "rank=1,op=2,kind=corrupt");
     for (int r = 0; r < 3; r++) {
         CHECK_STATUS((ccol_status)o->status[r], CCOL_ERR_PEER);
         CHECK_CONTAINS(o->msg[r], "rank 1");
@@ -173,7 +161,7 @@ CCOL_TEST(shm_frame_faults_are_named)
  * faults act on the slot (message 2 is operation 2's). */
 CCOL_TEST(shm_slot_faults_are_named)
 {
-    outcome *o = run(CCOL_TEST_SHM, 2, "rank=1,msg=2,kind=corrupt");
+    ccol_outcome *o = run(CCOL_TEST_SHM, 2, "rank=1,msg=2,kind=corrupt");
     for (int r = 0; r < 2; r++) {
         CHECK_STATUS((ccol_status)o->status[r], CCOL_ERR_PEER);
         CHECK_CONTAINS(o->msg[r], "rank 1 sent a bad slot");

@@ -6,7 +6,7 @@
  * everyone joined, a stale segment of a crashed job replaced, a live job's
  * segment refused, ranks that disagree about the world size or claim a rank
  * twice, CCOL_TRANSPORT, and the spin knob's validation; the one-hop
- * slots: their reader on hand-made slots and verdicts, small operations in
+ * slots: their reader on hand-made slots and ccol_outcome, small operations in
  * the slots and large ones handed to the rings, and failures every rank
  * agrees on (ranks in different operations, a killed rank, a stalled one,
  * a combine failing, a rank arriving at the deadline), and a combine that
@@ -572,15 +572,13 @@ CCOL_TEST(slots_carry_small_operations_and_hand_large_ones_over)
     }
 }
 
-typedef ccol_outcome verdicts;
-#define note ccol_outcome_note
 
-static verdicts *
+static ccol_outcome *
 run_verdicts(int size, double timeout_s, unsigned may_die, ccol_rank_fn fn)
 {
     ccol_test_job job = { .size = size, .transport = CCOL_TEST_SHM,
                           .timeout_s = timeout_s, .may_die = may_die };
-    verdicts *o = ccol_test_shared(sizeof *o);
+    ccol_outcome *o = ccol_test_shared(sizeof *o);
 
     for (int r = 0; r < 8; r++)
         o->status[r] = 99;
@@ -590,7 +588,7 @@ run_verdicts(int size, double timeout_s, unsigned may_die, ccol_rank_fn fn)
 
 /* Every rank in `ranks` got status `want` and the very same message. */
 static void
-expect_agreed(const verdicts *o, int size, int skip, ccol_status want,
+expect_agreed(const ccol_outcome *o, int size, int skip, ccol_status want,
               const char *needle)
 {
     int first = skip == 0 ? 1 : 0;
@@ -611,8 +609,10 @@ count_diverge_body(ccol_comm *c, int rank, void *arg)
     double t0 = ccol_test_now();
 
     ccol_comm_set_label(c, rank == 1 ? "guard g" : "guard f");
-    note(arg, rank, ccol_allreduce_i64(c, v, rank == 1 ? 2 : 1, CCOL_OP_SUM),
-         c, t0);
+    ccol_outcome_note(arg, rank,
+                      ccol_allreduce_i64(c, v, rank == 1 ? 2 : 1,
+                                         CCOL_OP_SUM),
+                      c, t0);
     CHECK_STATUS(ccol_barrier(c), CCOL_ERR_DIVERGED); /* poisoned */
 }
 
@@ -625,7 +625,7 @@ killed_body(ccol_comm *c, int rank, void *arg)
     if (rank == 1)
         raise(SIGKILL);
     t0 = ccol_test_now();
-    note(arg, rank, ccol_barrier(c), c, t0);
+    ccol_outcome_note(arg, rank, ccol_barrier(c), c, t0);
 }
 
 /* Rank 1 is 2.5 s late for its second operation (deadline 1 s): it gets
@@ -640,7 +640,7 @@ stalled_body(ccol_comm *c, int rank, void *arg)
     if (rank == 1)
         usleep(2500 * 1000);
     t0 = ccol_test_now();
-    note(arg, rank, ccol_barrier(c), c, t0);
+    ccol_outcome_note(arg, rank, ccol_barrier(c), c, t0);
 }
 
 /* Concatenates; fails on the byte 'b' (a pure combine: every rank fails
@@ -677,8 +677,10 @@ pure_fail_body(ccol_comm *c, int rank, void *arg)
     CHECK(n == (size_t)ccol_comm_size(c) && memcmp(out, "abc", n) == 0);
     ccol_free(out);
     out = NULL;
-    note(arg, rank, ccol_join_reduce(c, 7, &mine, 1, picky_combine,
-                                     &(int){ -1 }, &out, &n), c, t0);
+    ccol_outcome_note(arg, rank,
+                      ccol_join_reduce(c, 7, &mine, 1, picky_combine,
+                                       &(int){ -1 }, &out, &n),
+                      c, t0);
     CHECK(out == NULL); /* no result on any rank */
 }
 
@@ -703,12 +705,12 @@ impure_fail_body(ccol_comm *c, int rank, void *arg)
         return;
     }
     CHECK_OK(st, c);
-    note(arg, rank, ccol_barrier(c), c, t0);
+    ccol_outcome_note(arg, rank, ccol_barrier(c), c, t0);
 }
 
 CCOL_TEST(slot_failures_are_agreed)
 {
-    verdicts *o = run_verdicts(2, 5, 0, count_diverge_body);
+    ccol_outcome *o = run_verdicts(2, 5, 0, count_diverge_body);
     expect_agreed(o, 2, -1, CCOL_ERR_DIVERGED,
                   "ranks diverged: rank 1 is in guard g "
                   "(allreduce_i64(sum, n=2) #1) while rank 0 is in guard f "
@@ -750,7 +752,9 @@ large_dropped_body(ccol_comm *c, int rank, void *arg)
     CHECK_OK(ccol_barrier(c), c);
     ccol_comm_set_label(c, "step 2");
     t0 = ccol_test_now();
-    note(arg, rank, ccol_allgatherv(c, big, sizeof big, &out, lens), c, t0);
+    ccol_outcome_note(arg, rank,
+                      ccol_allgatherv(c, big, sizeof big, &out, lens), c,
+                      t0);
     ccol_free(out);
 }
 
@@ -760,7 +764,7 @@ CCOL_TEST(tree_fallback_names_what_the_slots_saw)
 {
     ccol_test_job job = { .size = 3, .transport = CCOL_TEST_SHM,
                           .timeout_s = 0.5, .may_die = ~0u };
-    verdicts *o = ccol_test_shared(sizeof *o);
+    ccol_outcome *o = ccol_test_shared(sizeof *o);
 
     job.params.mask = CCOL_COMM_PARAM_FAULT;
     job.params.fault = "rank=1,msg=3,kind=drop"; /* its UP frame */
@@ -777,21 +781,21 @@ static void
 late_body(ccol_comm *c, int rank, void *arg)
 {
     const double *late = arg;
-    verdicts *o = (verdicts *)(void *)(late + 1);
+    ccol_outcome *o = (ccol_outcome *)(void *)(late + 1);
     double t0;
 
     CHECK_OK(ccol_barrier(c), c);
     if (rank == 2)
         usleep((useconds_t)(*late * 1e6));
     t0 = ccol_test_now();
-    note(o, rank, ccol_barrier(c), c, t0);
+    ccol_outcome_note(o, rank, ccol_barrier(c), c, t0);
 }
 
 CCOL_TEST(a_rank_arriving_at_the_deadline_gets_one_story)
 {
     const double lates[] = { 0.15, 0.19, 0.2, 0.21, 0.25 };
-    double *arg = ccol_test_shared(sizeof(double) + sizeof(verdicts));
-    verdicts *o = (verdicts *)(void *)(arg + 1);
+    double *arg = ccol_test_shared(sizeof(double) + sizeof(ccol_outcome));
+    ccol_outcome *o = (ccol_outcome *)(void *)(arg + 1);
 
     for (size_t i = 0; i < sizeof lates / sizeof lates[0]; i++) {
         ccol_test_job job = { .size = 3, .transport = CCOL_TEST_SHM,
