@@ -226,6 +226,13 @@ ccol_status ccol__tree_exec(ccol_comm *c, ccol__coll *op);
 /* Ends a collective with status st: on failure drops the result and
  * poisons the communicator. Returns st. */
 ccol_status ccol__coll_end(ccol_comm *c, ccol__coll *op, ccol_status st);
+/* The deadline of an operation that started here at monotonic `mono` and
+ * wall-clock `wall`, given that a peer says (untrusted) it started the same
+ * operation at wall-clock `peer_wall`: `t` after the peer's start when that
+ * was earlier, but no sooner than t/4 after ours (clocks disagree), and
+ * never later than `deadline`. */
+int64_t ccol__skewed_deadline(int64_t deadline, int64_t mono, int64_t wall,
+                              int64_t peer_wall, int64_t t);
 /* Computes parent and children of c->rank for the current size, threshold
  * and fanout. */
 ccol_status ccol__tree_setup(ccol_comm *c);

@@ -110,10 +110,9 @@ rings_off(int size, bool slots)
 
 /* Ring `dir` (0 up from r, 1 down to r) of rank r > 0. */
 static ccol__shm_ring *
-ring_of(const slink *l, int size, int r, int dir)
+ring_of(const slink *l, int r, int dir)
 {
     size_t off = l->rings + l->stride * (size_t)(2 * (r - 1) + dir);
-    (void)size;
     return (ccol__shm_ring *)(l->base + off);
 }
 
@@ -499,16 +498,16 @@ static ccol__shm_ring *
 out_ring(const ccol_comm *c, const slink *l, int i)
 {
     int peer = l->nb[i].rank;
-    return peer == c->parent ? ring_of(l, c->size, c->rank, 0)
-                             : ring_of(l, c->size, peer, 1);
+    return peer == c->parent ? ring_of(l, c->rank, 0)
+                             : ring_of(l, peer, 1);
 }
 
 static ccol__shm_ring *
 in_ring(const ccol_comm *c, const slink *l, int i)
 {
     int peer = l->nb[i].rank;
-    return peer == c->parent ? ring_of(l, c->size, c->rank, 1)
-                             : ring_of(l, c->size, peer, 0);
+    return peer == c->parent ? ring_of(l, c->rank, 1)
+                             : ring_of(l, peer, 0);
 }
 
 typedef struct space_wait {

@@ -118,7 +118,6 @@ typedef struct ccol__slot_view {
     uint16_t flags;
     uint32_t len;
     uint64_t arg;
-    int64_t started;
     const uint8_t *data;
 } ccol__slot_view;
 

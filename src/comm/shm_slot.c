@@ -64,7 +64,6 @@ ccol__shm_slot_view(const ccol__shm_slot *s, ccol__slot_view *v, char *why,
     v->flags = s->flags;
     v->len = s->len;
     v->arg = s->arg;
-    v->started = s->started;
     v->data = s->data;
     if (v->op < CCOL__OP_ALLGATHERV || v->op > CCOL__OP_BARRIER) {
         snprintf(why, whylen, "its slot names operation %u", v->op);
@@ -259,14 +258,10 @@ publish(slot_op *so)
 static void
 adjust_deadline(slot_op *so, int64_t started)
 {
-    int64_t t = (int64_t)(so->c->timeout_s * 1e9);
-    int64_t skew = started - so->started_wall, d;
+    int64_t d = ccol__skewed_deadline(so->deadline, so->started_mono,
+                                      so->started_wall, started,
+                                      (int64_t)(so->c->timeout_s * 1e9));
 
-    if (skew >= 0)
-        return;
-    d = so->started_mono + skew + t;
-    if (d < so->started_mono + t / 4)
-        d = so->started_mono + t / 4;
     if (d < so->deadline) {
         so->deadline = d;
         so->earlier = true;

@@ -234,21 +234,30 @@ child_index(const ccol_comm *c, int rank)
     return -1;
 }
 
+int64_t
+ccol__skewed_deadline(int64_t deadline, int64_t mono, int64_t wall,
+                      int64_t peer_wall, int64_t t)
+{
+    /* unsigned: a peer's clock may say anything, and the difference must
+     * not overflow */
+    uint64_t back = (uint64_t)wall - (uint64_t)peer_wall;
+    int64_t d;
+
+    if (peer_wall >= wall)
+        return deadline;
+    d = back > (uint64_t)(t - t / 4) ? mono + t / 4
+                                      : mono + t - (int64_t)back;
+    return d < deadline ? d : deadline;
+}
+
 /* Deadline for children: T after the earliest start we know of, but no
  * sooner than a quarter of T after our own start (clocks may disagree). */
 static void
 adjust_deadline(run *r, int64_t child_started)
 {
-    ccol_comm *c = r->c;
-    int64_t skew = child_started - r->started_wall, d;
-
-    if (skew >= 0)
-        return;
-    d = r->started_mono + skew + timeout_ns(c);
-    if (d < r->started_mono + timeout_ns(c) / 4)
-        d = r->started_mono + timeout_ns(c) / 4;
-    if (d < r->deadline)
-        r->deadline = d;
+    r->deadline = ccol__skewed_deadline(r->deadline, r->started_mono,
+                                        r->started_wall, child_started,
+                                        timeout_ns(r->c));
 }
 
 /* Handles one frame from a child during the up phase. */

@@ -738,6 +738,25 @@ CCOL_TEST(slot_failures_are_agreed)
     }
 }
 
+/* A peer's start time is untrusted: an earlier one moves the deadline
+ * sooner, never before a quarter of T, and no value overflows. */
+CCOL_TEST(peer_start_times_move_deadlines_within_bounds)
+{
+    const int64_t t = 1000, mono = 5000, wall = 7000, dl = mono + t;
+
+    CHECK_EQ(ccol__skewed_deadline(dl, mono, wall, wall + 50, t), dl);
+    CHECK_EQ(ccol__skewed_deadline(dl, mono, wall, wall - 100, t),
+             mono + t - 100);
+    CHECK_EQ(ccol__skewed_deadline(dl, mono, wall, wall - 900, t),
+             mono + t / 4);
+    CHECK_EQ(ccol__skewed_deadline(dl, mono, wall, INT64_MIN, t),
+             mono + t / 4);
+    CHECK_EQ(ccol__skewed_deadline(dl, mono, INT64_MAX, INT64_MIN, t),
+             mono + t / 4);
+    CHECK_EQ(ccol__skewed_deadline(mono + 10, mono, wall, wall - 100, t),
+             mono + 10);
+}
+
 /* A large allgatherv after a barrier: every slot says "large", then the
  * tree engine runs it over the rings, where rank 1's frame is dropped. */
 static void
@@ -813,6 +832,7 @@ CCOL_TEST(a_rank_arriving_at_the_deadline_gets_one_story)
 
 CCOL_TEST_MAIN(CCOL_T(environment_selects_shm),
                CCOL_T(tree_fallback_names_what_the_slots_saw),
+               CCOL_T(peer_start_times_move_deadlines_within_bounds),
                CCOL_T(ring_reader_reassembles_across_wraps),
                CCOL_T(ring_reader_rejects_bad_bytes),
                CCOL_T(segment_names_are_clean),
