@@ -151,7 +151,8 @@ uint64_t ccol__ld64(const uint8_t *p);
 /* strdup that works in C11. */
 char *ccol__strdup(const char *s);
 /* Frees an array of n records of `size` bytes whose first member is a
- * malloc'd name (char *): every name, then the array. */
+ * malloc'd name (char *): every name, then the array. Each record type it
+ * serves asserts that layout beside its definition. */
 void ccol__names_free(void *v, size_t n, size_t size);
 
 /* Parses a decimal integer in [lo, hi]; false on junk or range. */

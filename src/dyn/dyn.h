@@ -290,6 +290,8 @@ typedef struct ccol__dyn_wit {
     uint8_t n;            /* 1 or 2 */
     ccol__dyn_seen s[2];  /* sorted by rank, then value */
 } ccol__dyn_wit;
+_Static_assert(offsetof(ccol__dyn_wit, source) == 0,
+               "ccol__names_free: the name first");
 
 /* All witnesses of a frame, sorted by (source, pos, dim). Zeroed struct
  * is empty. */

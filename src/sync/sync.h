@@ -22,6 +22,8 @@ typedef struct ccol__sync_frame {
     char *code_id;     /* malloc'd */
     uint64_t compiles; /* compiles begun: the last compile index */
 } ccol__sync_frame;
+_Static_assert(offsetof(ccol__sync_frame, code_id) == 0,
+               "ccol__names_free: the name first");
 
 struct ccol_sync {
     ccol_sync_mode mode;       /* off, compile or lockstep */
@@ -43,6 +45,8 @@ typedef struct ccol__sync_mark {
     char *source; /* malloc'd */
     int dim;      /* the marked dim */
 } ccol__sync_mark;
+_Static_assert(offsetof(ccol__sync_mark, source) == 0,
+               "ccol__names_free: the name first");
 
 /* A list of marks. Zeroed is empty. */
 typedef struct ccol__sync_marks {
