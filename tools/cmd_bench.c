@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static const ccol_cmd suites[] = {
+static const tool_cmd suites[] = {
     { "comm", ccol_bench_comm, "latency of each communicator operation" },
     { "sync", ccol_bench_sync, "compile exchange: join-reduce vs all-gather" },
     { "soak", ccol_bench_soak, "10,000 exchanges and guards: memory stays flat" },

@@ -10,7 +10,7 @@
 
 static int cmd_version(int argc, char **argv);
 
-static const ccol_cmd commands[] = {
+static const tool_cmd commands[] = {
     { "demo", cmd_demo, "run the demonstration job on local ranks" },
     { "run", cmd_run, "start N local ranks of a command (like torchrun)" },
     { "jit", cmd_jit, "run a .tl program's schedule through the JIT" },

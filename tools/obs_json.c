@@ -149,12 +149,12 @@ static int
 parse_scalar(ctx *c, const json_t *v, tool_obs_src *s)
 {
     if (json_is_integer(v)) {
-        s->kind = CCOL__OBS_INT;
+        s->kind = TOOL_OBS_INT;
         s->i = (int64_t)json_integer_value(v);
         return 0;
     }
     if (json_is_real(v)) {
-        s->kind = CCOL__OBS_FLOAT;
+        s->kind = TOOL_OBS_FLOAT;
         s->f = json_real_value(v);
         return 0;
     }
@@ -185,7 +185,7 @@ parse_tensor(ctx *c, const json_t *o, tool_obs_src *s)
     if (mk != NULL && int_array(c, mk, "mark_dynamic", 0, (int64_t)n - 1,
                                 marks, CCOL_DYN_MAX_DIMS, &nm) != 0)
         return -1;
-    s->kind = CCOL__OBS_TENSOR;
+    s->kind = TOOL_OBS_TENSOR;
     s->ndim = (int)n;
     s->has_stride = st != NULL;
     for (size_t i = 0; mk != NULL && i < nm; i++)
@@ -231,9 +231,9 @@ parse_root(ctx *c, json_t *root, tool_obs_file *out)
     json_t *v;
     size_t n = json_object_size(root);
 
-    if (n > CCOL__OBS_MAX_SOURCES)
+    if (n > TOOL_OBS_MAX_SOURCES)
         return fail(c, "", "expected at most %d sources, got %zu",
-                    CCOL__OBS_MAX_SOURCES, n);
+                    TOOL_OBS_MAX_SOURCES, n);
     if (n > 0 && (out->v = calloc(n, sizeof *out->v)) == NULL)
         return fail(c, "", "out of memory");
     json_object_foreach(root, k, v) {
@@ -331,9 +331,9 @@ fold_source(const tool_obs_src *s, ccol_dyn *d, int rank)
 {
     ccol_status st;
 
-    if (s->kind == CCOL__OBS_INT)
+    if (s->kind == TOOL_OBS_INT)
         return ccol_dyn_observe_int(d, rank, s->source, s->i);
-    if (s->kind == CCOL__OBS_FLOAT)
+    if (s->kind == TOOL_OBS_FLOAT)
         return ccol_dyn_observe_float(d, rank, s->source, s->f);
     st = ccol_dyn_observe_tensor(d, rank, s->source, s->ndim, s->size,
                                  s->has_stride ? s->stride : NULL);

@@ -15,19 +15,19 @@
 #include <stdint.h>
 
 /* Sources one file may hold (each is ~1 KiB once loaded). */
-#define CCOL__OBS_MAX_SOURCES 65536
+#define TOOL_OBS_MAX_SOURCES 65536
 
 /* What a source was observed as. */
 enum {
-    CCOL__OBS_TENSOR = 0,
-    CCOL__OBS_INT = 1,
-    CCOL__OBS_FLOAT = 2
+    TOOL_OBS_TENSOR = 0,
+    TOOL_OBS_INT = 1,
+    TOOL_OBS_FLOAT = 2
 };
 
 /* One source of an observation file, as read (checked, not yet folded). */
 typedef struct tool_obs_src {
     char *source;                     /* malloc'd source name */
-    int kind;                         /* CCOL__OBS_* */
+    int kind;                         /* TOOL_OBS_* */
     int ndim;                         /* tensor rank (0 for numbers) */
     int64_t size[CCOL_DYN_MAX_DIMS];  /* sizes, >= 0 (tensors) */
     int64_t stride[CCOL_DYN_MAX_DIMS]; /* strides, >= 0, if has_stride */

@@ -16,11 +16,11 @@
 
 /* Ranks above this are refused (a corrupt rank number must not make the
  * report allocate gigabytes). */
-#define CCOL__REPORT_MAX_RANKS 4096
+#define TOOL_REPORT_MAX_RANKS 4096
 /* Largest trace file read. */
-#define CCOL__REPORT_MAX_FILE (512u * 1024 * 1024)
+#define TOOL_REPORT_MAX_FILE (512u * 1024 * 1024)
 /* Errors kept per report (later ones are counted, not kept). */
-#define CCOL__REPORT_MAX_ERRORS 200
+#define TOOL_REPORT_MAX_ERRORS 200
 
 /* A growable list of malloc'd strings. */
 typedef struct tool_strs {
@@ -31,21 +31,21 @@ typedef struct tool_strs {
 
 /* What a mark on the timeline is. */
 enum {
-    CCOL__MARK_EXCHANGE = 0,
-    CCOL__MARK_GUARD_HIT,
-    CCOL__MARK_GUARD_MISS,
-    CCOL__MARK_RESTART,
-    CCOL__MARK_RECOMPILE,
-    CCOL__MARK_GRAPH_BREAK,
-    CCOL__MARK_EAGER,
-    CCOL__MARK_ERROR,
-    CCOL__MARK_COLLECTIVE,
-    CCOL__MARK_NKINDS
+    TOOL_MARK_EXCHANGE = 0,
+    TOOL_MARK_GUARD_HIT,
+    TOOL_MARK_GUARD_MISS,
+    TOOL_MARK_RESTART,
+    TOOL_MARK_RECOMPILE,
+    TOOL_MARK_GRAPH_BREAK,
+    TOOL_MARK_EAGER,
+    TOOL_MARK_ERROR,
+    TOOL_MARK_COLLECTIVE,
+    TOOL_MARK_NKINDS
 };
 
 /* An instant or short span on a rank's timeline. */
 typedef struct tool_rep_mark {
-    int kind;       /* CCOL__MARK_* */
+    int kind;       /* TOOL_MARK_* */
     int64_t t_ns;   /* start, wall clock */
     int64_t dur_ns; /* 0 for an instant */
     char *label;    /* malloc'd tooltip text */
@@ -167,11 +167,12 @@ typedef struct tool_rep_row {
     uint64_t index;     /* compile index */
     int state;          /* 0 open, 1 ok, 2 failed */
     char *decisions;    /* malloc'd "L['x'].size(0), ..." or "all static" */
-    tool_strs why;     /* distinct explanations of those ranks, in order */
-    tool_strs changes; /* distinct state changes of those ranks */
-    tool_strs reasons; /* distinct reasons those ranks compiled */
+    tool_strs why;      /* distinct explanations of those ranks, in order */
+    tool_strs changes;  /* distinct state changes of those ranks */
+    tool_strs reasons;  /* distinct reasons those ranks compiled */
     int *ranks;         /* malloc'd ranks, ascending */
     size_t n;           /* their number */
+    size_t cap;         /* ranks allocated */
     bool diverged;      /* another row has the same frame and index */
 } tool_rep_row;
 

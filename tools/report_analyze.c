@@ -154,11 +154,11 @@ static void
 check_missing(tool_report *r)
 {
     size_t size = tool_report_world(r);
-    int miss[CCOL__REPORT_MAX_RANKS];
+    int miss[TOOL_REPORT_MAX_RANKS];
     size_t n = 0;
     char who[512];
 
-    for (size_t i = 0; i < size && n < CCOL__REPORT_MAX_RANKS; i++)
+    for (size_t i = 0; i < size && n < TOOL_REPORT_MAX_RANKS; i++)
         if (i >= r->nranks || !active(r, i))
             miss[n++] = (int)i;
     if (n == 0)
@@ -379,7 +379,8 @@ find_row(tool_rep_row *rows, size_t n, const tool_rep_compile *c,
 /* Appends a row, or adds `rank` (and its witnesses) to the row of the
  * same compile with the same decisions. */
 static void
-add_row(tool_rep_row **rows, size_t *n, const tool_rep_compile *c, int rank)
+add_row(tool_rep_row **rows, size_t *n, size_t *cap, const tool_rep_compile *c,
+        int rank)
 {
     char *d = tool_report_join(&c->dynamic, "all static");
     tool_rep_row *row, *v;
@@ -388,7 +389,8 @@ add_row(tool_rep_row **rows, size_t *n, const tool_rep_compile *c, int rank)
     if (d == NULL)
         return;
     row = find_row(*rows, *n, c, d);
-    if (row == NULL && (v = realloc(*rows, (*n + 1) * sizeof *v))) {
+    if (row == NULL &&
+        (v = ccol__grow(*rows, cap, *n + 1, sizeof *v, 16)) != NULL) {
         *rows = v;
         row = &v[(*n)++];
         *row = (tool_rep_row){ .frame = c->frame,
@@ -412,7 +414,7 @@ add_row(tool_rep_row **rows, size_t *n, const tool_rep_compile *c, int rank)
     if (c->reason != NULL && row->reasons.n < 16 &&
         !tool_strs_has(&row->reasons, c->reason))
         tool_strs_add(&row->reasons, "%s", c->reason);
-    rs = realloc(row->ranks, (row->n + 1) * sizeof *rs);
+    rs = ccol__grow(row->ranks, &row->cap, row->n + 1, sizeof *rs, 8);
     if (rs != NULL) {
         row->ranks = rs;
         rs[row->n++] = rank;
@@ -441,11 +443,11 @@ size_t
 tool_report_rows(const tool_report *r, tool_rep_row **out)
 {
     tool_rep_row *rows = NULL;
-    size_t n = 0;
+    size_t n = 0, cap = 0;
 
     for (size_t i = 0; i < r->nranks; i++)
         for (size_t k = 0; k < r->ranks[i].ncomp; k++)
-            add_row(&rows, &n, &r->ranks[i].compiles[k], (int)i);
+            add_row(&rows, &n, &cap, &r->ranks[i].compiles[k], (int)i);
     flag_diverged(rows, n);
     *out = rows;
     return n;

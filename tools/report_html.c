@@ -186,12 +186,12 @@ xof(const tool_report *r, int64_t t)
     return PLOT_X + x * PLOT_W;
 }
 
-/* Mark colours, indexed by CCOL__MARK_*. */
-static const char *const mark_color[CCOL__MARK_NKINDS] = {
+/* Mark colours, indexed by TOOL_MARK_*. */
+static const char *const mark_color[TOOL_MARK_NKINDS] = {
     "#f0a000", "#50b050", "#d00000", "#8040c0", "#c04080",
     "#000000", "#805020", "#ff0000", "#00a0a0"
 };
-static const char *const mark_name[CCOL__MARK_NKINDS] = {
+static const char *const mark_name[TOOL_MARK_NKINDS] = {
     "exchange",       "guard hit", "guard miss",
     "restart",        "recompile", "graph break",
     "eager fallback", "error",     "in-graph collective"
@@ -252,13 +252,13 @@ svg_marks(const tool_report *r, const tool_rep_rank *k, double y, FILE *f)
         double x0 = xof(r, mk->t_ns), x1 = xof(r, mk->t_ns + mk->dur_ns);
         const char *col = mark_color[mk->kind];
 
-        if (mk->kind == CCOL__MARK_EXCHANGE ||
-            mk->kind == CCOL__MARK_COLLECTIVE)
+        if (mk->kind == TOOL_MARK_EXCHANGE ||
+            mk->kind == TOOL_MARK_COLLECTIVE)
             fprintf(f,
                     "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
                     "height=\"6\" fill=\"%s\">",
                     x0, y + 8, x1 - x0 < 2 ? 2 : x1 - x0, col);
-        else if (mk->kind == CCOL__MARK_ERROR)
+        else if (mk->kind == TOOL_MARK_ERROR)
             fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"5\" fill=\"%s\">",
                     x0, y + 11, col);
         else
@@ -266,10 +266,10 @@ svg_marks(const tool_report *r, const tool_rep_rank *k, double y, FILE *f)
                     y + 8, col);
         fputs("<title>", f);
         esc(f, mk->label ? mk->label : mark_name[mk->kind], 400);
-        fputs(mk->kind == CCOL__MARK_EXCHANGE ||
-                      mk->kind == CCOL__MARK_COLLECTIVE
+        fputs(mk->kind == TOOL_MARK_EXCHANGE ||
+                      mk->kind == TOOL_MARK_COLLECTIVE
                   ? "</title></rect>\n"
-              : mk->kind == CCOL__MARK_ERROR ? "</title></circle>\n"
+              : mk->kind == TOOL_MARK_ERROR ? "</title></circle>\n"
                                              : "</title></path>\n",
               f);
     }
@@ -286,7 +286,7 @@ html_timeline(const tool_report *r, FILE *f)
           "#4a7fd0\"></i>compile</span><span><i class=\"sw\" style=\""
           "background:#d04040\"></i>failed compile</span>",
           f);
-    for (int k = 0; k < CCOL__MARK_NKINDS; k++)
+    for (int k = 0; k < TOOL_MARK_NKINDS; k++)
         fprintf(f,
                 "<span><i class=\"sw\" style=\"background:%s\"></i>%s"
                 "</span>",

@@ -87,7 +87,7 @@ error_at(tool_report *r, const char *name, size_t no, const char *fmt, ...)
     char msg[512];
     va_list ap;
 
-    if (r->errors.n >= CCOL__REPORT_MAX_ERRORS) {
+    if (r->errors.n >= TOOL_REPORT_MAX_ERRORS) {
         r->nerrors_dropped++;
         return;
     }
@@ -386,7 +386,7 @@ on_exchange(line *l)
         !int_field(l, "dur_ns", false, &dur))
         return;
     coll = bool_field(l, "collective", true);
-    add_mark(l, CCOL__MARK_EXCHANGE, dur,
+    add_mark(l, TOOL_MARK_EXCHANGE, dur,
              "%s exchange %s (compile %lld): %lld B sent, %lld B received, "
              "%.3f ms%s",
              coll ? "collective" : "local", frame, (long long)index,
@@ -415,7 +415,7 @@ on_guard(line *l)
         l->rk->nhits++;
     else
         l->rk->nmisses++;
-    add_mark(l, all ? CCOL__MARK_GUARD_HIT : CCOL__MARK_GUARD_MISS, dur,
+    add_mark(l, all ? TOOL_MARK_GUARD_HIT : TOOL_MARK_GUARD_MISS, dur,
              "guard %s: %s here, %s", frame, hit ? "hit" : "miss",
              all ? "all ranks hit" : "recompile on every rank");
     if (bool_field(l, "collective", false))
@@ -433,7 +433,7 @@ on_compiler(line *l, int kind, uint64_t *count)
 
     if (int_field(l, "line", false, &lno) && lno > 0)
         snprintf(at, sizeof at, " line %lld", (long long)lno);
-    if (kind == CCOL__MARK_RECOMPILE && frame != NULL && reason != NULL) {
+    if (kind == TOOL_MARK_RECOMPILE && frame != NULL && reason != NULL) {
         free(l->rk->recompile_frame);
         free(l->rk->recompile_reason);
         l->rk->recompile_frame = strdup(frame);
@@ -457,7 +457,7 @@ on_error(line *l)
     if (asprintf(&l->rk->last_error, "%s%s%s", code ? code : "",
                  code && msg ? ": " : "", msg ? msg : "") < 0)
         l->rk->last_error = NULL;
-    add_mark(l, CCOL__MARK_ERROR, 0, "error %s",
+    add_mark(l, TOOL_MARK_ERROR, 0, "error %s",
              l->rk->last_error ? l->rk->last_error : "");
 }
 
@@ -469,22 +469,22 @@ on_collective(line *l)
 
     if (name == NULL || !int_field(l, "dur_ns", false, &dur))
         return;
-    add_mark(l, CCOL__MARK_COLLECTIVE, dur, "collective %s", name);
+    add_mark(l, TOOL_MARK_COLLECTIVE, dur, "collective %s", name);
     tool_strs_add(&l->rk->seq, "collective %s", name);
 }
 
 /* The counted compiler events: their mark kind and counter. */
 static const struct {
     const char *event;    /* the event's name */
-    int kind;             /* CCOL__MARK_* */
+    int kind;             /* TOOL_MARK_* */
     size_t count;         /* offset of its counter in tool_rep_rank */
 } compilers[] = {
-    { "restart", CCOL__MARK_RESTART, offsetof(tool_rep_rank, nrestarts) },
-    { "recompile", CCOL__MARK_RECOMPILE,
+    { "restart", TOOL_MARK_RESTART, offsetof(tool_rep_rank, nrestarts) },
+    { "recompile", TOOL_MARK_RECOMPILE,
       offsetof(tool_rep_rank, nrecompiles) },
-    { "graph_break", CCOL__MARK_GRAPH_BREAK,
+    { "graph_break", TOOL_MARK_GRAPH_BREAK,
       offsetof(tool_rep_rank, nbreaks) },
-    { "eager_fallback", CCOL__MARK_EAGER, offsetof(tool_rep_rank, neager) },
+    { "eager_fallback", TOOL_MARK_EAGER, offsetof(tool_rep_rank, neager) },
 };
 
 /* The handlers of the other events. */
@@ -545,7 +545,7 @@ check_header(line *l, int file_rank)
         !int_field(l, "wall_ns", true, &l->t) ||
         !int_field(l, "size", false, &size))
         return false;
-    if (rank < 0 || rank >= CCOL__REPORT_MAX_RANKS ||
+    if (rank < 0 || rank >= TOOL_REPORT_MAX_RANKS ||
         (file_rank >= 0 && rank != file_rank)) {
         error_at(l->r, l->name, l->no,
                  "rank %lld does not belong in this "
@@ -553,7 +553,7 @@ check_header(line *l, int file_rank)
                  (long long)rank);
         return false;
     }
-    if (size > 0 && size <= CCOL__REPORT_MAX_RANKS && size > l->r->size)
+    if (size > 0 && size <= TOOL_REPORT_MAX_RANKS && size > l->r->size)
         l->r->size = (int)size;
     l->rk = rank_slot(l->r, (int)rank);
     if (l->rk != NULL && int_field(l, "pid", false, &pid) && pid > 0) {
@@ -646,15 +646,15 @@ trace_name(const char *name, int *rank)
 
     if (strncmp(name, "rank-", 5) != 0 || *p < '0' || *p > '9')
         return false;
-    while (*p >= '0' && *p <= '9' && v < CCOL__REPORT_MAX_RANKS)
+    while (*p >= '0' && *p <= '9' && v < TOOL_REPORT_MAX_RANKS)
         v = v * 10 + (*p++ - '0');
-    if (strcmp(p, ".jsonl") != 0 || v >= CCOL__REPORT_MAX_RANKS)
+    if (strcmp(p, ".jsonl") != 0 || v >= TOOL_REPORT_MAX_RANKS)
         return false;
     *rank = (int)v;
     return true;
 }
 
-/* Reads one file (at most CCOL__REPORT_MAX_FILE bytes) and feeds it. */
+/* Reads one file (at most TOOL_REPORT_MAX_FILE bytes) and feeds it. */
 static void
 read_file(tool_report *r, const char *path, int rank)
 {
@@ -676,7 +676,7 @@ read_file(tool_report *r, const char *path, int rank)
     buf = malloc(cap);
     while (buf != NULL && (got = fread(buf + n, 1, cap - n, f)) > 0) {
         n += got;
-        if (n == cap && cap < CCOL__REPORT_MAX_FILE) {
+        if (n == cap && cap < TOOL_REPORT_MAX_FILE) {
             char *b = ccol__grow(buf, &cap, n + 1, 1, 1);
             if (b == NULL)
                 break;
@@ -685,7 +685,7 @@ read_file(tool_report *r, const char *path, int rank)
             error_at(r, path, 0,
                      "larger than %u MiB: only the start is "
                      "read",
-                     CCOL__REPORT_MAX_FILE >> 20);
+                     TOOL_REPORT_MAX_FILE >> 20);
             break;
         }
     }
@@ -712,7 +712,7 @@ tool_report_read_dir(tool_report *r, const char *dir)
 {
     DIR *d = opendir(dir);
     struct dirent *de;
-    int ranks[CCOL__REPORT_MAX_RANKS], rank;
+    int ranks[TOOL_REPORT_MAX_RANKS], rank;
     size_t n = 0;
     char path[4096];
 
@@ -721,7 +721,7 @@ tool_report_read_dir(tool_report *r, const char *dir)
                  strerror(errno));
         return -1;
     }
-    while ((de = readdir(d)) != NULL && n < CCOL__REPORT_MAX_RANKS)
+    while ((de = readdir(d)) != NULL && n < TOOL_REPORT_MAX_RANKS)
         if (trace_name(de->d_name, &rank))
             ranks[n++] = rank;
     closedir(d);

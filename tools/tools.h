@@ -6,11 +6,11 @@
 #ifndef CCOL_TOOLS_H
 #define CCOL_TOOLS_H
 
-typedef struct ccol_cmd {
+typedef struct tool_cmd {
     const char *name;                   /* subcommand word */
     int (*main)(int argc, char **argv); /* its entry point */
     const char *summary;                /* one line for `ccol help` */
-} ccol_cmd;
+} tool_cmd;
 
 int cmd_demo(int argc, char **argv);
 int cmd_run(int argc, char **argv);

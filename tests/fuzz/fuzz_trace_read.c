@@ -38,7 +38,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t i = 0; i < r.errors.n; i++)
         if (strncmp(r.errors.v[i], "rank-", 5) != 0)
             abort(); /* every error names its file */
-    if (r.nranks > CCOL__REPORT_MAX_RANKS)
+    if (r.nranks > TOOL_REPORT_MAX_RANKS)
         abort();
     sink = fopen("/dev/null", "w");
     if (sink != NULL) {
