@@ -84,18 +84,18 @@ bool jit__walk_args(Walk *w, Value **slots, const NodeList *l, Value **vals);
  * its statements' positions not recorded. NULL on error or at a graph
  * break. */
 Value *jit__walk_call(Walk *w, int fi, Value *const *args, int n);
-/*
- * Runs a function body from a position: right after statement
- * stmt[depth - 1] of the innermost of `depth` nested if blocks (block
- * k + 1 is branch[k] of the if statement stmt[k] of block k), then the
- * rest of each enclosing block, outwards. depth 0: the whole body.
- */
 /* The statement at a recorded position (as jit__walk_from's). */
 const Node *jit__walk_stmt(const NodeList *body, int depth, const int *stmt,
                            const int *branch);
 /* The call that is the whole of statement s (`f(...)`, `x = f(...)`,
  * `return f(...)`), or NULL. */
 const Node *jit__walk_stmt_call(const Node *s);
+/*
+ * Runs a function body from a position: right after statement
+ * stmt[depth - 1] of the innermost of `depth` nested if blocks (block
+ * k + 1 is branch[k] of the if statement stmt[k] of block k), then the
+ * rest of each enclosing block, outwards. depth 0: the whole body.
+ */
 Exec jit__walk_from(Walk *w, Value **slots, const NodeList *body, int depth,
                     const int *stmt, const int *branch, Value **ret);
 

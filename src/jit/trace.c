@@ -200,16 +200,16 @@ eager(const Tracer *t)
     return t->ctx->eager;
 }
 
-/* The walk of a trace (symbolic operations) or of an eager run (the
- * interpreter's, with calls through the session when it has one). */
+/* An eager run: the interpreter's operations, but calls go through the
+ * session (the only maker of eager runs), each callee a frame. */
+static const WalkOps eager_ops = { .call = op_call_frame };
+
+/* The walk of a trace (symbolic operations) or of an eager run. */
 static void
-walk_init(Tracer *t, TraceWalk *tw, WalkOps *ops, const NodeList *body,
+walk_init(Tracer *t, TraceWalk *tw, const NodeList *body,
           const ResumePoint *at_call, bool hinted)
 {
-    static const WalkOps concrete;
-    *ops = eager(t) ? concrete : trace_ops;
-    if (eager(t) && t->ctx->call != NULL)
-        ops->call = op_call_frame;
+    const WalkOps *ops = eager(t) ? &eager_ops : &trace_ops;
     *tw = (TraceWalk){ .w = { .in = &t->in, .ops = ops, .ud = t,
                               .at = &t->at },
                        .body = body, .at_call = *at_call,
@@ -403,8 +403,7 @@ trace_walk(const TraceCtx *ctx, const FrameCode *fc, Value *const *in,
     Value *ret = NULL;
     Exec x = X_ERROR;
     TraceWalk tw;
-    WalkOps ops;
-    walk_init(&t, &tw, &ops, &f->body, at_call, hinted);
+    walk_init(&t, &tw, &f->body, at_call, hinted);
     if (t.e == NULL || slots == NULL)
         jit__jit_fail(&t.in, CCOL_ERR_NO_MEMORY, "out of memory");
     else if (wrap_slots(&t, f, &fc->rp, in, nslots, slots))
