@@ -658,38 +658,12 @@ reduce_f64(ccol_op op, double a, double b)
     return a;
 }
 
-/* Values travel as little-endian 64-bit words. On a little-endian host
- * that is a plain copy, which the compiler turns into one load or store:
- * these run once per value per rank, where ccol__ld64's byte loop (a call
- * each) cost more than the hop itself for a few dozen values. */
-static inline uint64_t
-ld_word(const uint8_t *p)
-{
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
-#else
-    return ccol__ld64(p);
-#endif
-}
-
-static inline void
-st_word(uint8_t *p, uint64_t v)
-{
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    memcpy(p, &v, 8);
-#else
-    ccol__st64(p, v);
-#endif
-}
-
 /* Applies one rank's blob to the accumulator `acc`. */
 static void
 fold_blob(const reduce_args *a, uint8_t *acc, const uint8_t *blob)
 {
     for (size_t i = 0; i < a->n; i++) {
-        uint64_t x = ld_word(acc + 8 * i), y = ld_word(blob + 8 * i);
+        uint64_t x = ccol__ld64(acc + 8 * i), y = ccol__ld64(blob + 8 * i);
         if (a->is_f64) {
             double dx, dy, dr;
             memcpy(&dx, &x, 8);
@@ -699,7 +673,7 @@ fold_blob(const reduce_args *a, uint8_t *acc, const uint8_t *blob)
         } else {
             x = (uint64_t)reduce_i64(a->op, (int64_t)x, (int64_t)y);
         }
-        st_word(acc + 8 * i, x);
+        ccol__st64(acc + 8 * i, x);
     }
 }
 
@@ -774,7 +748,7 @@ allreduce(ccol_comm *c, void *values, size_t n, ccol_op op, bool is_f64)
     if (buf == NULL)
         return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
     for (size_t i = 0; i < n; i++)
-        st_word(buf + 8 * i, ((const uint64_t *)values)[i]);
+        ccol__st64(buf + 8 * i, ((const uint64_t *)values)[i]);
     co.arg = ((uint64_t)op << 48) | (uint64_t)n;
     co.data = buf;
     co.len = n * 8;
@@ -785,7 +759,7 @@ allreduce(ccol_comm *c, void *values, size_t n, ccol_op op, bool is_f64)
                              "allreduce result has %zu bytes, expected %zu",
                              co.result_len, n * 8);
     for (size_t i = 0; st == CCOL_OK && i < n; i++)
-        ((uint64_t *)values)[i] = ld_word(co.result + 8 * i);
+        ((uint64_t *)values)[i] = ccol__ld64(co.result + 8 * i);
     free(co.result);
     return st;
 }

@@ -15,24 +15,6 @@
 #include <string.h>
 #include <time.h>
 
-/* The little-endian bytes of every width go through these two loops. */
-static void
-st_le(uint8_t *p, uint64_t v, int n)
-{
-    for (int i = 0; i < n; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t
-ld_le(const uint8_t *p, int n)
-{
-    uint64_t v = 0;
-
-    while (n-- > 0)
-        v = v << 8 | p[n];
-    return v;
-}
-
 void
 ccol__buf_free(ccol__buf *b)
 {
@@ -189,28 +171,20 @@ ccol__rd_u8(ccol__rd *r)
 }
 
 /*
- * The stores, loads, appends and reads of 16, 32 and 64 bits (core.h):
- * one definition for the three widths, as C has no generic integers.
+ * The appends and reads of 16, 32 and 64 bits (core.h): one definition for
+ * the three widths, as C has no generic integers.
  */
 #define LE_WIDTH(bits)                                                    \
-    void ccol__st##bits(uint8_t *p, uint##bits##_t v)                     \
-    {                                                                     \
-        st_le(p, v, (bits) / 8);                                          \
-    }                                                                     \
-    uint##bits##_t ccol__ld##bits(const uint8_t *p)                       \
-    {                                                                     \
-        return (uint##bits##_t)ld_le(p, (bits) / 8);                      \
-    }                                                                     \
     void ccol__buf_u##bits(ccol__buf *b, uint##bits##_t v)                \
     {                                                                     \
         uint8_t t[8];                                                     \
-        st_le(t, v, (bits) / 8);                                          \
+        ccol__st_le(t, v, (bits) / 8);                                    \
         ccol__buf_put(b, t, (bits) / 8);                                  \
     }                                                                     \
     uint##bits##_t ccol__rd_u##bits(ccol__rd *r)                          \
     {                                                                     \
         const uint8_t *p = ccol__rd_bytes(r, (bits) / 8);                 \
-        return p ? (uint##bits##_t)ld_le(p, (bits) / 8) : 0;              \
+        return p ? (uint##bits##_t)ccol__ld_le(p, (bits) / 8) : 0;        \
     }
 
 LE_WIDTH(16)

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #if defined(__GNUC__)
 #define CCOL__PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -138,15 +139,55 @@ const uint8_t *ccol__rd_bytes(ccol__rd *r, size_t n);
 char *ccol__rd_str(ccol__rd *r, size_t max);
 size_t ccol__rd_left(const ccol__rd *r);
 
-/* Little-endian loads and stores on raw memory. bytes.c defines them,
- * with ccol__buf_u16/32/64 and ccol__rd_u16/32/64, once for the three
- * widths (LE_WIDTH). */
-void ccol__st16(uint8_t *p, uint16_t v);
-void ccol__st32(uint8_t *p, uint32_t v);
-void ccol__st64(uint8_t *p, uint64_t v);
-uint16_t ccol__ld16(const uint8_t *p);
-uint32_t ccol__ld32(const uint8_t *p);
-uint64_t ccol__ld64(const uint8_t *p);
+/* Little-endian stores and loads of the low n bytes (n <= 8) on raw
+ * memory: inline, since encoders and reductions run them per value; a
+ * plain copy where the host is little-endian. (bytes.c defines
+ * ccol__buf_u16/32/64 and ccol__rd_u16/32/64 over them, LE_WIDTH.) */
+static inline void
+ccol__st_le(uint8_t *p, uint64_t v, int n)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(p, &v, (size_t)n);
+#else
+    for (int i = 0; i < n; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+#endif
+}
+
+static inline uint64_t
+ccol__ld_le(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(&v, p, (size_t)n);
+#else
+    while (n-- > 0)
+        v = v << 8 | p[n];
+#endif
+    return v;
+}
+
+static inline void ccol__st16(uint8_t *p, uint16_t v) { ccol__st_le(p, v, 2); }
+static inline void ccol__st32(uint8_t *p, uint32_t v) { ccol__st_le(p, v, 4); }
+static inline void ccol__st64(uint8_t *p, uint64_t v) { ccol__st_le(p, v, 8); }
+
+static inline uint16_t
+ccol__ld16(const uint8_t *p)
+{
+    return (uint16_t)ccol__ld_le(p, 2);
+}
+
+static inline uint32_t
+ccol__ld32(const uint8_t *p)
+{
+    return (uint32_t)ccol__ld_le(p, 4);
+}
+
+static inline uint64_t
+ccol__ld64(const uint8_t *p)
+{
+    return ccol__ld_le(p, 8);
+}
 
 /* strdup that works in C11. */
 char *ccol__strdup(const char *s);
