@@ -477,21 +477,11 @@ ccol_dyn_source(const ccol_dyn *d, size_t i)
 static size_t
 find_source(ccol_dyn *d, const char *fn, const char *source)
 {
-    bool found = false;
-    size_t lo = 0, hi = d->state.n, mid = 0;
+    bool found;
+    size_t i = ccol__dyn_map_index(&d->state, source, &found);
 
-    while (lo < hi && !found) {
-        int c;
-        mid = lo + (hi - lo) / 2;
-        c = strcmp(d->state.v[mid].source, source);
-        found = c == 0;
-        if (c < 0)
-            lo = mid + 1;
-        else if (c > 0)
-            hi = mid;
-    }
     if (found)
-        return mid;
+        return i;
     ccol__seterr(&d->err, CCOL_ERR_INVALID_ARG, "%s(%.200s): no rank "
                  "observed %.200s", fn, source, source);
     return (size_t)-1;
@@ -622,13 +612,16 @@ parse_what(ccol_dyn *d, const char *fn, const char *what, ccol__dyn_what *q)
     const char *sz = last_of(what, ".size("), *st = last_of(what, ".stride(");
     const char *p = sz > st ? sz : st;
     size_t i, n;
+    bool found;
 
     q->pos = CCOL__WIT_SCALAR;
     q->dim = 0;
-    if (strlen(what) <= CCOL__DYN_MAX_NAME &&
-        ccol__dyn_map_find(&d->state, what) != NULL) {
+    found = false;
+    if (strlen(what) <= CCOL__DYN_MAX_NAME)
+        i = ccol__dyn_map_index(&d->state, what, &found);
+    if (found) {
         memcpy(q->source, what, strlen(what) + 1);
-        return find_source(d, fn, what);
+        return i;
     }
     n = p == NULL ? 0 : (size_t)(p - what);
     if (p == NULL || n > CCOL__DYN_MAX_NAME ||

@@ -195,6 +195,9 @@ void ccol__dyn_map_free(ccol__dyn_map *m);
 /* The entry of `source`, or NULL. */
 ccol__dyn_entry *ccol__dyn_map_find(const ccol__dyn_map *m,
                                     const char *source);
+/* The index of `source` in m->v, or of where it would go (*found false). */
+size_t ccol__dyn_map_index(const ccol__dyn_map *m, const char *source,
+                           bool *found);
 /* The entry of `source`, inserted as all-UNSET if absent. NO_MEMORY or
  * INVALID_ARG (name too long) on failure. */
 ccol_status ccol__dyn_map_get(ccol__dyn_map *m, const char *source,

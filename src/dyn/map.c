@@ -159,6 +159,12 @@ ccol__dyn_map_init(ccol__dyn_map *m)
     memset(m, 0, sizeof *m);
 }
 
+size_t
+ccol__dyn_map_index(const ccol__dyn_map *m, const char *source, bool *found)
+{
+    return name_pos(m, sizeof *m->v, source, found);
+}
+
 ccol__dyn_entry *
 ccol__dyn_map_find(const ccol__dyn_map *m, const char *source)
 {

@@ -258,7 +258,7 @@ jit__entry_render(const Entry *e, Buf *b)
         jit__jit_buf_printf(b, "%s%%%d", i ? ", " : "", e->outs[i]);
     jit__jit_buf_puts(b, ")");
     if (e->brk)
-        jit__jit_buf_printf(b, " then print (%d args) at line %d",
-                             e->nprint, e->resume.line);
+        jit__jit_buf_printf(b, " then the break at line %d (%d args)",
+                             e->resume.line, e->nprint);
     jit__jit_buf_puts(b, "\n");
 }
