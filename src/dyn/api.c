@@ -611,7 +611,7 @@ parse_what(ccol_dyn *d, const char *fn, const char *what, ccol__dyn_what *q)
 {
     const char *sz = last_of(what, ".size("), *st = last_of(what, ".stride(");
     const char *p = sz > st ? sz : st;
-    size_t i, n;
+    size_t i = 0, n;
     bool found;
 
     q->pos = CCOL__WIT_SCALAR;
