@@ -182,6 +182,11 @@ ccol_status ccol__hdr_decode(const uint8_t *b, size_t max_payload,
 /* Checks a decoded frame against this communicator: token digest, comm
  * id, sender rank range, payload checksum. Sets c->err naming `from`. */
 ccol_status ccol__frame_check(ccol_comm *c, int from, const ccol__msg *m);
+/* Fills err from a failure another rank reported (untrusted bytes): its
+ * code, or PEER when that is no known failure, and its text (up to n
+ * bytes or a NUL) with control characters other than newlines replaced. */
+void ccol__err_from_peer(ccol__err *err, int32_t code, const char *text,
+                         size_t n);
 /* Describes an operation for messages: "barrier #3", "bcast(root 1) #4",
  * led by the caller's label when there is one, so messages say what the
  * operation was for: "guard collective of f (allreduce_i64(min, n=3)

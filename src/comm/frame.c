@@ -197,6 +197,23 @@ op_describe(uint16_t op, uint64_t arg, uint64_t seq, char *out,
     }
 }
 
+void
+ccol__err_from_peer(ccol__err *err, int32_t code, const char *text, size_t n)
+{
+    size_t i;
+
+    if (code >= 0 ||
+        strcmp(ccol_status_name((ccol_status)code), "UNKNOWN") == 0)
+        code = CCOL_ERR_PEER; /* not a failure, or an unknown one */
+    err->code = (ccol_status)code;
+    for (i = 0; i < n && i + 1 < sizeof err->msg && text[i] != '\0'; i++) {
+        unsigned char ch = (unsigned char)text[i];
+        err->msg[i] = (ch < 0x20 && ch != '\n') || ch == 0x7f ? '?'
+                                                              : (char)ch;
+    }
+    err->msg[i] = '\0';
+}
+
 /* The caller's label leads (it says what the operation was for), the
  * operation follows in parentheses; without a label, the operation alone. */
 void

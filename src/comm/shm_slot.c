@@ -106,12 +106,7 @@ ccol__shm_slot_label(const ccol__shm_slot *s, char out[CCOL__WIRE_LABEL])
 void
 ccol__shm_verdict_read(const ccol__shm_verdict *v, ccol__err *err)
 {
-    int32_t code = v->code;
-
-    if (code >= 0 || ccol_status_name((ccol_status)code)[0] == 'U')
-        code = CCOL_ERR_PEER; /* not a failure, or an unknown one */
-    err->code = (ccol_status)code;
-    copy_text(err->msg, v->msg, sizeof err->msg, true);
+    ccol__err_from_peer(err, v->code, v->msg, sizeof v->msg);
 }
 
 /* ---- one operation ---- */

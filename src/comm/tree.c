@@ -172,24 +172,11 @@ encode_error(ccol_status code, const char *text, size_t *len)
 static ccol_status
 decode_error(ccol_comm *c, int from, const ccol__msg *m)
 {
-    int32_t code;
-    size_t n;
-
     if (m->h.len < 4)
         return ccol__seterr(&c->err, CCOL_ERR_PEER,
                             "rank %d sent a malformed failure report", from);
-    code = (int32_t)ccol__ld32(m->payload);
-    if (code >= 0 || ccol_status_name((ccol_status)code)[0] == 'U')
-        code = CCOL_ERR_PEER;
-    n = m->h.len - 4;
-    if (n >= sizeof c->err.msg)
-        n = sizeof c->err.msg - 1;
-    c->err.code = (ccol_status)code;
-    memcpy(c->err.msg, m->payload + 4, n);
-    c->err.msg[n] = '\0';
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)c->err.msg[i] < 0x20 && c->err.msg[i] != '\n')
-            c->err.msg[i] = '?';
+    ccol__err_from_peer(&c->err, (int32_t)ccol__ld32(m->payload),
+                        (const char *)m->payload + 4, m->h.len - 4);
     return c->err.code;
 }
 
