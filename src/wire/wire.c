@@ -118,8 +118,11 @@ put_doc(ccol__buf *b, uint8_t format, const void *v)
     case CCOL__WIRE_WITS:
         put_wits(b, v);
         break;
-    default:
+    case CCOL__WIRE_XCHG:
         put_xchg(b, v);
+        break;
+    default: /* only the DOCUMENT lines below call this */
+        return CCOL_ERR_INTERNAL;
     }
     return b->oom ? CCOL_ERR_NO_MEMORY : CCOL_OK;
 }
@@ -564,8 +567,10 @@ get_body(dec *d, uint8_t format, void *out)
         return get_records(d, out, format == CCOL__WIRE_STATE);
     case CCOL__WIRE_WITS:
         return get_wits(d, out);
-    default:
+    case CCOL__WIRE_XCHG:
         return get_xchg(d, out);
+    default: /* only the DOCUMENT lines below call this */
+        return false;
     }
 }
 
@@ -586,8 +591,11 @@ empty(uint8_t format, void *out)
     case CCOL__WIRE_WITS:
         ccol__dyn_wits_free(out);
         break;
-    default:
+    case CCOL__WIRE_XCHG:
         ccol__xchg_free(out);
+        break;
+    default: /* only the DOCUMENT lines below call this */
+        break;
     }
 }
 
