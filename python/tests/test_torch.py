@@ -369,11 +369,17 @@ def test_one_process_behaves_as_without_ccol():
     assert on == off and on[1] == 0
 
 
-def test_unsupported_versions_are_refused(monkeypatch):
+def test_a_torch_without_the_hook_points_is_refused_naming_them(monkeypatch):
+    """Releases are chosen by the hook points they have, not by version."""
     import ccol.torch
+    from torch._dynamo import convert_frame
+    assert ccol.torch.missing_hook_points() == []
     monkeypatch.setattr(torch, "__version__", "2.99.0")
-    with pytest.raises(RuntimeError, match="supports torch 2.13.0"):
+    monkeypatch.delattr(convert_frame, "get_compile_pg")
+    with pytest.raises(RuntimeError, match="torch._dynamo.convert_frame."
+                       "get_compile_pg") as e:
         ccol.torch.enable()
+    assert "2.99.0" in str(e.value) and not ccol.torch.enabled()
 
 
 def test_state_codec_refuses_bad_bytes():

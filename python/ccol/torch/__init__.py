@@ -1,0 +1,224 @@
+"""torch.compile's cross-rank compile decisions through ccol.
+
+``ccol.torch.enable()`` (or ``CCOL_TORCH=1`` for an unmodified script)
+makes every compile of a multi-rank job exchange Dynamo's per-compile
+observations through ccol instead of ``all_gather_object`` on a c10d group,
+and the guard collective too: pairing (frame, compile index, exchange
+number, break point, call site), deadlines, named errors on every rank,
+CPU-only jobs, and decisions equal to upstream's. See docs/torch.md.
+
+One file per concern:
+
+- ``_join.py``: meeting the other ranks through torch's own c10d store
+  (torchrun's agent store, or the default group's), shm on one host, tcp
+  across hosts;
+- ``_live.py``: heartbeats, so a busy rank is waited for and a dead or
+  stopped one is named within seconds;
+- ``_compile.py``: the compiler collective's hooks;
+- ``_guard.py``: the guard hook (never lets an exception into torch's C++);
+- ``_codec.py``: Dynamo's state as checked JSON, never pickles;
+- ``_decisions.py``, ``_log.py``, ``_trace.py``: what the user reads;
+- ``_env.py``: the environment, checked strictly.
+
+Nothing here imports torch until a function is called (or, under
+CCOL_TORCH=1, until torch's compiler is first imported), so the package
+costs nothing in a process that never uses torch.
+"""
+
+import contextlib
+import importlib
+import threading
+
+import ccol
+
+from . import _env
+from ._codec import decode_state, encode_state
+from ._compile import frame_name
+from ._log import log
+
+# Releases this package is tested on; others work when their hook points
+# are there (missing_hook_points), and are refused naming what is missing.
+TESTED_TORCH = ("2.13",)
+
+_lock = threading.Lock()
+_job = None  # the enabled _job.Job, or None
+
+__all__ = ["decode_state", "disable", "enable", "enable_from_env",
+           "enabled", "encode_state", "exchange_seconds", "exchanges",
+           "frame_name", "join", "local", "missing_hook_points"]
+
+
+def missing_hook_points():
+    """The hook points ccol.torch needs that the installed torch lacks
+    ([] when it can run on it)."""
+    from ._compile import HOOK_POINTS
+    missing = []
+    for module, attr in HOOK_POINTS + (
+            ("torch._C._dynamo.eval_frame", "set_guard_complete_hook"),
+            ("torch.distributed", "TCPStore")):
+        try:
+            obj = importlib.import_module(module)
+            for part in attr.split("."):
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError):
+            missing.append(f"{module}.{attr}")
+    return missing
+
+
+def _check_torch():
+    missing = missing_hook_points()
+    if missing:
+        import torch
+        raise RuntimeError(
+            f"ccol.torch cannot run on torch {torch.__version__}: it lacks "
+            f"{', '.join(missing)} (tested on torch "
+            f"{', '.join(TESTED_TORCH)})")
+
+
+def join(timeout=None):
+    """Joins the job this process is a rank of and returns its ccol.Comm:
+    through the c10d store torchrun (or an initialised torch.distributed)
+    already runs, else from the launcher's environment. `timeout` is the
+    deadline in seconds (default CCOL_TIMEOUT, else 300)."""
+    from . import _join
+    return _join.join(timeout).comm
+
+
+def enable(timeout=None, guard_collectives=True, comm=None, patience=None):
+    """Routes torch.compile's compiler collectives through ccol.
+
+    Call before the first compile. The job is joined now (join()) unless
+    `comm` is given; `timeout` is the deadline of a collective with every
+    rank alive; `patience` (seconds, default CCOL_TORCH_PATIENCE, else
+    1800) is how long a rank that is alive but still compiling is waited
+    for. A one-rank job changes nothing. Returns the Comm in use.
+    """
+    if comm is not None and not isinstance(comm, ccol.Comm):
+        raise TypeError(f"comm must be a ccol.Comm, not "
+                        f"{type(comm).__name__}")
+    _check_torch()
+    global _job
+    with _lock:
+        if _job is not None:
+            return _job.comm
+        from . import _join
+        joined = (_join.Joined(comm, "the Comm given to enable()")
+                  if comm is not None else _join.join(timeout))
+        job = _new_job(joined.comm, guard_collectives, patience)
+        job.joined = joined
+        if joined.comm.size > 1:
+            _install(job)
+            _joined(job)
+        _job = job
+        return joined.comm
+
+
+def enable_from_env():
+    """What CCOL_TORCH=1 does once torch's compiler is imported: checks the
+    environment, installs the hooks when the launcher announces several
+    ranks, and joins the job at the first compile exchange or guard
+    collective, so helper processes that never compile never join."""
+    guards = _env.switch("CCOL_TORCH_GUARDS", True)
+    timeout = _env.seconds("CCOL_TIMEOUT", 300.0)
+    _, size, _ = _env.launcher()
+    _check_torch()
+    global _job
+    with _lock:
+        if _job is not None or size < 2:
+            return
+        from . import _join
+        job = _new_job(None, guards, None)
+        job._connect = lambda: _join.join(timeout)
+        job.on_join.append(_joined)
+        _install(job)
+        _job = job
+
+
+def _new_job(comm, guards, patience):
+    from ._job import Job
+    if patience is None:
+        patience = _env.seconds("CCOL_TORCH_PATIENCE", 1800.0)
+    return Job(comm, bool(guards), patience=patience)
+
+
+def _install(job):
+    from . import _compile, _guard, _log
+    _log.register_with_torch()
+    _compile.install(job)
+    _guard.install(job)
+
+
+def _joined(job):
+    """Once the job is joined: trace, liveness, the deadline, the log."""
+    from . import _live, _trace
+    comm, joined = job._comm, job.joined
+    _trace.start(job)
+    if joined is not None and joined.store is not None:
+        job.live = _live.Liveness(joined, job)
+        job.live.start()
+        comm.timeout = max(comm.timeout, job.patience)
+        if hasattr(comm, "set_watch"):
+            comm.set_watch(job.live.watch, _live.WATCH_S)
+    log.info("ccol.torch: joined %d ranks over %s through %s (rank %d; "
+             "deadline %g s%s; guard collectives %s)", comm.size,
+             comm.transport, joined.where if joined else "?", comm.rank,
+             comm.timeout, ", dead ranks named within %g s" % _live.DEAD_S
+             if job.live else "", "on" if job.guard_collectives else "off")
+
+
+def disable():
+    """Restores upstream's behaviour, writes the trace's close and stops
+    the heartbeat (the Comm stays open)."""
+    global _job
+    with _lock:
+        job, _job = _job, None
+    if job is None:
+        return
+    from . import _trace
+    if job.saved:
+        _uninstall(job)
+    _trace.close(job)
+    if job.live is not None:
+        job.live.close()
+        if job._comm is not None and hasattr(job._comm, "set_watch"):
+            job._comm.set_watch(None)
+
+
+def _uninstall(job):
+    from . import _compile, _guard
+    _guard.uninstall(job)
+    _compile.uninstall(job)
+
+
+@contextlib.contextmanager
+def local():
+    """A scope in which this rank compiles and runs compiled code without
+    collectives: for calls only some ranks make (evaluation or logging on
+    rank 0). Frames compiled inside decide from this rank's observations
+    alone; their cache entries are shared with the collective calls, whose
+    guard collective then makes every rank recompile together if needed.
+    """
+    job = _job
+    if job is None:
+        yield
+        return
+    job.enter_local()
+    try:
+        yield
+    finally:
+        job.exit_local()
+
+
+def enabled():
+    """True between enable() and disable()."""
+    return _job is not None
+
+
+def exchanges():
+    """Compile exchanges run through ccol so far."""
+    return _job.exchanges if _job is not None else 0
+
+
+def exchange_seconds():
+    """Seconds spent in compile exchanges so far."""
+    return _job.exchange_ns / 1e9 if _job is not None else 0.0

@@ -1,0 +1,138 @@
+"""Dynamo's per-compile state on the wire: LocalState <-> JSON, checked.
+
+Bytes from another rank are never unpickled: every field of every
+FrameStateSizeEntry is rebuilt from JSON and checked, and anything else is a
+ccol.PeerError naming the rank and the field.
+"""
+
+import math
+
+import ccol
+
+
+# status name -> ccol_status int, as libccol numbers them
+_STATUS = {ccol.status_name(s): s for s in range(-32, 1)}
+
+
+def error(cls, code, msg):
+    """A ccol exception made in Python, with `code` and `status` set as
+    libccol's own carry them."""
+    e = cls(msg)
+    e.code, e.status = code, _STATUS.get(code, -1)
+    return e
+
+
+def peer_error(msg):
+    return error(ccol.PeerError, "PEER", msg)
+
+
+def diverged_error(msg):
+    return error(ccol.DivergedError, "DIVERGED", msg)
+
+
+def timeout_error(msg):
+    return error(ccol.TimeoutError, "TIMEOUT", msg)
+
+
+# An atom is an int, a float, {"dyn": 1}, {"unset": 1} or (strides only)
+# {"infer": dim}; a size or stride is an atom marker or a list of atoms.
+
+def _atom_out(v, pgo):
+    if v is pgo.auto_dynamic:
+        return {"dyn": 1}
+    if v is pgo.auto_unset:
+        return {"unset": 1}
+    if isinstance(v, pgo.InferStride):
+        return {"infer": v.dim}
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError(f"cannot send a {type(v).__name__} in a "
+                        "FrameStateSizeEntry")
+    if isinstance(v, float) and not math.isfinite(v):
+        return {"float": repr(v)}
+    return v
+
+
+def _seq_out(v, pgo):
+    if isinstance(v, tuple):
+        return [_atom_out(x, pgo) for x in v]
+    return _atom_out(v, pgo)
+
+
+def encode_state(local_state):
+    """LocalState -> a JSON-able dict."""
+    from torch._dynamo import pgo
+    out = {}
+    for name, e in local_state.automatic_dynamic.items():
+        out[name] = {
+            "scalar": _atom_out(e.scalar, pgo),
+            "size": _seq_out(e.size, pgo),
+            "stride": _seq_out(e.stride, pgo),
+            "excluded_sizes": (None if e.excluded_sizes is None
+                               else list(e.excluded_sizes)),
+            "excluded_scalar": e.excluded_scalar,
+        }
+    return out
+
+
+def _atom_in(v, pgo, where, infer_ok):
+    if isinstance(v, bool):
+        raise peer_error(f"{where}: a boolean is not a size")
+    if isinstance(v, (int, float)):
+        return v
+    if isinstance(v, dict) and len(v) == 1:
+        if v.get("dyn") == 1:
+            return pgo.auto_dynamic
+        if v.get("unset") == 1:
+            return pgo.auto_unset
+        if infer_ok and isinstance(v.get("infer"), int) \
+                and not isinstance(v.get("infer"), bool):
+            return pgo.InferStride(v["infer"])
+        if isinstance(v.get("float"), str) and v["float"] in ("nan", "inf",
+                                                              "-inf"):
+            return float(v["float"])
+    raise peer_error(f"{where}: unexpected value {v!r}")
+
+
+def _seq_in(v, pgo, where, infer_ok):
+    if isinstance(v, list):
+        if len(v) > ccol.MAX_DIMS:
+            raise peer_error(f"{where}: {len(v)} dims")
+        return tuple(_atom_in(x, pgo, f"{where}[{i}]", infer_ok)
+                     for i, x in enumerate(v))
+    return _atom_in(v, pgo, where, infer_ok)
+
+
+def _opt_ints(v, where, allow_none_items):
+    if v is None:
+        return None
+    if isinstance(v, list) and all(
+            (x is None and allow_none_items) or
+            (isinstance(x, int) and not isinstance(x, bool)) for x in v):
+        return tuple(v)
+    raise peer_error(f"{where}: expected a list of ints or null")
+
+
+def decode_state(d, rank):
+    """A JSON-able dict from rank `rank` -> LocalState, checked."""
+    from torch._dynamo import pgo
+    from torch._dynamo.symbolic_convert import LocalState
+    st = LocalState()
+    for name, e in d.items():
+        where = f"rank {rank}: {name}"
+        if not isinstance(e, dict) or set(e) != {
+                "scalar", "size", "stride", "excluded_sizes",
+                "excluded_scalar"}:
+            raise peer_error(f"{where}: malformed entry")
+        xs = e["excluded_scalar"]
+        if xs is not None and (isinstance(xs, bool) or
+                               not isinstance(xs, int)):
+            raise peer_error(f"{where}.excluded_scalar: expected an int")
+        st.automatic_dynamic[name] = pgo.FrameStateSizeEntry(
+            scalar=_atom_in(e["scalar"], pgo, f"{where}.scalar", False),
+            size=_seq_in(e["size"], pgo, f"{where}.size", False),
+            stride=_seq_in(e["stride"], pgo, f"{where}.stride", True),
+            excluded_sizes=_opt_ints(e["excluded_sizes"],
+                                     f"{where}.excluded_sizes", True),
+            excluded_scalar=xs,
+        )
+    return st

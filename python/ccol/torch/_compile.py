@@ -1,0 +1,225 @@
+"""The compiler collective: Dynamo's per-compile exchange through ccol.
+
+Hook points (torch 2.13 and 2.14, all Python): the name get_compile_pg
+that torch._dynamo.convert_frame looks up at each compile, the method
+OutputGraph.run_compiler_collective, and convert_frame._compile. The first
+returns a stand-in group while ccol is enabled (so Dynamo builds its
+DistributedState and runs its preflight/restart protocol unchanged); the
+second does the exchange when the state is ours and defers to upstream
+otherwise; the third raises a failure caught earlier in a hook torch calls
+from C++ (the guard hook), marks what this rank is doing for the others,
+writes compile_end, and hands the user the ccol error itself.
+
+Each exchange carries the frame (function, file:line), the per-frame
+compile index, the job-wide exchange number and where in the frame the
+first graph is emitted (a graph break or the return): ranks at different
+frames, compiles or break points get ccol.DivergedError naming both on
+every rank, where upstream pairs positionally.
+"""
+
+import json
+import time
+
+import ccol
+
+from . import _decisions, _trace
+from ._codec import decode_state, diverged_error, encode_state, peer_error
+from ._log import log
+
+HOOK_POINTS = (
+    ("torch._dynamo.convert_frame", "get_compile_pg"),
+    ("torch._dynamo.convert_frame", "_compile"),
+    ("torch._dynamo.convert_frame", "get_and_maybe_log_recompilation_reasons"),
+    ("torch._dynamo.output_graph", "OutputGraph.run_compiler_collective"),
+    ("torch._dynamo.pgo", "FrameStateSizeEntry"),
+    ("torch._dynamo.symbolic_convert", "LocalState"),
+)
+
+
+def frame_name(code):
+    """How a frame is named in messages: function (file:line)."""
+    return f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
+
+
+def install(job):
+    from torch._dynamo import convert_frame
+    from torch._dynamo.output_graph import OutputGraph
+
+    upstream_pg = convert_frame.get_compile_pg
+    upstream_run = OutputGraph.run_compiler_collective
+    upstream_compile = convert_frame._compile
+    job.saved.update(pg=upstream_pg, run=upstream_run,
+                     compile=upstream_compile)
+
+    def get_compile_pg():
+        return None if job.local else job.group
+
+    def run_compiler_collective(self):
+        tx = self.root_tx
+        ds = tx.distributed_state if tx is not None else None
+        if ds is None or ds.compile_pg is not job.group:
+            return upstream_run(self)
+        if ds.all_states is None:
+            ds.all_states = exchange(job, tx, ds.local_state)
+            tx.speculation_log.clear()
+            from torch._dynamo import exc
+            raise exc.CompileCollectiveRestartAnalysis
+
+    convert_frame.get_compile_pg = get_compile_pg
+    OutputGraph.run_compiler_collective = run_compiler_collective
+    convert_frame._compile = _compile_wrapper(job, upstream_compile)
+    _keep_recompile_reasons(job, convert_frame)
+
+
+def _keep_recompile_reasons(job, convert_frame):
+    """Keeps Dynamo's own words for why a frame recompiles (its first
+    failed guard) for the trace's recompile event."""
+    upstream = convert_frame.get_and_maybe_log_recompilation_reasons
+    job.saved["reasons"] = upstream
+
+    def reasons(*args, **kwargs):
+        got = upstream(*args, **kwargs)
+        job.recompile_reason = got[0] if got else None
+        return got
+    convert_frame.get_and_maybe_log_recompilation_reasons = reasons
+
+
+def uninstall(job):
+    from torch._dynamo import convert_frame
+    from torch._dynamo.output_graph import OutputGraph
+    convert_frame.get_compile_pg = job.saved.pop("pg")
+    OutputGraph.run_compiler_collective = job.saved.pop("run")
+    convert_frame._compile = job.saved.pop("compile")
+    convert_frame.get_and_maybe_log_recompilation_reasons = \
+        job.saved.pop("reasons")
+
+
+def _ccol_error_in(e):
+    """The ccol error (or Ctrl-C) behind what Dynamo raised, if any."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, (ccol.Error, KeyboardInterrupt)):
+            return e
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def _compile_wrapper(job, upstream):
+    def _compile(code, *args, **kwargs):
+        if job.pending is not None:
+            raise job.take_pending()
+        job.current = None
+        job.recompile_reason = None
+        job.doing(f"compiling {frame_name(code)}")
+        try:
+            result = upstream(code, *args, **kwargs)
+        except BaseException as e:
+            _trace.compile_end(job, False, e)
+            err = _ccol_error_in(e)
+            if err is None or err is e:
+                raise
+            job.fail(err)
+            raise err from None
+        finally:
+            job.doing("running")
+        _trace.compile_end(job, True, None)
+        return result
+    return _compile
+
+
+def _where(tx):
+    """Where the frame's first graph is emitted: the instruction and line
+    (a graph break, or the return)."""
+    inst = getattr(tx, "current_instruction", None)
+    op = getattr(inst, "opname", "?")
+    return f"{op} at line {getattr(tx, 'lineno', '?')}"
+
+
+def exchange(job, tx, local_state):
+    """One compile exchange; returns every rank's LocalState (index =
+    rank), as upstream's all_gather_object would."""
+    comm = job.comm  # joins the job first (CCOL_TORCH=1), then traces
+    code = tx.f_code
+    frame = frame_name(code)
+    k = job.compiles.get(frame, 0) + 1
+    job.compiles[frame] = k
+    job.exchanges += 1
+    job.exchange_calls = job.calls
+    job.current = (frame, k)
+    _trace.compile_begin(job, frame, k, local_state)
+    mine = {"v": 1, "frame": frame, "compile": k, "seq": job.exchanges,
+            "at": _where(tx), "state": encode_state(local_state)}
+    comm.set_label(f"exchange for compile {k} of {code.co_name}")
+    if job.live is not None:
+        job.live.begin_wait(f"in exchange for compile {k} of {frame}")
+    sent0, recv0 = comm.traffic
+    t0 = time.monotonic_ns()
+    try:
+        blobs = comm.allgather(json.dumps(mine).encode())
+        got = [_decode_rank(r, b) for r, b in enumerate(blobs)]
+        check_pairing(got)
+        states = [decode_state(g["state"], r) for r, g in enumerate(got)]
+    except (ccol.Error, KeyboardInterrupt) as e:
+        _trace.exchange(job, frame, k, sent0, recv0, t0, e)
+        job.fail(e)
+        raise
+    finally:
+        if job.live is not None:
+            job.live.end_wait()
+    job.exchange_ns += time.monotonic_ns() - t0
+    _trace.exchange(job, frame, k, sent0, recv0, t0, None)
+    _report(job, code, frame, k, states, time.monotonic_ns() - t0)
+    return states
+
+
+def _report(job, code, frame, k, states, ns):
+    decisions = _decisions.decide(code, states, job.comm.rank)
+    _trace.decisions(job, frame, k, decisions)
+    log.debug("compile %d of %s: exchange over %d ranks in %.2f ms; %s",
+              k, frame, len(states), ns / 1e6,
+              "; ".join(d.explain() for d in decisions) or "nothing dynamic")
+    for d in decisions:
+        if not d.alone_dynamic:
+            log.warning("compile %d of %s: %s (rank %d alone would have "
+                        "kept it static)", k, frame, d.explain(),
+                        job.comm.rank)
+
+
+def _decode_rank(rank, blob):
+    try:
+        g = json.loads(blob)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise peer_error(f"rank {rank} sent an unreadable compile "
+                         f"exchange: {e}") from None
+    if (not isinstance(g, dict) or g.get("v") != 1
+            or not isinstance(g.get("frame"), str)
+            or not isinstance(g.get("compile"), int)
+            or not isinstance(g.get("seq"), int)
+            or not isinstance(g.get("at"), str)
+            or not isinstance(g.get("state"), dict)):
+        raise peer_error(f"rank {rank} sent a compile exchange of another "
+                         "format (version 1 expected)")
+    return g
+
+
+def check_pairing(got):
+    """Every rank sees the same headers, so every rank raises the same
+    message when they differ."""
+    keys = [(g["frame"], g["compile"], g["seq"], g["at"]) for g in got]
+    if all(k == keys[0] for k in keys):
+        return
+    first = next(r for r, k in enumerate(keys) if k != keys[0])
+    f0, c0, s0, a0 = keys[0]
+    f1, c1, s1, a1 = keys[first]
+    if (f0, c0) != (f1, c1):
+        what = (f"rank {first} is compiling {f1} (compile {c1}) while rank 0 "
+                f"is compiling {f0} (compile {c0})")
+    elif s0 != s1:
+        what = (f"rank {first} is at compile exchange {s1} while rank 0 is "
+                f"at exchange {s0} (a rank skipped or added a compile)")
+    else:
+        what = (f"ranks emit the first graph of {f0} (compile {c0}) at "
+                f"different places: rank 0 at {a0}, rank {first} at {a1} "
+                "(a rank-dependent graph break)")
+    raise diverged_error(f"torch.compile compiler collective: {what}")

@@ -1,0 +1,114 @@
+"""What a compile exchange decided, for the log and the trace.
+
+Dynamo folds every rank's observations, in rank order, into the frame's
+prior state (what earlier compiles of the frame saw). A dim or scalar is
+dynamic after the exchange when that fold makes it so: because ranks saw
+different values now, or because every rank now sees a value other than
+the one an earlier compile saw (automatic dynamic over time, on all ranks
+alike). Each decision says which it was, with the values, and whether
+this rank alone (its prior state and its own observation) would have
+decided the same.
+"""
+
+import copy
+
+
+def prior_state(code):
+    """The frame's automatic-dynamic state before this compile, from
+    torch._dynamo.pgo, without creating it; {} when there is none or the
+    frame is ambiguous (several closures of one function)."""
+    from torch._dynamo import pgo
+    states = getattr(pgo, "_CODE_STATE", None)
+    if not states:
+        return {}
+    hits = [s for cid, s in states.items()
+            if (cid.filename, cid.firstlineno, cid.name) ==
+            (code.co_filename, code.co_firstlineno, code.co_name)]
+    return dict(hits[0].automatic_dynamic) if len(hits) == 1 else {}
+
+
+def _fold(prior, entries):
+    acc = copy.deepcopy(prior) if prior is not None else None
+    for e in entries:
+        if acc is None:
+            acc = copy.deepcopy(e)
+        else:
+            acc |= e
+    return acc
+
+
+class Decision:
+    """One dim or scalar the exchange made dynamic."""
+
+    def __init__(self, what, values, before, alone_dynamic):
+        self.what = what
+        self.values = values            # [(rank, value seen)]
+        self.before = before            # the prior static value, or None
+        self.alone_dynamic = alone_dynamic
+
+    def explain(self):
+        shown = ", ".join(f"{v} on rank {r}" for r, v in self.values[:4])
+        if len(self.values) > 4:
+            shown += f", ... ({len(self.values)} ranks)"
+        if self.before is not None:
+            shown = f"{self.before} in an earlier compile, now {shown}"
+        return f"{self.what} dynamic: {shown}"
+
+
+def decide(code, states, rank):
+    """The decisions of one exchange: `states` are every rank's LocalState
+    (index = rank); `rank` is this rank."""
+    from torch._dynamo import pgo
+    prior = prior_state(code)
+    names = sorted({n for st in states for n in st.automatic_dynamic})
+    out = []
+    for name in names:
+        seen = [(r, st.automatic_dynamic[name]) for r, st in enumerate(states)
+                if name in st.automatic_dynamic]
+        merged = _fold(prior.get(name), [e for _, e in seen])
+        mine = [e for r, e in seen if r == rank]
+        alone = _fold(prior.get(name), mine) if mine else None
+        out.extend(_parts(name, merged, alone, prior.get(name), seen, pgo))
+    return out
+
+
+def _is_dyn(entry, d, pgo):
+    if entry is None:
+        return False
+    if d is None:
+        return entry.scalar is pgo.auto_dynamic and \
+            entry.size is pgo.auto_dynamic
+    return entry.size is pgo.auto_dynamic or (
+        isinstance(entry.size, tuple) and d < len(entry.size)
+        and entry.size[d] is pgo.auto_dynamic)
+
+
+def _value(entry, d, pgo):
+    if entry is None:
+        return None
+    if d is None:
+        v = entry.scalar
+        if entry.size is not pgo.auto_dynamic:
+            return "a tensor"
+        return "a number" if v is pgo.auto_dynamic else v
+    if isinstance(entry.size, tuple) and d < len(entry.size):
+        v = entry.size[d]
+        return None if v is pgo.auto_dynamic else v
+    return "no such dim"
+
+
+def _parts(name, merged, alone, prior, seen, pgo):
+    """A Decision for each dim (or the scalar) of `name` that is dynamic."""
+    dims = [None] if merged.size is pgo.auto_dynamic and \
+        merged.scalar is pgo.auto_dynamic else []
+    ndim = max((len(e.size) for _, e in seen if isinstance(e.size, tuple)),
+               default=0)
+    dims += list(range(ndim))
+    for d in dims:
+        if not _is_dyn(merged, d, pgo) or (d is not None and dims[0] is None):
+            continue
+        what = name if d is None else f"{name}.size({d})"
+        before = _value(prior, d, pgo) if not _is_dyn(prior, d, pgo) \
+            else None
+        yield Decision(what, [(r, _value(e, d, pgo)) for r, e in seen],
+                       before, _is_dyn(alone, d, pgo))

@@ -1,0 +1,103 @@
+"""The environment ccol.torch reads, checked strictly at start-up.
+
+A malformed value is an error naming the variable and the value, raised
+where the user turned ccol on (the start-up hook or enable()), never later
+inside a compile. The launcher's variables follow libccol's rules and
+messages (src/comm/env.c): torchrun's RANK/WORLD_SIZE first, then Open
+MPI's, PMI's and Slurm's.
+"""
+
+import os
+
+import ccol
+
+from ._codec import error
+
+# (rank variable, size variable, launcher) in libccol's order
+_SETS = (("RANK", "WORLD_SIZE", "torchrun"),
+         ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "Open MPI"),
+         ("PMI_RANK", "PMI_SIZE", "PMI"),
+         ("SLURM_PROCID", "SLURM_NTASKS", "Slurm"))
+_MAX_WORLD = 1 << 20
+
+
+def invalid(msg):
+    return error(ccol.InvalidError, "INVALID_ARG", msg)
+
+
+def switch(name, default):
+    """A 0/1 variable: unset or empty is `default`; anything else but "0"
+    or "1" is an error naming the variable and the value."""
+    v = os.environ.get(name, "")
+    if v == "":
+        return default
+    if v not in ("0", "1"):
+        raise invalid(f"{name}={v!r} is not a switch: use 1 (on) or 0 (off)")
+    return v == "1"
+
+
+def seconds(name, default):
+    """A positive number of seconds; unset or empty is `default`."""
+    v = os.environ.get(name, "")
+    if v == "":
+        return default
+    try:
+        s = float(v)
+    except ValueError:
+        s = float("nan")
+    if not 0 < s <= 1e7:
+        raise invalid(f"{name}={v!r} is not a number of seconds in "
+                      "(0, 10000000]")
+    return s
+
+
+def _int_in(text, lo, hi):
+    try:
+        v = int(text.strip(), 10)
+    except ValueError:
+        return None
+    return v if lo <= v <= hi else None
+
+
+def _read_set(rank_var, size_var):
+    r, n = os.environ.get(rank_var), os.environ.get(size_var)
+    if r is None and n is None:
+        return None
+    if r is None or n is None:
+        raise invalid(f"{r is not None and rank_var or size_var} is set but "
+                      f"{r is not None and size_var or rank_var} is not")
+    size = _int_in(n, 1, _MAX_WORLD)
+    if size is None:
+        raise invalid(f"{size_var}={n!r} is not a world size in "
+                      f"[1, {_MAX_WORLD}]")
+    rank = _int_in(r, 0, size - 1)
+    if rank is None:
+        raise invalid(f"{rank_var}={r!r} is not a rank in [0, {size - 1}]")
+    return rank, size
+
+
+def launcher():
+    """(rank, size, launcher name) from the launcher's variables, checked
+    as Comm.from_env checks them; (0, 1, None) without a launcher."""
+    found = None
+    for rank_var, size_var, who in _SETS:
+        got = _read_set(rank_var, size_var)
+        if got is None:
+            continue
+        if found is None:
+            found = (got[0], got[1], who, rank_var, size_var)
+        elif got != found[:2] and who != "Slurm":
+            raise invalid(
+                f"launcher variables disagree: {found[2]} says rank "
+                f"{found[0]} of {found[1]} ({found[3]}/{found[4]}), {who} "
+                f"says rank {got[0]} of {got[1]} ({rank_var}/{size_var})")
+    return (0, 1, None) if found is None else found[:3]
+
+
+def check():
+    """Every variable ccol.torch reads, checked as CCOL_TORCH=1 starts."""
+    switch("CCOL_TORCH", False)
+    switch("CCOL_TORCH_GUARDS", True)
+    seconds("CCOL_TIMEOUT", 300.0)
+    seconds("CCOL_TORCH_PATIENCE", 1800.0)
+    launcher()

@@ -1,0 +1,109 @@
+"""The guard hook: lockstep recompiles, and the count of compiled calls.
+
+torch calls the guard-complete hook (torch._C._dynamo.eval_frame.
+set_guard_complete_hook) from C++ before a frame with compiled entries runs,
+with "did my guards hit". With guard collectives on, ccol returns the AND
+over ranks, so a miss anywhere makes every rank recompile together; with
+them off it returns the rank's own answer and only counts the call (the
+count lets a waiting rank see another run past a recompile, _live.py).
+
+An exception must never leave the hook: torch's C++ caller cannot turn it
+back into a Python exception and the process aborts. So every failure
+(ccol errors, Ctrl-C, anything else) is caught here, recorded on the job,
+and the hook answers "miss": Dynamo then compiles the frame, and the
+compile hook (_compile.py) raises the recorded error from Python, at the
+user's call.
+
+Each guard collective carries where the compiled code is called from (the
+first frame up the stack outside torch and ccol), so a rank evaluating on
+its own while the others train is a prompt ccol.DivergedError naming both
+call sites, never a silent pairing. ccol.torch.local() scopes such calls.
+"""
+
+import os
+import sys
+import time
+
+import torch
+
+import ccol
+
+from ._codec import diverged_error, peer_error
+
+_SKIP = (os.path.dirname(torch.__file__), os.path.dirname(ccol.__file__))
+_SITE_MAX = 300
+
+
+def call_site():
+    """'function (file:line)' of the first frame outside torch and ccol."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(_SKIP):
+        f = f.f_back
+    if f is None:
+        return "?"
+    c = f.f_code
+    return f"{c.co_name} ({c.co_filename}:{f.f_lineno})"[:_SITE_MAX]
+
+
+def install(job):
+    from torch._C._dynamo.eval_frame import set_guard_complete_hook
+    job.saved["guard"] = set_guard_complete_hook(make_hook(job))
+
+
+def uninstall(job):
+    from torch._C._dynamo.eval_frame import set_guard_complete_hook
+    set_guard_complete_hook(job.saved.pop("guard"))
+
+
+def make_hook(job):
+    def hook(hit):
+        try:
+            return _guard(job, bool(hit))
+        except BaseException as e:  # noqa: BLE001 - never into torch's C++
+            job.fail(e, deferred=True)
+            return False
+    return hook
+
+
+def _guard(job, hit):
+    if job.local:
+        return hit
+    job.calls += 1
+    if job.pending is not None:
+        return False  # the compile this forces raises it
+    if not job.guard_collectives:
+        return hit
+    comm = job.comm
+    site = call_site()
+    comm.set_label(f"guard collective at {site}")
+    if job.live is not None:
+        job.live.begin_wait(f"in guard collective at {site}")
+    t0 = time.monotonic_ns()
+    try:
+        blobs = comm.allgather(b"%d%s" % (hit, site.encode()))
+        all_hit = _combine(blobs)
+    finally:
+        if job.live is not None:
+            job.live.end_wait()
+    job.guards += 1
+    job.event("guard", frame=site, hit=hit, all_hit=all_hit, collective=True,
+              dur_ns=time.monotonic_ns() - t0, ok=True)
+    return all_hit
+
+
+def _combine(blobs):
+    """AND of every rank's hit, after checking they all call from the same
+    place (the same message on every rank)."""
+    sites = []
+    for r, b in enumerate(blobs):
+        if len(b) < 1 or b[:1] not in (b"0", b"1"):
+            raise peer_error(f"rank {r} sent a malformed guard collective")
+        sites.append(b[1:].decode(errors="replace"))
+    other = next((r for r, s in enumerate(sites) if s != sites[0]), None)
+    if other is not None:
+        raise diverged_error(
+            f"torch.compile guard collective: rank {other} runs compiled "
+            f"code called from {sites[other]} while rank 0 runs compiled "
+            f"code called from {sites[0]} (a rank-dependent call: wrap "
+            "calls made on some ranks only in ccol.torch.local())")
+    return all(b[:1] == b"1" for b in blobs)

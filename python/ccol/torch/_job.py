@@ -1,0 +1,108 @@
+"""The state of ccol.torch in one process: the job it joined, counters,
+the error waiting to be raised, and the local scope."""
+
+import threading
+
+from ._codec import error
+from ._log import log
+
+
+class CompileGroup:
+    """Stands in for the compile process group inside Dynamo's
+    DistributedState: Dynamo only carries it to run_compiler_collective."""
+
+    def __init__(self, job):
+        self.job = job
+
+    def rank(self):
+        return self.job.comm.rank
+
+    def size(self):
+        return self.job.comm.size
+
+
+class Job:
+    """One enabled ccol.torch: hooks installed, a job joined (now, or at
+    first use for CCOL_TORCH=1)."""
+
+    def __init__(self, comm, guard_collectives, connect=None, patience=None):
+        self._comm = comm
+        self._connect = connect   # joins the job at first use
+        self.joined = None        # _join.Joined once joined
+        self.live = None          # _live.Liveness with a store
+        self.group = CompileGroup(self)
+        self.guard_collectives = guard_collectives
+        self.patience = patience
+        self.compiles = {}        # frame -> compile index of its last exchange
+        self.exchanges = 0
+        self.exchange_ns = 0      # time spent in compile exchanges
+        self.exchange_calls = 0   # compiled calls when the last exchange began
+        self.calls = 0            # compiled-code calls (guard hook)
+        self.guards = 0
+        self.saved = {}
+        self.trace = None         # a ccol.Trace under CCOL_TRACE
+        self.current = None       # (frame, index) of the compile in progress
+        self.recompile_reason = None  # Dynamo's first guard failure
+        self.pending = None       # an error caught where torch's C++ calls us
+        self.on_join = []         # called with the job once joined
+        self._local = threading.local()
+
+    @property
+    def comm(self):
+        if self._comm is None:
+            joined = self._connect()
+            self._comm = joined.comm
+            self.joined = joined
+            for fn in self.on_join:
+                fn(self)
+        return self._comm
+
+    @property
+    def local(self):
+        """True inside ccol.torch.local() on this thread."""
+        return getattr(self._local, "depth", 0) > 0
+
+    def enter_local(self):
+        self._local.depth = getattr(self._local, "depth", 0) + 1
+
+    def exit_local(self):
+        self._local.depth -= 1
+
+    def doing(self, what):
+        """What this rank is doing, for the others' progress lines."""
+        if self.live is not None:
+            self.live.doing = what
+
+    def fail(self, err, deferred=False):
+        """Records a failure: raised at this rank's next compile (a
+        `deferred` one, caught where torch's C++ called us, is raised there
+        first, as it is), and told to the other ranks."""
+        if self.pending is not None:
+            return
+        if isinstance(err, KeyboardInterrupt):
+            self.pending = err if deferred else interrupted()
+            log.error("ccol.torch: interrupted (Ctrl-C)")
+            return
+        self.pending = err
+        if self.live is not None:
+            self.live.publish_failure(err)
+        log.error("ccol.torch: %s: %s", type(err).__name__, err)
+
+    def take_pending(self):
+        """The error to raise now; a Ctrl-C is raised once, then this rank
+        stays failed with ccol.InterruptedError."""
+        err = self.pending
+        if isinstance(err, KeyboardInterrupt):
+            self.pending = interrupted()
+        return err
+
+    def event(self, name, **fields):
+        if self.trace is not None:
+            self.trace.event(name, **fields)
+
+
+def interrupted():
+    import ccol
+    return error(ccol.InterruptedError, "INTERRUPTED",
+                 "ccol.torch: this rank was interrupted (Ctrl-C) in a "
+                 "collective; its communicator is closed")

@@ -1,0 +1,212 @@
+"""Joining a torch job: the communicator, met through torch's own store.
+
+Under torchrun the launcher's agent already serves a c10d TCPStore on
+MASTER_ADDR:MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True), and once
+torch.distributed is initialised the default group has a store too. ccol
+meets there, under a key prefix of its own, instead of listening on a
+second well-known port:
+
+1. every rank publishes its host identity (host name, boot id, network
+   namespace) and its process id;
+2. rank 0 picks the transport: shm when every rank is on its host (named by
+   a random nonce, so two jobs or two rounds never share a segment), tcp
+   otherwise (rank 0 listens on the address it reaches the store from, on
+   a port the kernel gave it, and publishes it);
+3. every rank creates its ccol.Comm from that plan.
+
+An elastic restart is a new rendezvous round: the prefix holds the run id
+and the restart count, so old and new ranks never mix. Every wait polls, so
+Ctrl-C interrupts it at once, and ends at the deadline with a
+ccol.TimeoutError naming the ranks that never came.
+
+Without a store (ccol run, mpirun, Slurm) the job is joined with
+ccol.Comm.from_env(), which reads MASTER_ADDR/MASTER_PORT itself.
+"""
+
+import json
+import os
+import secrets
+import socket
+import time
+from datetime import timedelta
+
+import ccol
+
+from . import _env
+from ._codec import timeout_error
+
+_POLL_S = 0.02
+
+
+class Joined:
+    """A joined job: the Comm, where ranks met, and the store (or None) for
+    liveness (torch/_live.py)."""
+
+    def __init__(self, comm, where, store=None, prefix="", pids=None):
+        self.comm = comm
+        self.where = where
+        self.store = store
+        self.prefix = prefix
+        self.pids = pids or {}
+
+
+def _host_identity():
+    """What makes two ranks co-located: the same host name, the same
+    kernel boot and the same network namespace (network namespaces on one
+    machine are hosts of their own)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+    except OSError:
+        boot = "?"
+    try:
+        netns = os.stat("/proc/self/ns/net").st_ino
+    except OSError:
+        netns = 0
+    return f"{socket.gethostname()}/{boot}/{netns}"
+
+
+def _agent_store(timeout):
+    """torchrun's agent store, when the launcher says workers share it."""
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return None
+    addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+    if not addr or not port:
+        return None
+    from torch.distributed import TCPStore
+    store = TCPStore(addr, int(port), is_master=False,
+                     timeout=timedelta(seconds=timeout),
+                     wait_for_workers=False)
+    run = os.environ.get("TORCHELASTIC_RUN_ID", "none")
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return store, f"ccol/{run}/{attempt}", f"torchrun's store at {addr}:{port}"
+
+
+_rounds = {"n": 0}
+
+
+def _group_store():
+    """The default process group's store, once torch.distributed is up."""
+    try:
+        import torch.distributed as dist
+        if not (dist.is_available() and dist.is_initialized()):
+            return None
+        from torch.distributed import distributed_c10d
+        store = distributed_c10d._get_default_store()
+    except (ImportError, RuntimeError, ValueError):
+        return None
+    _rounds["n"] += 1
+    return store, f"ccol/pg/{_rounds['n']}", "the default group's store"
+
+
+def find_store(timeout):
+    """(store, prefix, description, rank, size) of the torch job this
+    process belongs to, or None outside one."""
+    import sys
+    if "torch" not in sys.modules:
+        return None
+    rank, size, _ = _env.launcher()
+    found = _group_store()
+    if found is not None:
+        import torch.distributed as dist
+        rank, size = dist.get_rank(), dist.get_world_size()
+    else:
+        found = _agent_store(timeout)
+    if found is None or size < 2:
+        return None
+    return found + (rank, size)
+
+
+def _wait_keys(store, keys, deadline, what):
+    """Polls until every key exists (Ctrl-C interrupts the sleep); at the
+    deadline a ccol.TimeoutError names what is missing."""
+    while not store.check(keys):
+        if time.monotonic() > deadline:
+            missing = [k for k in keys if not store.check([k])]
+            raise timeout_error(what(missing))
+        time.sleep(_POLL_S)
+
+
+def _reach_address(store):
+    """The local address this host reaches the store from: the one other
+    hosts can reach rank 0 at."""
+    base = store
+    while hasattr(base, "underlying_store"):
+        base = base.underlying_store
+    host = getattr(base, "host", None) or os.environ.get("MASTER_ADDR", "")
+    port = getattr(base, "port", None) or 1
+    try:
+        infos = socket.getaddrinfo(host, port, 0, socket.SOCK_DGRAM)
+        family, _, _, _, sockaddr = infos[0]
+        with socket.socket(family, socket.SOCK_DGRAM) as s:
+            s.connect(sockaddr)
+            return s.getsockname()[0]
+    except OSError:
+        return "127.0.0.1"
+
+
+def _free_port(addr):
+    family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind((addr, 0))
+        return s.getsockname()[1]
+
+
+def _plan(store, p, size):
+    """Rank 0: shm when every rank shares its host, tcp otherwise."""
+    hosts = [json.loads(store.get(f"{p}/host/{r}"))["host"]
+             for r in range(size)]
+    if all(h == hosts[0] for h in hosts):
+        return {"transport": "shm", "name": "torch-" + secrets.token_hex(8)}
+    addr = _reach_address(store)
+    return {"transport": "tcp", "addr": addr, "port": _free_port(addr),
+            "hosts": len(set(hosts))}
+
+
+def join_store(store, prefix, where, rank, size, timeout):
+    """Meets the other ranks in `store` under `prefix` and returns the
+    Joined job."""
+    deadline = time.monotonic() + timeout
+    me = {"host": _host_identity(), "pid": os.getpid()}
+    store.set(f"{prefix}/host/{rank}", json.dumps(me))
+    keys = [f"{prefix}/host/{r}" for r in range(size)]
+
+    def missing(ks):
+        ranks = ", ".join(k.rsplit("/", 1)[1] for k in ks)
+        return (f"joining the torch job through {where}: rank {rank} waited "
+                f"{timeout:g} s; ranks that never came: {ranks}")
+    _wait_keys(store, keys, deadline, missing)
+    if rank == 0:
+        store.set(f"{prefix}/plan", json.dumps(_plan(store, prefix, size)))
+    _wait_keys(store, [f"{prefix}/plan"], deadline,
+               lambda ks: f"joining the torch job through {where}: rank 0 "
+                          f"never published its plan within {timeout:g} s")
+    plan = json.loads(store.get(f"{prefix}/plan"))
+    pids = {r: json.loads(store.get(k)) for r, k in enumerate(keys)}
+    left = max(deadline - time.monotonic(), 0.5)
+    comm = _create(plan, rank, size, left)
+    comm.timeout = timeout
+    return Joined(comm, where, store, prefix, pids)
+
+
+def _create(plan, rank, size, timeout):
+    token = os.environ.get("CCOL_TOKEN") or None
+    if plan["transport"] == "shm":
+        return ccol.Comm(rank, size, transport="shm", name=plan["name"],
+                         timeout=timeout, token=token)
+    return ccol.Comm(rank, size, transport="tcp", addr=plan["addr"],
+                     port=plan["port"], timeout=timeout, token=token)
+
+
+def join(timeout=None):
+    """Joins the job this process is a rank of and returns the Joined
+    job: through torch's store when there is one, else from the
+    launcher's environment (ccol.Comm.from_env)."""
+    if timeout is None:
+        timeout = _env.seconds("CCOL_TIMEOUT", 300.0)
+    found = find_store(timeout)
+    if found is None:
+        comm = ccol.Comm.from_env(timeout=timeout)
+        return Joined(comm, "the launcher's environment")
+    store, prefix, where, rank, size = found
+    return join_store(store, prefix, where, rank, size, timeout)
