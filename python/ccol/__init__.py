@@ -43,6 +43,8 @@ from ._ccol import (
     status_name,
 )
 
+from . import dyn  # noqa: E402 - ccol.dyn after the names it uses
+
 
 class Op(_enum.IntEnum):
     """Reduction operators of :meth:`Comm.allreduce` (strings work too)."""
@@ -59,5 +61,5 @@ __all__ = [
     "DivergedError", "Error", "IOError", "InternalError", "InterruptedError",
     "InvalidError", "MAX_DIMS", "NoMemoryError", "Op", "PROTOCOL_VERSION",
     "PeerError", "Sync", "TimeoutError", "Trace", "VersionError",
-    "__version__", "status_name",
+    "__version__", "dyn", "status_name",
 ]

@@ -11,6 +11,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 PyTypeObject *ccolpy_CommType;
 
@@ -213,6 +214,9 @@ create(PyTypeObject *type, const ccol_comm_params *p, bool from_env)
         return NULL;
     }
     o->comm = c;
+    /* From now on the hook gets this object: its watch (set_watch) runs
+     * in the waits of its collectives, never in its creation. */
+    ccol_comm_set_interrupt(c, ccolpy_interrupt, o);
     return (PyObject *)o;
 }
 
@@ -261,6 +265,7 @@ comm_dealloc(ccolpy_comm *o)
         ccol_comm_destroy(c);
         Py_END_ALLOW_THREADS
     }
+    Py_CLEAR(o->watch);
     tp->tp_free((PyObject *)o);
     Py_DECREF(tp);
 }
@@ -281,6 +286,7 @@ comm_close(ccolpy_comm *o, PyObject *unused)
         ccol_comm_destroy(c);
         Py_END_ALLOW_THREADS
     }
+    Py_CLEAR(o->watch); /* may refer back to this Comm */
     Py_RETURN_NONE;
 }
 
@@ -480,6 +486,19 @@ values_result(const reduce_vals *v)
     return l;
 }
 
+/* "and" and "or" are bitwise: they have no meaning for doubles, so any
+ * float among the values is a ValueError before anything is sent. */
+static int
+float_op_ok(const reduce_vals *v, ccol_op op)
+{
+    if (!v->is_f64 || (op != CCOL_OP_AND && op != CCOL_OP_OR))
+        return 1;
+    PyErr_Format(PyExc_ValueError, "allreduce: op '%s' is bitwise and "
+                 "reduces ints only, but the values include a float",
+                 op == CCOL_OP_AND ? "and" : "or");
+    return 0;
+}
+
 static PyObject *
 comm_allreduce(ccolpy_comm *o, PyObject *args, PyObject *kwds)
 {
@@ -493,7 +512,7 @@ comm_allreduce(ccolpy_comm *o, PyObject *args, PyObject *kwds)
                                      &arg, &opo))
         return NULL;
     if ((opo == NULL || parse_op(opo, &op)) && read_values(arg, &v) &&
-        ccolpy_comm_acquire(o)) {
+        float_op_ok(&v, op) && ccolpy_comm_acquire(o)) {
         Py_BEGIN_ALLOW_THREADS
         st = v.is_f64 ? ccol_allreduce_f64(o->comm, v.f, (size_t)v.n, op)
                       : ccol_allreduce_i64(o->comm, v.i, (size_t)v.n, op);
@@ -882,6 +901,41 @@ comm_set_label(ccolpy_comm *o, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/* set_watch(fn, interval=1.0): fn() runs with the GIL held at most every
+ * `interval` seconds while a collective of this Comm waits (from the
+ * interrupt hook, which runs about every 50 ms); if it raises, the wait
+ * stops as for Ctrl-C and its exception propagates unchanged. */
+static PyObject *
+comm_set_watch(ccolpy_comm *o, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = { "fn", "interval", NULL };
+    PyObject *fn;
+    double every = 1.0;
+    struct timespec ts;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|d:set_watch", kwlist,
+                                     &fn, &every))
+        return NULL;
+    if (fn != Py_None && !PyCallable_Check(fn)) {
+        PyErr_Format(PyExc_TypeError, "set_watch: fn must be callable or "
+                     "None, not %s", Py_TYPE(fn)->tp_name);
+        return NULL;
+    }
+    if (!(every > 0 && every <= 1e7)) {
+        PyErr_SetString(PyExc_ValueError, "set_watch: interval must be a "
+                        "number of seconds in (0, 1e7]");
+        return NULL;
+    }
+    if (!open_check(o))
+        return NULL;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    o->watch_every = (int64_t)(every * 1e9);
+    o->watch_next = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec +
+                    o->watch_every;
+    Py_XSETREF(o->watch, fn == Py_None ? NULL : Py_NewRef(fn));
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 comm_repr(ccolpy_comm *o)
 {
@@ -965,6 +1019,14 @@ static PyMethodDef comm_methods[] = {
     { "set_label", (PyCFunction)comm_set_label, METH_O,
       "set_label(label: str | None) -> None\n\n"
       "A short label other ranks' error messages show for this rank." },
+    { "set_watch", (PyCFunction)(void (*)(void))comm_set_watch,
+      METH_VARARGS | METH_KEYWORDS,
+      "set_watch(fn, interval=1.0) -> None\n\n"
+      "While a collective of this Comm waits (not its creation), calls\n"
+      "fn() with the GIL held at most every `interval` seconds. If fn\n"
+      "raises, the wait stops, the Comm is poisoned as for Ctrl-C (the\n"
+      "other ranks see this rank leave) and fn's exception propagates\n"
+      "from the blocking call unchanged. set_watch(None) removes it." },
     { "close", (PyCFunction)comm_close, METH_NOARGS,
       "close() -> None\n\nLeaves the job (peers waiting on this rank get "
       "PeerError). Idempotent." },

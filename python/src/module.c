@@ -5,6 +5,7 @@
 #include "module.h"
 
 #include <string.h>
+#include <time.h>
 
 PyObject *ccolpy_Error;
 PyObject *ccolpy_Decision;
@@ -102,7 +103,11 @@ ccolpy_raise(ccol_status st, const char *msg)
     PyObject *cause = NULL, *exc;
 
     if (PyErr_Occurred()) {
-        if (!PyErr_ExceptionMatches(PyExc_Exception))
+        /* INTERRUPTED: the interrupt hook stopped the wait because a
+         * signal handler or the Comm's watch raised; that exception is
+         * the one the caller sees, unchanged. */
+        if (st == CCOL_ERR_INTERRUPTED ||
+            !PyErr_ExceptionMatches(PyExc_Exception))
             return NULL; /* KeyboardInterrupt, SystemExit: as they are */
         cause = fetch_exception();
     }
@@ -118,17 +123,46 @@ ccolpy_raise(ccol_status st, const char *msg)
     return NULL;
 }
 
+/* CLOCK_MONOTONIC in nanoseconds. */
+static int64_t
+mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Calls the Comm's watch when its interval has passed: 1 when it raised
+ * (the exception stays set for the blocking call to propagate as is). */
+static int
+run_watch(ccolpy_comm *o)
+{
+    PyObject *fn = o->watch, *r;
+
+    if (fn == NULL || mono_ns() < o->watch_next)
+        return 0;
+    Py_INCREF(fn); /* fn may call set_watch(None) */
+    r = PyObject_CallNoArgs(fn);
+    Py_DECREF(fn);
+    o->watch_next = mono_ns() + o->watch_every;
+    if (r == NULL)
+        return 1;
+    Py_DECREF(r);
+    return 0;
+}
+
 int
 ccolpy_interrupt(void *ud)
 {
     PyGILState_STATE g;
     int stop;
 
-    (void)ud;
     g = PyGILState_Ensure();
     /* Runs pending signal handlers (main thread only); a raised
      * KeyboardInterrupt stays set for the caller to propagate. */
     stop = PyErr_Occurred() != NULL || PyErr_CheckSignals() != 0;
+    if (!stop && ud != NULL)
+        stop = run_watch(ud);
     PyGILState_Release(g);
     return stop;
 }

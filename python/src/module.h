@@ -45,7 +45,9 @@ extern PyObject *ccolpy_Error;
  */
 PyObject *ccolpy_raise(ccol_status st, const char *msg);
 
-/* The interrupt hook installed on every communicator (see above). */
+/* The interrupt hook installed on every communicator (see above). `ud` is
+ * the ccolpy_comm whose call waits (NULL while a Comm is being created):
+ * its watch, if any, is called from here (Comm.set_watch). */
 int ccolpy_interrupt(void *ud);
 
 /*
@@ -105,8 +107,11 @@ extern PyObject *ccolpy_Decision;
  * same Comm gets RuntimeError instead of racing inside libccol. */
 typedef struct ccolpy_comm {
     PyObject_HEAD
-    ccol_comm *comm; /* NULL once closed */
+    ccol_comm *comm;     /* NULL once closed */
     int busy;
+    PyObject *watch;     /* set_watch's callable, or NULL */
+    int64_t watch_every; /* its interval, nanoseconds */
+    int64_t watch_next;  /* monotonic time of its next call */
 } ccolpy_comm;
 
 extern PyTypeObject *ccolpy_CommType;

@@ -21,6 +21,9 @@ typedef struct compile_obj {
     ccol_compile *c;   /* NULL once finished */
     sync_obj *sync;
     PyObject *code_id;
+    PyObject *shapes;  /* source -> its number of dims (-1: a number), as
+                          first observed: what decisions may ask about */
+    int exchanged;     /* exchange() returned */
 } compile_obj;
 
 static PyTypeObject *SyncType, *CompileType;
@@ -144,19 +147,26 @@ sync_begin(sync_obj *s, PyObject *arg)
     o->c = c;
     o->sync = (sync_obj *)Py_NewRef(s);
     o->code_id = Py_NewRef(arg);
+    o->exchanged = 0;
+    o->shapes = PyDict_New();
+    if (o->shapes == NULL) {
+        Py_DECREF(o);
+        return NULL;
+    }
     return (PyObject *)o;
 }
 
 static PyObject *
-sync_guard(sync_obj *s, PyObject *args)
+sync_guard(sync_obj *s, PyObject *args, PyObject *kwds)
 {
+    static char *kwlist[] = { "code_id", "hit", NULL };
     const char *code_id;
     int hit;
     bool all = false;
     ccol_status st;
 
-    if (!PyArg_ParseTuple(args, "O&p:guard", ccolpy_conv_name, &code_id,
-                          &hit))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O&p:guard", kwlist,
+                                     ccolpy_conv_name, &code_id, &hit))
         return NULL;
     if (!comm_enter(s))
         return NULL;
@@ -261,7 +271,8 @@ static PyMethodDef sync_methods[] = {
     { "begin", (PyCFunction)sync_begin, METH_O,
       "begin(code_id: str) -> Compile\n\n"
       "Starts the next compile of frame code_id (one open at a time)." },
-    { "guard", (PyCFunction)sync_guard, METH_VARARGS,
+    { "guard", (PyCFunction)(void (*)(void))sync_guard,
+      METH_VARARGS | METH_KEYWORDS,
       "guard(code_id: str, hit: bool) -> bool\n\n"
       "Guard collective (lockstep): True only if every rank's guards hit,\n"
       "so all ranks recompile together. Ranks at different frames get\n"
@@ -314,6 +325,72 @@ live(compile_obj *o)
     return 1;
 }
 
+/* Remembers how `src` was first observed (ndim, -1 for a number), as
+ * libccol does: the first observation of a source wins. */
+static int
+note_shape(compile_obj *o, const char *src, int ndim)
+{
+    PyObject *k = PyUnicode_FromString(src), *v;
+    int r = -1;
+
+    if (k == NULL)
+        return -1;
+    if (PyDict_Contains(o->shapes, k) == 0 && (v = PyLong_FromLong(ndim))) {
+        r = PyDict_SetItem(o->shapes, k, v);
+        Py_DECREF(v);
+    } else if (!PyErr_Occurred()) {
+        r = 0;
+    }
+    Py_DECREF(k);
+    return r;
+}
+
+/* Checks what a decision asks about: after the exchange (when the mode
+ * exchanges), a source this compile observed, a tensor with that dim
+ * (`tensor`) or a number. 0 with ccol.InvalidError set. */
+static int
+decide_ok(compile_obj *o, const char *fn, const char *src, int dim,
+          bool tensor)
+{
+    PyObject *v;
+    long nd;
+    char msg[600];
+
+    if (!live(o))
+        return 0;
+    if (!o->exchanged &&
+        ccol_sync_get_mode(o->sync->sync) != CCOL_SYNC_OFF) {
+        snprintf(msg, sizeof msg, "%s(%.200s): called before exchange(); "
+                 "decisions are made from every rank's observations, "
+                 "which only the exchange brings", fn, src);
+        goto fail;
+    }
+    v = PyDict_GetItemString(o->shapes, src);
+    if (v == NULL) {
+        snprintf(msg, sizeof msg, "%s(%.200s): unknown source: this "
+                 "compile never observed it", fn, src);
+        goto fail;
+    }
+    nd = PyLong_AsLong(v);
+    if (tensor && dim < 0)
+        snprintf(msg, sizeof msg, "%s(%.200s, %d): a dim is >= 0", fn, src,
+                 dim);
+    else if (!tensor && nd >= 0)
+        snprintf(msg, sizeof msg, "%s(%.200s): the source is a tensor, "
+                 "not a number (use decide_size/decide_stride)", fn, src);
+    else if (tensor && nd < 0)
+        snprintf(msg, sizeof msg, "%s(%.200s, %d): the source is a number, "
+                 "not a tensor (use decide_scalar)", fn, src, dim);
+    else if (tensor && dim >= nd)
+        snprintf(msg, sizeof msg, "%s(%.200s, %d): dim %d is past the "
+                 "tensor's %ld dims", fn, src, dim, dim, nd);
+    else
+        return 1;
+fail:
+    ccolpy_raise(CCOL_ERR_INVALID_ARG, msg);
+    return 0;
+}
+
 static PyObject *
 done(compile_obj *o, ccol_status st)
 {
@@ -333,7 +410,8 @@ cp_observe_tensor(compile_obj *o, PyObject *args, PyObject *kwds)
                                      kwlist, ccolpy_conv_name, &src,
                                      ccolpy_conv_dims, &sz,
                                      ccolpy_conv_dims_opt, &sd) ||
-        !live(o) || !ccolpy_check_strides(src, &sz, &sd))
+        !live(o) || !ccolpy_check_strides(src, &sz, &sd) ||
+        note_shape(o, src, sz.n) < 0)
         return NULL;
     return done(o, ccol_compile_observe_tensor(o->c, src, sz.n, sz.v,
                                                sd.n >= 0 ? sd.v : NULL));
@@ -347,7 +425,7 @@ cp_observe_int(compile_obj *o, PyObject *args)
 
     if (!PyArg_ParseTuple(args, "O&L:observe_int", ccolpy_conv_name, &src,
                           &v) ||
-        !live(o))
+        !live(o) || note_shape(o, src, -1) < 0)
         return NULL;
     return done(o, ccol_compile_observe_int(o->c, src, (int64_t)v));
 }
@@ -360,7 +438,7 @@ cp_observe_float(compile_obj *o, PyObject *args)
 
     if (!PyArg_ParseTuple(args, "O&d:observe_float", ccolpy_conv_name, &src,
                           &v) ||
-        !live(o))
+        !live(o) || note_shape(o, src, -1) < 0)
         return NULL;
     return done(o, ccol_compile_observe_float(o->c, src, v));
 }
@@ -373,7 +451,9 @@ cp_observe(compile_obj *o, PyObject *args)
     ccolpy_obs ob;
 
     if (!PyArg_ParseTuple(args, "O&O:observe", ccolpy_conv_name, &src, &v) ||
-        !live(o) || !ccolpy_read_obs(v, src, &ob))
+        !live(o) || !ccolpy_read_obs(v, src, &ob) ||
+        note_shape(o, src, ob.kind == CCOLPY_OBS_TENSOR ? ob.size.n : -1) <
+            0)
         return NULL;
     if (ob.kind == CCOLPY_OBS_INT)
         return done(o, ccol_compile_observe_int(o->c, src, ob.i));
@@ -423,6 +503,7 @@ cp_exchange(compile_obj *o, PyObject *unused)
     comm_leave(o->sync);
     if (st == CCOL_OK && PyErr_Occurred())
         return NULL;
+    o->exchanged = o->exchanged || st == CCOL_OK;
     return done(o, st);
 }
 
@@ -445,7 +526,7 @@ cp_decide_size(compile_obj *o, PyObject *args)
 
     if (!PyArg_ParseTuple(args, "O&iL:decide_size", ccolpy_conv_name, &src,
                           &dim, &v) ||
-        !live(o))
+        !decide_ok(o, "decide_size", src, dim, true))
         return NULL;
     st = ccol_compile_decide_size(o->c, src, dim, (int64_t)v, &d);
     return decision(o, st, d);
@@ -461,7 +542,7 @@ cp_decide_stride(compile_obj *o, PyObject *args)
 
     if (!PyArg_ParseTuple(args, "O&i:decide_stride", ccolpy_conv_name, &src,
                           &dim) ||
-        !live(o))
+        !decide_ok(o, "decide_stride", src, dim, true))
         return NULL;
     st = ccol_compile_decide_stride(o->c, src, dim, &d);
     return decision(o, st, d);
@@ -483,7 +564,7 @@ cp_decide_scalar(compile_obj *o, PyObject *args)
         return NULL;
     if (!PyFloat_Check(v) && !PyArg_Parse(v, "L:decide_scalar", &i))
         return NULL;
-    if (!live(o))
+    if (!decide_ok(o, "decide_scalar", src, -1, false))
         return NULL;
     st = PyFloat_Check(v) ? ccol_compile_decide_float(o->c, src, &d)
                           : ccol_compile_decide_scalar(o->c, src, i, &d);
@@ -558,6 +639,7 @@ cp_dealloc(compile_obj *o)
         finish(o, false);
     Py_XDECREF(o->sync);
     Py_XDECREF(o->code_id);
+    Py_XDECREF(o->shapes);
     PyObject_Free(o);
     Py_DECREF(tp);
 }

@@ -6,7 +6,8 @@
 
 typedef struct trace_obj {
     PyObject_HEAD
-    ccol_trace *t; /* NULL once closed */
+    ccol_trace *t;  /* NULL once closed */
+    PyObject *dir;  /* the directory, for the warning */
 } trace_obj;
 
 static PyObject *
@@ -36,6 +37,11 @@ trace_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     }
     o->t = t;
+    o->dir = PyUnicode_FromString(dir);
+    if (o->dir == NULL) {
+        Py_DECREF(o);
+        return NULL;
+    }
     return (PyObject *)o;
 }
 
@@ -44,6 +50,7 @@ trace_dealloc(trace_obj *o)
 {
     PyTypeObject *tp = Py_TYPE(o);
     ccol_trace_close(o->t);
+    Py_XDECREF(o->dir);
     tp->tp_free((PyObject *)o);
     Py_DECREF(tp);
 }
@@ -52,7 +59,7 @@ static PyObject *
 trace_event(trace_obj *o, PyObject *args, PyObject *kwds)
 {
     const char *event;
-    bool none;
+    bool none, was_on;
     char *json;
     ccol_status st;
 
@@ -65,10 +72,20 @@ trace_event(trace_obj *o, PyObject *args, PyObject *kwds)
     json = ccolpy_json_dumps(kwds, &none);
     if (json == NULL && !none)
         return NULL;
+    was_on = ccol_trace_enabled(o->t);
     st = ccol_trace_event(o->t, event, json);
     PyMem_Free(json);
     if (st != CCOL_OK)
         return ccolpy_raise(st, ccol_trace_errmsg(o->t));
+    /* The write that turned tracing off warns, once: the job goes on
+     * without its trace, and the user should know where it failed. */
+    if (was_on && !ccol_trace_enabled(o->t) &&
+        PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                         "ccol.Trace: cannot write the trace in directory "
+                         "%R (is it writable?); tracing is disabled, events "
+                         "are dropped",
+                         o->dir) < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 

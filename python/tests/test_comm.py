@@ -406,3 +406,200 @@ def test_shm_transport(n):
 def test_unknown_transport_is_refused():
     with pytest.raises(ValueError, match="'shm'"):
         ccol.Comm(0, 1, transport="pigeon")
+
+
+# ---- Ctrl-C while joining, and an interrupted rank seen by the others ----
+
+_SIGINT_CHILD = r'''
+import os, sys, time
+import ccol
+how, op = sys.argv[1], sys.argv[2]
+rank = int(os.environ["RANK"])
+t0 = None
+try:
+    if op == "join":
+        print("ready", flush=True)
+        t0 = time.monotonic()
+        ccol.Comm.from_env()
+        print("joined", flush=True)
+        sys.exit(0)
+    comm = ccol.Comm.from_env()
+    comm.barrier()
+    print("ready", flush=True)
+    if rank != int(how):
+        time.sleep(1.0)  # enters after the victim was interrupted
+    t0 = time.monotonic()
+    comm.barrier() if op == "barrier" else comm.allgather(b"x")
+    print("completed", flush=True)
+except KeyboardInterrupt:
+    print("KeyboardInterrupt %.3f" % (time.monotonic() - t0), flush=True)
+    time.sleep(2.0)  # stays: the others must not need its exit
+except ccol.Error as e:
+    print("%s %.3f %s" % (type(e).__name__, time.monotonic() - t0, e),
+          flush=True)
+'''
+
+
+def _spawn(rank, port, transport, *args):
+    import subprocess
+    import sys
+    env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2",
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+               CCOL_TRANSPORT=transport, CCOL_TIMEOUT="30")
+    return subprocess.Popen([sys.executable, "-c", _SIGINT_CHILD, *args],
+                            env=env, stdout=subprocess.PIPE, text=True)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("transport", ["tcp", "shm", "inproc"])
+def test_ctrl_c_interrupts_from_env_while_joining(transport):
+    from conftest import free_port
+    p = _spawn(0, free_port(), transport, "0", "join")
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        time.sleep(1.0)
+        p.send_signal(signal.SIGINT)
+        out = p.communicate(timeout=20)[0].split()
+    finally:
+        p.kill()
+    assert out[0] == "KeyboardInterrupt", out
+    assert float(out[1]) < 1.15  # SIGINT after 1 s, honoured within 150 ms
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+@pytest.mark.parametrize("op", ["barrier", "allgather"])
+@pytest.mark.parametrize("victim", [0, 1])
+def test_interrupted_rank_is_a_peer_error_naming_it(transport, op, victim):
+    from conftest import free_port
+    port = free_port()
+    procs = [_spawn(r, port, transport, str(victim), op) for r in (0, 1)]
+    try:
+        for p in procs:
+            assert p.stdout.readline().strip() == "ready"
+        time.sleep(0.5)
+        procs[victim].send_signal(signal.SIGINT)
+        outs = [p.communicate(timeout=30)[0].strip() for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert outs[victim].startswith("KeyboardInterrupt"), outs
+    kind, took, msg = outs[1 - victim].split(" ", 2)
+    assert kind == "PeerError", outs
+    assert f"rank {victim} was interrupted" in msg
+    assert float(took) < 2.0  # well within the 30 s deadline
+
+
+# ---- the watch ----
+
+def _watch_raises(comm):
+    if comm.rank == 1:
+        time.sleep(3)
+        return None
+    t0 = time.monotonic()
+    calls = []
+
+    def watch():
+        calls.append(time.monotonic() - t0)
+        if time.monotonic() - t0 > 0.3:
+            raise ccol.PeerError("rank 1's host stopped answering")
+
+    comm.set_watch(watch, interval=0.1)
+    try:
+        comm.barrier()
+    except ccol.PeerError as e:
+        took = time.monotonic() - t0
+        got = (type(e).__name__, str(e), e.__cause__)
+    else:
+        return "no exception"
+    try:
+        comm.barrier()
+    except ccol.InterruptedError as e:
+        poisoned = str(e)
+    else:
+        poisoned = "not poisoned"
+    return took, got, poisoned, calls
+
+
+@pytest.mark.timeout(60)
+def test_watch_that_raises_stops_the_wait_with_its_exception():
+    res = ok(run_ranks(2, _watch_raises, timeout=30.0, deadline=20))
+    took, got, poisoned, calls = res[0]
+    assert got == ("PeerError", "rank 1's host stopped answering", None)
+    assert took < 0.6
+    assert "interrupted by the caller" in poisoned
+    assert all(b - a >= 0.09 for a, b in zip(calls, calls[1:])), calls
+
+
+def _watch_counts(comm):
+    if comm.rank == 1:
+        time.sleep(1.6)
+        comm.barrier()
+        comm.barrier()
+        return None
+    calls = []
+    comm.set_watch(lambda: calls.append(time.monotonic()), interval=0.25)
+    comm.barrier()  # waits about 1.6 s for rank 1
+    comm.set_watch(None)
+    n = len(calls)
+    comm.barrier()  # rank 1 is there at once: no wait, no call
+    gaps = [b - a for a, b in zip(calls, calls[1:])]
+    return n, len(calls), gaps
+
+
+@pytest.mark.timeout(60)
+def test_watch_is_called_about_every_interval():
+    res = ok(run_ranks(2, _watch_counts, timeout=30.0, deadline=20))
+    n, after, gaps = res[0]
+    assert 4 <= n <= 7, (n, gaps)
+    assert after == n
+    assert all(0.24 <= g <= 0.45 for g in gaps), gaps
+
+
+def test_set_watch_arguments():
+    with ccol.Comm() as comm:
+        with pytest.raises(TypeError):
+            comm.set_watch(3)
+        with pytest.raises(ValueError):
+            comm.set_watch(lambda: None, interval=0)
+        comm.set_watch(lambda: None, interval=0.5)
+        comm.barrier()
+        comm.set_watch(None)
+    with pytest.raises(ValueError):
+        comm.set_watch(None)
+
+
+def test_allreduce_of_floats_refuses_bitwise_ops():
+    with ccol.Comm() as comm:
+        for op in ("and", "or", ccol.Op.AND):
+            with pytest.raises(ValueError, match="bitwise"):
+                comm.allreduce([1, 0.5], op=op)
+            with pytest.raises(ValueError, match="bitwise"):
+                comm.allreduce(1.0, op=op)
+        assert comm.seq == 0  # nothing was sent
+        assert comm.allreduce(6, op="and") == 6
+
+
+def test_trace_to_an_unwritable_directory_warns_once(tmp_path):
+    import warnings
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    where = str(blocker / "trace")
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        with ccol.Trace(where, 0, 1) as t:
+            for i in range(3):
+                t.event("step", i=i)
+            assert not t.enabled
+    msgs = [w for w in got if issubclass(w.category, RuntimeWarning)]
+    assert len(msgs) == 1, [str(w.message) for w in got]
+    assert where in str(msgs[0].message)
+
+
+def test_import_ccol_exposes_dyn():
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c",
+                          "import ccol; print(ccol.dyn.merge.__name__)"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "merge", out.stderr

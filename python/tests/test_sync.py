@@ -19,7 +19,11 @@ def _compile_f(sync, rank, batch):
         c.observe_tensor("L['x']", [batch, 10])
         c.observe("L['lr']", 0.5)
         c.observe("L['n']", 3)
-        pre = c.decide_size("L['x']", 0, batch)
+        try:
+            c.decide_size("L['x']", 0, batch)
+            pre = "no error"
+        except ccol.InvalidError as e:
+            pre = str(e)
         c.exchange()
         c.observe_tensor("L['x']", [batch, 10])  # the retrace: ignored
         return {
@@ -44,7 +48,7 @@ def _two_compiles(comm):
 def test_sizes_that_differ_become_dynamic_on_every_rank(n):
     res = ok(run_ranks(n, _two_compiles))
     for a, b, render, exchanges in res:
-        assert a["pre"] == D.STATIC
+        assert "before exchange()" in a["pre"]
         want = D.DYNAMIC if n > 1 else D.STATIC
         assert a["d0"] == want and b["d0"] == want
         assert a["d1"] == D.STATIC and a["lr"] == D.STATIC
@@ -274,3 +278,44 @@ def test_decide_scalar_refuses_what_is_not_a_number():
         with pytest.raises(TypeError):
             c.decide_scalar("L['n']", "3")
         assert c.decide_scalar("L['n']", 3.0) == D.STATIC
+
+
+def test_decisions_refuse_what_they_cannot_know():
+    """Before the exchange (a mode that exchanges), an unknown source, a dim
+    past the tensor's rank: an InvalidError naming it, never STATIC."""
+    sync = ccol.Sync(mode="compile")
+    with sync.begin("f") as c:
+        c.observe_tensor("L['x']", [4, 3])
+        c.observe("L['n']", 3)
+        with pytest.raises(ccol.InvalidError, match="before exchange"):
+            c.decide_size("L['x']", 0, 4)
+        with pytest.raises(ValueError, match="before exchange"):
+            c.decide_stride("L['x']", 0)
+        with pytest.raises(ccol.InvalidError, match="before exchange"):
+            c.decide_scalar("L['n']", 3)
+        c.exchange()
+        with pytest.raises(ccol.InvalidError, match="unknown source"):
+            c.decide_size("L['y']", 0, 4)
+        with pytest.raises(ccol.InvalidError, match="unknown source"):
+            c.decide_scalar("L['m']", 1)
+        with pytest.raises(ccol.InvalidError, match="dim 2 is past"):
+            c.decide_size("L['x']", 2, 1)
+        with pytest.raises(ccol.InvalidError, match="dim 5 is past"):
+            c.decide_stride("L['x']", 5)
+        with pytest.raises(ccol.InvalidError, match="not a tensor"):
+            c.decide_size("L['n']", 0, 3)
+        with pytest.raises(ccol.InvalidError, match="not a number"):
+            c.decide_scalar("L['x']", 3)
+        assert c.decide_size("L['x']", 1, 3) == D.STATIC
+        assert c.decide_scalar("L['n']", 3) == D.STATIC
+
+
+def _guard_keyword(comm):
+    sync = ccol.Sync(comm, mode="lockstep")
+    return (sync.guard("f", hit=True), sync.guard(code_id="f", hit=False),
+            sync.guard("f", comm.rank == 0))
+
+
+def test_guard_takes_hit_as_a_keyword():
+    for r in ok(run_ranks(2, _guard_keyword)):
+        assert r == (True, False, False)

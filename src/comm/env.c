@@ -188,6 +188,9 @@ overlay(ccol_comm_params *p, const ccol_comm_params *o)
         F(CCOL_COMM_PARAM_TREE_THRESHOLD, tree_threshold),
         F(CCOL_COMM_PARAM_TREE_FANOUT, tree_fanout),
         F(CCOL_COMM_PARAM_FAULT, fault),
+        /* The hook and its argument travel together under one bit. */
+        F(CCOL_COMM_PARAM_INTERRUPT, interrupt),
+        F(CCOL_COMM_PARAM_INTERRUPT, interrupt_ud),
 #undef F
     };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {

@@ -25,6 +25,8 @@
  * one can then have declared missing. The declaring rank writes the one
  * failure report, the verdict; every rank that meets a tombstone reads it.
  *
+ * A rank whose wait its caller interrupts declares the ranks it still
+ * waits for missing with a verdict naming itself (a PEER failure: it left).
  * A failure of this rank's own after the slots arrived (out of memory, an
  * interrupt, a combine that is not pure) stays its own, as a non-root's
  * failure to decode the star's result does; the rank then marks its control
@@ -420,8 +422,17 @@ wait_slots(slot_op *so)
         return CCOL_OK;
     if (st == CCOL_OK)
         return take_verdict(so);
-    if (st == CCOL_ERR_TIMEOUT && ccol__intr_hit())
-        return st; /* interrupted: run_op says so; nobody else is told */
+    if (st == CCOL_ERR_TIMEOUT && ccol__intr_hit()) {
+        /* Interrupted: the ranks still missing are declared so with a
+         * verdict naming this rank, so the others fail at once with a
+         * PEER error saying who left, never a timeout naming ranks that
+         * were not late. run_op tells this rank's caller INTERRUPTED. */
+        ccol__seterr(&so->c->err, CCOL_ERR_PEER,
+                     "rank %d was interrupted by its caller during %s and "
+                     "left the job",
+                     so->c->rank, what_of(so));
+        st = CCOL_ERR_PEER;
+    }
     if (st != CCOL_ERR_TIMEOUT && st != CCOL_ERR_PEER)
         return st;
     return declare_missing(so, st);

@@ -255,14 +255,18 @@ take_child_frame(run *r, int from, ccol__msg *m)
     int i = child_index(c, from);
     ccol_status st;
 
+    if (i >= 0 && m->h.kind == CCOL__K_ERRUP) {
+        /* Also from a child that already sent its part: it failed (was
+         * interrupted) while it waited for the result. */
+        note_seen(c, from, &m->h);
+        return decode_error(c, from, m);
+    }
     if (i < 0 || r->arrived[i]) {
         return ccol__seterr(&c->err, CCOL_ERR_PEER,
                             "rank %d sent an unexpected frame during %s",
                             from, what_of(r));
     }
     note_seen(c, from, &m->h);
-    if (m->h.kind == CCOL__K_ERRUP)
-        return decode_error(c, from, m);
     if (m->h.kind != CCOL__K_UP)
         return ccol__seterr(&c->err, CCOL_ERR_PEER,
                             "rank %d sent a frame of kind %u during %s", from,
@@ -306,6 +310,63 @@ report_missing(run *r)
     return CCOL_ERR_TIMEOUT;
 }
 
+/* This rank's wait was cut by its caller's interrupt hook: what every
+ * other rank is told (a PEER failure naming this rank, never a timeout,
+ * which would name ranks that were not late for a time that did not
+ * pass). run_op says INTERRUPTED to this rank's own caller. */
+static ccol_status
+report_interrupted(run *r)
+{
+    return ccol__seterr(&r->c->err, CCOL_ERR_PEER,
+                        "rank %d was interrupted by its caller during %s "
+                        "and left the job",
+                        r->c->rank, what_of(r));
+}
+
+/* Sends this rank's failure (c->err) up to its parent as ERRUP; the root
+ * turns it into the ABORT everyone gets. */
+static void
+send_errup(run *r)
+{
+    ccol_comm *c = r->c;
+    size_t len;
+    uint8_t *pl = encode_error(c->err.code, c->err.msg, &len);
+    ccol__err saved = c->err;
+
+    if (pl != NULL)
+        send_frame(c, c->parent, CCOL__K_ERRUP, r->op, r->started_wall, pl,
+                   len);
+    c->err = saved;
+    free(pl);
+}
+
+/* After every child's part arrived: a child that was interrupted (or
+ * left) while this rank was still on its way has already said so, and
+ * its report waits behind its part. Takes it now, without waiting, so
+ * the operation fails naming that child instead of completing for ranks
+ * that will not see its result. */
+static ccol_status
+drain_children(run *r)
+{
+    ccol_comm *c = r->c;
+    int from = -1;
+    ccol__msg m = { 0 };
+    ccol__err saved = c->err;
+    ccol_status st;
+
+    if (c->nchildren == 0)
+        return CCOL_OK;
+    st = c->ops->recv(c, c->children, c->nchildren, 0, &from, &m);
+    if (st == CCOL_ERR_TIMEOUT) {
+        c->err = saved; /* nothing pending: the usual case */
+        return CCOL_OK;
+    }
+    if (st == CCOL_OK)
+        st = take_child_frame(r, from, &m);
+    free(m.payload);
+    return st;
+}
+
 /* The latest moment to wait for any child still missing. */
 static int64_t
 gather_deadline(const run *r)
@@ -342,7 +403,7 @@ gather_children(run *r)
             break;
         st = c->ops->recv(c, want, n, gather_deadline(r), &from, &m);
         if (st == CCOL_ERR_TIMEOUT) {
-            st = report_missing(r);
+            st = ccol__intr_hit() ? report_interrupted(r) : report_missing(r);
             break;
         }
         if (st == CCOL_OK)
@@ -352,7 +413,7 @@ gather_children(run *r)
             break;
     }
     free(want);
-    return st;
+    return st == CCOL_OK ? drain_children(r) : st;
 }
 
 /* CONCAT up payload: records of u32 rank, u32 length, bytes. */
@@ -506,6 +567,12 @@ await_down(run *r, int64_t deadline)
     ccol_status st;
 
     st = c->ops->recv(c, &c->parent, 1, deadline, &from, &m);
+    if (st == CCOL_ERR_TIMEOUT && ccol__intr_hit()) {
+        /* Our part went up already: the parent must hear we left. */
+        st = report_interrupted(r);
+        send_errup(r);
+        return st;
+    }
     if (st == CCOL_ERR_TIMEOUT) {
         char seen[200];
         describe_seen(c, c->parent, seen, sizeof seen);
@@ -565,17 +632,8 @@ run_up(run *r)
         }
         return st;
     }
-    if (c->parent >= 0) {
-        /* Report up; rank 0 turns it into the ABORT everyone gets. */
-        size_t len;
-        uint8_t *pl = encode_error(c->err.code, c->err.msg, &len);
-        ccol__err saved = c->err;
-        if (pl != NULL)
-            send_frame(c, c->parent, CCOL__K_ERRUP, r->op, r->started_wall,
-                       pl, len);
-        c->err = saved;
-        free(pl);
-    }
+    if (c->parent >= 0)
+        send_errup(r); /* rank 0 turns it into the ABORT everyone gets */
     return st;
 }
 

@@ -647,6 +647,97 @@ CCOL_TEST(tcp_interrupt_hook_stops_a_wait)
     run_interrupt(CCOL_TEST_TCP);
 }
 
+/* ccol_comm_create_env honours the interrupt hook of its overrides while
+ * it waits for ranks that never come, over every transport. */
+CCOL_TEST(env_create_honours_the_interrupt_hook)
+{
+    static const char *const names[] = { "tcp", "shm", "inproc" };
+    char port[16];
+
+    snprintf(port, sizeof port, "%d", ccol_test_free_port());
+    setenv("RANK", "0", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", port, 1);
+    setenv("CCOL_TIMEOUT", "30", 1);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        int calls = 0;
+        ccol_comm_params o = { .mask = CCOL_COMM_PARAM_INTERRUPT,
+                               .interrupt = stop_on_third_call,
+                               .interrupt_ud = &calls };
+        ccol_comm *c = NULL;
+        double t0 = ccol_test_now();
+
+        setenv("CCOL_TRANSPORT", names[i], 1);
+        CHECK_STATUS(ccol_comm_create_env(&o, &c), CCOL_ERR_INTERRUPTED);
+        CHECK_CONTAINS(ccol_comm_errmsg(c), "interrupted by the caller");
+        CHECK(ccol_test_now() - t0 < 2.0);
+        CHECK(calls >= 3);
+        ccol_comm_destroy(c);
+    }
+    unsetenv("CCOL_TRANSPORT");
+    unsetenv("MASTER_PORT");
+    unsetenv("CCOL_TIMEOUT");
+    setenv("WORLD_SIZE", "1", 1);
+}
+
+/* One rank's wait is interrupted while the other is on its way: the other
+ * fails at once with a PEER error naming the interrupted rank (never a
+ * timeout naming itself), whichever of the two the victim is. */
+static void
+victim_body(ccol_comm *c, int rank, void *arg)
+{
+    ccol_outcome *fi = arg;
+    int calls = 0, victim = fi->status[7];
+    double t0;
+
+    if (rank == victim) {
+        ccol_comm_set_interrupt(c, stop_on_third_call, &calls);
+        fi->status[rank] = ccol_barrier(c);
+        ccol_comm_set_interrupt(c, NULL, NULL);
+        usleep(2000 * 1000); /* stays: its peer must not need its exit */
+        return;
+    }
+    usleep(800 * 1000); /* enters after the victim was interrupted */
+    t0 = ccol_test_now();
+    ccol_outcome_note(fi, rank, ccol_barrier(c), c, t0);
+}
+
+static void
+run_victim(ccol_test_transport t, int victim)
+{
+    ccol_test_job job = { .size = 2, .transport = t, .timeout_s = 30 };
+    ccol_outcome *fi = ccol_test_shared(sizeof *fi);
+    int other = 1 - victim;
+    char want[64];
+
+    fi->status[7] = victim;
+    ccol_test_ranks(&job, victim_body, fi);
+    CHECK_STATUS((ccol_status)fi->status[victim], CCOL_ERR_INTERRUPTED);
+    CHECK_STATUS((ccol_status)fi->status[other], CCOL_ERR_PEER);
+    snprintf(want, sizeof want, "rank %d was interrupted", victim);
+    CHECK_CONTAINS(fi->msg[other], want);
+    CHECK(fi->took[other] < 1.0);
+}
+
+CCOL_TEST(tcp_interrupted_rank_is_named)
+{
+    run_victim(CCOL_TEST_TCP, 0);
+    run_victim(CCOL_TEST_TCP, 1);
+}
+
+CCOL_TEST(shm_interrupted_rank_is_named)
+{
+    run_victim(CCOL_TEST_SHM, 0);
+    run_victim(CCOL_TEST_SHM, 1);
+}
+
+CCOL_TEST(inproc_interrupted_rank_is_named)
+{
+    run_victim(CCOL_TEST_INPROC, 0);
+    run_victim(CCOL_TEST_INPROC, 1);
+}
+
 /* A hook on an operation that completes at once is never called. */
 static void
 quiet_body(ccol_comm *c, int rank, void *arg)
@@ -748,6 +839,10 @@ CCOL_TEST_MAIN(CCOL_T(inproc_all_ops), CCOL_T(inproc_all_ops_tree),
                CCOL_T(tcp_interrupt_hook_stops_a_wait),
                CCOL_T(shm_interrupt_hook_stops_a_wait),
                CCOL_T(interrupt_hook_is_quiet_on_fast_operations),
+               CCOL_T(env_create_honours_the_interrupt_hook),
+               CCOL_T(tcp_interrupted_rank_is_named),
+               CCOL_T(shm_interrupted_rank_is_named),
+               CCOL_T(inproc_interrupted_rank_is_named),
                CCOL_T(inproc_allreduce_over_the_limit),
                CCOL_T(tcp_allreduce_over_the_limit),
                CCOL_T(status_names))

@@ -153,17 +153,20 @@ def _joined(job):
     from . import _live, _trace
     comm, joined = job._comm, job.joined
     _trace.start(job)
+    deadline = comm.timeout
+    watched = ""
     if joined is not None and joined.store is not None:
         job.live = _live.Liveness(joined, job)
         job.live.start()
-        comm.timeout = max(comm.timeout, job.patience)
         if hasattr(comm, "set_watch"):
+            comm.timeout = max(comm.timeout, job.patience)
             comm.set_watch(job.live.watch, _live.WATCH_S)
+            watched = (f", compile patience {job.patience:g} s, dead or "
+                       f"stopped ranks named within {_live.DEAD_S:g} s")
     log.info("ccol.torch: joined %d ranks over %s through %s (rank %d; "
              "deadline %g s%s; guard collectives %s)", comm.size,
              comm.transport, joined.where if joined else "?", comm.rank,
-             comm.timeout, ", dead ranks named within %g s" % _live.DEAD_S
-             if job.live else "", "on" if job.guard_collectives else "off")
+             deadline, watched, "on" if job.guard_collectives else "off")
 
 
 def disable():

@@ -51,7 +51,7 @@ class Liveness:
         self.rank, self.size = joined.comm.rank, joined.comm.size
         self.job = job
         self.deadline = joined.comm.timeout  # for ranks not compiling
-        self.doing = "starting"
+        self.doing = "running"
         self.beats = 0
         self.seen = {}          # rank -> (heartbeat counter, when it moved)
         self.wait_start = None  # when the current wait began
