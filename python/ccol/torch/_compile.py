@@ -174,8 +174,8 @@ def exchange(job, tx, local_state):
 
 
 def _report(job, code, frame, k, states, ns):
-    decisions = _decisions.decide(code, states, job.comm.rank)
-    _trace.decisions(job, frame, k, decisions)
+    decisions, changes = _decisions.decide(code, states, job.comm.rank)
+    _trace.decisions(job, frame, k, decisions, changes)
     log.debug("compile %d of %s: exchange over %d ranks in %.2f ms; %s",
               k, frame, len(states), ns / 1e6,
               "; ".join(d.explain() for d in decisions) or "nothing dynamic")

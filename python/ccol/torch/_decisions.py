@@ -56,20 +56,26 @@ class Decision:
 
 
 def decide(code, states, rank):
-    """The decisions of one exchange: `states` are every rank's LocalState
-    (index = rank); `rank` is this rank."""
+    """The decisions of one exchange and the state changes behind them:
+    `states` are every rank's LocalState (index = rank), `rank` is this
+    rank. Returns ([Decision], [(source, render before or None, render
+    after)])."""
     from torch._dynamo import pgo
     prior = prior_state(code)
     names = sorted({n for st in states for n in st.automatic_dynamic})
-    out = []
+    out, changes = [], []
     for name in names:
         seen = [(r, st.automatic_dynamic[name]) for r, st in enumerate(states)
                 if name in st.automatic_dynamic]
-        merged = _fold(prior.get(name), [e for _, e in seen])
+        before = prior.get(name)
+        merged = _fold(before, [e for _, e in seen])
         mine = [e for r, e in seen if r == rank]
-        alone = _fold(prior.get(name), mine) if mine else None
-        out.extend(_parts(name, merged, alone, prior.get(name), seen, pgo))
-    return out
+        alone = _fold(before, mine) if mine else None
+        out.extend(_parts(name, merged, alone, before, seen, pgo))
+        if before is None or before.render() != merged.render():
+            changes.append((name, before and before.render(),
+                            merged.render()))
+    return out, changes
 
 
 def _is_dyn(entry, d, pgo):

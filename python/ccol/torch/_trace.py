@@ -67,9 +67,12 @@ def exchange(job, frame, k, sent0, recv0, t0, err):
               ok=err is None, error=None if err is None else str(err))
 
 
-def decisions(job, frame, k, made):
+def decisions(job, frame, k, made, changes):
     if job.trace is None:
         return
+    for source, before, after in changes:
+        job.event("state_change", frame=frame, index=k, source=source,
+                  before=before or "(new)", after=after)
     for d in made:
         job.event("decision", frame=frame, index=k, what=d.what,
                   decision="dynamic", explain=d.explain())
