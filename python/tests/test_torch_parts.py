@@ -1,0 +1,374 @@
+"""ccol.torch's parts on their own, in one process: the strict environment,
+the guard hook that never raises into torch's C++, the liveness watch over a
+store, the decisions of an exchange and the store rendezvous. The jobs
+launched through torchrun are in test_torchrun.py."""
+
+import json
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import torch
+
+import ccol
+import ccol.torch
+from ccol.torch import _env, _guard, _join, _live
+from ccol.torch._job import Job
+
+
+# ---- environment ----
+
+@pytest.mark.parametrize("env", [
+    {"WORLD_SIZE": "0", "RANK": "0"},
+    {"WORLD_SIZE": "x", "RANK": "0"},
+    {"WORLD_SIZE": "2", "RANK": "2"},
+    {"WORLD_SIZE": "2"},
+    {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "3",
+     "RANK": "0", "WORLD_SIZE": "3"},
+])
+def test_launcher_errors_are_those_of_comm_from_env(monkeypatch, env):
+    for k in ("RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+              "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID",
+              "SLURM_NTASKS"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(ccol.InvalidError) as c_side:
+        ccol.Comm.from_env(timeout=1)
+    with pytest.raises(ccol.InvalidError) as py_side:
+        _env.launcher()
+    assert str(py_side.value) == str(c_side.value)
+    assert py_side.value.code == "INVALID_ARG"
+
+
+@pytest.mark.parametrize("name,value", [
+    ("CCOL_TORCH", "2"), ("CCOL_TORCH", "yes"), ("CCOL_TORCH_GUARDS", "on"),
+    ("CCOL_TORCH_PATIENCE", "-1"), ("CCOL_TIMEOUT", "soon")])
+def test_a_malformed_variable_is_named_with_its_value(monkeypatch, name,
+                                                      value):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ccol.InvalidError, match=f"{name}={value!r}"):
+        _env.check()
+
+
+def _python(code, **env):
+    import os
+    e = {k: v for k, v in os.environ.items()
+         if not k.startswith(("CCOL_", "RANK", "WORLD_SIZE", "MASTER_"))}
+    e.update(env)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True,
+                          text=True, timeout=120, env=e)
+
+
+def test_ccol_torch_1_imports_nothing_until_torch_is_imported():
+    run = _python("import sys; print('torch' in sys.modules, "
+                  "'ccol' in sys.modules)", CCOL_TORCH="1")
+    assert run.returncode == 0 and run.stdout.split() == ["False", "False"]
+
+
+def test_ccol_torch_2_fails_at_import_torch_naming_the_value():
+    run = _python("import torch", CCOL_TORCH="2")
+    assert run.returncode == 1
+    assert "ccol.InvalidError: CCOL_TORCH='2' is not a switch" in run.stderr
+
+
+def test_a_malformed_launcher_fails_at_import_torch_as_from_env_does():
+    run = _python("import torch", CCOL_TORCH="1", WORLD_SIZE="0", RANK="0")
+    assert run.returncode == 1
+    assert ("ccol.InvalidError: WORLD_SIZE='0' is not a world size in "
+            "[1, 1048576]") in run.stderr
+    assert "Dynamo" not in run.stderr
+
+
+def test_ccol_torch_1_arms_when_the_compiler_is_imported():
+    run = _python("import torch, ccol.torch; a = ccol.torch.enabled(); "
+                  "import torch._dynamo; print(a, ccol.torch.enabled())",
+                  CCOL_TORCH="1", RANK="0", WORLD_SIZE="2")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["False", "True"]
+
+
+def test_enable_refuses_what_is_not_a_comm():
+    with pytest.raises(TypeError, match="ccol.Comm, not str"):
+        ccol.torch.enable(comm="tcp://x")
+
+
+# ---- the guard hook never raises ----
+
+_a_code = (lambda: 0).__code__
+
+
+class _FailingComm:
+    rank, size, transport, timeout = 0, 2, "inproc", 1.0
+
+    def __init__(self, exc):
+        self.exc = exc
+
+    def set_label(self, label):
+        pass
+
+    def allgather(self, blob):
+        raise self.exc
+
+
+@pytest.mark.parametrize("exc", [
+    ccol.TimeoutError("barrier timed out"), KeyboardInterrupt(),
+    RuntimeError("anything at all")])
+def test_the_guard_hook_answers_miss_and_the_compile_raises(exc):
+    from ccol.torch import _compile
+    job = Job(_FailingComm(exc), guard_collectives=True)
+    hook = _guard.make_hook(job)
+    assert hook(True) is False          # never an exception into C++
+    assert job.pending is exc
+    assert hook(True) is False          # stays failed, no second collective
+
+    def upstream(*a, **k):
+        raise AssertionError("a failed job must not compile")
+    wrapped = _compile._compile_wrapper(job, upstream)
+    with pytest.raises(type(exc)) as e:
+        wrapped(_a_code)
+    assert e.value is exc
+    if isinstance(exc, KeyboardInterrupt):  # Ctrl-C once, then failed
+        with pytest.raises(ccol.InterruptedError):
+            wrapped(_a_code)
+
+
+def test_guard_collectives_pair_on_the_call_site():
+    with pytest.raises(ccol.DivergedError,
+                       match="rank 1 runs compiled code called from g "
+                             r"\(b.py:2\) while rank 0 .* f \(a.py:1\)"):
+        _guard._combine([b"1f (a.py:1)", b"1g (b.py:2)"])
+    assert _guard._combine([b"1f (a.py:1)", b"0f (a.py:1)"]) is False
+    assert _guard._combine([b"1f (a.py:1)", b"1f (a.py:1)"]) is True
+    with pytest.raises(ccol.PeerError, match="rank 1 sent a malformed"):
+        _guard._combine([b"1f", b"x"])
+
+
+# ---- liveness over a store ----
+
+class _Store:
+    """The part of a c10d store the liveness code uses, in memory."""
+
+    def __init__(self):
+        self.d, self.lock = {}, threading.Lock()
+
+    def set(self, k, v):
+        with self.lock:
+            self.d[k] = v.encode() if isinstance(v, str) else v
+
+    def get(self, k):
+        with self.lock:
+            return self.d[k]
+
+    def check(self, keys):
+        with self.lock:
+            return all(k in self.d for k in keys)
+
+    def multi_get(self, keys):
+        with self.lock:
+            return [self.d[k] for k in keys]
+
+    def add(self, k, n):
+        with self.lock:
+            v = int(self.d.get(k, b"0")) + n
+            self.d[k] = str(v).encode()
+            return v
+
+
+def _liveness(store, rank=0, size=2, deadline=60.0):
+    comm = type("C", (), {"rank": rank, "size": size, "timeout": deadline})
+    joined = _join.Joined(comm, "test", store, "p", {
+        r: {"host": "h", "pid": 10**7 + r} for r in range(size)})
+    job = Job(comm, True)
+    return job, _live.Liveness(joined, job)
+
+
+def _beat(store, r, n, doing="running", calls=0, x=0):
+    store.set(f"p/beat/{r}", json.dumps({"n": n, "doing": doing,
+                                         "calls": calls, "x": x,
+                                         "xcalls": 0}))
+
+
+def test_a_rank_whose_heartbeat_stops_is_named(monkeypatch):
+    monkeypatch.setattr(_live, "DEAD_S", 0.2)
+    store = _Store()
+    job, live = _liveness(store)
+    live._beat()
+    _beat(store, 1, 1, "compiling f (a.py:1)")
+    live.begin_wait("in guard collective at f (a.py:1)")
+    live.watch()                        # first sight: alive
+    time.sleep(0.3)
+    with pytest.raises(ccol.PeerError,
+                       match=r"rank 1 stopped responding: no heartbeat for "
+                             r"0\.\d s \(pid 10000001, gone; it was "
+                             r"compiling f \(a.py:1\)\)"):
+        live.watch()
+
+
+def test_a_busy_rank_is_waited_for_and_a_running_one_is_late(monkeypatch):
+    said = []
+    monkeypatch.setattr(_live, "FIRST_PROGRESS_S", 0.0)
+    monkeypatch.setattr(_live.log, "warning",
+                        lambda fmt, *a: said.append(fmt % a))
+    store = _Store()
+    job, live = _liveness(store, deadline=0.2)
+    live._beat()
+    live.begin_wait("in exchange for compile 1 of f")
+    for n in range(1, 4):               # compiling: never late
+        _beat(store, 1, n, "compiling f (a.py:1)")
+        time.sleep(0.1)
+        live.watch()
+    assert said and said[0].startswith(
+        "waiting for rank 1, compiling f (a.py:1), 0 s")
+    _beat(store, 1, 9, "running")
+    with pytest.raises(ccol.TimeoutError,
+                       match="rank 1 did not arrive within 0.2 s; it is "
+                             "alive but running"):
+        live.watch()
+
+
+def test_a_rank_running_past_a_recompile_is_a_divergence():
+    store = _Store()
+    job, live = _liveness(store)
+    job.exchanges, job.exchange_calls, job.current = 2, 5, ("f (a.py:1)", 2)
+    live._beat()
+    live.begin_wait("in exchange for compile 2 of f (a.py:1)")
+    _beat(store, 1, 1, "running", calls=4, x=1)
+    live.watch()                        # behind this rank: may still come
+    _beat(store, 1, 2, "running", calls=9, x=1)
+    with pytest.raises(ccol.DivergedError,
+                       match="rank 0 recompiles f .a.py:1. .compile 2. at "
+                             "compiled call 5, while rank 1 went past"):
+        live.watch()
+
+
+def test_a_published_failure_reaches_the_other_ranks():
+    store = _Store()
+    job0, live0 = _liveness(store, rank=0)
+    job1, live1 = _liveness(store, rank=1)
+    live1.publish_failure(ccol.TimeoutError("guard collective timed out"))
+    live0._failures()
+    assert isinstance(job0.pending, ccol.PeerError)
+    assert "rank 1 failed in a ccol.torch collective: TimeoutError: guard " \
+           "collective timed out" in str(job0.pending)
+
+
+# ---- the store rendezvous ----
+
+def _join_threads(store, size):
+    """Ranks as threads joining through one store; each gets its Joined
+    (or the exception it raised)."""
+    out = [None] * size
+
+    def run(r):
+        try:
+            out[r] = _join.join_store(store, "j", "a test store", r, size, 10)
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            out[r] = e
+    ts = [threading.Thread(target=run, args=(r,)) for r in range(size)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(30)
+    return out
+
+
+@pytest.mark.parametrize("size", [1, 2, 3])
+def test_ranks_of_one_host_meet_over_shm(size):
+    store = _Store()
+    got = _join_threads(store, size)
+    try:
+        assert all(isinstance(j, _join.Joined) for j in got), got
+        assert {j.comm.transport for j in got} == {"shm"}
+        assert [j.comm.rank for j in got] == list(range(size))
+        if size > 1:
+            # threads in one process: the same shm job, joined for real
+            res = [None] * size
+
+            def gather(j):
+                res[j.comm.rank] = j.comm.allgather(b"%d" % j.comm.rank)
+            ts = [threading.Thread(target=gather, args=(j,)) for j in got]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join(30)
+            assert res == [[b"%d" % r for r in range(size)]] * size
+    finally:
+        for j in got:
+            if isinstance(j, _join.Joined):
+                j.comm.close()
+
+
+def test_a_rank_that_never_joins_is_named_at_the_deadline():
+    store = _Store()
+    t0 = time.monotonic()
+    with pytest.raises(ccol.TimeoutError,
+                       match="rank 0 waited 0.5 s; ranks that never came: "
+                             "1, 2"):
+        _join.join_store(store, "j", "a test store", 0, 3, 0.5)
+    assert time.monotonic() - t0 < 3
+
+
+def test_ranks_on_several_hosts_meet_over_tcp(monkeypatch):
+    store = _Store()
+    hosts = iter(["host-a", "host-b"])
+    ident = {}
+
+    def host_identity():
+        name = threading.current_thread().name
+        if name not in ident:
+            ident[name] = next(hosts)
+        return ident[name]
+    monkeypatch.setattr(_join, "_host_identity", host_identity)
+    monkeypatch.setattr(_join, "_reach_address", lambda s: "127.0.0.1")
+    got = _join_threads(store, 2)
+    try:
+        assert all(isinstance(j, _join.Joined) for j in got), got
+        assert {j.comm.transport for j in got} == {"tcp"}
+        plan = json.loads(store.get("j/plan"))
+        assert plan["transport"] == "tcp" and plan["hosts"] == 2
+    finally:
+        for j in got:
+            if isinstance(j, _join.Joined):
+                j.comm.close()
+
+
+# ---- decisions ----
+
+def test_decisions_name_changes_over_time_and_what_one_rank_alone_would_do():
+    from torch._dynamo import pgo
+    from torch._dynamo.symbolic_convert import LocalState
+    from ccol.torch import _decisions
+
+    def state(n, scalar):
+        st = LocalState()
+        st.automatic_dynamic["L['x']"] = pgo.FrameStateSizeEntry.make_tensor(
+            (n, 3), (3, 1))
+        st.automatic_dynamic["L['n']"] = pgo.FrameStateSizeEntry.make_scalar(
+            scalar)
+        return st
+
+    def code():
+        pass
+    c = code.__code__
+    saved = pgo._CODE_STATE
+    try:
+        pgo._CODE_STATE = None
+        made, changes = _decisions.decide(c, [state(4, 2), state(4, 3)], 0)
+        assert [(d.what, d.alone_dynamic) for d in made] == [("L['n']", False)]
+        assert made[0].explain() == "L['n'] dynamic: 2 on rank 0, 3 on rank 1"
+        pgo._CODE_STATE = {pgo.CodeId.make(c): pgo.CodeState()}
+        pgo._CODE_STATE[pgo.CodeId.make(c)].automatic_dynamic.update(
+            state(4, 2).automatic_dynamic)
+        made, changes = _decisions.decide(c, [state(6, 2), state(6, 2)], 1)
+        assert [(d.what, d.alone_dynamic) for d in made] == [
+            ("L['x'].size(0)", True)]
+        assert made[0].explain() == ("L['x'].size(0) dynamic: 4 in an "
+                                     "earlier compile, now 6 on rank 0, 6 on "
+                                     "rank 1")
+        assert changes == [("L['x']", "tensor size=[4, 3] stride=[3, 1]",
+                            "tensor size=[?, 3] stride=[3, 1]")]
+    finally:
+        pgo._CODE_STATE = saved
