@@ -5,17 +5,21 @@
 # Other targets: make build, make ctest, make python (build the package
 # into .venv), make pytest, make asan (C suite under ASan+UBSan),
 # make fuzz, make install PREFIX=/usr/local, make clean, make conformance
-# (the long differential run against PyTorch; the suite runs a bounded one).
+# (the long differential run against PyTorch; the suite runs a bounded one),
+# make test-torch214 (ccol.torch's tests again on torch 2.14.1, in .venv214).
 MAKEFLAGS += --no-print-directory
 BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?=
 VENV ?= .venv
 PY := $(VENV)/bin/python
+VENV214 ?= .venv214
+PY214 := $(VENV214)/bin/python
+TORCH_TESTS = python/tests/test_torch*.py
 PYTEST_FLAGS ?=
 
 .PHONY: all deps build demo test ctest python pytest conformance asan fuzz install \
-	clean
+	clean python214 test-torch214
 
 all: build
 
@@ -45,6 +49,17 @@ python:
 pytest: build python
 	CCOL_TOOL=$(abspath $(BUILD))/ccol $(PY) -m pytest $(PYTEST_FLAGS) python/tests
 
+# The other torch release ccol.torch supports: the same package, its torch
+# tests (python/tests/test_torch*.py) on torch 2.14.1.
+python214:
+	@test -x $(PY214) || python3 -m venv $(VENV214)
+	$(PY214) -m pip install -q --disable-pip-version-check -r python/requirements-torch214.txt
+	$(PY214) -m pip install -q --disable-pip-version-check --no-build-isolation \
+		--config-settings=cmake.define.CCOL_WERROR=ON .
+
+test-torch214: build python214
+	CCOL_TOOL=$(abspath $(BUILD))/ccol $(PY214) -m pytest $(PYTEST_FLAGS) $(TORCH_TESTS)
+
 # Many more random cases of the PyTorch-oracle tests; prints the figures.
 conformance: build python
 	CCOL_CONFORMANCE=long CCOL_TOOL=$(abspath $(BUILD))/ccol $(PY) -m pytest \
@@ -62,4 +77,4 @@ install: build
 	cmake --install $(BUILD) --prefix $(or $(PREFIX),/usr/local)
 
 clean:
-	rm -rf build build-asan build-fuzz build-py $(VENV)
+	rm -rf build build-asan build-fuzz build-py $(VENV) $(VENV214)

@@ -54,8 +54,20 @@ extern "C" {
      CCOL_VERSION_PATCH)
 
 /* Version of the bytes ranks exchange. Ranks with different protocol
- * versions refuse each other with CCOL_ERR_VERSION. */
-#define CCOL_PROTOCOL_VERSION 1
+ * versions refuse each other with CCOL_ERR_VERSION. Version 2: labels of
+ * up to CCOL_LABEL_MAX bytes travel whole (version 1 cut them at 43). */
+#define CCOL_PROTOCOL_VERSION 2
+
+/*
+ * Bounds of the names in messages. A label (ccol_comm_set_label), a code
+ * id or a source name of up to CCOL_LABEL_MAX bytes appears whole in every
+ * message on every rank; a longer one is cut to its first bytes followed
+ * by "..." (never inside a UTF-8 character). A message (the *_errmsg()
+ * functions) holds up to CCOL_ERRMSG_MAX - 1 bytes; a longer one, e.g. a
+ * timeout naming many missing ranks, ends with "...".
+ */
+#define CCOL_LABEL_MAX 512
+#define CCOL_ERRMSG_MAX 4096
 
 typedef enum ccol_status {
     CCOL_OK = 0,
@@ -297,10 +309,11 @@ CCOL_API double ccol_comm_timeout(const ccol_comm *comm);
 CCOL_API ccol_status ccol_comm_set_timeout(ccol_comm *comm, double seconds);
 
 /*
- * Sets a short label (up to 43 bytes kept) that travels with this rank's
- * next operations and leads their description in every rank's error
- * messages, e.g. "exchange for compile 2 of f (join_reduce #4)". NULL
- * clears it.
+ * Sets a label that travels with this rank's next operations and leads
+ * their description in every rank's error messages, e.g. "exchange for
+ * compile 2 of f (join_reduce #4)". Up to CCOL_LABEL_MAX bytes are kept
+ * whole; a longer label keeps its first bytes followed by "...". Other
+ * ranks show it with control characters replaced by '?'. NULL clears it.
  */
 CCOL_API void ccol_comm_set_label(ccol_comm *comm, const char *label);
 

@@ -1018,7 +1018,8 @@ static PyMethodDef comm_methods[] = {
       "agree_all(flag) -> bool\n\nTrue when flag is true on every rank." },
     { "set_label", (PyCFunction)comm_set_label, METH_O,
       "set_label(label: str | None) -> None\n\n"
-      "A short label other ranks' error messages show for this rank." },
+      "A label other ranks' error messages show for this rank, whole up\n"
+      "to 512 bytes (UTF-8); a longer one is cut with \"...\"." },
     { "set_watch", (PyCFunction)(void (*)(void))comm_set_watch,
       METH_VARARGS | METH_KEYWORDS,
       "set_watch(fn, interval=1.0) -> None\n\n"

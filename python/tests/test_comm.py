@@ -206,6 +206,77 @@ def test_other_operation_is_diverged_on_every_rank(n):
         assert fast < 0.5
 
 
+# A long label (the user saw "exchange for compile 1 of torch_dynamo_resu"):
+# every rank's TimeoutError and DivergedError carry it whole.
+_LONG = "exchange for compile 1 of torch_dynamo_resume_in_f_at_12"
+
+
+def _long_label(rank, what):
+    head = f"{_LONG} ({what} on rank {rank}) "
+    return head + "é" * ((200 - len(head.encode())) // 2) + "z" * (
+        (200 - len(head.encode())) % 2)
+
+
+def _long_missing(comm):
+    comm.set_label(_long_label(comm.rank, "first"))
+    comm.barrier()
+    if comm.rank == comm.size - 1:
+        time.sleep(2.5)
+        return None
+    comm.set_label(_long_label(comm.rank, "second"))
+    try:
+        comm.barrier()
+    except ccol.TimeoutError as e:
+        return str(e)
+    return "no error"
+
+
+def _long_diverge(comm):
+    comm.set_label(_long_label(comm.rank, "diverge"))
+    try:
+        if comm.rank == 1:
+            comm.bcast(b"", root=0)
+        else:
+            comm.allgather(b"x")
+    except ccol.DivergedError as e:
+        return str(e)
+    return "no error"
+
+
+def test_long_labels_are_whole_in_every_message():
+    assert len(_long_label(0, "first").encode()) == 200
+    res = ok(run_ranks(3, _long_missing, timeout=1.0))
+    for msg in res[:2]:
+        assert "missing rank: 2" in msg
+        assert f"last seen in {_long_label(2, 'first')} (barrier #1)" in msg
+        assert _long_label(0, "second") in msg
+    res = ok(run_ranks(3, _long_diverge, timeout=5.0))
+    for msg in res:
+        assert (f"rank 1 is in {_long_label(1, 'diverge')} (bcast(root 0) #1)"
+                in msg)
+        assert f"{_long_label(0, 'diverge')} (allgatherv #1)" in msg
+
+
+def _huge_diverge(comm):
+    # rank 1's label is 1 MB: the comm keeps its first bytes and "..."
+    comm.set_label("x" * (1 << 20) if comm.rank == 1 else "small")
+    try:
+        if comm.rank == 1:
+            comm.bcast(b"", root=0)
+        else:
+            comm.barrier()
+    except ccol.DivergedError as e:
+        return str(e)
+    return "no error"
+
+
+def test_huge_label_is_cut_with_a_mark():
+    for msg in ok(run_ranks(2, _huge_diverge, timeout=5.0)):
+        kept = 512 - 3  # CCOL_LABEL_MAX bytes at most, "..." included
+        assert f"rank 1 is in {'x' * kept}... (bcast" in msg
+        assert "x" * (kept + 1) not in msg
+
+
 def _killed(comm):
     comm.barrier()
     if comm.rank == 1:

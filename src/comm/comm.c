@@ -339,7 +339,10 @@ ccol_comm_destroy(ccol_comm *c)
         c->ops->destroy(c);
     ccol__fault_free(c);
     free(c->children);
+    for (int r = 0; c->seen != NULL && r < c->size; r++)
+        free(c->seen[r].label);
     free(c->seen);
+    free(c->slots_seen.label);
     free(c->token_str);
     free(c);
 }
@@ -394,16 +397,28 @@ ccol_comm_set_timeout(ccol_comm *c, double seconds)
     return CCOL_OK;
 }
 
-/* The label travels with every frame and slot (at most 43 bytes), so it
- * is truncated here, once, rather than at every send. */
+/* The label travels with every frame and slot (at most CCOL_LABEL_MAX
+ * bytes), so it is bounded here, once, rather than at every send: a
+ * longer one is cut with "..." at its end, never silently. */
 void
 ccol_comm_set_label(ccol_comm *c, const char *label)
 {
+    size_t n;
+
     if (c == NULL)
         return;
-    memset(c->label, 0, sizeof c->label);
-    if (label != NULL)
-        snprintf(c->label, sizeof c->label, "%s", label);
+    if (label == NULL)
+        label = "";
+    n = ccol__utf8_cut(label, CCOL__LABEL_MAX);
+    if (label[n] != '\0')
+        n = ccol__utf8_cut(label, CCOL__LABEL_MAX - 3);
+    memcpy(c->label, label, n);
+    c->label[n] = '\0';
+    if (label[n] != '\0') {
+        memcpy(c->label + n, "...", 4);
+        n += 3;
+    }
+    c->label_len = n;
 }
 
 uint64_t
@@ -462,7 +477,7 @@ run_op(ccol_comm *c, ccol__coll *op)
     else
         st = ccol__tree_run(c, op);
     if (ccol__intr_end(prev) && st != CCOL_OK) {
-        char what[160];
+        char what[CCOL__WHAT_MAX];
         ccol__op_describe_labeled(op->op, op->arg, c->seq, c->label, what,
                                   sizeof what);
         st = ccol__comm_fail(c, CCOL_ERR_INTERRUPTED,

@@ -2,7 +2,7 @@
  * comm.h - internals of the communicator.
  *
  * Layers, bottom up:
- *   frame.c    the 112-byte frame header every message carries, its encoding
+ *   frame.c    the 72-byte frame header every message carries, its encoding
  *              and validation (magic, version, token digest, communicator id,
  *              sequence number, operation and fingerprint, length, checksums);
  *   link       a transport moves whole frames between two ranks: inproc.c
@@ -27,8 +27,12 @@
 #include <stdint.h>
 
 #define CCOL__MAGIC 0x4C4F4343u /* "CCOL" little-endian */
-#define CCOL__HDR_SIZE 112
-#define CCOL__LABEL_MAX 48
+#define CCOL__HDR_SIZE 72
+/* A label's bytes on the wire (no NUL) and in a buffer (with its NUL). */
+#define CCOL__LABEL_MAX CCOL_LABEL_MAX
+#define CCOL__LABEL_BUF (CCOL_LABEL_MAX + 1)
+/* "label (allreduce_i64(min, n=3) #11)": a label and an operation. */
+#define CCOL__WHAT_MAX (CCOL__LABEL_BUF + 192)
 #define CCOL__DEFAULT_TIMEOUT 300.0
 #define CCOL__DEFAULT_MAX_PAYLOAD ((size_t)64 << 20)
 #define CCOL__DEFAULT_TREE_THRESHOLD 64
@@ -60,14 +64,16 @@ enum {
 };
 
 /*
- * The decoded frame header. Wire layout (little-endian, 112 bytes):
+ * The decoded frame header. Wire layout (little-endian, 72 bytes), then
+ * the body: the payload (`len` bytes), then the sender's label (`label
+ * length` bytes, no NUL):
  *   0  u32 magic        4  u16 version      6  u16 kind
- *   8  u32 from rank   12  u16 op          14  u16 flags (0)
+ *   8  u32 from rank   12  u16 op          14  u16 label length (<= 512)
  *  16  u64 token digest 24 u64 comm id     32  u64 seq
  *  40  u64 arg (op fingerprint: root, count/op/type, user key)
  *  48  u64 sender wall clock at operation start (ns)
- *  56  u32 payload length 60 u32 payload crc32c
- *  64  char label[44] (NUL-padded)          108 u32 header crc32c
+ *  56  u32 payload length 60 u32 body crc32c (payload, then label)
+ *  64  u32 reserved (0)   68 u32 header crc32c (bytes 0-67)
  */
 typedef struct ccol__hdr {
     uint16_t version;  /* CCOL_PROTOCOL_VERSION of the sender */
@@ -80,13 +86,14 @@ typedef struct ccol__hdr {
     uint64_t arg;      /* operation fingerprint */
     int64_t started;   /* sender's wall clock when the operation started */
     uint32_t len;      /* payload bytes */
-    uint32_t pcrc;     /* crc32c of the payload */
-    char label[44];    /* sender's label, NUL-terminated */
+    uint32_t pcrc;     /* crc32c of the body: payload, then label */
+    uint16_t label_len; /* label bytes on the wire */
+    char label[CCOL__LABEL_BUF]; /* sender's label, NUL-terminated; once
+                                    received, control characters are '?' */
 } ccol__hdr;
 
-#define CCOL__WIRE_LABEL 44
-
-/* A received frame: header and malloc'd payload (NULL when len is 0). */
+/* A received frame: header and malloc'd body, whose first h.len bytes are
+ * the payload (NULL when the body is empty). */
 typedef struct ccol__msg {
     ccol__hdr h;
     uint8_t *payload;
@@ -101,7 +108,7 @@ typedef struct ccol__seen {
     uint16_t op;       /* its last operation */
     uint64_t seq;      /* its sequence number */
     uint64_t arg;      /* its fingerprint */
-    char label[CCOL__WIRE_LABEL];
+    char *label;       /* its label (malloc'd), NULL when none */
 } ccol__seen;
 
 struct ccol_comm {
@@ -113,7 +120,8 @@ struct ccol_comm {
     char *token_str;           /* the token itself, for authentication */
     uint64_t comm_id;          /* communicator id carried by every frame */
     uint64_t seq;              /* operations started */
-    char label[CCOL__WIRE_LABEL]; /* current label */
+    char label[CCOL__LABEL_BUF]; /* current label */
+    size_t label_len;          /* its bytes */
     int threshold;             /* tree above this size */
     int fanout;                /* children per tree node */
     int parent;                /* parent rank in the tree, -1 for rank 0 */
@@ -171,14 +179,32 @@ struct ccol__link_ops {
 /* frame.c */
 void ccol__hdr_init(const ccol_comm *c, ccol__hdr *h, uint16_t kind,
                     uint16_t op, uint64_t arg, int64_t started);
-/* Encodes header + payload into one malloc'd frame (sets len and pcrc). */
+/* Encodes header + payload + label into one malloc'd frame (sets len,
+ * label_len and pcrc). */
 uint8_t *ccol__frame_encode(ccol__hdr *h, const void *payload, size_t len,
                             size_t *frame_len);
 /* Decodes and validates a header from CCOL__HDR_SIZE bytes: magic, header
- * checksum, version (CCOL_ERR_VERSION), length bound. On failure writes
- * a reason into why. */
+ * checksum, version (CCOL_ERR_VERSION), payload and label bounds. On
+ * failure writes a reason into why. The label is not read yet. */
 ccol_status ccol__hdr_decode(const uint8_t *b, size_t max_payload,
                              ccol__hdr *h, char *why, size_t whylen);
+/* Bytes that follow a decoded header: payload, then label. */
+static inline size_t
+ccol__hdr_body(const ccol__hdr *h)
+{
+    return (size_t)h->len + h->label_len;
+}
+/* Takes a received body (ccol__hdr_body(&m->h) bytes, malloc'd, or NULL
+ * when that is 0) into m: the buffer becomes m->payload and the label at
+ * its end is copied into m->h.label, control characters replaced. */
+void ccol__msg_take_body(ccol__msg *m, uint8_t *body);
+/* Copies at most n - 1 bytes of `in` up to a NUL into out (n bytes),
+ * replacing control characters (newlines too unless keep_nl). */
+void ccol__text_clean(char *out, const char *in, size_t n, bool keep_nl);
+/* Remembers in s what a frame header (or this rank's own slot) said:
+ * operation, sequence number, fingerprint and label. */
+void ccol__seen_note(ccol__seen *s, uint16_t op, uint64_t seq, uint64_t arg,
+                     const char *label);
 /* Checks a decoded frame against this communicator: token digest, comm
  * id, sender rank range, payload checksum. Sets c->err naming `from`. */
 ccol_status ccol__frame_check(ccol_comm *c, int from, const ccol__msg *m);

@@ -29,32 +29,36 @@ ccol__hdr_init(const ccol_comm *c, ccol__hdr *h, uint16_t kind, uint16_t op,
     h->seq = c->seq;
     h->arg = arg;
     h->started = started;
-    memcpy(h->label, c->label, sizeof h->label);
-    h->label[sizeof h->label - 1] = '\0';
+    h->label_len = (uint16_t)c->label_len;
+    memcpy(h->label, c->label, c->label_len + 1);
 }
 
-/* Header and payload in one buffer, so a transport writes a frame with
- * one call. The payload checksum is computed here once; the header
- * checksum covers bytes 0-107, the label included. */
+/* Header, payload and label in one buffer, so a transport writes a frame
+ * with one call. The body checksum (payload, then label) is computed here
+ * once; the header checksum covers bytes 0-67, the label length
+ * included. The label goes last so that a reader's buffer for the body
+ * starts with the payload, which it keeps as it is. */
 uint8_t *
 ccol__frame_encode(ccol__hdr *h, const void *payload, size_t len,
                    size_t *frame_len)
 {
+    size_t nl = strnlen(h->label, CCOL__LABEL_MAX);
     uint8_t *f;
 
-    if (len > UINT32_MAX || len > SIZE_MAX - CCOL__HDR_SIZE)
+    if (len > UINT32_MAX || len > SIZE_MAX - CCOL__HDR_SIZE - nl)
         return NULL;
-    f = malloc(CCOL__HDR_SIZE + len);
+    f = malloc(CCOL__HDR_SIZE + len + nl);
     if (f == NULL)
         return NULL;
     h->len = (uint32_t)len;
-    h->pcrc = ccol__crc32c(0, payload, len);
+    h->label_len = (uint16_t)nl;
+    h->pcrc = ccol__crc32c(ccol__crc32c(0, payload, len), h->label, nl);
     ccol__st32(f + 0, CCOL__MAGIC);
     ccol__st16(f + 4, h->version);
     ccol__st16(f + 6, h->kind);
     ccol__st32(f + 8, h->from);
     ccol__st16(f + 12, h->op);
-    ccol__st16(f + 14, 0);
+    ccol__st16(f + 14, h->label_len);
     ccol__st64(f + 16, h->token);
     ccol__st64(f + 24, h->comm_id);
     ccol__st64(f + 32, h->seq);
@@ -62,12 +66,12 @@ ccol__frame_encode(ccol__hdr *h, const void *payload, size_t len,
     ccol__st64(f + 48, (uint64_t)h->started);
     ccol__st32(f + 56, h->len);
     ccol__st32(f + 60, h->pcrc);
-    memset(f + 64, 0, CCOL__WIRE_LABEL);
-    memcpy(f + 64, h->label, strnlen(h->label, CCOL__WIRE_LABEL - 1));
-    ccol__st32(f + 108, ccol__crc32c(0, f, 108));
+    ccol__st32(f + 64, 0);
+    ccol__st32(f + 68, ccol__crc32c(0, f, 68));
     if (len > 0)
         memcpy(f + CCOL__HDR_SIZE, payload, len);
-    *frame_len = CCOL__HDR_SIZE + len;
+    memcpy(f + CCOL__HDR_SIZE + len, h->label, nl);
+    *frame_len = CCOL__HDR_SIZE + len + nl;
     return f;
 }
 
@@ -86,7 +90,7 @@ ccol__hdr_decode(const uint8_t *b, size_t max_payload, ccol__hdr *h,
                  magic);
         return CCOL_ERR_PEER;
     }
-    if (ccol__ld32(b + 108) != ccol__crc32c(0, b, 108)) {
+    if (ccol__ld32(b + 68) != ccol__crc32c(0, b, 68)) {
         snprintf(why, whylen, "header checksum mismatch (corrupt bytes)");
         return CCOL_ERR_PEER;
     }
@@ -101,6 +105,7 @@ ccol__hdr_decode(const uint8_t *b, size_t max_payload, ccol__hdr *h,
     h->kind = ccol__ld16(b + 6);
     h->from = ccol__ld32(b + 8);
     h->op = ccol__ld16(b + 12);
+    h->label_len = ccol__ld16(b + 14);
     h->token = ccol__ld64(b + 16);
     h->comm_id = ccol__ld64(b + 24);
     h->seq = ccol__ld64(b + 32);
@@ -108,8 +113,6 @@ ccol__hdr_decode(const uint8_t *b, size_t max_payload, ccol__hdr *h,
     h->started = (int64_t)ccol__ld64(b + 48);
     h->len = ccol__ld32(b + 56);
     h->pcrc = ccol__ld32(b + 60);
-    memcpy(h->label, b + 64, CCOL__WIRE_LABEL);
-    h->label[CCOL__WIRE_LABEL - 1] = '\0';
     if (h->kind < CCOL__K_UP || h->kind > CCOL__K_BYE) {
         snprintf(why, whylen, "unknown frame kind %u", h->kind);
         return CCOL_ERR_PEER;
@@ -120,7 +123,66 @@ ccol__hdr_decode(const uint8_t *b, size_t max_payload, ccol__hdr *h,
                  h->len, max_payload);
         return CCOL_ERR_PEER;
     }
+    if (h->label_len > CCOL__LABEL_MAX) {
+        snprintf(why, whylen, "label of %u bytes exceeds the limit of %d",
+                 h->label_len, CCOL__LABEL_MAX);
+        return CCOL_ERR_PEER;
+    }
     return CCOL_OK;
+}
+
+void
+ccol__text_clean(char *out, const char *in, size_t n, bool keep_nl)
+{
+    size_t i;
+
+    for (i = 0; i + 1 < n && in[i] != '\0'; i++) {
+        unsigned char ch = (unsigned char)in[i];
+        out[i] = (ch < 0x20 && !(keep_nl && ch == '\n')) || ch == 0x7f
+                     ? '?'
+                     : (char)ch;
+    }
+    out[i] = '\0';
+}
+
+/* The label is the body's tail: h.label_len (bounded by the decoder)
+ * bytes after the payload, cleaned once here so every message can show
+ * it as it is. */
+void
+ccol__msg_take_body(ccol__msg *m, uint8_t *body)
+{
+    size_t n = m->h.label_len;
+
+    m->payload = body;
+    if (n == 0 || body == NULL) {
+        m->h.label[0] = '\0';
+        return;
+    }
+    memcpy(m->h.label, body + m->h.len, n);
+    m->h.label[n] = '\0';
+    ccol__text_clean(m->h.label, m->h.label, n + 1, false);
+}
+
+void
+ccol__seen_note(ccol__seen *s, uint16_t op, uint64_t seq, uint64_t arg,
+                const char *label)
+{
+    s->any = true;
+    s->op = op;
+    s->seq = seq;
+    s->arg = arg;
+    if (label[0] == '\0') {
+        free(s->label);
+        s->label = NULL;
+    } else if (s->label == NULL || strcmp(s->label, label) != 0) {
+        size_t n = strlen(label) + 1;
+        char *copy = realloc(s->label, n);
+        if (copy != NULL)
+            memcpy(copy, label, n);
+        else
+            free(s->label); /* no memory: the message says less */
+        s->label = copy;
+    }
 }
 
 /* The checks that need the communicator: a frame of another job (token,
@@ -144,7 +206,7 @@ ccol__frame_check(ccol_comm *c, int from, const ccol__msg *m)
                             "a frame from rank %d claims to come from rank "
                             "%" PRIu32,
                             from, m->h.from);
-    if (ccol__crc32c(0, m->payload, m->h.len) != m->h.pcrc)
+    if (ccol__crc32c(0, m->payload, ccol__hdr_body(&m->h)) != m->h.pcrc)
         return ccol__seterr(&c->err, CCOL_ERR_PEER,
                             "rank %d sent a corrupt payload (checksum "
                             "mismatch in %s #%" PRIu64 ")",
@@ -220,7 +282,7 @@ void
 ccol__op_describe_labeled(uint16_t op, uint64_t arg, uint64_t seq,
                           const char *label, char *out, size_t outlen)
 {
-    char d[96];
+    char d[128];
 
     op_describe(op, arg, seq, d, sizeof d);
     if (label != NULL && label[0] != '\0')

@@ -331,6 +331,8 @@ static ccol_status
 decode_frame(ccol_comm *c, qframe *f, ccol__msg *msg)
 {
     char why[160];
+    uint8_t *copy = NULL;
+    size_t body;
     ccol_status st;
 
     if (f->len < CCOL__HDR_SIZE)
@@ -340,17 +342,18 @@ decode_frame(ccol_comm *c, qframe *f, ccol__msg *msg)
     if (st != CCOL_OK)
         return ccol__seterr(&c->err, st, "rank %d sent a bad frame: %s",
                             f->from, why);
-    if (msg->h.len != f->len - CCOL__HDR_SIZE)
+    body = ccol__hdr_body(&msg->h);
+    if (body != f->len - CCOL__HDR_SIZE)
         return ccol__seterr(&c->err, CCOL_ERR_PEER,
                             "rank %d sent a frame whose length field is "
                             "wrong", f->from);
-    msg->payload = NULL;
-    if (msg->h.len > 0) {
-        msg->payload = malloc(msg->h.len);
-        if (msg->payload == NULL)
+    if (body > 0) {
+        copy = malloc(body);
+        if (copy == NULL)
             return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
-        memcpy(msg->payload, f->data + CCOL__HDR_SIZE, msg->h.len);
+        memcpy(copy, f->data + CCOL__HDR_SIZE, body);
     }
+    ccol__msg_take_body(msg, copy);
     st = ccol__frame_check(c, f->from, msg);
     if (st != CCOL_OK) {
         free(msg->payload);

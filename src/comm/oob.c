@@ -2,10 +2,12 @@
  * oob.c - the "bring your own communicator" transport: every operation over
  * the caller's fixed-size all-gather (struct ccol_oob).
  *
- * An operation is two all-gathers. The first carries a 112-byte record per
- * rank (the same frame header as on the network: version, job-token digest,
- * communicator id, sequence number, operation and fingerprint, payload
- * length, label, checksum); the second carries the payloads, padded to the
+ * An operation is two all-gathers. The first carries a 584-byte record per
+ * rank: the same 72-byte frame header as on the network (version, job-token
+ * digest, communicator id, sequence number, operation and fingerprint,
+ * payload and label lengths, checksums), then the label, NUL-padded to
+ * CCOL_LABEL_MAX bytes (a fixed-size all-gather has no room for a length
+ * of its own); the second carries the payloads, padded to the
  * largest. Every rank then holds the same bytes and runs the same checks and
  * the same fold in rank order, so every rank reaches the same result, or the
  * same error, without another round. Waiting polls test(), first yielding
@@ -27,6 +29,9 @@
  * sleep costs tens of microseconds of timer slack, while the peers of a
  * collective are usually only microseconds behind. */
 #define SPIN_POLLS 200
+
+/* A record: the frame header, then the label field. */
+#define REC_SIZE (CCOL__HDR_SIZE + CCOL__LABEL_MAX)
 
 /* A request the caller still owns: released at destroy. */
 typedef struct pending {
@@ -136,15 +141,21 @@ check_records(ccol_comm *c, const uint8_t *recs, size_t *lens,
     for (int r = 0; r < c->size; r++) {
         ccol__hdr h;
         ccol__msg m = { 0 };
-        char why[160], d0[160], dr[160];
-        ccol_status st = ccol__hdr_decode(recs + (size_t)r * CCOL__HDR_SIZE,
-                                          c->max_payload, &h, why, sizeof why);
+        char why[160], d0[CCOL__WHAT_MAX], dr[CCOL__WHAT_MAX];
+        const uint8_t *rec = recs + (size_t)r * REC_SIZE;
+        ccol_status st = ccol__hdr_decode(rec, c->max_payload, &h, why,
+                                          sizeof why);
         if (st != CCOL_OK)
             return ccol__seterr(&c->err, st, "rank %d sent a bad record: %s",
                                 r, why);
+        /* the label field: label_len (bounded by the decoder) bytes */
+        memcpy(h.label, rec + CCOL__HDR_SIZE, h.label_len);
+        h.label[h.label_len] = '\0';
+        ccol__text_clean(h.label, h.label, sizeof h.label, false);
         m.h = h;
-        m.h.pcrc = ccol__crc32c(0, NULL, 0); /* payload checked later */
+        m.h.pcrc = ccol__crc32c(0, NULL, 0); /* body checked later */
         m.h.len = 0;
+        m.h.label_len = 0;
         st = ccol__frame_check(c, r, &m);
         if (st != CCOL_OK)
             return st;
@@ -167,17 +178,23 @@ check_records(ccol_comm *c, const uint8_t *recs, size_t *lens,
     return CCOL_OK;
 }
 
-/* Checks each payload against the checksum its record announced. */
+/* Checks each payload and the label of its record against the checksum
+ * the record announced (the frame's body: payload, then label). */
 static ccol_status
-check_payloads(ccol_comm *c, const uint8_t *data, size_t stride,
-               const size_t *lens, const uint32_t *crcs)
+check_payloads(ccol_comm *c, const uint8_t *recs, const uint8_t *data,
+               size_t stride, const size_t *lens, const uint32_t *crcs)
 {
-    for (int r = 0; r < c->size; r++)
-        if (ccol__crc32c(0, data + (size_t)r * stride, lens[r]) != crcs[r])
+    for (int r = 0; r < c->size; r++) {
+        const uint8_t *rec = recs + (size_t)r * REC_SIZE;
+        uint32_t crc = ccol__crc32c(0, data + (size_t)r * stride, lens[r]);
+        /* the label length was bounded when the record was checked */
+        crc = ccol__crc32c(crc, rec + CCOL__HDR_SIZE, ccol__ld16(rec + 14));
+        if (crc != crcs[r])
             return ccol__seterr(&c->err, CCOL_ERR_PEER,
                                 "rank %d sent a corrupt payload (checksum "
                                 "mismatch)",
                                 r);
+    }
     return CCOL_OK;
 }
 
@@ -226,9 +243,10 @@ fold(ccol_comm *c, ccol__coll *op, const uint8_t *data, size_t stride,
     return st;
 }
 
-/* This rank's record: the frame header of its contribution. */
+/* This rank's record: the frame header of its contribution, then its
+ * label (the frame's tail), NUL-padded. */
 static ccol_status
-make_record(ccol_comm *c, const ccol__coll *op, uint8_t rec[CCOL__HDR_SIZE])
+make_record(ccol_comm *c, const ccol__coll *op, uint8_t rec[REC_SIZE])
 {
     ccol__hdr h;
     size_t flen;
@@ -239,15 +257,17 @@ make_record(ccol_comm *c, const ccol__coll *op, uint8_t rec[CCOL__HDR_SIZE])
     if (frame == NULL)
         return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
     memcpy(rec, frame, CCOL__HDR_SIZE);
+    memset(rec + CCOL__HDR_SIZE, 0, CCOL__LABEL_MAX);
+    memcpy(rec + CCOL__HDR_SIZE, frame + flen - h.label_len, h.label_len);
     free(frame);
     return CCOL_OK;
 }
 
 /* Second all-gather: payloads padded to the largest, then checked. */
 static ccol_status
-gather_payloads(ccol_comm *c, const ccol__coll *op, size_t max,
-                const size_t *lens, const uint32_t *crcs, int64_t deadline,
-                const char *what, uint8_t **data)
+gather_payloads(ccol_comm *c, const ccol__coll *op, const uint8_t *recs,
+                size_t max, const size_t *lens, const uint32_t *crcs,
+                int64_t deadline, const char *what, uint8_t **data)
 {
     uint8_t *pad = calloc(max + 1, 1);
     ccol_status st;
@@ -259,7 +279,7 @@ gather_payloads(ccol_comm *c, const ccol__coll *op, size_t max,
     st = gather(c, pad, max, deadline, what, "payload", data);
     free(pad);
     if (st == CCOL_OK)
-        st = check_payloads(c, *data, max, lens, crcs);
+        st = check_payloads(c, recs, *data, max, lens, crcs);
     return st;
 }
 
@@ -271,10 +291,10 @@ static ccol_status
 oob_run(ccol_comm *c, ccol__coll *op)
 {
     int64_t deadline = ccol__now_ns() + (int64_t)(c->timeout_s * 1e9);
-    uint8_t rec[CCOL__HDR_SIZE], *recs = NULL, *data = NULL;
+    uint8_t rec[REC_SIZE], *recs = NULL, *data = NULL;
     size_t *lens = calloc((unsigned)c->size, sizeof *lens), max = 0;
     uint32_t *crcs = calloc((unsigned)c->size, sizeof *crcs);
-    char what[160];
+    char what[CCOL__WHAT_MAX];
     ccol_status st = CCOL_OK;
 
     c->seq++;
@@ -290,7 +310,8 @@ oob_run(ccol_comm *c, ccol__coll *op)
     if (st == CCOL_OK)
         st = check_records(c, recs, lens, crcs, &max);
     if (st == CCOL_OK)
-        st = gather_payloads(c, op, max, lens, crcs, deadline, what, &data);
+        st = gather_payloads(c, op, recs, max, lens, crcs, deadline, what,
+                             &data);
     if (st == CCOL_OK)
         st = fold(c, op, data, max, lens);
     free(recs);

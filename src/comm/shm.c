@@ -56,7 +56,7 @@
 #include <unistd.h>
 
 #define SEG_MAGIC 0x4D485343u /* "CSHM" */
-#define SEG_VERSION 2u
+#define SEG_VERSION 3u /* 3: slots carry whole labels */
 #define RING_CAP ((uint32_t)64 << 10)
 #define LIVENESS_NS 10000000 /* sleepers check peers every 10 ms */
 
@@ -198,21 +198,25 @@ copy_out(const ccol__shm_ring *r, uint32_t cap, uint64_t pos, uint8_t *dst,
         memcpy(dst + first, r->data, n - first);
 }
 
-/* Header complete: decode it and allocate the payload. */
+/* Header complete: decode it and allocate the body (payload, then
+ * label; both bounded by the decoder). */
 static ccol__shm_pump
 take_header(ccol__shm_asm *a, size_t max_payload, ccol_status *st, char *why,
             size_t whylen)
 {
+    size_t body;
+
     *st = ccol__hdr_decode(a->hdr, max_payload, &a->msg.h, why, whylen);
     if (*st != CCOL_OK)
         return CCOL__SHM_BAD;
     a->have_hdr = true;
-    if (a->msg.h.len > 0) {
-        a->msg.payload = malloc(a->msg.h.len);
+    body = ccol__hdr_body(&a->msg.h);
+    if (body > 0) {
+        a->msg.payload = malloc(body);
         if (a->msg.payload == NULL) {
             *st = CCOL_ERR_NO_MEMORY;
-            snprintf(why, whylen, "out of memory for a %" PRIu32
-                     "-byte payload", a->msg.h.len);
+            snprintf(why, whylen, "out of memory for a %zu-byte frame body",
+                     body);
             return CCOL__SHM_BAD;
         }
     }
@@ -239,8 +243,9 @@ ccol__shm_ring_pump(ccol__shm_ring *r, uint32_t cap, uint64_t *tail,
         return CCOL__SHM_BAD;
     }
     while (avail > 0 && out != CCOL__SHM_FRAME) {
-        size_t want = a->have_hdr ? CCOL__HDR_SIZE + a->msg.h.len - a->got
-                                  : CCOL__HDR_SIZE - a->got;
+        size_t want = a->have_hdr
+                          ? CCOL__HDR_SIZE + ccol__hdr_body(&a->msg.h) - a->got
+                          : CCOL__HDR_SIZE - a->got;
         uint8_t *dst = a->have_hdr ? a->msg.payload + (a->got - CCOL__HDR_SIZE)
                                    : a->hdr + a->got;
         size_t n = want < avail ? want : (size_t)avail;
@@ -253,8 +258,11 @@ ccol__shm_ring_pump(ccol__shm_ring *r, uint32_t cap, uint64_t *tail,
         if (!a->have_hdr && a->got == CCOL__HDR_SIZE &&
             take_header(a, max_payload, st, why, whylen) == CCOL__SHM_BAD)
             return CCOL__SHM_BAD;
-        if (a->have_hdr && a->got == CCOL__HDR_SIZE + a->msg.h.len)
+        if (a->have_hdr &&
+            a->got == CCOL__HDR_SIZE + ccol__hdr_body(&a->msg.h)) {
+            ccol__msg_take_body(&a->msg, a->msg.payload);
             out = CCOL__SHM_FRAME;
+        }
     }
     if (out != CCOL__SHM_EMPTY)
         atomic_store_explicit(&r->tail, *tail, memory_order_release);
@@ -652,7 +660,7 @@ poll_frame(ccol_comm *c, slink *l, void *arg)
         }
         *w->from = w->peers[k];
         *w->msg = a->msg;
-        c->received += CCOL__HDR_SIZE + a->msg.h.len;
+        c->received += CCOL__HDR_SIZE + ccol__hdr_body(&a->msg.h);
         memset(a, 0, sizeof *a);
         if (ccol__frame_check(c, w->peers[k], w->msg) != CCOL_OK) {
             free(w->msg->payload);

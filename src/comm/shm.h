@@ -88,13 +88,16 @@ typedef struct ccol__shm_slot {
     uint16_t flags;       /* CCOL__SLOT_BIG */
     uint32_t len;         /* payload bytes (the real size when BIG) */
     char pad0[CCOL__SHM_LINE - 32];
-    char label[CCOL__SHM_LINE]; /* writer's label, read only for messages */
+    char label[CCOL__LABEL_MAX]; /* writer's label, NUL-terminated unless
+                                    it fills the field; read only for
+                                    messages */
     uint8_t data[CCOL__SLOT_CAP];
 } ccol__shm_slot;
 
 /* Every slot starts a cache line, its header, label and payload too. */
 _Static_assert(sizeof(ccol__shm_slot) ==
-                   2 * CCOL__SHM_LINE + CCOL__SLOT_CAP &&
+                   CCOL__SHM_LINE + CCOL__LABEL_MAX + CCOL__SLOT_CAP &&
+               CCOL__LABEL_MAX % CCOL__SHM_LINE == 0 &&
                CCOL__SLOT_CAP % CCOL__SHM_LINE == 0,
                "a slot is whole cache lines");
 
@@ -126,9 +129,10 @@ typedef struct ccol__slot_view {
  * reason in why when it is malformed. */
 ccol_status ccol__shm_slot_view(const ccol__shm_slot *s, ccol__slot_view *v,
                                 char *why, size_t whylen);
-/* Copies a slot's label, NUL-terminated, control characters replaced. */
+/* Copies a slot's label (at most CCOL__LABEL_MAX bytes), NUL-terminated,
+ * control characters replaced. */
 void ccol__shm_slot_label(const ccol__shm_slot *s,
-                          char out[CCOL__WIRE_LABEL]);
+                          char out[CCOL__LABEL_BUF]);
 /* Copies a written verdict into err: a status that is not a failure
  * becomes PEER, the text is bounded and control characters replaced. */
 void ccol__shm_verdict_read(const ccol__shm_verdict *v, ccol__err *err);

@@ -83,26 +83,11 @@ ccol__shm_slot_view(const ccol__shm_slot *s, ccol__slot_view *v, char *why,
     return CCOL_OK;
 }
 
-/* Copies at most n - 1 bytes up to a NUL, replacing control characters
- * (newlines too unless keep_nl). */
-static void
-copy_text(char *out, const char *in, size_t n, bool keep_nl)
-{
-    size_t i;
-
-    for (i = 0; i + 1 < n && in[i] != '\0'; i++) {
-        unsigned char ch = (unsigned char)in[i];
-        out[i] = (ch < 0x20 && !(keep_nl && ch == '\n')) || ch == 0x7f
-                     ? '?'
-                     : (char)ch;
-    }
-    out[i] = '\0';
-}
-
 void
-ccol__shm_slot_label(const ccol__shm_slot *s, char out[CCOL__WIRE_LABEL])
+ccol__shm_slot_label(const ccol__shm_slot *s, char out[CCOL__LABEL_BUF])
 {
-    copy_text(out, s->label, CCOL__WIRE_LABEL, false);
+    /* a full field has no NUL: the copy stops after its last byte */
+    ccol__text_clean(out, s->label, CCOL__LABEL_BUF, false);
 }
 
 void
@@ -128,7 +113,7 @@ typedef struct slot_op {
     bool failed;           /* met a tombstone */
     bool earlier;          /* the deadline moved earlier: wait again */
     ccol__slot_view *views; /* every rank's validated slot */
-    char what[160];        /* "label (barrier #3)", see what_of() */
+    char what[CCOL__WHAT_MAX]; /* "label (barrier #3)", see what_of() */
 } slot_op;
 
 static ccol__shm_slot *
@@ -194,7 +179,7 @@ give_verdict(slot_op *so)
         return take_verdict(so);
     v->code = (int32_t)so->c->err.code;
     v->rank = so->c->rank;
-    copy_text(v->msg, so->c->err.msg, sizeof v->msg, true);
+    ccol__text_clean(v->msg, so->c->err.msg, sizeof v->msg, true);
     atomic_store_explicit(&v->seq, so->seq, memory_order_release);
     wake_all(so);
     return so->c->err.code;
@@ -237,7 +222,9 @@ publish(slot_op *so)
     s->op = so->op->op;
     s->flags = big ? CCOL__SLOT_BIG : 0;
     s->len = (uint32_t)so->op->len;
-    memcpy(s->label, c->label, CCOL__WIRE_LABEL);
+    memcpy(s->label, c->label,
+           c->label_len < CCOL__LABEL_MAX ? c->label_len + 1
+                                          : CCOL__LABEL_MAX);
     if (!big && so->op->len > 0)
         memcpy(s->data, so->op->data, so->op->len);
     if (fault == CCOL__FAULT_CORRUPT) {
@@ -311,7 +298,7 @@ describe_last(slot_op *so, int r, char *out, size_t n)
 {
     ccol__shm_slot *s = slot_of(so->l, r, so->b ^ 1);
     ccol__slot_view v;
-    char why[120], label[CCOL__WIRE_LABEL], d[160];
+    char why[120], label[CCOL__LABEL_BUF], d[CCOL__WHAT_MAX];
 
     if (atomic_load_explicit(&s->seq, memory_order_acquire) !=
             so->seq - 1 ||
@@ -335,7 +322,7 @@ report_missing(slot_op *so, const int *tomb, int ntomb)
     ccol__buf b = { 0 };
 
     for (int i = 0; i < ntomb; i++) {
-        char seen[200];
+        char seen[CCOL__WHAT_MAX + 16];
         describe_last(so, tomb[i], seen, sizeof seen);
         ccol__buf_printf(&b, "%s%d (%s)", i ? ", " : "", tomb[i], seen);
     }
@@ -463,7 +450,8 @@ check_slots(slot_op *so, bool *big)
     }
     for (int r = 1; r < c->size; r++) {
         const ccol__slot_view *v = &so->views[r], *v0 = &so->views[0];
-        char l0[CCOL__WIRE_LABEL], lr[CCOL__WIRE_LABEL], d0[160], dr[160];
+        char l0[CCOL__LABEL_BUF], lr[CCOL__LABEL_BUF];
+        char d0[CCOL__WHAT_MAX], dr[CCOL__WHAT_MAX];
         if (v->op == v0->op && v->arg == v0->arg)
             continue;
         ccol__shm_slot_label(slot_of(so->l, 0, so->b), l0);
@@ -563,11 +551,7 @@ scratch(ccol_comm *c, slot_op *so)
 static void
 note_all_seen(ccol_comm *c, const ccol__coll *op)
 {
-    c->slots_seen.any = true;
-    c->slots_seen.op = op->op;
-    c->slots_seen.seq = c->seq;
-    c->slots_seen.arg = op->arg;
-    memcpy(c->slots_seen.label, c->label, sizeof c->label);
+    ccol__seen_note(&c->slots_seen, op->op, c->seq, op->arg, c->label);
 }
 
 /* Slots first, then the tree engine (over the transport's frames) when a

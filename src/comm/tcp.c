@@ -131,7 +131,7 @@ read_from(ccol_comm *c, int peer, int64_t deadline, int *from, ccol__msg *msg)
         msg->payload = NULL;
         return st;
     }
-    c->received += CCOL__HDR_SIZE + (uint64_t)msg->h.len;
+    c->received += CCOL__HDR_SIZE + (uint64_t)ccol__hdr_body(&msg->h);
     return CCOL_OK;
 }
 

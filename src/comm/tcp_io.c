@@ -175,28 +175,31 @@ io_why(ccol__tcp_io io, int err, size_t got, size_t len, const char *what,
     return CCOL_ERR_PEER;
 }
 
-/* Reads the payload announced by m->h (already bounded). */
+/* Reads the body announced by m->h (payload and label, both already
+ * bounded) in one read. */
 static ccol_status
 read_payload(int fd, ccol__msg *m, int64_t deadline, char *why, size_t whylen)
 {
-    size_t got = 0;
+    size_t got = 0, n = ccol__hdr_body(&m->h);
     int err = 0;
+    uint8_t *body;
     ccol__tcp_io io;
 
-    if (m->h.len == 0)
+    if (n == 0)
         return CCOL_OK;
-    m->payload = malloc(m->h.len);
-    if (m->payload == NULL) {
+    body = malloc(n);
+    if (body == NULL) {
         snprintf(why, whylen, "sent a payload of %u bytes: out of memory",
                  (unsigned)m->h.len);
         return CCOL_ERR_NO_MEMORY;
     }
-    io = read_full(fd, m->payload, m->h.len, deadline, &got, &err);
-    if (io == CCOL__IO_OK)
+    io = read_full(fd, body, n, deadline, &got, &err);
+    if (io == CCOL__IO_OK) {
+        ccol__msg_take_body(m, body);
         return CCOL_OK;
-    free(m->payload);
-    m->payload = NULL;
-    return io_why(io, err, got, m->h.len, "payload", true, why, whylen);
+    }
+    free(body);
+    return io_why(io, err, got, n, "payload", true, why, whylen);
 }
 
 /* Reads one frame: the header (with `wait`, until the deadline; without,

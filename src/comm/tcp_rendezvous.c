@@ -82,7 +82,7 @@ expect(ccol_comm *c, int fd, const char *name, uint16_t kind, size_t max,
             kind == CCOL__K_WELCOME ? " (is every rank started?)" : "");
     if (st != CCOL_OK)
         return ccol__seterr(&c->err, st, "%s %s", name, why);
-    if (ccol__crc32c(0, m->payload, m->h.len) != m->h.pcrc)
+    if (ccol__crc32c(0, m->payload, ccol__hdr_body(&m->h)) != m->h.pcrc)
         st = ccol__seterr(&c->err, CCOL_ERR_PEER,
                           "%s sent a corrupt payload during the rendezvous "
                           "(checksum mismatch)",

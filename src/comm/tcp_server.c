@@ -36,7 +36,8 @@ typedef struct pend {
     int64_t since;                  /* when it was accepted */
     ccol__hdr h;                    /* decoded once need > header */
     char addr[CCOL__TCP_ADDR_MAX];  /* "ip:port" of the peer */
-    uint8_t buf[CCOL__HDR_SIZE + CCOL__TCP_HS_MAX]; /* the HELLO frame */
+    uint8_t buf[CCOL__HDR_SIZE + CCOL__TCP_HS_MAX +
+                CCOL__LABEL_MAX]; /* the HELLO frame: payload and label */
 } pend;
 
 typedef struct server {
@@ -335,7 +336,7 @@ pend_header(server *s, int i)
 
     st = ccol__hdr_decode(p->buf, CCOL__TCP_HS_MAX, &p->h, why, sizeof why);
     if (st == CCOL_OK) {
-        p->need = CCOL__HDR_SIZE + p->h.len;
+        p->need = CCOL__HDR_SIZE + ccol__hdr_body(&p->h);
         return true;
     }
     if (st == CCOL_ERR_VERSION)
@@ -434,7 +435,7 @@ check_hello(server *s, const pend *p, ccol__tcp_hello *h, char *out, size_t len)
     if (p->h.kind != CCOL__K_HELLO)
         return say(V_REFUSE, out, len, "expected a HELLO, got frame kind %u",
                    (unsigned)p->h.kind);
-    if (ccol__crc32c(0, pl, p->h.len) != p->h.pcrc)
+    if (ccol__crc32c(0, pl, ccol__hdr_body(&p->h)) != p->h.pcrc)
         return say(V_REFUSE, out, len,
                    "corrupt HELLO (payload checksum mismatch)");
     bad = ccol__tcp_hello_decode(pl, p->h.len, h);

@@ -36,7 +36,7 @@ typedef struct run {
     uint8_t **child_pl;    /* payload per child index */
     uint32_t *child_len;   /* its length */
     bool *arrived;         /* per child index */
-    char what[160];        /* "label (allgatherv #3)", see what_of() */
+    char what[CCOL__WHAT_MAX]; /* "label (allgatherv #3)", see what_of() */
 } run;
 
 /* The per-operation deadline in nanoseconds. */
@@ -120,7 +120,7 @@ static void
 describe_seen(const ccol_comm *c, int peer, char *out, size_t n)
 {
     const ccol__seen *s = &c->seen[peer];
-    char d[160];
+    char d[CCOL__WHAT_MAX];
     /* the slots saw every rank more recently than any frame did */
     if (c->slots_seen.any && (!s->any || c->slots_seen.seq > s->seq))
         s = &c->slots_seen;
@@ -128,7 +128,8 @@ describe_seen(const ccol_comm *c, int peer, char *out, size_t n)
         snprintf(out, n, "never heard from");
         return;
     }
-    ccol__op_describe_labeled(s->op, s->arg, s->seq, s->label, d, sizeof d);
+    ccol__op_describe_labeled(s->op, s->arg, s->seq,
+                              s->label != NULL ? s->label : "", d, sizeof d);
     snprintf(out, n, "last seen in %s", d);
 }
 
@@ -185,12 +186,7 @@ decode_error(ccol_comm *c, int from, const ccol__msg *m)
 static void
 note_seen(ccol_comm *c, int from, const ccol__hdr *h)
 {
-    ccol__seen *s = &c->seen[from];
-    s->any = true;
-    s->op = h->op;
-    s->seq = h->seq;
-    s->arg = h->arg;
-    memcpy(s->label, h->label, sizeof s->label);
+    ccol__seen_note(&c->seen[from], h->op, h->seq, h->arg, h->label);
 }
 
 /* Checks that a child's UP frame belongs to this very operation. */
@@ -198,7 +194,7 @@ static ccol_status
 check_same_op(run *r, int from, const ccol__hdr *h)
 {
     ccol_comm *c = r->c;
-    char th_full[160];
+    char th_full[CCOL__WHAT_MAX];
 
     if (h->seq == c->seq && h->op == r->op->op && h->arg == r->op->arg)
         return CCOL_OK;
@@ -291,7 +287,7 @@ report_missing(run *r)
     int nmiss = 0;
 
     for (int i = 0; i < c->nchildren; i++) {
-        char seen[200];
+        char seen[CCOL__WHAT_MAX + 16];
         int ch = c->children[i];
         if (r->arrived[i])
             continue;
@@ -574,7 +570,7 @@ await_down(run *r, int64_t deadline)
         return st;
     }
     if (st == CCOL_ERR_TIMEOUT) {
-        char seen[200];
+        char seen[CCOL__WHAT_MAX + 16];
         describe_seen(c, c->parent, seen, sizeof seen);
         return ccol__seterr(&c->err, CCOL_ERR_TIMEOUT,
                             "%s timed out after %.3g s: no reply from rank %d "

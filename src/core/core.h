@@ -22,22 +22,45 @@
 #define CCOL__PRINTF(a, b)
 #endif
 
-#define CCOL__ERRMSG_MAX 1024
+/* Room for a message naming two whole labels (CCOL_LABEL_MAX each) and
+ * several ranks; a longer message ends with "..." (ccol.h). */
+#define CCOL__ERRMSG_MAX CCOL_ERRMSG_MAX
 
 /* The last failure of a handle: a status and its message. */
 typedef struct ccol__err {
     ccol_status code;            /* CCOL_OK when no failure */
-    char msg[CCOL__ERRMSG_MAX];  /* NUL-terminated, may be truncated */
+    char msg[CCOL__ERRMSG_MAX];  /* NUL-terminated, "..." when cut */
 } ccol__err;
 
-/* Records `st` with a printf-style message and returns `st`. Never
- * allocates, so an out-of-memory failure can be reported. */
+/* Records `st` with a printf-style message and returns `st`; a message
+ * longer than the record ends with "..." (never inside a UTF-8
+ * character). Never allocates, so an out-of-memory failure can be
+ * reported. */
 ccol_status ccol__seterr(ccol__err *e, ccol_status st, const char *fmt, ...)
     CCOL__PRINTF(3, 4);
 ccol_status ccol__vseterr(ccol__err *e, ccol_status st, const char *fmt,
                           va_list ap);
 /* Clears the error record. */
 void ccol__clrerr(ccol__err *e);
+
+/* The largest length <= n at which `s` can be cut without splitting a
+ * UTF-8 sequence: strlen(s) when that is less than n. `s` holds n + 1
+ * bytes or a NUL before. */
+size_t ccol__utf8_cut(const char *s, size_t n);
+/* Ends a NUL-terminated text in a buffer of `size` (>= 4) bytes with
+ * "..." in place of its last bytes: the mark of a text that was cut. */
+void ccol__text_mark_cut(char *buf, size_t size);
+
+/* Names (labels, code ids, sources) in messages: whole up to
+ * CCOL__NAME_SHOWN bytes; a longer one shows its first bytes and "...".
+ * CCOL__SHOW(name) formats into a temporary that lives until the end of
+ * the enclosing full expression's block, for use as a printf argument. */
+#define CCOL__NAME_SHOWN CCOL_LABEL_MAX
+typedef struct ccol__shown {
+    char s[CCOL__NAME_SHOWN + 4]; /* the name, or its start and "..." */
+} ccol__shown;
+const char *ccol__show(ccol__shown *buf, const char *name);
+#define CCOL__SHOW(name) ccol__show(&(ccol__shown){ { 0 } }, (name))
 
 /* Logs one line if a callback is installed and `level` passes its filter. */
 void ccol__log(ccol_log_level level, const char *component, const char *fmt,

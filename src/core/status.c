@@ -76,11 +76,53 @@ ccol_free(void *p)
     free(p);
 }
 
+size_t
+ccol__utf8_cut(const char *s, size_t n)
+{
+    size_t k = strnlen(s, n);
+
+    if (k < n)
+        return k; /* the whole text fits */
+    /* s[n] exists: cut before it unless it continues a sequence, then
+     * before that sequence's lead byte (at most 3 continuation bytes) */
+    while (k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80 && n - k < 3)
+        k--;
+    return k;
+}
+
+void
+ccol__text_mark_cut(char *buf, size_t size)
+{
+    size_t k = ccol__utf8_cut(buf, size - 4);
+
+    memcpy(buf + k, "...", 4);
+}
+
+const char *
+ccol__show(ccol__shown *buf, const char *name)
+{
+    size_t n;
+
+    if (name == NULL)
+        return "(null)";
+    n = ccol__utf8_cut(name, CCOL__NAME_SHOWN);
+    memcpy(buf->s, name, n);
+    if (name[n] != '\0')
+        memcpy(buf->s + n, "...", 4);
+    else
+        buf->s[n] = '\0';
+    return buf->s;
+}
+
 ccol_status
 ccol__vseterr(ccol__err *e, ccol_status st, const char *fmt, va_list ap)
 {
+    int n;
+
     e->code = st;
-    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    n = vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    if (n >= (int)sizeof e->msg)
+        ccol__text_mark_cut(e->msg, sizeof e->msg);
     return st;
 }
 

@@ -206,9 +206,10 @@ begin_check(ccol_sync *sync, const char *code_id, ccol_compile **out)
                             "bytes", CCOL__DYN_MAX_NAME);
     if (sync->open != NULL)
         return ccol__seterr(&sync->err, CCOL_ERR_BUSY,
-                            "ccol_compile_begin(%.200s): the compile of "
-                            "%.200s (compile %llu) is still open; finish it "
-                            "first", code_id, sync->open->code_id,
+                            "ccol_compile_begin(%s): the compile of "
+                            "%s (compile %llu) is still open; finish it "
+                            "first", CCOL__SHOW(code_id),
+                            CCOL__SHOW(sync->open->code_id),
                             (unsigned long long)sync->open->index);
     return CCOL_OK;
 }
@@ -253,7 +254,8 @@ nomem:
     if (c != NULL)
         ccol__sync_compile_free(c);
     return ccol__seterr(&sync->err, CCOL_ERR_NO_MEMORY,
-                        "ccol_compile_begin(%.200s): no memory", code_id);
+                        "ccol_compile_begin(%s): no memory",
+                        CCOL__SHOW(code_id));
 }
 
 /*
@@ -279,8 +281,9 @@ source_check(ccol_compile *c, const char *fn, const char *source,
         return CCOL_OK;
     if (c->phase == CCOL__PHASE_FAILED)
         return ccol__seterr(&s->err, CCOL_ERR_INVALID_ARG,
-                            "%s(%.200s): the compile collective of %.200s "
-                            "(compile %llu) failed", fn, source, c->code_id,
+                            "%s(%s): the compile collective of %s "
+                            "(compile %llu) failed", fn, CCOL__SHOW(source),
+                            CCOL__SHOW(c->code_id),
                             (unsigned long long)c->index);
     if (ccol__dyn_map_find(&c->x.obs, source) != NULL ||
         ccol__dyn_map_find(&c->joined, source) != NULL) {
@@ -288,10 +291,11 @@ source_check(ccol_compile *c, const char *fn, const char *source,
         return CCOL_OK;
     }
     return ccol__seterr(&s->err, CCOL_ERR_INVALID_ARG,
-                        "%s(%.200s): no rank observed %.200s before the "
-                        "compile collective of %.200s (compile %llu); "
+                        "%s(%s): no rank observed %s before the "
+                        "compile collective of %s (compile %llu); "
                         "observe every input during the preflight",
-                        fn, source, source, c->code_id,
+                        fn, CCOL__SHOW(source), CCOL__SHOW(source),
+                        CCOL__SHOW(c->code_id),
                         (unsigned long long)c->index);
 }
 
@@ -304,8 +308,8 @@ observe(ccol_compile *c, const char *fn, const char *source,
     ccol_status st = ccol__xchg_observe(&c->x, source, e);
 
     if (st != CCOL_OK)
-        return ccol__seterr(&c->sync->err, st, "%s(%.200s): cannot record "
-                            "the observation (%s)", fn, source,
+        return ccol__seterr(&c->sync->err, st, "%s(%s): cannot record "
+                            "the observation (%s)", fn, CCOL__SHOW(source),
                             ccol_status_str(st));
     ccol__sync_trace_observe(c, source);
     return CCOL_OK;
@@ -326,17 +330,18 @@ ccol_compile_observe_tensor(ccol_compile *c, const char *source, int ndim,
         return st;
     if (ndim < 0 || ndim > CCOL__DYN_MAX_DIMS || (ndim > 0 && !sizes))
         return ccol__seterr(&c->sync->err, CCOL_ERR_INVALID_ARG,
-                            "%s(%.200s): ndim %d outside [0, %d] or no "
-                            "sizes", fn, source, ndim, CCOL__DYN_MAX_DIMS);
+                            "%s(%s): ndim %d outside [0, %d] or no "
+                            "sizes", fn, CCOL__SHOW(source), ndim,
+                            CCOL__DYN_MAX_DIMS);
     for (int d = 0; d < ndim; d++)
         if (sizes[d] < 0 || (strides != NULL && strides[d] < 0))
             return ccol__seterr(&c->sync->err, CCOL_ERR_INVALID_ARG,
-                                "%s(%.200s): negative size or stride in dim "
-                                "%d", fn, source, d);
+                                "%s(%s): negative size or stride in dim "
+                                "%d", fn, CCOL__SHOW(source), d);
     st = ccol__dyn_entry_tensor(&e, ndim, sizes, strides);
     if (st != CCOL_OK)
-        return ccol__seterr(&c->sync->err, st, "%s(%.200s): invalid tensor",
-                            fn, source);
+        return ccol__seterr(&c->sync->err, st, "%s(%s): invalid tensor",
+                            fn, CCOL__SHOW(source));
     return observe(c, fn, source, &e);
 }
 
@@ -401,15 +406,15 @@ ccol_compile_mark_dynamic(ccol_compile *c, const char *source, int dim)
     ndim = observed_ndim(c, source);
     if (ndim < 0 || dim < 0 || dim >= ndim)
         return ccol__seterr(&c->sync->err, CCOL_ERR_INVALID_ARG,
-                            "%s(%.200s, %d): observe the tensor first (it "
-                            "has %d dims here)", fn, source, dim,
+                            "%s(%s, %d): observe the tensor first (it "
+                            "has %d dims here)", fn, CCOL__SHOW(source), dim,
                             ndim < 0 ? 0 : ndim);
     st = ccol__xchg_mark_dynamic(&c->x, source, ndim, dim);
     if (st == CCOL_OK)
         st = ccol__sync_marks_add(&c->dyn_marks, source, dim);
     if (st != CCOL_OK)
-        return ccol__seterr(&c->sync->err, st, "%s(%.200s, %d): %s", fn,
-                            source, dim, ccol_status_str(st));
+        return ccol__seterr(&c->sync->err, st, "%s(%s, %d): %s", fn,
+                            CCOL__SHOW(source), dim, ccol_status_str(st));
     return CCOL_OK;
 }
 

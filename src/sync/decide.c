@@ -25,8 +25,9 @@ decide_check(ccol_compile *c, const char *fn, const char *source, int dim,
                             "are required", fn);
     if (c->phase == CCOL__PHASE_FAILED)
         return ccol__seterr(&c->sync->err, CCOL_ERR_INVALID_ARG,
-                            "%s(%.200s): the compile collective of %.200s "
-                            "(compile %llu) failed", fn, source, c->code_id,
+                            "%s(%s): the compile collective of %s "
+                            "(compile %llu) failed", fn, CCOL__SHOW(source),
+                            CCOL__SHOW(c->code_id),
                             (unsigned long long)c->index);
     return CCOL_OK;
 }
@@ -66,7 +67,7 @@ ccol_compile_decide_size(ccol_compile *c, const char *source, int dim,
 {
     ccol_status st = decide_check(c, "ccol_compile_decide_size", source, dim,
                                   out);
-    char what[256];
+    char what[CCOL__NAME_SHOWN + 32];
     bool dyn;
 
     if (st != CCOL_OK)
@@ -81,7 +82,7 @@ ccol_compile_decide_size(ccol_compile *c, const char *source, int dim,
         dyn = ccol__dyn_decided_dynamic(merged(c, source), CCOL__WIT_SIZE,
                                         dim);
     }
-    snprintf(what, sizeof what, "%.200s.size(%d)", source, dim);
+    snprintf(what, sizeof what, "%s.size(%d)", CCOL__SHOW(source), dim);
     *out = dyn ? specialize(c, what, value) : CCOL_STATIC;
     ccol__sync_trace_decision(c, source, 's', dim, *out);
     return CCOL_OK;
@@ -180,8 +181,9 @@ ccol_compile_explain(ccol_compile *c, const char *what, char **out)
     if (st != CCOL_OK) {
         free(w);
         return ccol__seterr(&c->sync->err, st, "ccol_compile_explain: "
-                            "cannot parse \"%.200s\" (want <source>.size(d), "
-                            "<source>.stride(d) or <source>)", what);
+                            "cannot parse \"%s\" (want <source>.size(d), "
+                            "<source>.stride(d) or <source>)",
+                            CCOL__SHOW(what));
     }
     explain_entry(c, w, &b);
     free(w);

@@ -43,8 +43,9 @@ reapply_marks(ccol_compile *c)
         st = ccol__xchg_mark_dynamic(&c->x, m->source, e->size.n, m->dim);
         if (st != CCOL_OK)
             return ccol__seterr(&c->sync->err, st, "compile exchange of "
-                                "%.200s: cannot apply mark_dynamic(%.200s, "
-                                "%d)", c->code_id, m->source, m->dim);
+                                "%s: cannot apply mark_dynamic(%s, "
+                                "%d)", CCOL__SHOW(c->code_id),
+                                CCOL__SHOW(m->source), m->dim);
     }
     return CCOL_OK;
 }
@@ -107,8 +108,9 @@ apply(ccol_compile *c, const ccol__dyn_map *prior, const ccol__dyn_map *obs)
         log_changes(c, &old, m);
     ccol__dyn_map_free(&old);
     if (st != CCOL_OK)
-        return ccol__seterr(&c->sync->err, st, "compile exchange of %.200s: "
-                            "cannot update the frame state (%s)", c->code_id,
+        return ccol__seterr(&c->sync->err, st, "compile exchange of %s: "
+                            "cannot update the frame state (%s)",
+                            CCOL__SHOW(c->code_id),
                             ccol_status_str(st));
     return CCOL_OK;
 }
@@ -121,7 +123,7 @@ exchange_local(ccol_compile *c)
 
     if (st == CCOL_OK && (st = ccol__dyn_wits_join(&c->wits, &c->x.wits)))
         return ccol__seterr(&c->sync->err, st, "compile exchange of "
-                            "%.200s: no memory", c->code_id);
+                            "%s: no memory", CCOL__SHOW(c->code_id));
     return st;
 }
 
@@ -139,7 +141,8 @@ pairing_error(ccol_compile *c, const ccol__xchg *j)
     for (int i = 0; i < 2; i++) {
         ccol__buf_printf(&b, "%srank %d is compiling ", i ? " while " : "",
                          (int)p[i]->rank);
-        ccol__sync_text(&b, p[i]->code_id, strlen(p[i]->code_id), 120);
+        ccol__sync_text(&b, p[i]->code_id, strlen(p[i]->code_id),
+                        CCOL__NAME_SHOWN);
         ccol__buf_printf(&b, " (compile %llu",
                          (unsigned long long)p[i]->compile_idx);
         if (same)
@@ -167,8 +170,9 @@ apply_joined(ccol_compile *c, ccol__xchg *j)
 
     if (j->nranks != (uint32_t)size)
         return ccol__seterr(&c->sync->err, CCOL_ERR_PEER, "compile exchange "
-                            "of %.200s: the joined payload covers %u ranks, "
-                            "not %d", c->code_id, (unsigned)j->nranks, size);
+                            "of %s: the joined payload covers %u ranks, "
+                            "not %d", CCOL__SHOW(c->code_id),
+                            (unsigned)j->nranks, size);
     if (!ccol__xchg_paired(j))
         return pairing_error(c, j);
     if (!ccol__xchg_prior_agrees(j)) {
@@ -202,18 +206,18 @@ join_reduce(ccol_compile *c, ccol__xchg *out)
     ccol__buf b = { 0 };
     void *res = NULL;
     size_t len = 0;
-    char label[64];
+    char label[CCOL_LABEL_MAX + 64]; /* holds any label set below */
     ccol_status st;
 
     if (ccol__wire_put_xchg(&b, &c->x) != CCOL_OK) {
         ccol__buf_free(&b);
         return ccol__seterr(&s->err, CCOL_ERR_NO_MEMORY, "compile exchange "
-                            "of %.200s: no memory", c->code_id);
+                            "of %s: no memory", CCOL__SHOW(c->code_id));
     }
-    /* the index first: a label longer than the frame header's field is
-     * cut at its end, which may only shorten the frame's name */
+    /* the index first: a label over CCOL_LABEL_MAX is cut at its end
+     * (with "..."), which may only shorten the frame's name */
     snprintf(label, sizeof label, "exchange for compile %llu of %s",
-             (unsigned long long)c->index, c->code_id);
+             (unsigned long long)c->index, CCOL__SHOW(c->code_id));
     ccol_comm_set_label(s->comm, label);
     st = ccol_join_reduce(s->comm, XCHG_KEY, b.p, b.len,
                           ccol__wire_xchg_combine, NULL, &res, &len);
@@ -228,8 +232,8 @@ join_reduce(ccol_compile *c, ccol__xchg *out)
     if (st != CCOL_OK) {
         char why[CCOL__ERRMSG_MAX];
         memcpy(why, s->err.msg, sizeof why);
-        ccol__seterr(&s->err, st, "compile exchange of %.200s: bad joined "
-                     "payload: %.700s", c->code_id, why);
+        ccol__seterr(&s->err, st, "compile exchange of %s: bad joined "
+                     "payload: %s", CCOL__SHOW(c->code_id), why);
     }
     return st;
 }
@@ -269,7 +273,7 @@ ccol_compile_exchange(ccol_compile *c)
     s = c->sync;
     if (c->phase != CCOL__PHASE_PREFLIGHT)
         return ccol__seterr(&s->err, CCOL_ERR_INVALID_ARG, "compile of "
-                            "%.200s (compile %llu): a second compile "
+                            "%s (compile %llu): a second compile "
                             "exchange; exactly one runs per compile",
                             c->code_id, (unsigned long long)c->index);
     ccol__sync_trace_span_begin(s, &span);
@@ -300,14 +304,14 @@ ccol_compile_finish(ccol_compile *c, bool ok)
         return CCOL_ERR_INVALID_ARG;
     s = c->sync;
     if (ok && c->phase == CCOL__PHASE_PREFLIGHT)
-        st = ccol__seterr(&s->err, CCOL_ERR_INTERNAL, "compile of %.200s "
+        st = ccol__seterr(&s->err, CCOL_ERR_INTERNAL, "compile of %s "
                           "(compile %llu) finished without a compile "
-                          "collective", c->code_id,
+                          "collective", CCOL__SHOW(c->code_id),
                           (unsigned long long)c->index);
     else if (ok && c->phase == CCOL__PHASE_FAILED)
-        st = ccol__seterr(&s->err, CCOL_ERR_INTERNAL, "compile of %.200s "
+        st = ccol__seterr(&s->err, CCOL_ERR_INTERNAL, "compile of %s "
                           "(compile %llu) finished although its compile "
-                          "collective failed", c->code_id,
+                          "collective failed", CCOL__SHOW(c->code_id),
                           (unsigned long long)c->index);
     ccol__sync_log(s, CCOL_LOG_DEBUG, "compile of %s (compile %llu) %s",
                    c->code_id, (unsigned long long)c->index,

@@ -40,7 +40,7 @@ frames_report(ccol__buf *b, const char *all, const size_t *lens, int size)
         ccol__buf_printf(b, "%s", r ? "; " : "");
         ccol__sync_ranks(b, members, n);
         ccol__buf_printf(b, " at ");
-        ccol__sync_text(b, all + off[r], lens[r], 120);
+        ccol__sync_text(b, all + off[r], lens[r], CCOL__NAME_SHOWN);
     }
     free(members);
     free(off);
@@ -64,8 +64,9 @@ frames_differ(ccol_sync *sync, const char *code_id)
     st = ccol_allgatherv(sync->comm, code_id, strlen(code_id), &all, lens);
     if (st != CCOL_OK) {
         free(lens);
-        return ccol__seterr(&sync->err, st, "guard collective of %.200s: "
-                            "%s", code_id, ccol_comm_errmsg(sync->comm));
+        return ccol__seterr(&sync->err, st, "guard collective of %s: "
+                            "%s", CCOL__SHOW(code_id),
+                            ccol_comm_errmsg(sync->comm));
     }
     ccol__buf_printf(&b, "guard collective: ranks are at different frames: ");
     frames_report(&b, all, lens, size);
@@ -84,7 +85,7 @@ guard_run(ccol_sync *sync, const char *code_id, bool hit, bool *all_hit)
     ccol_status st = ccol__sync_args(sync, "ccol_sync_guard", code_id,
                                      all_hit);
     int64_t v[3];
-    char label[64];
+    char label[CCOL_LABEL_MAX + 64]; /* holds any label set below */
 
     if (st != CCOL_OK)
         return st;
@@ -96,7 +97,8 @@ guard_run(ccol_sync *sync, const char *code_id, bool hit, bool *all_hit)
     v[0] = (int64_t)(ccol__hash_str(code_id) >> 1);
     v[1] = ~v[0];
     v[2] = hit ? 1 : 0;
-    snprintf(label, sizeof label, "guard collective of %s", code_id);
+    snprintf(label, sizeof label, "guard collective of %s",
+             CCOL__SHOW(code_id));
     ccol_comm_set_label(sync->comm, label);
     st = ccol_allreduce_i64(sync->comm, v, 3, CCOL_OP_MIN);
     ccol_comm_set_label(sync->comm, NULL);

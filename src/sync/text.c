@@ -73,8 +73,8 @@ ccol__sync_fail_comm(ccol__err *e, ccol_status st, const char *label,
 {
     size_t n = strlen(label);
 
-    if (n > CCOL__WIRE_LABEL - 1)
-        n = CCOL__WIRE_LABEL - 1; /* the comm keeps that much of it */
+    if (n > CCOL_LABEL_MAX)
+        n = CCOL_LABEL_MAX - 3; /* the comm keeps that much, then "..." */
     if (strncmp(msg, label, n) == 0)
         return ccol__seterr(e, st, "%s", msg);
     return ccol__seterr(e, st, "%s: %s", label, msg);
@@ -86,7 +86,7 @@ void
 ccol__sync_log(const ccol_sync *sync, ccol_log_level level, const char *fmt,
                ...)
 {
-    char line[900];
+    char line[CCOL__ERRMSG_MAX];
     va_list ap;
     int rank = sync->comm ? ccol_comm_rank(sync->comm) : 0;
     int size = sync->comm ? ccol_comm_size(sync->comm) : 1;

@@ -12,7 +12,7 @@
 
 typedef struct ccol_outcome {
     int status[8];     /* status each rank got */
-    char msg[8][1024]; /* message each rank got */
+    char msg[8][CCOL_ERRMSG_MAX]; /* message each rank got */
     double took[8];    /* seconds the call took */
 } ccol_outcome;
 

@@ -356,6 +356,178 @@ CCOL_TEST(join_reduce_is_named_by_its_label)
     }
 }
 
+/* ---- long labels: never cut below CCOL_LABEL_MAX ---- */
+
+/* A 200-byte label naming rank r and `what`, unique per rank. */
+static void
+long_label(char out[201], int rank, const char *what)
+{
+    int n = snprintf(out, 201, "exchange for compile 1 of "
+                     "torch_dynamo_resume_in_f_at_12 (%s on rank %d) ",
+                     what, rank);
+    for (int i = n; i < 200; i++)
+        out[i] = (char)('a' + i % 26);
+    out[200] = '\0';
+}
+
+/* Every rank but the last passes one barrier under its long label, then
+ * the last one stalls: the others' timeout names what it was last doing,
+ * its whole label, and their own operation by its whole label. */
+static void
+long_missing_body(ccol_comm *c, int rank, void *arg)
+{
+    int size = ccol_comm_size(c);
+    char label[201];
+    double t0;
+
+    long_label(label, rank, "first");
+    ccol_comm_set_label(c, label);
+    CHECK_OK(ccol_barrier(c), c);
+    if (rank == size - 1) {
+        usleep(2500 * 1000); /* stalls past the 1 s deadline */
+        return;
+    }
+    long_label(label, rank, "second");
+    ccol_comm_set_label(c, label);
+    t0 = ccol_test_now();
+    ccol_outcome_note(arg, rank, ccol_barrier(c), c, t0);
+}
+
+/* Rank 1 calls bcast, the others allgatherv, each under a long label. */
+static void
+long_diverge_body(ccol_comm *c, int rank, void *arg)
+{
+    double t0 = ccol_test_now();
+    void *out = NULL;
+    size_t lens[8], n;
+    char label[201];
+    ccol_status st;
+
+    long_label(label, rank, rank == 1 ? "bcast" : "allgatherv");
+    ccol_comm_set_label(c, label);
+    if (rank == 1)
+        st = ccol_bcast(c, 0, NULL, 0, &out, &n);
+    else
+        st = ccol_allgatherv(c, "x", 1, &out, lens);
+    ccol_outcome_note(arg, rank, st, c, t0);
+    ccol_free(out);
+}
+
+static void
+run_long_labels(ccol_test_transport t)
+{
+    ccol_test_job job = { .size = 3, .transport = t, .timeout_s = 1 };
+    ccol_outcome *fi = ccol_test_shared(sizeof *fi);
+    ccol_outcome *fd = ccol_test_shared(sizeof *fd);
+    char want[260], l[201], l1[201];
+
+    ccol_test_ranks(&job, long_missing_body, fi);
+    long_label(l, 2, "first");
+    snprintf(want, sizeof want, "last seen in %s (barrier #1)", l);
+    for (int r = 0; r < 2; r++) {
+        CHECK_STATUS((ccol_status)fi->status[r], CCOL_ERR_TIMEOUT);
+        CHECK_CONTAINS(fi->msg[r], "missing rank: 2");
+        CHECK_CONTAINS(fi->msg[r], want);
+        CHECK_CONTAINS(fi->msg[r], "(barrier #2) timed out");
+        /* the report of the rank that declared rank 2 missing (rank 0 in
+         * the star, the first to give up in the slots) leads with its own
+         * whole label */
+        long_label(l, 0, "second");
+        long_label(l1, 1, "second");
+        CHECK(strstr(fi->msg[r], l) != NULL ||
+              strstr(fi->msg[r], l1) != NULL);
+    }
+    job.timeout_s = 5;
+    CHECK_EQ(ccol_test_ranks(&job, long_diverge_body, fd), 0);
+    for (int r = 0; r < 3; r++) {
+        CHECK_STATUS((ccol_status)fd->status[r], CCOL_ERR_DIVERGED);
+        long_label(l, 1, "bcast");
+        snprintf(want, sizeof want, "rank 1 is in %s (bcast(root 0) #1)", l);
+        CHECK_CONTAINS(fd->msg[r], want);
+        long_label(l, 0, "allgatherv");
+        snprintf(want, sizeof want, "%s (allgatherv #1)", l);
+        CHECK_CONTAINS(fd->msg[r], want);
+    }
+}
+
+CCOL_TEST(inproc_long_labels_whole)
+{
+    run_long_labels(CCOL_TEST_INPROC);
+}
+
+CCOL_TEST(tcp_long_labels_whole)
+{
+    run_long_labels(CCOL_TEST_TCP);
+}
+
+CCOL_TEST(shm_long_labels_whole)
+{
+    run_long_labels(CCOL_TEST_SHM);
+}
+
+/* The tree engine (above the threshold) carries whole labels too. */
+CCOL_TEST(tree_long_labels_whole)
+{
+    ccol_test_job job = { .size = 3, .transport = CCOL_TEST_SHM,
+                          .timeout_s = 5 };
+    ccol_outcome *fd = ccol_test_shared(sizeof *fd);
+    char want[260], l[201];
+
+    job.params.mask = CCOL_COMM_PARAM_TREE_THRESHOLD;
+    job.params.tree_threshold = 1;
+    CHECK_EQ(ccol_test_ranks(&job, long_diverge_body, fd), 0);
+    for (int r = 0; r < 3; r++) {
+        CHECK_STATUS((ccol_status)fd->status[r], CCOL_ERR_DIVERGED);
+        long_label(l, 1, "bcast");
+        snprintf(want, sizeof want, "rank 1 is in %s (bcast(root 0) #1)", l);
+        CHECK_CONTAINS(fd->msg[r], want);
+    }
+}
+
+/* A label over CCOL_LABEL_MAX (here 1 MB) is cut with "..." at its end;
+ * the message stays within CCOL_ERRMSG_MAX. */
+static void
+huge_label_body(ccol_comm *c, int rank, void *arg)
+{
+    double t0 = ccol_test_now();
+    size_t big = (size_t)1 << 20;
+    char *label = malloc(big + 1);
+    void *out = NULL;
+    size_t n;
+
+    memset(label, 'h', big);
+    label[big] = '\0';
+    memcpy(label, "huge", 4);
+    ccol_comm_set_label(c, rank == 1 ? label : "small");
+    free(label);
+    ccol_outcome_note(arg, rank,
+                      rank == 1 ? ccol_bcast(c, 0, NULL, 0, &out, &n)
+                                : ccol_barrier(c),
+                      c, t0);
+    ccol_free(out);
+}
+
+CCOL_TEST(huge_label_is_cut_with_a_mark)
+{
+    ccol_test_job job = { .size = 2, .transport = CCOL_TEST_INPROC,
+                          .timeout_s = 5 };
+    ccol_outcome *fi = ccol_test_shared(sizeof *fi);
+    char *want = calloc(1, CCOL_LABEL_MAX + 64);
+
+    /* "rank 1 is in " (13 bytes), the label's first CCOL_LABEL_MAX - 3
+     * bytes, "...", then the operation */
+    memcpy(want, "rank 1 is in huge", 17);
+    memset(want + 17, 'h', CCOL_LABEL_MAX - 3 - 4);
+    memcpy(want + 13 + CCOL_LABEL_MAX - 3, "... (bcast", 10);
+    CHECK_EQ(ccol_test_ranks(&job, huge_label_body, fi), 0);
+    for (int r = 0; r < 2; r++) {
+        CHECK_STATUS((ccol_status)fi->status[r], CCOL_ERR_DIVERGED);
+        CHECK_CONTAINS(fi->msg[r], want);
+        CHECK(strlen(fi->msg[r]) < CCOL_ERRMSG_MAX);
+    }
+    free(want);
+}
+
 CCOL_TEST(inproc_different_op_diverges)
 {
     run_diverge(CCOL_TEST_INPROC);
@@ -827,6 +999,10 @@ CCOL_TEST_MAIN(CCOL_T(inproc_all_ops), CCOL_T(inproc_all_ops_tree),
                CCOL_T(shm_missing_rank_times_out),
                CCOL_T(inproc_different_op_diverges),
                CCOL_T(join_reduce_is_named_by_its_label),
+               CCOL_T(inproc_long_labels_whole),
+               CCOL_T(tcp_long_labels_whole), CCOL_T(shm_long_labels_whole),
+               CCOL_T(tree_long_labels_whole),
+               CCOL_T(huge_label_is_cut_with_a_mark),
                CCOL_T(tcp_different_op_diverges),
                CCOL_T(shm_different_op_diverges),
                CCOL_T(inproc_fingerprint_mismatch),

@@ -493,7 +493,7 @@ CCOL_TEST(slot_reader_rejects_bad_slots)
     ccol__shm_verdict *v = calloc(1, sizeof *v);
     ccol__slot_view view;
     ccol__err err;
-    char why[200], label[CCOL__WIRE_LABEL];
+    char why[200], label[CCOL__LABEL_BUF];
 
     CHECK_STATUS(ccol__shm_slot_view(s, &view, why, sizeof why),
                  CCOL_ERR_PEER);
@@ -514,7 +514,7 @@ CCOL_TEST(slot_reader_rejects_bad_slots)
     memset(s->label, 'a', sizeof s->label); /* no NUL anywhere */
     s->label[2] = '\n';
     ccol__shm_slot_label(s, label);
-    CHECK_EQ(strlen(label), (size_t)CCOL__WIRE_LABEL - 1);
+    CHECK_EQ(strlen(label), (size_t)CCOL__LABEL_MAX); /* the whole field */
     CHECK(label[2] == '?');
     /* A verdict that is not a failure, or has no NUL, stays bounded. */
     v->code = 3;

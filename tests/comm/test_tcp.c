@@ -103,7 +103,7 @@ make_frame(const ccol_comm *c, uint16_t kind, uint16_t op, unsigned version,
     f = ccol__frame_encode(&h, payload, len, flen);
     if (f != NULL && version != CCOL_PROTOCOL_VERSION) {
         ccol__st16(f + 4, (uint16_t)version);
-        ccol__st32(f + 108, ccol__crc32c(0, f, 108));
+        ccol__st32(f + 68, ccol__crc32c(0, f, 68));
     }
     return f;
 }
@@ -490,7 +490,7 @@ version_client_body(ccol_comm *unused, int rank, void *arg)
         CHECK(m.payload != NULL &&
               memmem(m.payload, m.h.len, "version 99", 10) != NULL);
         CHECK(m.payload != NULL &&
-              memmem(m.payload, m.h.len, "version 1 ", 10) != NULL);
+              memmem(m.payload, m.h.len, "version 2 ", 10) != NULL);
         free(m.payload);
         close(fd);
     }
@@ -753,12 +753,13 @@ CCOL_TEST(missing_rank_named)
 /* ---- a fake peer that misbehaves in the middle of a collective ---- */
 
 typedef enum bad {
-    BAD_MAGIC,       /* 112 bytes that are not a frame */
+    BAD_MAGIC,       /* 72 bytes that are not a frame */
     BAD_HDR_CRC,     /* a frame with one header byte flipped */
     BAD_PAYLOAD,     /* a frame whose payload does not match its crc */
     BAD_TRUNC_EOF,   /* half a header, then the connection closes */
     BAD_TRUNC_STALL, /* half a header, then silence */
-    BAD_OVERSIZE     /* a header announcing a 2 GiB payload */
+    BAD_OVERSIZE,    /* a header announcing a 2 GiB payload */
+    BAD_LABEL        /* a header announcing a 60000-byte label */
 } bad;
 
 static const char *const bad_want[] = {
@@ -766,8 +767,9 @@ static const char *const bad_want[] = {
     "rank 1 sent a bad frame: header checksum mismatch",
     "rank 1 sent a corrupt payload",
     "rank 1 closed its connection in the middle of a frame",
-    "rank 1 sent a truncated frame (60 of 112 header bytes",
+    "rank 1 sent a truncated frame (60 of 72 header bytes",
     "exceeds the limit of 1048576",
+    "label of 60000 bytes exceeds the limit of 512",
 };
 
 static bad cur_bad;
@@ -790,7 +792,11 @@ misbehave(int fd, uint64_t comm_id)
         f[CCOL__HDR_SIZE + 2] ^= 1;
     if (cur_bad == BAD_OVERSIZE) {
         ccol__st32(f + 56, 0x7FFFFFF0u);
-        ccol__st32(f + 108, ccol__crc32c(0, f, 108));
+        ccol__st32(f + 68, ccol__crc32c(0, f, 68));
+    }
+    if (cur_bad == BAD_LABEL) {
+        ccol__st16(f + 14, 60000);
+        ccol__st32(f + 68, ccol__crc32c(0, f, 68));
     }
     if (cur_bad == BAD_MAGIC)
         CHECK(send_all(fd, junk, sizeof junk));
@@ -878,6 +884,11 @@ CCOL_TEST(peer_truncated_stall)
 CCOL_TEST(peer_oversized)
 {
     run_bad(BAD_OVERSIZE);
+}
+
+CCOL_TEST(peer_oversized_label)
+{
+    run_bad(BAD_LABEL);
 }
 
 /* ---- a rank killed mid-collective ---- */
@@ -989,5 +1000,6 @@ CCOL_TEST_MAIN(CCOL_T(star_3), CCOL_T(tree_3), CCOL_T(tree_8),
                CCOL_T(peer_bad_magic), CCOL_T(peer_bad_header_crc),
                CCOL_T(peer_corrupt_payload), CCOL_T(peer_truncated_eof),
                CCOL_T(peer_truncated_stall), CCOL_T(peer_oversized),
+               CCOL_T(peer_oversized_label),
                CCOL_T(killed_rank_star), CCOL_T(killed_rank_tree),
                CCOL_T(killed_inner_rank_tree), CCOL_T(hello_codec))

@@ -1,13 +1,16 @@
 /*
  * fuzz_frame.c - libFuzzer harness for the bytes a rank accepts from the
  * network before trusting anyone: the frame header decoder, the frame
- * checks against a communicator, the rendezvous HELLO decoder, and the
+ * checks against a communicator (with the body a transport reads after
+ * the header: the payload, then the sender's label, which must come out
+ * bounded and clean), the rendezvous HELLO decoder, and the
  * collective results decoded by every operation (fed through a one-rank
  * inproc-free communicator's decoders via a fake frame). Input layout: the
  * first byte picks the decoder, the rest is the untrusted data.
  */
 #include "comm/tcp_link.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,14 +28,23 @@ fuzz_header(const uint8_t *p, size_t n)
     memset(&c, 0, sizeof c);
     c.size = 4;
     {
+        /* the body as a transport takes it: payload, then label */
         ccol__msg m = { h, NULL };
-        size_t body = n > sizeof hdr ? n - sizeof hdr : 0;
-        if (h.len > body)
+        size_t have = n > sizeof hdr ? n - sizeof hdr : 0;
+        size_t body = ccol__hdr_body(&h);
+        uint8_t *b;
+        if (body > have)
             return;
-        m.payload = (uint8_t *)malloc(h.len + 1);
-        if (m.payload == NULL)
+        b = (uint8_t *)malloc(body + 1);
+        if (b == NULL)
             return;
-        memcpy(m.payload, p + sizeof hdr, h.len);
+        memcpy(b, p + sizeof hdr, body);
+        ccol__msg_take_body(&m, b);
+        assert(strlen(m.h.label) <= m.h.label_len &&
+               m.h.label_len <= CCOL__LABEL_MAX);
+        for (size_t i = 0; m.h.label[i] != '\0'; i++)
+            assert((unsigned char)m.h.label[i] >= 0x20 &&
+                   m.h.label[i] != 0x7f);
         (void)ccol__frame_check(&c, (int)(h.from % 4), &m);
         free(m.payload);
     }

@@ -48,7 +48,7 @@ fuzz_slot(const uint8_t *p, size_t n)
 {
     ccol__shm_slot *s = calloc(1, sizeof *s);
     ccol__slot_view v;
-    char why[200], label[CCOL__WIRE_LABEL];
+    char why[200], label[CCOL__LABEL_BUF];
     unsigned sum = 0;
 
     if (s == NULL)
@@ -63,7 +63,7 @@ fuzz_slot(const uint8_t *p, size_t n)
         assert(why[0] != '\0' || (v.flags & CCOL__SLOT_BIG));
     }
     ccol__shm_slot_label(s, label);
-    assert(strlen(label) < sizeof label);
+    assert(strlen(label) <= CCOL__LABEL_MAX);
     for (size_t i = 0; label[i] != '\0'; i++)
         assert((unsigned char)label[i] >= 0x20 && label[i] != 0x7f);
     free(s);
@@ -94,7 +94,12 @@ check_frame(ccol__shm_asm *a)
 {
     ccol_comm c;
 
-    assert(a->got == CCOL__HDR_SIZE + a->msg.h.len);
+    assert(a->got == CCOL__HDR_SIZE + ccol__hdr_body(&a->msg.h));
+    assert(strlen(a->msg.h.label) == a->msg.h.label_len ||
+           memchr(a->msg.payload + a->msg.h.len, 0, a->msg.h.label_len));
+    for (size_t i = 0; a->msg.h.label[i] != '\0'; i++)
+        assert((unsigned char)a->msg.h.label[i] >= 0x20 &&
+               a->msg.h.label[i] != 0x7f);
     memset(&c, 0, sizeof c);
     c.size = 4;
     (void)ccol__frame_check(&c, (int)(a->msg.h.from % 4), &a->msg);

@@ -23,7 +23,7 @@
 /* What one rank got. */
 typedef struct outcome {
     int st;              /* status of the exchange (or the step tested) */
-    char msg[1024];      /* sync errmsg after it */
+    char msg[CCOL_ERRMSG_MAX]; /* sync errmsg after it */
     int dec[NDEC];       /* decisions asked by the scenario */
     char render[2048];   /* ccol_sync_render of frame f */
     char want[2048];     /* the rank-order fold, computed by the test */
@@ -576,6 +576,17 @@ CCOL_TEST(prior_state_mismatch_is_joined)
 
 /* ---- pairing and missing ranks ---- */
 
+/* A 300-byte code id of frame `f`, as torch names resume functions. */
+static const char *
+long_code_id(char out[301], char f)
+{
+    int n = snprintf(out, 301, "torch_dynamo_resume_in_%c_at_12 ", f);
+    for (int i = n; i < 300; i++)
+        out[i] = (char)('a' + i % 26);
+    out[300] = '\0';
+    return out;
+}
+
 static void
 pairing_body(ccol_comm *comm, int rank, void *arg)
 {
@@ -584,6 +595,10 @@ pairing_body(ccol_comm *comm, int rank, void *arg)
     ccol_sync *sync = new_sync(comm, CCOL_SYNC_COMPILE);
     const char *code = s->id == 0 && rank == 1 ? "g" : "f";
     ccol_compile *c = NULL;
+    char id[301];
+
+    if (s->id >= 5) /* long code ids: frame g on rank 1 in scenario 5 */
+        code = long_code_id(id, s->id == 5 && rank == 1 ? 'g' : 'f');
 
     if (s->id == 3 && rank == 1)
         sync->xseq = 5; /* as if it had run five more exchanges */
@@ -593,7 +608,7 @@ pairing_body(ccol_comm *comm, int rank, void *arg)
     }
     CHECK_STATUS(ccol_compile_begin(sync, code, &c), CCOL_OK);
     observe_tensor(c, "L['x']", 1, (int64_t[]){ 4 });
-    if (s->id == 2 && rank == 1) {
+    if ((s->id == 2 || s->id == 6) && rank == 1) {
         usleep(2500 * 1000); /* never exchanges */
         o->st = CCOL_ERR_TIMEOUT;
     } else if (s->id == 4 && rank == 1) {
@@ -627,6 +642,36 @@ CCOL_TEST(pairing_mismatch)
         CHECK_CONTAINS(s->out[0].msg, "rank 1 is compiling f (compile 1, "
                        "compile collective 6) while rank 0 is compiling f "
                        "(compile 1, compile collective 1)");
+    }
+}
+
+/* Code ids are never cut short: both sides of a pairing conflict and the
+ * timeout's label show 300-byte code ids whole, on every rank. */
+CCOL_TEST(long_code_ids_whole)
+{
+    char f[301], g[301], want[700];
+
+    long_code_id(f, 'f');
+    long_code_id(g, 'g');
+    for (int tp = 0; tp < 2; tp++) {
+        scen *s = run(3, (ccol_test_transport)tp, pairing_body, 5,
+                      CCOL_SYNC_COMPILE, 10);
+        check_same(s, 3);
+        snprintf(want, sizeof want, "rank 1 is compiling %s (compile 1) "
+                 "while rank 0 is compiling %s (compile 1)", g, f);
+        for (int r = 0; r < 3; r++) {
+            CHECK_STATUS(s->out[r].st, CCOL_ERR_DIVERGED);
+            CHECK_CONTAINS(s->out[r].msg, want);
+        }
+        s = run(3, (ccol_test_transport)tp, pairing_body, 6,
+                CCOL_SYNC_COMPILE, 1);
+        snprintf(want, sizeof want, "exchange for compile 1 of %s "
+                 "(join_reduce #1) timed out", f);
+        for (int r = 0; r < 3; r += 2) {
+            CHECK_STATUS(s->out[r].st, CCOL_ERR_TIMEOUT);
+            CHECK_CONTAINS(s->out[r].msg, "missing rank: 1");
+            CHECK_CONTAINS(s->out[r].msg, want);
+        }
     }
 }
 
@@ -753,6 +798,7 @@ CCOL_TEST_MAIN(CCOL_T(sizes_differ_inproc), CCOL_T(sizes_differ_tcp),
                CCOL_T(mode_off_is_local),
                CCOL_T(equals_rank_order_fold),
                CCOL_T(prior_state_mismatch_is_joined),
-               CCOL_T(pairing_mismatch), CCOL_T(missing_rank_times_out),
+               CCOL_T(pairing_mismatch), CCOL_T(long_code_ids_whole),
+               CCOL_T(missing_rank_times_out),
                CCOL_T(departed_rank_is_named),
                CCOL_T(protocol_misuse), CCOL_T(guard_collective))

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Writes the named seeds of the frame and shm fuzz corpora.
+
+The frame layout is that of src/comm/comm.h (protocol version 2): a 72-byte
+header, then the payload, then the sender's label, with the label length at
+byte 14 and one CRC-32C over the body. Run from the repository root after a
+change to the layout; the seeds named by the fuzzers themselves (hashes)
+are left alone.
+"""
+
+import os
+import struct
+
+VERSION = 2
+MAGIC = 0x4C4F4343
+K_UP, K_ABORT = 1, 4
+OP_ALLGATHERV, OP_BARRIER = 1, 6
+
+
+def _table():
+    t = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        t.append(c)
+    return t
+
+
+_T = _table()
+
+
+def crc32c(data, crc=0):
+    crc ^= 0xFFFFFFFF
+    for b in data:
+        crc = _T[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def frame(kind=K_UP, op=OP_BARRIER, payload=b"", label=b"", seq=1,
+          frm=1, version=VERSION, label_len=None, body_crc=None):
+    """A frame; label_len and body_crc may lie (the header crc is right)."""
+    n = len(label) if label_len is None else label_len
+    pcrc = crc32c(label, crc32c(payload)) if body_crc is None else body_crc
+    h = struct.pack("<IHHIHHQQQQqIII", MAGIC, version, kind, frm, op, n, 0,
+                    0, seq, 0, 0, len(payload), pcrc, 0)
+    h += struct.pack("<I", crc32c(h))
+    assert len(h) == 72
+    return h + payload + label
+
+
+def label200(tag):
+    head = b"exchange for compile 1 of torch_dynamo_resume_in_f_at_12 " + tag
+    return head + b"x" * (200 - len(head))
+
+
+def frame_seeds():
+    err = struct.pack("<i", -3) + b"barrier #1 timed out"
+    return {
+        "up_barrier": frame(),
+        "up_payload": frame(op=OP_ALLGATHERV,
+                            payload=struct.pack("<II", 1, 3) + b"abc"),
+        "abort": frame(kind=K_ABORT, payload=err),
+        "bad_version": frame(version=9),
+        "truncated": frame()[:50],
+        "oversized": oversized(frame()),
+        "label_whole": frame(label=label200(b"(up)")),
+        "label_payload": frame(op=OP_ALLGATHERV, payload=b"\x01\x00\x00\x00"
+                               b"\x02\x00\x00\x00hi", label=b"step 7"),
+        "label_max": frame(label=b"L" * 512),
+        "label_control_chars": frame(label=b"a\nb\x01c\x7fd\xc3\xa9"),
+        "label_nul_inside": frame(label=b"abc\x00def"),
+        "label_oversized": frame(label=b"L" * 513),
+        "label_len_lies": frame(label=b"short", label_len=400),
+        "label_bad_crc": frame(label=label200(b"(bad)"), body_crc=1),
+        "abort_labeled": frame(kind=K_ABORT, payload=err,
+                               label=label200(b"(abort)")),
+    }
+
+
+def oversized(f):
+    """A header announcing a 4 GiB payload, its checksum fixed up."""
+    h = bytearray(f[:72])
+    struct.pack_into("<I", h, 56, 0xFFFFFFFF)
+    struct.pack_into("<I", h, 68, crc32c(bytes(h[:68])))
+    return bytes(h)
+
+
+def shm_seeds():
+    stream = frame(label=label200(b"(ring)")) + frame(
+        op=OP_ALLGATHERV, payload=b"\x00" * 8, label=b"step 7", seq=2)
+    slot = bytearray(64 + 512 + 16)
+    struct.pack_into("<QQqHHI", slot, 0, 3, 0, 0, OP_BARRIER, 0, 0)
+    slot[64:64 + 300] = b"S" * 300
+    full = bytearray(slot)
+    full[64:64 + 512] = b"F\n" * 256  # no NUL: the field is full
+    start = (2**64 - 100).to_bytes(8, "little")
+    return {
+        "ring_labeled": bytes([0, 0]) + bytes(8) + stream,
+        "ring_labeled_chunks_wrap": bytes([37, 0]) + start + stream,
+        "ring_label_oversized": bytes([0, 0]) + bytes(8) + frame(
+            label=b"L" * 513),
+        "slot_long_label": bytes(slot),
+        "slot_full_label": bytes(full),
+    }
+
+
+def main():
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+    for name, data in frame_seeds().items():
+        with open(os.path.join(root, "fuzz_frame", name), "wb") as f:
+            f.write(b"\x00" + data)  # byte 0 even: the header decoder
+    for name, data in shm_seeds().items():
+        with open(os.path.join(root, "fuzz_shm", name), "wb") as f:
+            f.write(data)
+
+
+if __name__ == "__main__":
+    main()
