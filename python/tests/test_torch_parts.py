@@ -15,7 +15,7 @@ import torch
 import ccol
 import ccol.torch
 from ccol.torch import _env, _guard, _join, _live
-from ccol.torch._job import Job
+from ccol.torch._state import Job
 
 
 # ---- environment ----
@@ -139,11 +139,29 @@ def test_guard_collectives_pair_on_the_call_site():
     with pytest.raises(ccol.DivergedError,
                        match="rank 1 runs compiled code called from g "
                              r"\(b.py:2\) while rank 0 .* f \(a.py:1\)"):
-        _guard._combine([b"1f (a.py:1)", b"1g (b.py:2)"])
-    assert _guard._combine([b"1f (a.py:1)", b"0f (a.py:1)"]) is False
-    assert _guard._combine([b"1f (a.py:1)", b"1f (a.py:1)"]) is True
+        _guard._combine([b"G1f (a.py:1)", b"G1g (b.py:2)"])
+    assert _guard._combine([b"G1f (a.py:1)", b"G0f (a.py:1)"]) is False
+    assert _guard._combine([b"G1f (a.py:1)", b"G1f (a.py:1)"]) is True
     with pytest.raises(ccol.PeerError, match="rank 1 sent a malformed"):
-        _guard._combine([b"1f", b"x"])
+        _guard._combine([b"G1f", b"x"])
+
+
+def test_a_rank_in_another_kind_of_collective_is_named_by_both_sides():
+    """A rank compiling while the others are in a guard collective: both
+    kinds of collective raise the same DivergedError."""
+    from ccol.torch import _codec
+    exchange = json.dumps({"v": 1, "frame": "g (b.py:3)", "compile": 1,
+                           "seq": 2, "at": "?", "state": {}}).encode()
+    blobs = [b"G1f (a.py:1)", exchange, b"G1f (a.py:1)"]
+    msgs = set()
+    for kind, what in ((_codec.GUARD, "guard collective"),
+                       (_codec.COMPILE, "compiler collective")):
+        with pytest.raises(ccol.DivergedError) as e:
+            _codec.check_kinds(blobs, kind, what)
+        msgs.add(str(e.value).split(": ", 1)[1])
+    assert msgs == {"rank 1 is in the exchange for compile 1 of g (b.py:3) "
+                    "while rank 0 is in the guard collective for compiled "
+                    "code called from f (a.py:1)"}
 
 
 # ---- liveness over a store ----
@@ -372,3 +390,31 @@ def test_decisions_name_changes_over_time_and_what_one_rank_alone_would_do():
                             "tensor size=[?, 3] stride=[3, 1]")]
     finally:
         pgo._CODE_STATE = saved
+
+
+def test_a_rank_interrupted_while_joining_is_named_on_the_others():
+    store = _Store()
+    store.set("j/left", "rank 1 was interrupted (Ctrl-C) while joining "
+                        "through a test store and left the job")
+    t0 = time.monotonic()
+    with pytest.raises(ccol.PeerError, match="rank 1 was interrupted"):
+        _join.join_store(store, "j", "a test store", 0, 2, 30)
+    assert time.monotonic() - t0 < 2
+
+
+def test_a_survivor_names_the_rank_another_survivor_found_stalled():
+    """Rank 0's watch found rank 1 stopped and left; rank 2, told only that
+    rank 0 left, raises rank 0's finding instead."""
+    store = _Store()
+    job0, live0 = _liveness(store, rank=0, size=3)
+    job2, live2 = _liveness(store, rank=2, size=3)
+    job2.live = live2
+    live0.publish_failure(ccol.PeerError("rank 1 stopped responding: no "
+                                         "heartbeat for 5.1 s"))
+    seen = ccol.PeerError("rank 0 was interrupted by its caller during "
+                          "guard collective and left the job")
+    got = _live.explain(job2, seen)
+    assert isinstance(got, ccol.PeerError) and got.code == "PEER"
+    assert str(got) == ("rank 1 stopped responding: no heartbeat for 5.1 s "
+                        "(found by rank 0, which then left the job)")
+    assert got.__cause__ is seen

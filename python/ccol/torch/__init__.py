@@ -18,6 +18,7 @@ One file per concern:
 - ``_guard.py``: the guard hook (never lets an exception into torch's C++);
 - ``_codec.py``: Dynamo's state as checked JSON, never pickles;
 - ``_decisions.py``, ``_log.py``, ``_trace.py``: what the user reads;
+- ``_state.py``: the state of one enabled ccol.torch (the Job);
 - ``_env.py``: the environment, checked strictly.
 
 Nothing here imports torch until a function is called (or, under
@@ -41,7 +42,8 @@ from ._log import log
 TESTED_TORCH = ("2.13",)
 
 _lock = threading.Lock()
-_job = None  # the enabled _job.Job, or None
+_job = None     # the enabled _state.Job, or None
+_kept = None    # the job joined by join() (or kept by disable()), or None
 
 __all__ = ["decode_state", "disable", "enable", "enable_from_env",
            "enabled", "encode_state", "exchange_seconds", "exchanges",
@@ -79,9 +81,22 @@ def join(timeout=None):
     """Joins the job this process is a rank of and returns its ccol.Comm:
     through the c10d store torchrun (or an initialised torch.distributed)
     already runs, else from the launcher's environment. `timeout` is the
-    deadline in seconds (default CCOL_TIMEOUT, else 300)."""
-    from . import _join
-    return _join.join(timeout).comm
+    deadline in seconds (default CCOL_TIMEOUT, else 300). Joined once per
+    process: later calls, enable() and CCOL_TORCH=1's hooks all use the
+    same Comm."""
+    with _lock:
+        if _job is not None:
+            return _job.comm
+        return _joined_once(timeout).comm
+
+
+def _joined_once(timeout):
+    """The job joined by join(), joining it now if needed."""
+    global _kept
+    if _kept is None or _kept.comm.closed:
+        from . import _join
+        _kept = _join.join(timeout)
+    return _kept
 
 
 def enable(timeout=None, guard_collectives=True, comm=None, patience=None):
@@ -103,7 +118,7 @@ def enable(timeout=None, guard_collectives=True, comm=None, patience=None):
             return _job.comm
         from . import _join
         joined = (_join.Joined(comm, "the Comm given to enable()")
-                  if comm is not None else _join.join(timeout))
+                  if comm is not None else _joined_once(timeout))
         job = _new_job(joined.comm, guard_collectives, patience)
         job.joined = joined
         if joined.comm.size > 1:
@@ -126,16 +141,15 @@ def enable_from_env():
     with _lock:
         if _job is not None or size < 2:
             return
-        from . import _join
         job = _new_job(None, guards, None)
-        job._connect = lambda: _join.join(timeout)
+        job._connect = lambda: _joined_once(timeout)
         job.on_join.append(_joined)
         _install(job)
         _job = job
 
 
 def _new_job(comm, guards, patience):
-    from ._job import Job
+    from ._state import Job
     if patience is None:
         patience = _env.seconds("CCOL_TORCH_PATIENCE", 1800.0)
     return Job(comm, bool(guards), patience=patience)
@@ -172,9 +186,12 @@ def _joined(job):
 def disable():
     """Restores upstream's behaviour, writes the trace's close and stops
     the heartbeat (the Comm stays open)."""
-    global _job
+    global _job, _kept
     with _lock:
         job, _job = _job, None
+        if job is not None and job.joined is not None and \
+                job.joined.store is not None:
+            _kept = job.joined  # a later enable() reuses the Comm
     if job is None:
         return
     from . import _trace

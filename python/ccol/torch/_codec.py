@@ -5,6 +5,7 @@ FrameStateSizeEntry is rebuilt from JSON and checked, and anything else is a
 ccol.PeerError naming the rank and the field.
 """
 
+import json
 import math
 
 import ccol
@@ -136,3 +137,59 @@ def decode_state(d, rank):
             excluded_scalar=xs,
         )
     return st
+
+
+# ---- what another rank is doing, from the bytes it sent ----
+# Every ccol.torch collective is an all-gather, so a rank in another one
+# (a guard collective while the others exchange a compile) sends bytes of
+# another kind at the same point. Each kind is recognisable: a guard
+# collective's payload starts with b"G"; a compile exchange's and an
+# agreement's are JSON objects, told apart by their fields.
+
+GUARD = "guard"
+COMPILE = "compile"
+AGREE = "agree"
+
+
+def kind_of(blob):
+    """(kind, what the rank is doing) of one rank's payload; kind is None
+    for bytes of no known kind."""
+    if blob[:1] == b"G":
+        site = blob[2:].decode(errors="replace")
+        return GUARD, f"in the guard collective for compiled code called " \
+                      f"from {site}"
+    try:
+        g = json.loads(blob)
+    except (ValueError, UnicodeDecodeError):
+        return None, "sending bytes of no known kind"
+    if isinstance(g, dict) and "frame" in g and "compile" in g:
+        return COMPILE, f"in the exchange for compile {g['compile']} of " \
+                        f"{g['frame']}"
+    if isinstance(g, dict) and "site" in g:
+        return AGREE, f"in the agreement {g['site']} #{g.get('seq')} for " \
+                      f"{g.get('key')}"
+    return None, "sending bytes of no known kind"
+
+
+def check_kinds(blobs, kind, what):
+    """Every rank's payload must be of `kind` (the collective `what`);
+    else the same ccol.DivergedError on every rank, naming rank 0 and the
+    first rank doing something else. Bytes of no known kind are left to
+    the kind's own decoder (a PeerError naming the rank)."""
+    if all(_quick_kind(b) == kind for b in blobs):
+        return
+    kinds = [kind_of(b) for b in blobs]
+    other = next((r for r, (k, _) in enumerate(kinds)
+                  if k is not None and k != kinds[0][0]), None)
+    if other is None or kinds[0][0] is None:
+        return
+    raise diverged_error(
+        f"torch.compile {what}: rank {other} is {kinds[other][1]} while "
+        f"rank 0 is {kinds[0][1]}")
+
+
+def _quick_kind(blob):
+    """The kind without parsing when it is plain (the guard's hot path)."""
+    if blob[:1] == b"G":
+        return GUARD
+    return kind_of(blob)[0]

@@ -22,8 +22,9 @@ import time
 
 import ccol
 
-from . import _decisions, _trace
-from ._codec import decode_state, diverged_error, encode_state, peer_error
+from . import _decisions, _live, _trace
+from ._codec import (COMPILE, check_kinds, decode_state, diverged_error,
+                     encode_state, peer_error)
 from ._log import log
 
 HOOK_POINTS = (
@@ -157,13 +158,17 @@ def exchange(job, tx, local_state):
     t0 = time.monotonic_ns()
     try:
         blobs = comm.allgather(json.dumps(mine).encode())
+        check_kinds(blobs, COMPILE, "compiler collective")
         got = [_decode_rank(r, b) for r, b in enumerate(blobs)]
         check_pairing(got)
         states = [decode_state(g["state"], r) for r, g in enumerate(got)]
     except (ccol.Error, KeyboardInterrupt) as e:
-        _trace.exchange(job, frame, k, sent0, recv0, t0, e)
-        job.fail(e)
-        raise
+        err = _live.explain(job, e)
+        _trace.exchange(job, frame, k, sent0, recv0, t0, err)
+        job.fail(err)
+        if err is e:
+            raise
+        raise err from None
     finally:
         if job.live is not None:
             job.live.end_wait()

@@ -28,7 +28,8 @@ import torch
 
 import ccol
 
-from ._codec import diverged_error, peer_error
+from . import _live
+from ._codec import GUARD, check_kinds, diverged_error, peer_error
 
 _SKIP = (os.path.dirname(torch.__file__), os.path.dirname(ccol.__file__))
 _SITE_MAX = 300
@@ -60,7 +61,7 @@ def make_hook(job):
         try:
             return _guard(job, bool(hit))
         except BaseException as e:  # noqa: BLE001 - never into torch's C++
-            job.fail(e, deferred=True)
+            job.fail(_live.explain(job, e), deferred=True)
             return False
     return hook
 
@@ -80,7 +81,7 @@ def _guard(job, hit):
         job.live.begin_wait(f"in guard collective at {site}")
     t0 = time.monotonic_ns()
     try:
-        blobs = comm.allgather(b"%d%s" % (hit, site.encode()))
+        blobs = comm.allgather(b"G%d%s" % (hit, site.encode()))
         all_hit = _combine(blobs)
     finally:
         if job.live is not None:
@@ -94,11 +95,12 @@ def _guard(job, hit):
 def _combine(blobs):
     """AND of every rank's hit, after checking they all call from the same
     place (the same message on every rank)."""
+    check_kinds(blobs, GUARD, "guard collective")
     sites = []
     for r, b in enumerate(blobs):
-        if len(b) < 1 or b[:1] not in (b"0", b"1"):
+        if len(b) < 2 or b[:1] != b"G" or b[1:2] not in (b"0", b"1"):
             raise peer_error(f"rank {r} sent a malformed guard collective")
-        sites.append(b[1:].decode(errors="replace"))
+        sites.append(b[2:].decode(errors="replace"))
     other = next((r for r, s in enumerate(sites) if s != sites[0]), None)
     if other is not None:
         raise diverged_error(
@@ -106,4 +108,4 @@ def _combine(blobs):
             f"code called from {sites[other]} while rank 0 runs compiled "
             f"code called from {sites[0]} (a rank-dependent call: wrap "
             "calls made on some ranks only in ccol.torch.local())")
-    return all(b[:1] == b"1" for b in blobs)
+    return all(b[1:2] == b"1" for b in blobs)

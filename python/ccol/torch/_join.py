@@ -33,7 +33,7 @@ from datetime import timedelta
 import ccol
 
 from . import _env
-from ._codec import timeout_error
+from ._codec import peer_error, timeout_error
 
 _POLL_S = 0.02
 
@@ -117,10 +117,13 @@ def find_store(timeout):
     return found + (rank, size)
 
 
-def _wait_keys(store, keys, deadline, what):
-    """Polls until every key exists (Ctrl-C interrupts the sleep); at the
+def _wait_keys(store, keys, deadline, what, left):
+    """Polls until every key exists (Ctrl-C interrupts the sleep); a rank
+    that left (the key `left`) is a ccol.PeerError naming it; at the
     deadline a ccol.TimeoutError names what is missing."""
     while not store.check(keys):
+        if store.check([left]):
+            raise peer_error(store.get(left).decode(errors="replace"))
         if time.monotonic() > deadline:
             missing = [k for k in keys if not store.check([k])]
             raise timeout_error(what(missing))
@@ -165,8 +168,23 @@ def _plan(store, p, size):
 
 def join_store(store, prefix, where, rank, size, timeout):
     """Meets the other ranks in `store` under `prefix` and returns the
-    Joined job."""
+    Joined job. A rank interrupted here (Ctrl-C) says so in the store, and
+    the others, still waiting, raise a ccol.PeerError naming it."""
+    try:
+        return _meet(store, prefix, where, rank, size, timeout)
+    except KeyboardInterrupt:
+        try:
+            store.set(f"{prefix}/left", f"rank {rank} was interrupted "
+                      f"(Ctrl-C) while joining through {where} and left "
+                      "the job")
+        except Exception:  # noqa: BLE001 - best effort, Ctrl-C wins
+            pass
+        raise
+
+
+def _meet(store, prefix, where, rank, size, timeout):
     deadline = time.monotonic() + timeout
+    left = f"{prefix}/left"
     me = {"host": _host_identity(), "pid": os.getpid()}
     store.set(f"{prefix}/host/{rank}", json.dumps(me))
     keys = [f"{prefix}/host/{r}" for r in range(size)]
@@ -175,16 +193,17 @@ def join_store(store, prefix, where, rank, size, timeout):
         ranks = ", ".join(k.rsplit("/", 1)[1] for k in ks)
         return (f"joining the torch job through {where}: rank {rank} waited "
                 f"{timeout:g} s; ranks that never came: {ranks}")
-    _wait_keys(store, keys, deadline, missing)
+    _wait_keys(store, keys, deadline, missing, left)
     if rank == 0:
         store.set(f"{prefix}/plan", json.dumps(_plan(store, prefix, size)))
     _wait_keys(store, [f"{prefix}/plan"], deadline,
                lambda ks: f"joining the torch job through {where}: rank 0 "
-                          f"never published its plan within {timeout:g} s")
+                          f"never published its plan within {timeout:g} s",
+               left)
     plan = json.loads(store.get(f"{prefix}/plan"))
     pids = {r: json.loads(store.get(k)) for r, k in enumerate(keys)}
-    left = max(deadline - time.monotonic(), 0.5)
-    comm = _create(plan, rank, size, left)
+    left_s = max(deadline - time.monotonic(), 0.5)
+    comm = _create(plan, rank, size, left_s)
     comm.timeout = timeout
     return Joined(comm, where, store, prefix, pids)
 

@@ -29,11 +29,14 @@ Heartbeats compare counters, never clocks, so skew between hosts does not
 matter.
 """
 
+import atexit
 import json
 import threading
 import time
 
-from ._codec import diverged_error, peer_error, timeout_error
+import ccol
+
+from ._codec import diverged_error, error, peer_error, timeout_error
 from ._log import log
 
 BEAT_S = 0.5     # heartbeat period
@@ -51,11 +54,13 @@ class Liveness:
         self.rank, self.size = joined.comm.rank, joined.comm.size
         self.job = job
         self.deadline = joined.comm.timeout  # for ranks not compiling
-        self.doing = "running"
+        self.doing = job.activity
         self.beats = 0
         self.seen = {}          # rank -> (heartbeat counter, when it moved)
         self.wait_start = None  # when the current wait began
         self.next_progress = FIRST_PROGRESS_S
+        self.published = False  # this rank's failure was told
+        self.before_wait = "running"
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True,
                                        name="ccol.torch heartbeat")
@@ -63,9 +68,15 @@ class Liveness:
     def start(self):
         self._beat()
         self.thread.start()
+        atexit.register(self.close)
 
     def close(self):
+        """Stops the heartbeat (at exit too: no store call may run while the
+        interpreter tears torch down)."""
         self.stop.set()
+        if self.thread.is_alive() and \
+                self.thread is not threading.current_thread():
+            self.thread.join(2 * BEAT_S)
 
     # ---- this rank's heartbeat ----
 
@@ -86,13 +97,28 @@ class Liveness:
                 return
 
     def publish_failure(self, err):
-        """Tells the other ranks this rank's collective failed."""
+        """Tells the other ranks why this rank's collective failed (once)."""
+        if self.published:
+            return
+        self.published = True
         try:
-            self.store.set(f"{self.p}/failed/{self.rank}",
-                           f"{type(err).__name__}: {err}"[:2000])
+            self.store.set(f"{self.p}/failed/{self.rank}", json.dumps(
+                {"cls": type(err).__name__, "msg": str(err)[:4000]}))
             self.store.add(f"{self.p}/nfailed", 1)
         except Exception as e:  # noqa: BLE001 - best effort
             log.debug("could not publish the failure: %s", e)
+
+    def failure_of(self, r, wait_s=1.0):
+        """(class name, message) rank r published, waiting up to wait_s for
+        it to appear; None if it published nothing."""
+        key = f"{self.p}/failed/{r}"
+        end = time.monotonic() + wait_s
+        while not self.store.check([key]):
+            if time.monotonic() > end:
+                return None
+            time.sleep(0.02)
+        got = json.loads(self.store.get(key))
+        return got["cls"], got["msg"]
 
     def _failures(self):
         if self.job.pending is not None:
@@ -102,20 +128,22 @@ class Liveness:
         for r in range(self.size):
             key = f"{self.p}/failed/{r}"
             if r != self.rank and self.store.check([key]):
-                text = self.store.get(key).decode(errors="replace")
+                got = json.loads(self.store.get(key))
                 self.job.pending = peer_error(
-                    f"rank {r} failed in a ccol.torch collective: {text}")
+                    f"rank {r} failed in a ccol.torch collective: "
+                    f"{got['cls']}: {got['msg']}")
                 return
 
     # ---- the watch while this rank waits ----
 
     def begin_wait(self, doing):
+        self.before_wait = self.doing
         self.doing = doing
         self.wait_start = time.monotonic()
         self.next_progress = FIRST_PROGRESS_S
 
     def end_wait(self):
-        self.doing = "running"
+        self.doing = self.before_wait  # still compiling, after an exchange
         self.wait_start = None
 
     def _read(self):
@@ -127,8 +155,17 @@ class Liveness:
 
     def watch(self):
         """Called by the communicator while a collective waits: raises for
-        a dead or stopped rank and for a rank that ran past this rank's
-        recompile; logs progress for busy ones."""
+        a dead, stopped or late rank and for a rank that ran past this
+        rank's recompile, after telling the others why (they see this rank
+        leave the collective, and name the cause from the store); logs
+        progress for busy ones."""
+        try:
+            self._watch()
+        except ccol.Error as e:
+            self.publish_failure(e)
+            raise
+
+    def _watch(self):
         now = time.monotonic()
         beats = self._read()
         for r, b in beats.items():
@@ -196,6 +233,28 @@ class Liveness:
         log.warning("waiting for %s, %.0f s (%s)",
                     "; ".join(others) or "the other ranks", waited,
                     self.doing)
+
+
+def explain(job, err):
+    """A ccol error naming a rank that left because of a failure it saw
+    (the watch raised there) becomes that failure, as the rank published
+    it: every survivor then names the rank that stalled or died, not the
+    one that noticed first."""
+    import re
+    live = job.live
+    m = re.search(r"rank (\d+) was interrupted by its caller", str(err))
+    if live is None or m is None or not isinstance(err, ccol.Error):
+        return err
+    got = live.failure_of(int(m.group(1)))
+    if got is None:
+        return err
+    cls, code = {"TimeoutError": (ccol.TimeoutError, "TIMEOUT"),
+                 "DivergedError": (ccol.DivergedError, "DIVERGED")}.get(
+        got[0], (ccol.PeerError, "PEER"))
+    out = error(cls, code, f"{got[1]} (found by rank {m.group(1)}, which "
+                           "then left the job)")
+    out.__cause__ = err
+    return out
 
 
 def _proc_state(pid):

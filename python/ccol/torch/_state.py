@@ -44,6 +44,7 @@ class Job:
         self.current = None       # (frame, index) of the compile in progress
         self.recompile_reason = None  # Dynamo's first guard failure
         self.pending = None       # an error caught where torch's C++ calls us
+        self.activity = "running"  # what this rank is doing (heartbeat)
         self.on_join = []         # called with the job once joined
         self._local = threading.local()
 
@@ -69,7 +70,9 @@ class Job:
         self._local.depth -= 1
 
     def doing(self, what):
-        """What this rank is doing, for the others' progress lines."""
+        """What this rank is doing, for the others' progress lines (kept
+        here too, so a heartbeat that starts mid-compile knows it)."""
+        self.activity = what
         if self.live is not None:
             self.live.doing = what
 
