@@ -194,7 +194,7 @@ static const char *const mark_color[TOOL_MARK_NKINDS] = {
 static const char *const mark_name[TOOL_MARK_NKINDS] = {
     "exchange",       "guard hit", "guard miss",
     "restart",        "recompile", "graph break",
-    "eager fallback", "error",     "in-graph collective"
+    "eager fallback", "error",     "collective or agreement"
 };
 
 static void

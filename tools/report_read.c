@@ -473,6 +473,33 @@ on_collective(line *l)
     tool_strs_add(&l->rk->seq, "collective %s", name);
 }
 
+/* A compile-time agreement of ccol.torch (spmd_check.hash, autotune.gemm,
+ * ...): a span on the timeline and a step of the collective sequence, so
+ * ranks that agreed differently are named at that agreement. */
+static void
+on_agree(line *l)
+{
+    const char *site = str_field(l, "site", true);
+    const char *frame = str_field(l, "frame", false);
+    const char *err = str_field(l, "error", false);
+    int64_t aseq = 0, bytes = 0, recv = 0, dur;
+    bool okay = bool_field(l, "ok", true);
+
+    if (site == NULL || !int_field(l, "dur_ns", false, &dur))
+        return;
+    (void)int_field(l, "aseq", false, &aseq);
+    (void)int_field(l, "bytes", false, &bytes);
+    (void)int_field(l, "bytes_recv", false, &recv);
+    add_mark(l, TOOL_MARK_COLLECTIVE, dur,
+             "agreement %s #%lld for %s: %lld B sent, %lld B received, "
+             "%.3f ms%s%s",
+             site, (long long)aseq, frame ? frame : "?", (long long)bytes,
+             (long long)recv, (double)dur / 1e6, okay ? "" : ", FAILED: ",
+             okay ? "" : (err ? err : "?"));
+    tool_strs_add(&l->rk->seq, "agreement %s #%lld for %s", site,
+                   (long long)aseq, frame ? frame : "?");
+}
+
 /* The counted compiler events: their mark kind and counter. */
 static const struct {
     const char *event;    /* the event's name */
@@ -501,6 +528,7 @@ static const struct {
     { "guard", on_guard },
     { "error", on_error },
     { "collective", on_collective },
+    { "agree", on_agree },
 };
 
 /* Folds one checked line into its rank. Other events (open, observe,

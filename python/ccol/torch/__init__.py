@@ -156,10 +156,11 @@ def _new_job(comm, guards, patience):
 
 
 def _install(job):
-    from . import _compile, _guard, _log
+    from . import _compile, _guard, _log, _sites
     _log.register_with_torch()
     _compile.install(job)
     _guard.install(job)
+    _sites.install(job)  # optional sites: a torch without them is fine
 
 
 def _joined(job):
@@ -205,7 +206,8 @@ def disable():
 
 
 def _uninstall(job):
-    from . import _compile, _guard
+    from . import _compile, _guard, _sites
+    _sites.uninstall(job)
     _guard.uninstall(job)
     _compile.uninstall(job)
 
