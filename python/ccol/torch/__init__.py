@@ -16,6 +16,8 @@ One file per concern:
   stopped one is named within seconds;
 - ``_compile.py``: the compiler collective's hooks;
 - ``_guard.py``: the guard hook (never lets an exception into torch's C++);
+- ``_agree.py``, ``_sites.py``: torch.compile's other cross-rank agreements
+  (SPMD graph check, partitioner, estimates, autotuning);
 - ``_codec.py``: Dynamo's state as checked JSON, never pickles;
 - ``_decisions.py``, ``_log.py``, ``_trace.py``: what the user reads;
 - ``_state.py``: the state of one enabled ccol.torch (the Job);
@@ -39,7 +41,7 @@ from ._log import log
 
 # Releases this package is tested on; others work when their hook points
 # are there (missing_hook_points), and are refused naming what is missing.
-TESTED_TORCH = ("2.13",)
+TESTED_TORCH = ("2.13", "2.14")
 
 _lock = threading.Lock()
 _job = None     # the enabled _state.Job, or None
