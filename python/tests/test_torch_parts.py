@@ -418,3 +418,18 @@ def test_a_survivor_names_the_rank_another_survivor_found_stalled():
     assert str(got) == ("rank 1 stopped responding: no heartbeat for 5.1 s "
                         "(found by rank 0, which then left the job)")
     assert got.__cause__ is seen
+
+
+def test_pairing_lets_ranks_return_from_different_lines_but_not_break():
+    from ccol.torch import _compile
+
+    def head(at):
+        return {"frame": "f (a.py:1)", "compile": 1, "seq": 1, "at": at}
+    _compile.check_pairing([head("RETURN_VALUE at line 3"),
+                            head("RETURN_VALUE at line 5")])
+    with pytest.raises(ccol.DivergedError,
+                       match="rank 0 at CALL at line 2, rank 1 at "
+                             "RETURN_VALUE at line 5 .a rank-dependent graph "
+                             "break"):
+        _compile.check_pairing([head("CALL at line 2"),
+                                head("RETURN_VALUE at line 5")])
