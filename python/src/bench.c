@@ -7,15 +7,6 @@
 #include "module.h"
 
 #include <string.h>
-#include <time.h>
-
-static int64_t
-now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* The C twin of the benchmark's Python combine: the larger blob wins. */
 static ccol_status
@@ -89,10 +80,10 @@ py_time_c(PyObject *self, PyObject *args)
     sp.mode = CCOL_SYNC_LOCKSTEP;
     Py_BEGIN_ALLOW_THREADS
     st = ccol_sync_create(&sp, &s);
-    t0 = now_ns();
+    t0 = ccolpy_mono_ns();
     for (Py_ssize_t i = 0; st == CCOL_OK && i < iters; i++)
         st = one_call(o->comm, s, what, blob, (size_t)len);
-    t1 = now_ns();
+    t1 = ccolpy_mono_ns();
     Py_END_ALLOW_THREADS
     ccolpy_comm_release(o);
     PyMem_Free(blob);

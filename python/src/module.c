@@ -124,8 +124,8 @@ ccolpy_raise(ccol_status st, const char *msg)
 }
 
 /* CLOCK_MONOTONIC in nanoseconds. */
-static int64_t
-mono_ns(void)
+int64_t
+ccolpy_mono_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -139,12 +139,12 @@ run_watch(ccolpy_comm *o)
 {
     PyObject *fn = o->watch, *r;
 
-    if (fn == NULL || mono_ns() < o->watch_next)
+    if (fn == NULL || ccolpy_mono_ns() < o->watch_next)
         return 0;
     Py_INCREF(fn); /* fn may call set_watch(None) */
     r = PyObject_CallNoArgs(fn);
     Py_DECREF(fn);
-    o->watch_next = mono_ns() + o->watch_every;
+    o->watch_next = ccolpy_mono_ns() + o->watch_every;
     if (r == NULL)
         return 1;
     Py_DECREF(r);

@@ -50,6 +50,9 @@ PyObject *ccolpy_raise(ccol_status st, const char *msg);
  * its watch, if any, is called from here (Comm.set_watch). */
 int ccolpy_interrupt(void *ud);
 
+/* CLOCK_MONOTONIC in nanoseconds. */
+int64_t ccolpy_mono_ns(void);
+
 /*
  * Converters for PyArg_Parse "O&": each returns 1 on success, 0 with a
  * TypeError/ValueError set. */
