@@ -165,7 +165,7 @@ class Job:
                 self.hung = True
         if self.hung:
             self.dump_stacks()
-        self.kill()
+        self.kill(workers=self.hung)
         for t in self.threads:
             t.join(5)
         return [p.returncode for p in self.procs]
@@ -180,13 +180,22 @@ class Job:
                 pass
         time.sleep(1.5)
 
-    def kill(self):
+    def kill(self, workers=False):
+        """Ends the agents' sessions and, for a hung job (`workers`), every
+        worker that said its pid: torchrun starts each worker in a session
+        of its own, so a worker of a hung job outlives its agent's session
+        (after a normal end those pids are gone and may be reused)."""
         for p in self.procs:
             try:
                 os.killpg(p.pid, signal.SIGKILL)  # the session we started
             except (ProcessLookupError, PermissionError):
                 pass
             p.wait()
+        for e in self.events("PID") if workers else ():
+            try:
+                os.kill(e["pid"], signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     def finish(self, expect_ok=True):
         """wait(); fails the test on a hang, and (expect_ok) on any agent
@@ -205,7 +214,8 @@ class Job:
         return self
 
     def __exit__(self, *exc):
-        self.kill()
+        # agents still running: their workers are too (no pid reused yet)
+        self.kill(workers=any(p.poll() is None for p in self.procs))
 
 
 def tail(text, n=int(os.environ.get("CCOL_TEST_TAIL", "12000"))):

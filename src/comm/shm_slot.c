@@ -44,6 +44,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 
@@ -113,7 +114,8 @@ typedef struct slot_op {
     bool failed;           /* met a tombstone */
     bool earlier;          /* the deadline moved earlier: wait again */
     ccol__slot_view *views; /* every rank's validated slot */
-    char what[CCOL__WHAT_MAX]; /* "label (barrier #3)", see what_of() */
+    char what[CCOL__WHAT_MAX]; /* "label (barrier #3)", see what_of();
+                                  last: the rest is cleared per operation */
 } slot_op;
 
 static ccol__shm_slot *
@@ -567,7 +569,10 @@ ccol__shm_slot_run(ccol_comm *c, slink *l, ccol__coll *op)
     op->result_len = 0;
     c->seq++;
     ccol__fault_on_op(c);
-    memset(&so, 0, sizeof so);
+    /* what is described only on failure: clear all but its text (long
+     * enough for a whole label) on this hot path. */
+    memset(&so, 0, offsetof(slot_op, what));
+    so.what[0] = '\0';
     so.c = c;
     so.l = l;
     so.op = op;
