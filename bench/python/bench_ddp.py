@@ -124,7 +124,7 @@ def worker_train(args):
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
     dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
+    rank = dist.get_rank()
     if args.mode == "enable":
         import ccol.torch
         ccol.torch.enable()
@@ -196,7 +196,6 @@ def codec():
 
 
 def worker_join(args):
-    import torch
     import torch.distributed as dist
     import ccol.torch
     # Every rank starts its join at the same wall-clock instant (set by the

@@ -10,7 +10,6 @@ import threading
 import time
 
 import pytest
-import torch
 
 import ccol
 import ccol.torch
