@@ -161,7 +161,9 @@ def worker_train(args):
            "wait_s": waiting, "exchange_s": ex_s, "exchanges": nex,
            "steady_s": steady}
     emit(out)
-    time.sleep(0.2)  # a DDP gloo teardown race (see the reference notes)
+    # Tearing a gloo group down right after its last collective sometimes
+    # deadlocks or aborts inside torch; a short pause avoids it.
+    time.sleep(0.2)
     dist.destroy_process_group()
 
 
@@ -237,6 +239,8 @@ def worker_join(args):
             b.append((time.perf_counter() - t) / args.iters)
         out.update(ccol_us=statistics.median(a) * 1e6,
                    gloo_us=statistics.median(b) * 1e6)
+        dist.barrier()
+        time.sleep(0.2)  # the gloo teardown race, as in worker_train
         dist.destroy_process_group()
     emit(out)
 

@@ -7,9 +7,11 @@ deadline: a rank still running then is killed and the test fails naming it,
 so a multi-rank bug is a failure with the test's name, never a hang.
 """
 
+import faulthandler
 import multiprocessing as mp
 import os
 import pickle
+import signal
 import socket
 import time
 import traceback
@@ -53,6 +55,8 @@ def _picklable(obj):
 
 
 def _rank_main(conn, rank, size, port, timeout, fn, args, env):
+    # A hung rank's stacks, on the harness's signal, go into the report.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     os.environ.update(env)
     try:
         if size == 0:  # fn builds its own Comm (from_env tests)
@@ -105,6 +109,7 @@ def run_ranks(n, fn, *args, timeout=5.0, deadline=None, env=None,
         else:
             hung.append(r)
         p.join(max(0.0, end - time.monotonic()) if r not in hung else 0)
+    _dump_stacks([procs[r] for r in hung])
     for p in procs:
         if p.is_alive():
             p.kill()
@@ -113,6 +118,16 @@ def run_ranks(n, fn, *args, timeout=5.0, deadline=None, env=None,
         pytest.fail(f"ranks {hung} of {n} did not finish within "
                     f"{deadline:.0f} s (a hang)")
     return results
+
+
+def _dump_stacks(procs):
+    """Has each hung rank print every thread's Python stack to stderr
+    (shown with the failure), before the harness kills it."""
+    for p in procs:
+        if p.is_alive():
+            os.kill(p.pid, signal.SIGUSR1)
+    if procs:
+        time.sleep(1.0)
 
 
 def ok(results):

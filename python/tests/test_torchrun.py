@@ -529,6 +529,20 @@ def test_rank_dependent_graph_break_without_guards_diverges(tmp_path):
 
 
 @pytest.mark.timeout(120)
+def test_rank_dependent_graph_is_a_divergence_with_graph_check_error(
+        tmp_path):
+    with run_job(tmp_path, "fail.py", ["rank_graph"], nproc=2,
+                 monitor=FAIL_MONITOR_S, CCOL_TORCH=1,
+                 CCOL_TORCH_GRAPH_CHECK="error", CCOL_TIMEOUT=20) as job:
+        job.finish(expect_ok=False)
+        check_diverged_everywhere(job, 2, max_elapsed=6)
+        for r in range(2):
+            msg = job.event("ERROR", r)["message"]
+            assert "first differs at tensor node 1" in msg, msg
+            assert "y = y.sin()" in msg and "y = y.cos()" in msg, msg
+
+
+@pytest.mark.timeout(120)
 def test_slow_but_alive_rank_is_waited_for(tmp_path):
     """Rank 1 spends 3x CCOL_TIMEOUT in its backend compile: alive and
     compiling, so the others wait and the job succeeds."""

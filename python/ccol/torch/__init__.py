@@ -18,6 +18,8 @@ One file per concern:
 - ``_guard.py``: the guard hook (never lets an exception into torch's C++);
 - ``_agree.py``, ``_sites.py``: torch.compile's other cross-rank agreements
   (SPMD graph check, partitioner, estimates, autotuning);
+- ``_graph.py``: ccol's own check of each Dynamo graph (one 8-byte
+  agreement; a divergence located to its first differing node);
 - ``_codec.py``: Dynamo's state as checked JSON, never pickles;
 - ``_decisions.py``, ``_log.py``, ``_trace.py``: what the user reads;
 - ``_state.py``: the state of one enabled ccol.torch (the Job);
@@ -56,8 +58,9 @@ def missing_hook_points():
     """The hook points ccol.torch needs that the installed torch lacks
     ([] when it can run on it)."""
     from ._compile import HOOK_POINTS
+    from ._graph import HOOK_POINTS as GRAPH_HOOK_POINTS
     missing = []
-    for module, attr in HOOK_POINTS + (
+    for module, attr in HOOK_POINTS + GRAPH_HOOK_POINTS + (
             ("torch._C._dynamo.eval_frame", "set_guard_complete_hook"),
             ("torch.distributed", "TCPStore")):
         try:
@@ -101,18 +104,23 @@ def _joined_once(timeout):
     return _kept
 
 
-def enable(timeout=None, guard_collectives=True, comm=None, patience=None):
+def enable(timeout=None, guard_collectives=True, comm=None, patience=None,
+           graph_check=None):
     """Routes torch.compile's compiler collectives through ccol.
 
     Call before the first compile. The job is joined now (join()) unless
     `comm` is given; `timeout` is the deadline of a collective with every
     rank alive; `patience` (seconds, default CCOL_TORCH_PATIENCE, else
     1800) is how long a rank that is alive but still compiling is waited
-    for. A one-rank job changes nothing. Returns the Comm in use.
+    for; `graph_check` ("warn", "error" or "off"; default
+    CCOL_TORCH_GRAPH_CHECK, else "warn") is what a Dynamo graph that
+    differs between ranks does. A one-rank job changes nothing. Returns
+    the Comm in use.
     """
     if comm is not None and not isinstance(comm, ccol.Comm):
         raise TypeError(f"comm must be a ccol.Comm, not "
                         f"{type(comm).__name__}")
+    graph_check = _graph_policy(graph_check)
     _check_torch()
     global _job
     with _lock:
@@ -122,6 +130,7 @@ def enable(timeout=None, guard_collectives=True, comm=None, patience=None):
         joined = (_join.Joined(comm, "the Comm given to enable()")
                   if comm is not None else _joined_once(timeout))
         job = _new_job(joined.comm, guard_collectives, patience)
+        job.graph_check = graph_check
         job.joined = joined
         if joined.comm.size > 1:
             _install(job)
@@ -137,6 +146,7 @@ def enable_from_env():
     collective, so helper processes that never compile never join."""
     guards = _env.switch("CCOL_TORCH_GUARDS", True)
     timeout = _env.seconds("CCOL_TIMEOUT", 300.0)
+    graph_check = _graph_policy(None)
     _, size, _ = _env.launcher()
     _check_torch()
     global _job
@@ -144,10 +154,22 @@ def enable_from_env():
         if _job is not None or size < 2:
             return
         job = _new_job(None, guards, None)
+        job.graph_check = graph_check
         job._connect = lambda: _joined_once(timeout)
         job.on_join.append(_joined)
         _install(job)
         _job = job
+
+
+def _graph_policy(value):
+    """enable()'s graph_check, else CCOL_TORCH_GRAPH_CHECK, else "warn"."""
+    from ._graph import POLICIES
+    if value is None:
+        return _env.choice("CCOL_TORCH_GRAPH_CHECK", POLICIES, "warn")
+    if value not in POLICIES:
+        raise ValueError(f"graph_check={value!r}: use one of "
+                         f"{', '.join(POLICIES)}")
+    return value
 
 
 def _new_job(comm, guards, patience):
@@ -158,9 +180,10 @@ def _new_job(comm, guards, patience):
 
 
 def _install(job):
-    from . import _compile, _guard, _log, _sites
+    from . import _compile, _graph, _guard, _log, _sites
     _log.register_with_torch()
     _compile.install(job)
+    _graph.install(job)
     _guard.install(job)
     _sites.install(job)  # optional sites: a torch without them is fine
 
@@ -184,6 +207,7 @@ def _joined(job):
              "deadline %g s%s; guard collectives %s)", comm.size,
              comm.transport, joined.where if joined else "?", comm.rank,
              deadline, watched, "on" if job.guard_collectives else "off")
+    log.debug("ccol.torch: graph check %s", job.graph_check)
 
 
 def disable():
@@ -208,9 +232,10 @@ def disable():
 
 
 def _uninstall(job):
-    from . import _compile, _guard, _sites
+    from . import _compile, _graph, _guard, _sites
     _sites.uninstall(job)
     _guard.uninstall(job)
+    _graph.uninstall(job)
     _compile.uninstall(job)
 
 

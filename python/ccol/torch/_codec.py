@@ -20,6 +20,7 @@ def error(cls, code, msg):
     libccol's own carry them."""
     e = cls(msg)
     e.code, e.status = code, _STATUS.get(code, -1)
+    e.ccol_message = msg
     return e
 
 

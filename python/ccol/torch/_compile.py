@@ -106,6 +106,14 @@ def _ccol_error_in(e):
     return None
 
 
+def _unaugment(err):
+    """Gives a ccol error back its own message: Dynamo appends its
+    debugging hints to the message of whatever a compile raised."""
+    msg = getattr(err, "ccol_message", None)
+    if msg is not None and err.args and err.args[0] != msg:
+        err.args = (msg,) + err.args[1:]
+
+
 def _compile_wrapper(job, upstream):
     def _compile(code, *args, **kwargs):
         if job.pending is not None:
@@ -118,9 +126,12 @@ def _compile_wrapper(job, upstream):
         except BaseException as e:
             _trace.compile_end(job, False, e)
             err = _ccol_error_in(e)
-            if err is None or err is e:
+            if err is None:
                 raise
+            _unaugment(err)
             job.fail(err)
+            if err is e:
+                raise
             raise err from None
         finally:
             job.doing("running")

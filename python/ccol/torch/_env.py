@@ -36,6 +36,17 @@ def switch(name, default):
     return v == "1"
 
 
+def choice(name, allowed, default):
+    """One of `allowed`; unset or empty is `default`; anything else is an
+    error naming the variable and the value."""
+    v = os.environ.get(name, "")
+    if v == "":
+        return default
+    if v not in allowed:
+        raise invalid(f"{name}={v!r}: use one of {', '.join(allowed)}")
+    return v
+
+
 def seconds(name, default):
     """A positive number of seconds; unset or empty is `default`."""
     v = os.environ.get(name, "")
@@ -100,4 +111,5 @@ def check():
     switch("CCOL_TORCH_GUARDS", True)
     seconds("CCOL_TIMEOUT", 300.0)
     seconds("CCOL_TORCH_PATIENCE", 1800.0)
+    choice("CCOL_TORCH_GRAPH_CHECK", ("warn", "error", "off"), "warn")
     launcher()

@@ -32,6 +32,7 @@ class Job:
         self.live = None          # _live.Liveness with a store
         self.group = CompileGroup(self)
         self.guard_collectives = guard_collectives
+        self.graph_check = "warn"  # _graph.py's policy
         self.patience = patience
         self.compiles = {}        # frame -> compile index of its last exchange
         self.exchanges = 0
@@ -80,6 +81,8 @@ class Job:
         """Records a failure: raised at this rank's next compile (a
         `deferred` one, caught where torch's C++ called us, is raised there
         first, as it is), and told to the other ranks."""
+        if not hasattr(err, "ccol_message") and err.args:
+            err.ccol_message = str(err.args[0])  # before Dynamo appends
         if self.pending is not None:
             return
         if isinstance(err, KeyboardInterrupt):

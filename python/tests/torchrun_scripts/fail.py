@@ -17,6 +17,9 @@ CASE (rank R, 1 by default, is the odd one):
   local_out  the same evaluation, not inside local()
   rank_break the compiled function has `if RANK == 0: print(...)` (a graph
              break on rank 0 only); run with CCOL_TORCH_GUARDS=0
+  rank_graph the compiled function computes sin on rank R, cos on the
+             others (one graph, different on R); run with
+             CCOL_TORCH_GRAPH_CHECK=error
 
 Every rank prints CCOL_ERROR for the exception it gets (the ccol.Error in
 its chain), CCOL_FINALLY from its finally, and CCOL_RESULT when it ends
@@ -47,6 +50,15 @@ def breaks_on_rank0(x):
     return y.relu().sum()
 
 
+def sin_on_bad_rank(x, bad):
+    y = x * 2
+    if bad:
+        y = y.sin()  # the rank-dependent line
+    else:
+        y = y.cos()
+    return y.sum()
+
+
 @record
 def main():
     ap = argparse.ArgumentParser()
@@ -71,6 +83,7 @@ def main():
     step = torch.compile(model, backend=be)
     other_c = torch.compile(other, backend=be)
     rank_break = torch.compile(breaks_on_rank0, backend=be)
+    rank_graph = torch.compile(sin_on_bad_rank, backend=be)
     started = None
     try:
         for s in range(args.steps):
@@ -89,6 +102,8 @@ def main():
             started = time.monotonic()
             if args.case == "rank_break":
                 rank_break(x)
+            elif args.case == "rank_graph":
+                rank_graph(x, bad)
             elif args.case == "diverge" and s == 1 and bad:
                 other_c(x)
             else:
