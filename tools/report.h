@@ -1,7 +1,8 @@
 /*
  * report.h - `ccol report`: reads the per-rank trace files of a job
  * (DIR/rank-<r>.jsonl, docs/trace-format.md), aggregates them per rank
- * (compiles, exchanges, guards, decisions, the collective sequence), finds
+ * (compiles, exchanges, guards, decisions, ccol.torch's agreements and
+ * the compiles they belong to, the collective sequence), finds
  * where ranks diverge, and renders the result as text or as one
  * self-contained HTML file. Trace files are untrusted: a bad line is an
  * error naming file and line, and the rest is still reported.
@@ -21,6 +22,9 @@
 #define TOOL_REPORT_MAX_FILE (512u * 1024 * 1024)
 /* Errors kept per report (later ones are counted, not kept). */
 #define TOOL_REPORT_MAX_ERRORS 200
+/* Agreements kept per rank, as timeline marks are drawn per rank: later
+ * ones are counted in the rank's totals but not listed. */
+#define TOOL_REPORT_MAX_AGREES 4000
 
 /* A growable list of malloc'd strings. */
 typedef struct tool_strs {
@@ -51,6 +55,28 @@ typedef struct tool_rep_mark {
     char *label;    /* malloc'd tooltip text */
 } tool_rep_mark;
 
+/*
+ * One compile-time agreement of ccol.torch on one rank (an `agree` event).
+ * It belongs to the compile that was running on that rank when its line
+ * was written (its end): the compile whose [begin_ns, end_ns] holds that
+ * wall clock time (an open compile, end_ns 0, holds every later time), the
+ * latest begun if several do. Agreements that no compile holds (Inductor's
+ * backward graphs, compiled after Dynamo's compile ended; a job that only
+ * agrees) are outside any compile. tool_report_attach() decides.
+ */
+typedef struct tool_rep_agree {
+    char *site;     /* malloc'd site name ("spmd_check.hash") */
+    char *frame;    /* malloc'd graph key ("graph 0/0 of f ... (compile 1)") */
+    char *error;    /* malloc'd error message when it failed, else NULL */
+    int64_t aseq;   /* the site's sequence number on this rank, from 1 */
+    int64_t bytes;  /* this rank's payload */
+    int64_t recv;   /* bytes received */
+    int64_t dur_ns; /* time this rank spent in it, waiting included */
+    int64_t t_ns;   /* wall clock of its line: its end */
+    bool ok;        /* it succeeded */
+    long comp;      /* its compile's position in compiles, -1 for none */
+} tool_rep_agree;
+
 /* One compile of a frame on one rank. */
 typedef struct tool_rep_compile {
     char *frame;        /* malloc'd frame name (code id) */
@@ -63,6 +89,8 @@ typedef struct tool_rep_compile {
     tool_strs dynamic; /* sorted dynamic decisions ("L['x'].size(0)") */
     tool_strs why;     /* explanations with witnesses, in order */
     tool_strs changes; /* state changes "L['x']: before -> after" */
+    size_t nagrees;    /* agreements that belong to it */
+    int64_t agree_ns;  /* their total duration */
 } tool_rep_compile;
 
 /* Everything read about one rank. */
@@ -93,6 +121,11 @@ typedef struct tool_rep_rank {
     tool_rep_mark *marks; /* timeline marks in file order */
     size_t nmarks, capmarks;
     tool_strs seq; /* collective sequence ("exchange f #1") */
+    tool_rep_agree *agrees; /* agreements in file order, capped */
+    size_t nagrees, capagrees;
+    uint64_t agreements;   /* agree events, also those past the cap */
+    uint64_t agree_failed; /* of which failed */
+    int64_t agree_ns;      /* their total duration */
     char *recompile_frame;  /* malloc'd frame of the last recompile event */
     char *recompile_reason; /* malloc'd its reason, until a compile takes it */
 } tool_rep_rank;
@@ -134,12 +167,26 @@ void tool_report_feed(tool_report *r, const char *name, int file_rank,
  */
 int tool_report_read_dir(tool_report *r, const char *dir);
 
+/* Decides which compile each agreement of each rank belongs to (see
+ * tool_rep_agree): sets their `comp` and the compiles' agreement counts
+ * and times. Idempotent; tool_report_analyze() calls it. */
+void tool_report_attach(tool_report *r);
+
 /* Frees everything in r and zeroes it. */
 void tool_report_free(tool_report *r);
 
+/* a + b for durations >= 0, saturating instead of overflowing (the
+ * durations are untrusted). */
+static inline int64_t
+tool_report_add_ns(int64_t a, int64_t b)
+{
+    return b > 0 && a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
 /* ---- report_analyze.c ---- */
 
-/* Fills r->warnings with every divergence between ranks: compile counts,
+/* Attaches the agreements to their compiles (tool_report_attach) and
+ * fills r->warnings with every divergence between ranks: compile counts,
  * decisions for the same frame and compile, collective sequences, ranks
  * that stopped early or are missing, errors. */
 void tool_report_analyze(tool_report *r);
@@ -159,8 +206,23 @@ const tool_rep_compile *tool_report_find(const tool_rep_rank *rk,
  * and `empty` given). */
 char *tool_report_join(const tool_strs *l, const char *empty);
 
+/* One agreement in a row of the frames table: the same site and
+ * sequence number on the row's ranks, its cost the largest of theirs. */
+typedef struct tool_rep_ragree {
+    const char *site;  /* borrowed site name */
+    const char *frame; /* borrowed graph key of the first rank */
+    const char *error; /* borrowed error of the first rank it failed on */
+    int64_t aseq;      /* sequence number of the site */
+    int64_t bytes;     /* largest payload of those ranks */
+    int64_t dur_ns;    /* longest duration of those ranks */
+    size_t n;          /* ranks of the row that made it */
+    size_t nfailed;    /* ranks on which it failed */
+    int last;          /* the rank counted last (counts each rank once) */
+} tool_rep_ragree;
+
 /* One row of the frames table: the ranks that made the same decisions
- * for one frame and compile index, with their witnesses. */
+ * for one frame and compile index, with their witnesses and the
+ * agreements made during that compile. */
 typedef struct tool_rep_row {
     const char *frame;  /* borrowed from the report */
     const char *where;  /* borrowed "file:line" of its code, or NULL */
@@ -174,12 +236,53 @@ typedef struct tool_rep_row {
     size_t n;           /* their number */
     size_t cap;         /* ranks allocated */
     bool diverged;      /* another row has the same frame and index */
+    tool_rep_ragree *agrees; /* malloc'd agreements, in order */
+    size_t nagrees;     /* their number */
+    size_t capagrees;   /* allocated */
+    size_t agrees_more; /* agreements past the cap (64), not listed */
+    int64_t agree_ns;   /* the largest total of one rank in this compile */
 } tool_rep_row;
 
 /* Builds the rows in order of first appearance. Returns their number
  * (*out malloc'd, free with tool_report_rows_free). */
 size_t tool_report_rows(const tool_report *r, tool_rep_row **out);
 void tool_report_rows_free(tool_rep_row *rows, size_t n);
+
+/* The agreements of one site made outside any compile, over all ranks. */
+typedef struct tool_rep_site {
+    const char *site;  /* borrowed site name */
+    size_t most;       /* the most agreements one rank made there */
+    size_t least;      /* the fewest, over the ranks that made any */
+    int *ranks;        /* malloc'd ranks that made one, ascending */
+    size_t n;          /* their number */
+    size_t cap;        /* ranks allocated */
+    int64_t total_ns;  /* the largest total duration of one rank */
+    int64_t median_ns; /* median duration over every rank's agreements */
+    size_t nfailed;    /* failed agreements, all ranks */
+    tool_strs graphs;  /* distinct graph keys (at most 8) */
+    tool_strs errors;  /* the first failures (at most 4), with rank */
+    int64_t *durs;     /* while building: every duration */
+    size_t ndurs;      /* their number */
+    size_t capdurs;    /* allocated */
+    size_t cur_n;      /* while building: the current rank's count */
+    int64_t cur_ns;    /* and its total */
+} tool_rep_site;
+
+/* Gathers the agreements outside any compile by site, in order of first
+ * appearance (at most 64 sites; *more counts the agreements of the
+ * others). Returns their number (*out malloc'd, free with
+ * tool_report_sites_free). */
+size_t tool_report_outside(const tool_report *r, tool_rep_site **out,
+                           size_t *more);
+void tool_report_sites_free(tool_rep_site *s, size_t n);
+
+/* All agreements of all ranks (the summary shows agreement columns only
+ * when there are any). */
+uint64_t tool_report_agreements(const tool_report *r);
+
+/* Agreements not listed because a rank made more than
+ * TOOL_REPORT_MAX_AGREES, over all ranks. */
+uint64_t tool_report_agrees_unlisted(const tool_report *r);
 
 /* A word for how rank i's trace ended: "ok" (closed), "running" (no close
  * event; none of the ranks wrote one, or the job is still going),

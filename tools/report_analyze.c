@@ -5,6 +5,8 @@
  * sequences of collectives, ranks that stopped early, failed or left no
  * trace. Each finding is one warning line naming the ranks involved,
  * grouped ("ranks 0-6: ...; rank 7: ...") so 64 ranks stay readable.
+ * Also builds the rows of the frames table (with the agreements of each
+ * compile) and the agreements outside any compile, by site.
  */
 #include "report.h"
 #include "../src/core/grow.h"
@@ -353,6 +355,7 @@ check_stops(tool_report *r)
 void
 tool_report_analyze(tool_report *r)
 {
+    tool_report_attach(r);
     tool_strs_free(&r->warnings);
     check_missing(r);
     check_counts(r);
@@ -376,18 +379,45 @@ find_row(tool_rep_row *rows, size_t n, const tool_rep_compile *c,
     return NULL;
 }
 
-/* Appends a row, or adds `rank` (and its witnesses) to the row of the
- * same compile with the same decisions. */
+/* Adds the witnesses, state changes, reason and rank of compile `c` to
+ * its row. */
 static void
+row_take(tool_rep_row *row, const tool_rep_compile *c, int rank)
+{
+    int *rs;
+
+    if (row->where == NULL)
+        row->where = c->where;
+    for (size_t k = 0; k < c->why.n && row->why.n < 64; k++)
+        if (!tool_strs_has(&row->why, c->why.v[k]))
+            tool_strs_add(&row->why, "%s", c->why.v[k]);
+    for (size_t k = 0; k < c->changes.n && row->changes.n < 64; k++)
+        if (!tool_strs_has(&row->changes, c->changes.v[k]))
+            tool_strs_add(&row->changes, "%s", c->changes.v[k]);
+    if (c->reason != NULL && row->reasons.n < 16 &&
+        !tool_strs_has(&row->reasons, c->reason))
+        tool_strs_add(&row->reasons, "%s", c->reason);
+    if (c->agree_ns > row->agree_ns)
+        row->agree_ns = c->agree_ns;
+    rs = ccol__grow(row->ranks, &row->cap, row->n + 1, sizeof *rs, 8);
+    if (rs != NULL) {
+        row->ranks = rs;
+        rs[row->n++] = rank;
+    }
+}
+
+/* Appends a row, or adds `rank` (and its witnesses) to the row of the
+ * same compile with the same decisions. Returns the row's position, or
+ * SIZE_MAX when out of memory. */
+static size_t
 add_row(tool_rep_row **rows, size_t *n, size_t *cap, const tool_rep_compile *c,
         int rank)
 {
     char *d = tool_report_join(&c->dynamic, "all static");
     tool_rep_row *row, *v;
-    int *rs;
 
     if (d == NULL)
-        return;
+        return SIZE_MAX;
     row = find_row(*rows, *n, c, d);
     if (row == NULL &&
         (v = ccol__grow(*rows, cap, *n + 1, sizeof *v, 16)) != NULL) {
@@ -402,23 +432,66 @@ add_row(tool_rep_row **rows, size_t *n, size_t *cap, const tool_rep_compile *c,
     }
     free(d);
     if (row == NULL)
+        return SIZE_MAX;
+    row_take(row, c, rank);
+    return (size_t)(row - *rows);
+}
+
+/* Adds agreement `a` of `rank` to its row: to the row's agreement of the
+ * same site and sequence number (the largest payload and duration
+ * count), or as a new one (at most 64 per row). */
+static void
+row_agree(tool_rep_row *row, const tool_rep_agree *a, int rank)
+{
+    tool_rep_ragree *g = NULL, *v;
+
+    for (size_t i = 0; i < row->nagrees && g == NULL; i++)
+        if (row->agrees[i].aseq == a->aseq &&
+            strcmp(row->agrees[i].site, a->site) == 0)
+            g = &row->agrees[i];
+    if (g == NULL && row->nagrees >= 64) {
+        row->agrees_more++;
         return;
-    if (row->where == NULL)
-        row->where = c->where;
-    for (size_t k = 0; k < c->why.n && row->why.n < 64; k++)
-        if (!tool_strs_has(&row->why, c->why.v[k]))
-            tool_strs_add(&row->why, "%s", c->why.v[k]);
-    for (size_t k = 0; k < c->changes.n && row->changes.n < 64; k++)
-        if (!tool_strs_has(&row->changes, c->changes.v[k]))
-            tool_strs_add(&row->changes, "%s", c->changes.v[k]);
-    if (c->reason != NULL && row->reasons.n < 16 &&
-        !tool_strs_has(&row->reasons, c->reason))
-        tool_strs_add(&row->reasons, "%s", c->reason);
-    rs = ccol__grow(row->ranks, &row->cap, row->n + 1, sizeof *rs, 8);
-    if (rs != NULL) {
-        row->ranks = rs;
-        rs[row->n++] = rank;
     }
+    if (g == NULL) {
+        v = ccol__grow(row->agrees, &row->capagrees, row->nagrees + 1,
+                       sizeof *v, 8);
+        if (v == NULL)
+            return;
+        row->agrees = v;
+        g = &v[row->nagrees++];
+        *g = (tool_rep_ragree){ .site = a->site, .frame = a->frame,
+                                .aseq = a->aseq, .last = -1 };
+    }
+    g->bytes = a->bytes > g->bytes ? a->bytes : g->bytes;
+    g->dur_ns = a->dur_ns > g->dur_ns ? a->dur_ns : g->dur_ns;
+    if (g->last != rank)
+        g->n++;
+    g->last = rank;
+    if (!a->ok && g->nfailed++ == 0)
+        g->error = a->error;
+}
+
+/* Adds the compiles of rank `rank` to the rows, then each of its
+ * agreements to the row of the compile it belongs to. */
+static void
+rank_rows(tool_rep_row **rows, size_t *n, size_t *cap,
+          const tool_rep_rank *rk, int rank)
+{
+    size_t *at = rk->ncomp > 0 ? malloc(rk->ncomp * sizeof *at) : NULL;
+
+    for (size_t k = 0; k < rk->ncomp; k++) {
+        size_t row = add_row(rows, n, cap, &rk->compiles[k], rank);
+        if (at != NULL)
+            at[k] = row;
+    }
+    for (size_t k = 0; at != NULL && k < rk->nagrees; k++) {
+        const tool_rep_agree *a = &rk->agrees[k];
+        if (a->comp >= 0 && (size_t)a->comp < rk->ncomp &&
+            at[a->comp] != SIZE_MAX)
+            row_agree(&(*rows)[at[a->comp]], a, rank);
+    }
+    free(at);
 }
 
 /* Orders rows by first appearance of their (frame, index), keeping the
@@ -446,8 +519,7 @@ tool_report_rows(const tool_report *r, tool_rep_row **out)
     size_t n = 0, cap = 0;
 
     for (size_t i = 0; i < r->nranks; i++)
-        for (size_t k = 0; k < r->ranks[i].ncomp; k++)
-            add_row(&rows, &n, &cap, &r->ranks[i].compiles[k], (int)i);
+        rank_rows(&rows, &n, &cap, &r->ranks[i], (int)i);
     flag_diverged(rows, n);
     *out = rows;
     return n;
@@ -462,8 +534,155 @@ tool_report_rows_free(tool_rep_row *rows, size_t n)
         tool_strs_free(&rows[i].why);
         tool_strs_free(&rows[i].changes);
         tool_strs_free(&rows[i].reasons);
+        free(rows[i].agrees);
     }
     free(rows);
+}
+
+/* ---- agreements outside a compile ---- */
+
+/* The entry of `site`, appended when new (at most 64); NULL past that. */
+static tool_rep_site *
+site_of(tool_rep_site **v, size_t *n, size_t *cap, const char *site)
+{
+    tool_rep_site *s;
+
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp((*v)[i].site, site) == 0)
+            return &(*v)[i];
+    if (*n >= 64 || (s = ccol__grow(*v, cap, *n + 1, sizeof *s, 8)) == NULL)
+        return NULL;
+    *v = s;
+    s = &s[(*n)++];
+    *s = (tool_rep_site){ .site = site };
+    return s;
+}
+
+/* Closes the current rank's count and total of site s. */
+static void
+site_fold(tool_rep_site *s)
+{
+    if (s->cur_n == 0)
+        return;
+    if (s->cur_n > s->most)
+        s->most = s->cur_n;
+    if (s->least == 0 || s->cur_n < s->least)
+        s->least = s->cur_n;
+    if (s->cur_ns > s->total_ns)
+        s->total_ns = s->cur_ns;
+    s->cur_n = 0;
+    s->cur_ns = 0;
+}
+
+/* Adds agreement `a` of `rank` to its site (ranks come in order). */
+static void
+site_add(tool_rep_site *s, const tool_rep_agree *a, int rank)
+{
+    int64_t *d;
+    int *rs;
+
+    if (s->n == 0 || s->ranks[s->n - 1] != rank) {
+        site_fold(s);
+        rs = ccol__grow(s->ranks, &s->cap, s->n + 1, sizeof *rs, 8);
+        if (rs == NULL)
+            return;
+        s->ranks = rs;
+        rs[s->n++] = rank;
+    }
+    s->cur_n++;
+    s->cur_ns = tool_report_add_ns(s->cur_ns, a->dur_ns);
+    d = ccol__grow(s->durs, &s->capdurs, s->ndurs + 1, sizeof *d, 16);
+    if (d != NULL) {
+        s->durs = d;
+        d[s->ndurs++] = a->dur_ns;
+    }
+    if (s->graphs.n < 8 && !tool_strs_has(&s->graphs, a->frame))
+        tool_strs_add(&s->graphs, "%s", a->frame);
+    if (!a->ok && s->nfailed++ < 4)
+        tool_strs_add(&s->errors, "#%lld for %s on rank %d: %s",
+                      (long long)a->aseq, a->frame, rank,
+                      a->error ? a->error : "");
+}
+
+static int
+cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* Finishes site s: the last rank's totals and the median duration. */
+static void
+site_finish(tool_rep_site *s)
+{
+    size_t m = s->ndurs / 2;
+
+    site_fold(s);
+    if (s->ndurs == 0)
+        return;
+    qsort(s->durs, s->ndurs, sizeof *s->durs, cmp_i64);
+    s->median_ns = s->ndurs % 2 ? s->durs[m]
+                                : s->durs[m - 1] / 2 + s->durs[m] / 2;
+    free(s->durs);
+    s->durs = NULL;
+    s->ndurs = s->capdurs = 0;
+}
+
+size_t
+tool_report_outside(const tool_report *r, tool_rep_site **out, size_t *more)
+{
+    tool_rep_site *v = NULL, *s;
+    size_t n = 0, cap = 0;
+
+    *more = 0;
+    for (size_t i = 0; i < r->nranks; i++)
+        for (size_t k = 0; k < r->ranks[i].nagrees; k++) {
+            const tool_rep_agree *a = &r->ranks[i].agrees[k];
+            if (a->comp >= 0)
+                continue;
+            s = site_of(&v, &n, &cap, a->site);
+            if (s == NULL)
+                (*more)++;
+            else
+                site_add(s, a, (int)i);
+        }
+    for (size_t i = 0; i < n; i++)
+        site_finish(&v[i]);
+    *out = v;
+    return n;
+}
+
+void
+tool_report_sites_free(tool_rep_site *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(s[i].ranks);
+        free(s[i].durs);
+        tool_strs_free(&s[i].graphs);
+        tool_strs_free(&s[i].errors);
+    }
+    free(s);
+}
+
+uint64_t
+tool_report_agreements(const tool_report *r)
+{
+    uint64_t n = 0;
+
+    for (size_t i = 0; i < r->nranks; i++)
+        n += r->ranks[i].agreements;
+    return n;
+}
+
+uint64_t
+tool_report_agrees_unlisted(const tool_report *r)
+{
+    uint64_t n = 0;
+
+    for (size_t i = 0; i < r->nranks; i++)
+        n += r->ranks[i].agreements - r->ranks[i].nagrees;
+    return n;
 }
 
 const char *

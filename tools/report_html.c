@@ -3,7 +3,8 @@
  * page (inline CSS and SVG; no script, nothing fetched, and a Content
  * Security Policy that forbids fetching): the warnings first, then a
  * compile timeline of every rank on a shared time axis, the per-rank
- * summary, and the frames with their decisions and witnesses. All text
+ * summary, the frames with their decisions, witnesses and agreements, and
+ * the agreements made outside any compile. All text
  * from trace files is HTML-escaped. Timeline marks are capped per rank to
  * bound the page size.
  */
@@ -65,7 +66,9 @@ static const char css[] =
     ".legend span{display:inline-block;margin-right:14px}"
     ".sw{display:inline-block;width:12px;height:12px;margin-right:4px;"
     "vertical-align:-2px}.nw{white-space:nowrap}"
-    ".loc{font-family:monospace;font-size:12px;color:#555}";
+    ".loc{font-family:monospace;font-size:12px;color:#555}"
+    ".agr{font-size:12px;white-space:nowrap}.fail{color:#c00;"
+    "font-weight:600;white-space:normal}";
 
 static void
 html_head(const tool_report *r, const char *title, FILE *f)
@@ -125,48 +128,71 @@ html_warnings(const tool_report *r, FILE *f)
     fputs("</section>\n", f);
 }
 
+/* The agreement cells of a rank's summary row: how many (and failed),
+ * and their total time. */
 static void
-html_summary(const tool_report *r, FILE *f)
+html_rank_agrees(const tool_rep_rank *k, FILE *f)
 {
-    fputs("<section id=\"summary\"><h2>Summary per rank</h2>\n<table>"
-          "<tr><th>rank</th><th>compiles</th><th>failed</th><th>exchanges"
-          "</th><th>guard hits</th><th>guard misses</th><th>restarts</th>"
-          "<th>recompiles</th><th>graph breaks</th><th>eager</th>"
-          "<th>errors</th><th>events</th><th>status</th>"
-          "<th>last event</th></tr>\n",
-          f);
-    for (size_t i = 0; i < tool_report_world(r); i++) {
-        const tool_rep_rank *k = i < r->nranks ? &r->ranks[i] : NULL;
-        const char *st = tool_report_status(r, i);
-        static const tool_rep_rank none;
+    fprintf(f, "<td class=\"n\">%llu", (unsigned long long)k->agreements);
+    if (k->agree_failed > 0)
+        fprintf(f, " <span class=\"fail\">(%llu failed)</span>",
+                (unsigned long long)k->agree_failed);
+    fprintf(f, "</td><td class=\"n\">%.3f ms</td>",
+            (double)k->agree_ns / 1e6);
+}
 
-        if (k == NULL)
-            k = &none;
-        fprintf(
-            f,
+/* Rank i's row of the summary, with the agreement cells if `show`. */
+static void
+html_summary_row(const tool_report *r, size_t i, bool show, FILE *f)
+{
+    static const tool_rep_rank none;
+    const tool_rep_rank *k = i < r->nranks ? &r->ranks[i] : &none;
+    const char *st = tool_report_status(r, i);
+
+    fprintf(f,
             "<tr><td>%zu</td><td class=\"n\">%llu</td>"
             "<td class=\"n\">%llu</td><td class=\"n\">%llu</td>"
             "<td class=\"n\">%llu</td><td class=\"n\">%llu</td>"
             "<td class=\"n\">%llu</td><td class=\"n\">%llu</td>"
             "<td class=\"n\">%llu</td><td class=\"n\">%llu</td>"
-            "<td class=\"n\">%llu</td><td class=\"n\">%zu</td>"
-            "<td class=\"st-%s\">%s</td>",
+            "<td class=\"n\">%llu</td>",
             i, (unsigned long long)k->ncompiles, (unsigned long long)k->nfailed,
             (unsigned long long)k->nexchanges, (unsigned long long)k->nhits,
             (unsigned long long)k->nmisses, (unsigned long long)k->nrestarts,
             (unsigned long long)k->nrecompiles, (unsigned long long)k->nbreaks,
-            (unsigned long long)k->neager, (unsigned long long)k->nerrors,
+            (unsigned long long)k->neager, (unsigned long long)k->nerrors);
+    if (show)
+        html_rank_agrees(k, f);
+    fprintf(f, "<td class=\"n\">%zu</td><td class=\"st-%s\">%s</td>",
             k->nevents, st, st);
-        if (k->nevents > 0) {
-            fprintf(f, "<td class=\"nw\">+%.3f s ",
-                    (double)(k->last_ns - r->t0) / 1e9);
-            esc(f, k->last_event, 80);
-            fputs("</td>", f);
-        } else {
-            fputs("<td></td>", f);
-        }
-        fputs("</tr>\n", f);
+    if (k->nevents > 0) {
+        fprintf(f, "<td class=\"nw\">+%.3f s ",
+                (double)(k->last_ns - r->t0) / 1e9);
+        esc(f, k->last_event, 80);
+        fputs("</td>", f);
+    } else {
+        fputs("<td></td>", f);
     }
+    fputs("</tr>\n", f);
+}
+
+/* One row per rank; the agreement columns only when a rank made one. */
+static void
+html_summary(const tool_report *r, FILE *f)
+{
+    bool show = tool_report_agreements(r) > 0;
+
+    fputs("<section id=\"summary\"><h2>Summary per rank</h2>\n<table>"
+          "<tr><th>rank</th><th>compiles</th><th>failed</th><th>exchanges"
+          "</th><th>guard hits</th><th>guard misses</th><th>restarts</th>"
+          "<th>recompiles</th><th>graph breaks</th><th>eager</th>"
+          "<th>errors</th>",
+          f);
+    if (show)
+        fputs("<th>agreements</th><th>agreement time</th>", f);
+    fputs("<th>events</th><th>status</th><th>last event</th></tr>\n", f);
+    for (size_t i = 0; i < tool_report_world(r); i++)
+        html_summary_row(r, i, show, f);
     fputs("</table></section>\n", f);
 }
 
@@ -240,6 +266,9 @@ svg_compiles(const tool_report *r, const tool_rep_rank *k, double y, FILE *f)
             fputs(": ", f);
             esc(f, cp->reason, 300);
         }
+        if (cp->nagrees > 0)
+            fprintf(f, "; %zu agreement%s, %.3f ms", cp->nagrees,
+                    cp->nagrees == 1 ? "" : "s", (double)cp->agree_ns / 1e6);
         fputs("</title></rect>\n", f);
     }
 }
@@ -318,54 +347,173 @@ html_timeline(const tool_report *r, FILE *f)
 
 /* ---- frames ---- */
 
+/* One agreement of a row: "site #n: B, ms", how many of the row's ranks
+ * made it when not all, and the error of a failed one. */
+static void
+html_ragree(const tool_rep_row *row, const tool_rep_ragree *g, FILE *f)
+{
+    fputs("<div class=\"agr\"><code>", f);
+    esc(f, g->site, 200);
+    fprintf(f, " #%lld</code> %lld B, %.3f ms", (long long)g->aseq,
+            (long long)g->bytes, (double)g->dur_ns / 1e6);
+    if (g->n < row->n)
+        fprintf(f, " (%zu of %zu ranks)", g->n, row->n);
+    if (g->nfailed > 0) {
+        fputs("<div class=\"fail\">FAILED for ", f);
+        esc(f, g->frame, 300);
+        if (g->nfailed < row->n)
+            fprintf(f, " on %zu of %zu ranks", g->nfailed, row->n);
+        fputs(": ", f);
+        esc(f, g->error ? g->error : "", 1000);
+        fputs("</div>", f);
+    }
+    fputs("</div>", f);
+}
+
+/* The agreements cell of a frames row, with the row's total first. */
+static void
+html_row_agrees(const tool_rep_row *row, FILE *f)
+{
+    fputs("<td>", f);
+    if (row->nagrees > 0)
+        fprintf(f, "<div class=\"agr\"><b>%zu, %.3f ms</b> on the slowest "
+                   "rank</div>",
+                row->nagrees + row->agrees_more,
+                (double)row->agree_ns / 1e6);
+    for (size_t k = 0; k < row->nagrees; k++)
+        html_ragree(row, &row->agrees[k], f);
+    if (row->agrees_more > 0)
+        fprintf(f, "<div class=\"agr\">... and %zu more</div>",
+                row->agrees_more);
+    fputs("</td>", f);
+}
+
+/* Writes each of l's first 50 strings and a line break. */
+static void
+html_lines(const tool_strs *l, FILE *f)
+{
+    for (size_t k = 0; k < l->n && k < 50; k++) {
+        esc(f, l->v[k], 600);
+        fputs("<br>", f);
+    }
+}
+
+/* One row of the frames table, with the agreements cell if `show`. */
+static void
+html_frame_row(const tool_rep_row *row, bool show, FILE *f)
+{
+    char who[512];
+
+    tool_report_ranks(who, sizeof who, row->ranks, row->n);
+    fprintf(f, "<tr%s><td><code>", row->diverged ? " class=\"div\"" : "");
+    esc(f, row->frame, 300);
+    if (row->where != NULL) {
+        fputs("</code><br><span class=\"loc\">", f);
+        esc(f, row->where, 300);
+        fputs("</span><code>", f);
+    }
+    fprintf(f,
+            "</code></td><td class=\"n\">%llu</td><td>%s%s</td>"
+            "<td>%s</td><td class=\"why\">",
+            (unsigned long long)row->index, row->diverged ? "&#9888; " : "",
+            who, tool_report_state(row->state));
+    html_lines(&row->reasons, f);
+    fputs("</td><td><code>", f);
+    esc(f, row->decisions, 4000);
+    fputs("</code></td><td class=\"why\">", f);
+    html_lines(&row->changes, f);
+    fputs("</td><td class=\"why\">", f);
+    html_lines(&row->why, f);
+    fputs("</td>", f);
+    if (show)
+        html_row_agrees(row, f);
+    fputs("</tr>\n", f);
+}
+
+/* The frames table; its agreements column only when a rank made one. */
 static void
 html_frames(const tool_report *r, FILE *f)
 {
     tool_rep_row *rows;
     size_t n = tool_report_rows(r, &rows);
-    char who[512];
+    bool show = tool_report_agreements(r) > 0;
 
     fputs("<section id=\"frames\"><h2>Frames and decisions</h2>\n<table>"
           "<tr><th>frame</th><th>compile</th><th>ranks</th><th>state</th>"
           "<th>why it compiled</th>"
           "<th>dynamic decisions</th><th>state changes</th>"
-          "<th>witnesses</th></tr>\n",
+          "<th>witnesses</th>",
           f);
-    for (size_t i = 0; i < n; i++) {
-        tool_report_ranks(who, sizeof who, rows[i].ranks, rows[i].n);
-        fprintf(f, "<tr%s><td><code>",
-                rows[i].diverged ? " class=\"div\"" : "");
-        esc(f, rows[i].frame, 300);
-        if (rows[i].where != NULL) {
-            fputs("</code><br><span class=\"loc\">", f);
-            esc(f, rows[i].where, 300);
-            fputs("</span><code>", f);
-        }
-        fprintf(f,
-                "</code></td><td class=\"n\">%llu</td><td>%s%s</td>"
-                "<td>%s</td><td class=\"why\">",
-                (unsigned long long)rows[i].index,
-                rows[i].diverged ? "&#9888; " : "", who, tool_report_state(rows[i].state));
-        for (size_t k = 0; k < rows[i].reasons.n; k++) {
-            esc(f, rows[i].reasons.v[k], 600);
-            fputs("<br>", f);
-        }
-        fputs("</td><td><code>", f);
-        esc(f, rows[i].decisions, 4000);
-        fputs("</code></td><td class=\"why\">", f);
-        for (size_t k = 0; k < rows[i].changes.n && k < 50; k++) {
-            esc(f, rows[i].changes.v[k], 600);
-            fputs("<br>", f);
-        }
-        fputs("</td><td class=\"why\">", f);
-        for (size_t k = 0; k < rows[i].why.n && k < 50; k++) {
-            esc(f, rows[i].why.v[k], 600);
-            fputs("<br>", f);
-        }
-        fputs("</td></tr>\n", f);
-    }
+    if (show)
+        fputs("<th>agreements (bytes and time: the largest of the row's "
+              "ranks)</th>",
+              f);
+    fputs("</tr>\n", f);
+    for (size_t i = 0; i < n; i++)
+        html_frame_row(&rows[i], show, f);
     fputs("</table></section>\n", f);
     tool_report_rows_free(rows, n);
+}
+
+/* One row of the outside-a-compile table. */
+static void
+html_site(const tool_rep_site *s, FILE *f)
+{
+    char who[512];
+
+    tool_report_ranks(who, sizeof who, s->ranks, s->n);
+    fputs("<tr><td><code>", f);
+    esc(f, s->site, 200);
+    fprintf(f, "</code></td><td>%s</td><td class=\"n\">", who);
+    if (s->least != s->most)
+        fprintf(f, "%zu-", s->least);
+    fprintf(f,
+            "%zu</td><td class=\"n\">%.3f ms</td><td class=\"n\">"
+            "%.3f ms</td><td class=\"why\">",
+            s->most, (double)s->total_ns / 1e6, (double)s->median_ns / 1e6);
+    for (size_t k = 0; k < s->graphs.n; k++) {
+        esc(f, s->graphs.v[k], 300);
+        fputs("<br>", f);
+    }
+    fprintf(f, "</td><td class=\"n\">%zu</td><td>", s->nfailed);
+    for (size_t k = 0; k < s->errors.n; k++) {
+        fputs("<div class=\"fail\">", f);
+        esc(f, s->errors.v[k], 1000);
+        fputs("</div>", f);
+    }
+    fputs("</td></tr>\n", f);
+}
+
+/* Agreements no compile holds (e.g. Inductor's backward graphs, compiled
+ * after Dynamo's compile ended), by site; nothing when there are none. */
+static void
+html_outside(const tool_report *r, FILE *f)
+{
+    tool_rep_site *sites;
+    size_t more, n = tool_report_outside(r, &sites, &more);
+    uint64_t unlisted = tool_report_agrees_unlisted(r);
+
+    if (n > 0)
+        fputs("<section id=\"outside\"><h2>Agreements outside a compile"
+              "</h2>\n<table><tr><th>site</th><th>ranks</th>"
+              "<th>per rank</th><th>total (largest of one rank)</th>"
+              "<th>median</th><th>graphs</th><th>failed</th>"
+              "<th>first failures</th></tr>\n",
+              f);
+    for (size_t i = 0; i < n; i++)
+        html_site(&sites[i], f);
+    if (n > 0)
+        fputs("</table>\n", f);
+    if (more > 0)
+        fprintf(f, "<p>... and %zu more at other sites.</p>\n", more);
+    if (n > 0)
+        fputs("</section>\n", f);
+    if (unlisted > 0)
+        fprintf(f,
+                "<p>%llu agreements not listed (a rank made more than %d; "
+                "the summary counts them).</p>\n",
+                (unsigned long long)unlisted, TOOL_REPORT_MAX_AGREES);
+    tool_report_sites_free(sites, n);
 }
 
 int
@@ -376,6 +524,7 @@ tool_report_html(const tool_report *r, const char *title, FILE *f)
     html_timeline(r, f);
     html_summary(r, f);
     html_frames(r, f);
+    html_outside(r, f);
     fputs("<footer><p>Generated by ccol report from trace format version 1 "
           "(docs/trace-format.md).</p></footer>\n</body></html>\n",
           f);

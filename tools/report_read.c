@@ -2,8 +2,10 @@
  * report_read.c - reads trace files (docs/trace-format.md) into the report
  * model: splits lines, checks each one (a JSON object, version 1, rank,
  * event, clock), and folds the events of each rank into compiles, counts,
- * timeline marks and the collective sequence. Every problem is an error
- * "file:line: what"; the line is skipped and reading goes on.
+ * timeline marks, agreements and the collective sequence; then attaches
+ * each agreement to the compile that was running when it ended. Every
+ * problem is an error "file:line: what"; the line is skipped and reading
+ * goes on.
  */
 #include "report.h"
 #include "../src/core/grow.h"
@@ -473,31 +475,250 @@ on_collective(line *l)
     tool_strs_add(&l->rk->seq, "collective %s", name);
 }
 
+/* ---- agreements ---- */
+
+/* A non-negative integer field (0 when missing and not needed); false
+ * after an error. */
+static bool
+count_field(line *l, const char *key, bool need, int64_t *out)
+{
+    if (!int_field(l, key, need, out))
+        return false;
+    if (*out >= 0)
+        return true;
+    error_at(l->r, l->name, l->no, "%s: field '%s' is negative (%lld)",
+             l->event, key, (long long)*out);
+    return false;
+}
+
+/* A boolean field that must be there; false after an error. */
+static bool
+need_bool(line *l, const char *key, bool *out)
+{
+    json_t *v = json_object_get(l->o, key);
+
+    if (json_is_boolean(v)) {
+        *out = json_is_true(v);
+        return true;
+    }
+    error_at(l->r, l->name, l->no, "%s: field '%s' must be a boolean",
+             l->event, key);
+    return false;
+}
+
+/* A string field that may be missing or null (*out NULL); false when it
+ * has another type. */
+static bool
+opt_str(line *l, const char *key, const char **out)
+{
+    json_t *v = json_object_get(l->o, key);
+
+    *out = str_field(l, key, false);
+    return *out != NULL || v == NULL || json_is_null(v);
+}
+
+/* The strings of an agree line, borrowed from its JSON object. */
+typedef struct agree_strs {
+    const char *site;  /* site name */
+    const char *frame; /* graph key */
+    const char *error; /* error message when it failed, else NULL */
+} agree_strs;
+
+/* Checks the fields of an agree event into *a and *s; false after an
+ * error, and the line is then skipped. */
+static bool
+agree_fields(line *l, tool_rep_agree *a, agree_strs *s)
+{
+    int64_t ranks;
+    const char *err;
+
+    s->site = str_field(l, "site", true);
+    if (s->site == NULL)
+        return false;
+    s->frame = str_field(l, "frame", true);
+    if (s->frame == NULL || !int_field(l, "aseq", true, &a->aseq) ||
+        !count_field(l, "dur_ns", true, &a->dur_ns) ||
+        !count_field(l, "bytes", false, &a->bytes) ||
+        !count_field(l, "bytes_recv", false, &a->recv) ||
+        !count_field(l, "ranks", false, &ranks) ||
+        !need_bool(l, "ok", &a->ok) || !opt_str(l, "error", &err))
+        return false;
+    if (a->aseq < 1) {
+        error_at(l->r, l->name, l->no, "agree: aseq %lld is not >= 1",
+                 (long long)a->aseq);
+        return false;
+    }
+    s->error = a->ok ? NULL : err != NULL ? err : "(no message)";
+    return true;
+}
+
+/* A malloc'd copy of at most `max` bytes of s, cut at a UTF-8 character
+ * boundary and ending in "..." when cut; NULL when out of memory. */
+static char *
+dup_cut(const char *s, size_t max)
+{
+    size_t n = strlen(s);
+    char *d;
+
+    if (n <= max)
+        return strdup(s);
+    while (max > 0 && ((unsigned char)s[max] & 0xc0) == 0x80)
+        max--;
+    d = malloc(max + 4);
+    if (d != NULL) {
+        memcpy(d, s, max);
+        memcpy(d + max, "...", 4);
+    }
+    return d;
+}
+
+/* Keeps a copy of the checked agreement `a` with the strings `s` in the
+ * rank's list, unless the list is full (then it is only counted). */
+static void
+keep_agree(tool_rep_rank *rk, const tool_rep_agree *a, const agree_strs *s)
+{
+    tool_rep_agree *v, *k;
+
+    if (rk->nagrees >= TOOL_REPORT_MAX_AGREES)
+        return;
+    v = ccol__grow(rk->agrees, &rk->capagrees, rk->nagrees + 1, sizeof *v,
+                   16);
+    if (v == NULL)
+        return;
+    rk->agrees = v;
+    k = &v[rk->nagrees];
+    *k = *a;
+    k->comp = -1;
+    k->site = dup_cut(s->site, 200);
+    k->frame = dup_cut(s->frame, 1000);
+    k->error = s->error != NULL ? dup_cut(s->error, 2000) : NULL;
+    if (k->site == NULL || k->frame == NULL ||
+        (s->error != NULL && k->error == NULL)) {
+        free(k->site);
+        free(k->frame);
+        free(k->error);
+        return;
+    }
+    rk->nagrees++;
+}
+
 /* A compile-time agreement of ccol.torch (spmd_check.hash, autotune.gemm,
- * ...): a span on the timeline and a step of the collective sequence, so
- * ranks that agreed differently are named at that agreement. */
+ * ...): kept for the compile it belongs to (tool_report_attach), counted
+ * in the rank's totals, a span on the timeline and a step of the
+ * collective sequence, so ranks that agreed differently are named at that
+ * agreement. */
 static void
 on_agree(line *l)
 {
-    const char *site = str_field(l, "site", true);
-    const char *frame = str_field(l, "frame", false);
-    const char *err = str_field(l, "error", false);
-    int64_t aseq = 0, bytes = 0, recv = 0, dur;
-    bool okay = bool_field(l, "ok", true);
+    tool_rep_agree a = { 0 };
+    agree_strs s;
+    tool_rep_rank *rk = l->rk;
 
-    if (site == NULL || !int_field(l, "dur_ns", false, &dur))
+    if (!agree_fields(l, &a, &s))
         return;
-    (void)int_field(l, "aseq", false, &aseq);
-    (void)int_field(l, "bytes", false, &bytes);
-    (void)int_field(l, "bytes_recv", false, &recv);
-    add_mark(l, TOOL_MARK_COLLECTIVE, dur,
+    a.t_ns = l->t;
+    rk->agreements++;
+    rk->agree_failed += !a.ok;
+    rk->agree_ns = tool_report_add_ns(rk->agree_ns, a.dur_ns);
+    add_mark(l, TOOL_MARK_COLLECTIVE, a.dur_ns,
              "agreement %s #%lld for %s: %lld B sent, %lld B received, "
              "%.3f ms%s%s",
-             site, (long long)aseq, frame ? frame : "?", (long long)bytes,
-             (long long)recv, (double)dur / 1e6, okay ? "" : ", FAILED: ",
-             okay ? "" : (err ? err : "?"));
-    tool_strs_add(&l->rk->seq, "agreement %s #%lld for %s", site,
-                   (long long)aseq, frame ? frame : "?");
+             s.site, (long long)a.aseq, s.frame, (long long)a.bytes,
+             (long long)a.recv, (double)a.dur_ns / 1e6,
+             a.ok ? "" : ", FAILED: ", a.ok ? "" : s.error);
+    tool_strs_add(&rk->seq, "agreement %s #%lld for %s", s.site,
+                  (long long)a.aseq, s.frame);
+    keep_agree(rk, &a, &s);
+}
+
+/* One compile's span, for finding the compile around a time. */
+typedef struct span {
+    int64_t begin; /* begin_ns */
+    int64_t end;   /* end_ns, INT64_MAX while open */
+    int64_t reach; /* the latest end of this span and all sorted before */
+    size_t pos;    /* position in the rank's compiles */
+} span;
+
+static int
+cmp_span(const void *a, const void *b)
+{
+    const span *x = a, *y = b;
+
+    if (x->begin != y->begin)
+        return (x->begin > y->begin) - (x->begin < y->begin);
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+/* The position of the latest begun compile whose span holds t, or -1.
+ * `sp` is sorted by begin; the search stops where no earlier compile
+ * reaches t, so compiles long finished are not scanned again. */
+static long
+span_find(const span *sp, size_t n, int64_t t)
+{
+    size_t lo = 0, hi = n; /* first span that begins after t */
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (sp[mid].begin <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo; i-- > 0 && sp[i].reach >= t;)
+        if (sp[i].end >= t)
+            return (long)sp[i].pos;
+    return -1;
+}
+
+/* The spans of a rank's compiles, sorted by begin; NULL when none (or
+ * out of memory: every agreement is then outside a compile). */
+static span *
+rank_spans(const tool_rep_rank *rk)
+{
+    span *sp = rk->ncomp > 0 ? malloc(rk->ncomp * sizeof *sp) : NULL;
+    int64_t reach = INT64_MIN;
+
+    if (sp == NULL)
+        return NULL;
+    for (size_t i = 0; i < rk->ncomp; i++) {
+        const tool_rep_compile *c = &rk->compiles[i];
+        sp[i] = (span){ .begin = c->begin_ns,
+                        .end = c->end_ns != 0 ? c->end_ns : INT64_MAX,
+                        .pos = i };
+    }
+    qsort(sp, rk->ncomp, sizeof *sp, cmp_span);
+    for (size_t i = 0; i < rk->ncomp; i++) {
+        if (sp[i].end > reach)
+            reach = sp[i].end;
+        sp[i].reach = reach;
+    }
+    return sp;
+}
+
+void
+tool_report_attach(tool_report *r)
+{
+    for (size_t i = 0; i < r->nranks; i++) {
+        tool_rep_rank *rk = &r->ranks[i];
+        span *sp = rank_spans(rk);
+
+        for (size_t k = 0; k < rk->ncomp; k++) {
+            rk->compiles[k].nagrees = 0;
+            rk->compiles[k].agree_ns = 0;
+        }
+        for (size_t k = 0; k < rk->nagrees; k++) {
+            tool_rep_agree *a = &rk->agrees[k];
+            tool_rep_compile *c;
+
+            a->comp = sp != NULL ? span_find(sp, rk->ncomp, a->t_ns) : -1;
+            if (a->comp < 0)
+                continue;
+            c = &rk->compiles[a->comp];
+            c->nagrees++;
+            c->agree_ns = tool_report_add_ns(c->agree_ns, a->dur_ns);
+        }
+        free(sp);
+    }
 }
 
 /* The counted compiler events: their mark kind and counter. */
@@ -780,6 +1001,12 @@ free_rank(tool_rep_rank *rk)
     }
     for (size_t i = 0; i < rk->nmarks; i++)
         free(rk->marks[i].label);
+    for (size_t i = 0; i < rk->nagrees; i++) {
+        free(rk->agrees[i].site);
+        free(rk->agrees[i].frame);
+        free(rk->agrees[i].error);
+    }
+    free(rk->agrees);
     free(rk->compiles);
     free(rk->marks);
     free(rk->file);

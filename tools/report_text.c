@@ -1,7 +1,8 @@
 /*
- * report_text.c - `ccol report DIR --text`: the same summary, frames and
- * warnings as the HTML report, for a terminal. Text from trace files is
- * untrusted, so control bytes are shown as '?'.
+ * report_text.c - `ccol report DIR --text`: the same summary, frames (with
+ * the agreements made during each compile), agreements outside a compile
+ * and warnings as the HTML report, for a terminal. Text from trace files
+ * is untrusted, so control bytes are shown as '?'.
  */
 #include "report.h"
 
@@ -51,37 +52,103 @@ text_list(FILE *f, const char *title, const tool_strs *l, size_t extra,
         fprintf(f, "  ... and %zu more\n", extra);
 }
 
+/* Milliseconds of a duration in ns. */
+static double
+ms(int64_t ns)
+{
+    return (double)ns / 1e6;
+}
+
+/* The agreement columns of a summary row ("" when `show` is false or
+ * the rank is missing), into buf. */
+static const char *
+agree_cols(char *buf, size_t len, bool show, const tool_rep_rank *rk)
+{
+    buf[0] = '\0';
+    if (show && rk == NULL)
+        snprintf(buf, len, " %6s %9s", "-", "-");
+    else if (show)
+        snprintf(buf, len, " %6llu %9.3f",
+                 (unsigned long long)rk->agreements, ms(rk->agree_ns));
+    return buf;
+}
+
+/* One row per rank; the agreement columns only when a rank made one. */
 static void
 text_summary(const tool_report *r, FILE *f)
 {
     size_t size = tool_report_world(r);
+    bool show = tool_report_agreements(r) > 0;
+    char ag[64];
 
     fprintf(f,
-            "\nsummary:\n  %4s %8s %6s %9s %9s %8s %10s %6s %5s %6s  "
+            "\nsummary:\n  %4s %8s %6s %9s %9s %8s %10s %6s %5s %6s%s  "
             "%s\n",
             "rank", "compiles", "failed", "exchanges", "guard h/m", "restarts",
-            "recompiles", "breaks", "eager", "errors", "status");
+            "recompiles", "breaks", "eager", "errors",
+            show ? " agrees  agree ms" : "", "status");
     for (size_t i = 0; i < size; i++) {
         const tool_rep_rank *rk = i < r->nranks ? &r->ranks[i] : NULL;
         char gm[48];
 
         if (rk == NULL || !rk->present) {
-            fprintf(f, "  %4zu %8s %6s %9s %9s %8s %10s %6s %5s %6s  %s\n", i,
-                    "-", "-", "-", "-", "-", "-", "-", "-", "-", "missing");
+            fprintf(f, "  %4zu %8s %6s %9s %9s %8s %10s %6s %5s %6s%s  %s\n",
+                    i, "-", "-", "-", "-", "-", "-", "-", "-", "-",
+                    agree_cols(ag, sizeof ag, show, NULL), "missing");
             continue;
         }
         snprintf(gm, sizeof gm, "%llu/%llu", (unsigned long long)rk->nhits,
                  (unsigned long long)rk->nmisses);
         fprintf(f,
                 "  %4zu %8llu %6llu %9llu %9s %8llu %10llu %6llu %5llu "
-                "%6llu  %s\n",
+                "%6llu%s  %s\n",
                 i, (unsigned long long)rk->ncompiles,
                 (unsigned long long)rk->nfailed,
                 (unsigned long long)rk->nexchanges, gm,
                 (unsigned long long)rk->nrestarts,
                 (unsigned long long)rk->nrecompiles,
                 (unsigned long long)rk->nbreaks, (unsigned long long)rk->neager,
-                (unsigned long long)rk->nerrors, tool_report_status(r, i));
+                (unsigned long long)rk->nerrors,
+                agree_cols(ag, sizeof ag, show, rk), tool_report_status(r, i));
+    }
+}
+
+/* Prints a row's agreements on one line, "site #n (B, ms)" each (the
+ * largest payload and the longest duration of the row's ranks), then one
+ * line per failed one with its error. */
+static void
+text_row_agrees(FILE *f, const tool_rep_row *row)
+{
+    if (row->nagrees == 0)
+        return;
+    fprintf(f, "      agreements (%zu, %.3f ms on the slowest rank):",
+            row->nagrees + row->agrees_more, ms(row->agree_ns));
+    for (size_t k = 0; k < row->nagrees; k++) {
+        const tool_rep_ragree *g = &row->agrees[k];
+        fputs(k > 0 ? ", " : " ", f);
+        put_safe(f, g->site, 200);
+        fprintf(f, " #%lld (%lld B, %.3f ms", (long long)g->aseq,
+                (long long)g->bytes, ms(g->dur_ns));
+        if (g->n < row->n)
+            fprintf(f, ", %zu of %zu ranks", g->n, row->n);
+        fputs(g->nfailed > 0 ? ", FAILED)" : ")", f);
+    }
+    if (row->agrees_more > 0)
+        fprintf(f, ", ... and %zu more", row->agrees_more);
+    fputc('\n', f);
+    for (size_t k = 0; k < row->nagrees; k++) {
+        const tool_rep_ragree *g = &row->agrees[k];
+        if (g->nfailed == 0)
+            continue;
+        fputs("      FAILED ", f);
+        put_safe(f, g->site, 200);
+        fprintf(f, " #%lld for ", (long long)g->aseq);
+        put_safe(f, g->frame, 300);
+        if (g->nfailed < row->n)
+            fprintf(f, " on %zu of %zu ranks", g->nfailed, row->n);
+        fputs(": ", f);
+        put_safe(f, g->error ? g->error : "", 1000);
+        fputc('\n', f);
     }
 }
 
@@ -122,8 +189,63 @@ text_frames(const tool_report *r, FILE *f)
             put_safe(f, rows[i].why.v[k], 500);
             fputc('\n', f);
         }
+        text_row_agrees(f, &rows[i]);
     }
     tool_report_rows_free(rows, n);
+}
+
+/* One site's agreements outside a compile: how many per rank, on which
+ * ranks, the largest total of one rank, the median, graphs and errors. */
+static void
+text_site(FILE *f, const tool_rep_site *s)
+{
+    char who[512], each[48];
+
+    tool_report_ranks(who, sizeof who, s->ranks, s->n);
+    if (s->least == s->most)
+        snprintf(each, sizeof each, "%zu", s->most);
+    else
+        snprintf(each, sizeof each, "%zu-%zu", s->least, s->most);
+    fputs("  ", f);
+    put_safe(f, s->site, 200);
+    fprintf(f, ": %s each on %s, total %.3f ms, median %.3f ms", each, who,
+            ms(s->total_ns), ms(s->median_ns));
+    if (s->nfailed > 0)
+        fprintf(f, ", %zu failed", s->nfailed);
+    fputs("\n      graphs: ", f);
+    for (size_t k = 0; k < s->graphs.n; k++) {
+        fputs(k > 0 ? ", " : "", f);
+        put_safe(f, s->graphs.v[k], 300);
+    }
+    fputc('\n', f);
+    for (size_t k = 0; k < s->errors.n; k++) {
+        fputs("      FAILED ", f);
+        put_safe(f, s->errors.v[k], 1000);
+        fputc('\n', f);
+    }
+}
+
+static void
+text_outside(const tool_report *r, FILE *f)
+{
+    tool_rep_site *sites;
+    size_t more, n = tool_report_outside(r, &sites, &more);
+    uint64_t unlisted = tool_report_agrees_unlisted(r);
+
+    if (n > 0)
+        fprintf(f,
+                "\nagreements outside a compile (per site: agreements per "
+                "rank, the largest total of one rank, the median):\n");
+    for (size_t i = 0; i < n; i++)
+        text_site(f, &sites[i]);
+    if (more > 0)
+        fprintf(f, "  ... and %zu more at other sites\n", more);
+    if (unlisted > 0)
+        fprintf(f,
+                "\n%llu agreements not listed (a rank made more than %d; "
+                "the summary counts them)\n",
+                (unsigned long long)unlisted, TOOL_REPORT_MAX_AGREES);
+    tool_report_sites_free(sites, n);
 }
 
 void
@@ -137,4 +259,5 @@ tool_report_text(const tool_report *r, FILE *f)
     text_list(f, "errors", &r->errors, r->nerrors_dropped, "");
     text_summary(r, f);
     text_frames(r, f);
+    text_outside(r, f);
 }

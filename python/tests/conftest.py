@@ -20,7 +20,11 @@ import pytest
 
 import ccol
 
-# Forked ranks start fast and inherit the test's functions.
+# Forked ranks start fast and inherit the test's functions. Torch's
+# intra-op thread pool is kept to one thread (set before any test imports
+# torch): ranks share two cores anyway, and an OpenMP pool the test process
+# used before a fork is not there in the forked rank.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 _CTX = mp.get_context("fork")
 _SCALE = float(os.environ.get("CCOL_TEST_TIMEOUT_MULT", "1"))
 

@@ -123,8 +123,8 @@ def test_spmd_check_equal_graphs_same_as_upstream(n):
     on = ok(run_ranks(n, _spmd, n, free_port(), free_port(), "ccol", False,
                       "error", own_comm=True, deadline=120))
     assert [g for g, _ in up] == [g for g, _ in on] == [True] * n
-    for _, seqs in on:
-        assert seqs == {"spmd_check.hash": 1}
+    for _, seqs in on:  # ccol's own graph check, then spmd_check's
+        assert seqs == {"graph.hash": 1, "spmd_check.hash": 1}
 
 
 @pytest.mark.parametrize("n", [2, 3])
@@ -134,7 +134,9 @@ def test_divergent_graph_names_first_node_and_line_on_every_rank(n):
     msgs = set()
     for (name, msg), seqs in on:
         assert name == "DivergedError", msg
-        assert seqs == {"spmd_check.hash": 1, "spmd_check.fingerprint": 1}
+        # ccol's graph check (warn, its default) found it first
+        assert seqs == {"graph.hash": 1, "graph.nodes": 1,
+                        "spmd_check.hash": 1, "spmd_check.fingerprint": 1}
         msgs.add(msg)
     assert len(msgs) == 1  # the same message on every rank
     msg = msgs.pop()
@@ -598,6 +600,7 @@ def _traced(rank, size, gport, cport, diverge):
     return "done"
 
 
+@pytest.mark.timeout(300)  # two multi-rank jobs, one with a real compile
 @pytest.mark.parametrize("diverge", [False, True])
 def test_agreements_are_in_the_trace_and_named_by_the_report(tmp_path,
                                                               diverge):
@@ -628,3 +631,39 @@ def test_agreements_are_in_the_trace_and_named_by_the_report(tmp_path,
         assert ("rank 1 ran 'agreement estimates.align #2 for graph 2/0' "
                 "while rank 0 ran 'agreement estimates.align #2 for graph "
                 "1/0'") in rep.stdout, rep.stdout
+    # no Dynamo compile ran: both agreements are outside a compile, with
+    # their cost per site, and counted per rank in the summary
+    out = rep.stdout
+    assert "\nagreements outside a compile" in out, out
+    assert "  estimates.align: 2 each on ranks 0, 1, total " in out, out
+    assert "graphs: graph 0/0, graph 1/0" + \
+        (", graph 2/0" if diverge else "") + "\n" in out, out
+    if diverge:  # failed on both ranks, each named with its error
+        assert "2 failed\n" in out, out
+        for r, g in ((0, 1), (1, 2)):
+            assert (f"FAILED #2 for graph {g}/0 on rank {r}: torch.compile "
+                    "agreement: rank 1 is at estimates.align #2 for graph "
+                    "2/0 while rank 0 is at") in out, out
+    summary = out.split("summary:\n")[1].split("\n\n")[0].splitlines()
+    assert "agrees" in summary[0] and "agree ms" in summary[0], out
+    for row in summary[1:]:
+        assert row.split()[10] == "2", out  # the agrees column
+    # a real compile: spmd_check's agreements are listed under the compile
+    # of f that made them, in its row of the frames
+    comp = tmp_path / "compiled"
+    ok(run_ranks(2, _spmd, 2, free_port(), free_port(), "ccol", diverge,
+                 "error", own_comm=True, deadline=120,
+                 env={"CCOL_TRACE": str(comp)}))
+    rep = subprocess.run([ccol_tool(), "report", str(comp), "--text"],
+                         capture_output=True, text=True, timeout=60)
+    frames = rep.stdout.split("\nframes:\n")[1].split("\n\n")[0]
+    rows = frames.splitlines()
+    assert rows[0].startswith("  f (") and "test_torch_sites.py:" in \
+        rows[0] and ") (compile 1, " in rows[0] and "ranks 0, 1" in \
+        rows[0], rep.stdout
+    agreed = [x for x in rows if x.startswith("      agreements (")]
+    assert len(agreed) == 1, rep.stdout
+    assert " spmd_check.hash #1 (" in agreed[0], rep.stdout
+    assert ("spmd_check.fingerprint #1 (" in agreed[0]) == diverge, \
+        rep.stdout
+    assert "agreements outside a compile" not in rep.stdout, rep.stdout
