@@ -61,11 +61,23 @@ utf8_len(const unsigned char *s, size_t n)
     return len;
 }
 
+/*
+ * A UTF-8 sequence is at most 4 bytes, so utf8_len() gives the same answer
+ * whether it is told the bytes left or only min(left, UTF8_MAX): callers
+ * pass the latter, found with strnlen(), to keep each step O(1) rather
+ * than O(length of the rest of the string).
+ */
+#define UTF8_MAX 4
+
 void
 ccol__json_str(ccol__buf *b, const char *s, size_t max)
 {
     const unsigned char *p = (const unsigned char *)s;
-    size_t n = strlen(s), i = 0;
+    /* Only the first max + UTF8_MAX bytes can matter: the loop stops
+     * before `max` plus one character, and "..." needs only to know that
+     * more bytes follow. A long field is not scanned past that. */
+    size_t lim = max > SIZE_MAX - UTF8_MAX ? SIZE_MAX : max + UTF8_MAX;
+    size_t n = strnlen(s, lim), i = 0;
 
     ccol__buf_u8(b, '"');
     while (i < n && i < max) {
@@ -179,7 +191,7 @@ string(jv *v)
             v->i += 2;
             continue;
         }
-        k = utf8_len(p + v->i, strlen(v->s + v->i));
+        k = utf8_len(p + v->i, strnlen(v->s + v->i, UTF8_MAX));
         if (k == 0)
             return fail(v, "invalid UTF-8 in a string");
         v->i += k;
