@@ -139,8 +139,10 @@ def test_guard_collectives_pair_on_the_call_site():
                        match="rank 1 runs compiled code called from g "
                              r"\(b.py:2\) while rank 0 .* f \(a.py:1\)"):
         _guard._combine([b"G1f (a.py:1)", b"G1g (b.py:2)"])
-    assert _guard._combine([b"G1f (a.py:1)", b"G0f (a.py:1)"]) is False
-    assert _guard._combine([b"G1f (a.py:1)", b"G1f (a.py:1)"]) is True
+    assert _guard._combine([b"G1f (a.py:1)", b"G0f (a.py:1)"]) == [1]
+    assert _guard._combine([b"G0f (a.py:1)", b"G1f (a.py:1)",
+                            b"G0f (a.py:1)"]) == [0, 2]
+    assert _guard._combine([b"G1f (a.py:1)", b"G1f (a.py:1)"]) == []
     with pytest.raises(ccol.PeerError, match="rank 1 sent a malformed"):
         _guard._combine([b"G1f", b"x"])
 

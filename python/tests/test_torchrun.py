@@ -678,6 +678,14 @@ def test_trace_closes_without_disable_and_report_reads_it(tmp_path):
         assert row[10] == "ok", f"rank {r} status {row[10]}:\n{rep.stdout}"
         assert int(row[1]) >= res[r]["unique_graphs"] > 0, rep.stdout
         assert int(row[3]) == res[r]["exchanges"], rep.stdout
+    # rank 1's new length misses its guard; rank 0's guards hit and it
+    # recompiles because rank 1 missed: the reasons say so
+    assert "guard failed: 0/0: tensor 'x' size mismatch" in rep.stdout, \
+        rep.stdout
+    assert ("recompile: guard collective: this rank's guards hit, rank 1 "
+            "missed, so every rank recompiles together") in rep.stdout, \
+        rep.stdout
+    assert "Unexpected recompilation" not in rep.stdout, rep.stdout
 
 
 # ---- 5. two "hosts": network namespaces ------------------------------------

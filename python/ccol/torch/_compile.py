@@ -80,7 +80,14 @@ def _keep_recompile_reasons(job, convert_frame):
 
     def reasons(*args, **kwargs):
         got = upstream(*args, **kwargs)
-        job.recompile_reason = got[0] if got else None
+        job.recompile_reason = f"guard failed: {got[0]}" if got else None
+        missed, job.lockstep_miss = job.lockstep_miss, None
+        if missed:
+            ranks = ", ".join(map(str, missed))
+            job.recompile_reason = (
+                f"guard collective: this rank's guards hit, rank"
+                f"{'s' if len(missed) > 1 else ''} {ranks} missed, so every "
+                "rank recompiles together")
         return got
     convert_frame.get_and_maybe_log_recompilation_reasons = reasons
 

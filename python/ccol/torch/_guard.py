@@ -82,19 +82,23 @@ def _guard(job, hit):
     t0 = time.monotonic_ns()
     try:
         blobs = comm.allgather(b"G%d%s" % (hit, site.encode()))
-        all_hit = _combine(blobs)
+        missed = _combine(blobs)
     finally:
         if job.live is not None:
             job.live.end_wait()
     job.guards += 1
+    all_hit = not missed
+    # Dynamo finds no failed guard on a rank that hit: the trace's
+    # recompile reason says which ranks missed instead.
+    job.lockstep_miss = missed if hit and missed else None
     job.event("guard", frame=site, hit=hit, all_hit=all_hit, collective=True,
               dur_ns=time.monotonic_ns() - t0, ok=True)
     return all_hit
 
 
 def _combine(blobs):
-    """AND of every rank's hit, after checking they all call from the same
-    place (the same message on every rank)."""
+    """The ranks whose guards missed ([]: every rank hit), after checking
+    they all call from the same place (the same message on every rank)."""
     check_kinds(blobs, GUARD, "guard collective")
     sites = []
     for r, b in enumerate(blobs):
@@ -108,4 +112,4 @@ def _combine(blobs):
             f"code called from {sites[other]} while rank 0 runs compiled "
             f"code called from {sites[0]} (a rank-dependent call: wrap "
             "calls made on some ranks only in ccol.torch.local())")
-    return all(b[1:2] == b"1" for b in blobs)
+    return [r for r, b in enumerate(blobs) if b[1:2] != b"1"]

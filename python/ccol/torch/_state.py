@@ -43,7 +43,8 @@ class Job:
         self.saved = {}
         self.trace = None         # a ccol.Trace under CCOL_TRACE
         self.current = None       # (frame, index) of the compile in progress
-        self.recompile_reason = None  # Dynamo's first guard failure
+        self.recompile_reason = None  # why the next compile recompiles
+        self.lockstep_miss = None  # ranks that missed when this one hit
         self.pending = None       # an error caught where torch's C++ calls us
         self.activity = "running"  # what this rank is doing (heartbeat)
         self.on_join = []         # called with the job once joined

@@ -49,7 +49,7 @@ def compile_begin(job, frame, k, local_state):
         return
     if k > 1 and job.recompile_reason:
         job.event("recompile", frame=frame, entries=k - 1,
-                  reason=f"guard failed: {job.recompile_reason}")
+                  reason=job.recompile_reason)
     job.event("compile_begin", frame=frame, index=k, xseq=job.exchanges,
               reason="first compile" if k == 1 else "recompile")
     for source, entry in local_state.automatic_dynamic.items():
