@@ -63,11 +63,12 @@ static const char css[] =
     "tr.div td{background:#fff4e0}.why{font-family:monospace;color:#555;"
     "font-size:12px;white-space:pre-wrap}.st-ok{color:#2a2}.st-died,.st-failed,.st-stopped,"
     ".st-missing{color:#c00;font-weight:700}code{font-size:13px}"
+    "td code{overflow-wrap:anywhere}"
     ".legend span{display:inline-block;margin-right:14px}"
     ".sw{display:inline-block;width:12px;height:12px;margin-right:4px;"
     "vertical-align:-2px}.nw{white-space:nowrap}"
     ".loc{font-family:monospace;font-size:12px;color:#555}"
-    ".agr{font-size:12px;white-space:nowrap}.fail{color:#c00;"
+    ".agr{font-size:12px;min-width:18em}.fail{color:#c00;"
     "font-weight:600;white-space:normal}";
 
 static void
