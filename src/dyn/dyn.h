@@ -181,13 +181,24 @@ typedef struct ccol__dyn_item {
     ccol__dyn_entry e;   /* its entry */
 } ccol__dyn_item;
 
-/* A frame state: items sorted by source (strcmp), sources unique.
- * A zeroed struct is an empty map. Pointers into v are invalidated by
- * inserts and joins. */
+/*
+ * A frame state: items by source (strcmp), sources unique. A zeroed
+ * struct is an empty map. The first `nsorted` items are sorted; an insert
+ * out of order appends to the unsorted tail after them, indexed by a hash
+ * of its source, so building a map of n sources costs O(n log n).
+ * ccol__dyn_map_sort() merges the tail in; every function here that reads
+ * the items in order calls it, and so must any code that reads v directly
+ * (in order or by index). Sorting only rearranges the items, so it takes a
+ * const map; a map with a tail must not be read by two threads at once.
+ * Pointers into v are invalidated by inserts, joins and sorts.
+ */
 typedef struct ccol__dyn_map {
-    ccol__dyn_item *v; /* items, sorted */
+    ccol__dyn_item *v; /* items: v[0, nsorted) sorted, then the tail */
     size_t n;          /* number of items */
     size_t cap;        /* allocated items */
+    size_t nsorted;    /* leading items in order */
+    size_t *slot;      /* hash of the tail: item index + 1, 0 if free */
+    size_t nslot;      /* slots (a power of two, at least twice the tail) */
 } ccol__dyn_map;
 
 void ccol__dyn_map_init(ccol__dyn_map *m);
@@ -195,7 +206,12 @@ void ccol__dyn_map_free(ccol__dyn_map *m);
 /* The entry of `source`, or NULL. */
 ccol__dyn_entry *ccol__dyn_map_find(const ccol__dyn_map *m,
                                     const char *source);
-/* The index of `source` in m->v, or of where it would go (*found false). */
+/* Merges the unsorted tail into the sorted items (nothing to do when
+ * there is no tail; never fails: without memory for the merge it inserts
+ * the tail items one by one). */
+void ccol__dyn_map_sort(const ccol__dyn_map *m);
+/* The index of `source` in m->v, or of where it would go (*found false);
+ * sorts m first. */
 size_t ccol__dyn_map_index(const ccol__dyn_map *m, const char *source,
                            bool *found);
 /* The entry of `source`, inserted as all-UNSET if absent. NO_MEMORY or

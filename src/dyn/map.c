@@ -11,11 +11,12 @@
 #include <string.h>
 
 /*
- * Frame states and whole states are both arrays of records sorted by a
- * malloc'd name that is the record's first member, held as {v, n, cap};
- * the helpers below serve both. They read and write the holder through
+ * Whole states are arrays of records sorted by a malloc'd name that is
+ * the record's first member, held as {v, n, cap}; the helpers below serve
+ * them (frame states begin the same way, but keep an unsorted tail; see
+ * "frame states" below). They read and write the holder through
  * the `holder` view (copied with memcpy, as the record types differ) and
- * hand out a record's payload (the entry, the frame state) by `layout`.
+ * hand out a record's payload (the frame state) by `layout`.
  */
 typedef struct holder {
     void *v;    /* the records */
@@ -29,17 +30,11 @@ typedef struct layout {
     size_t off;  /* offset of the payload in it */
 } layout;
 
-static const layout items = { sizeof(ccol__dyn_item),
-                              offsetof(ccol__dyn_item, e) };
 static const layout frames = { sizeof(ccol__dyn_frame),
                                offsetof(ccol__dyn_frame, map) };
 
 _Static_assert(offsetof(ccol__dyn_item, source) == 0, "name first");
 _Static_assert(offsetof(ccol__dyn_frame, code_id) == 0, "name first");
-_Static_assert(sizeof(ccol__dyn_map) == sizeof(holder) &&
-               offsetof(ccol__dyn_map, n) == offsetof(holder, n) &&
-               offsetof(ccol__dyn_map, cap) == offsetof(holder, cap),
-               "a frame state is held as {v, n, cap}");
 _Static_assert(sizeof(ccol__dyn_state) == sizeof(holder) &&
                offsetof(ccol__dyn_state, n) == offsetof(holder, n) &&
                offsetof(ccol__dyn_state, cap) == offsetof(holder, cap),
@@ -146,10 +141,169 @@ name_get(void *h, const layout *l, const char *key, ccol_status *st)
     return *st == CCOL_OK ? payload(h, l, i) : NULL;
 }
 
+/* ---- frame states ---- */
+
+/* The slot of the tail's hash that holds `source`, or the free slot where
+ * it would go (m->nslot > 0). */
+static size_t *
+tail_slot(const ccol__dyn_map *m, const char *source)
+{
+    size_t mask = m->nslot - 1;
+    size_t i = (size_t)ccol__hash64(0, source, strlen(source)) & mask;
+
+    while (m->slot[i] != 0 &&
+           strcmp(m->v[m->slot[i] - 1].source, source) != 0)
+        i = (i + 1) & mask;
+    return &m->slot[i];
+}
+
+/* The index of `source` in m->v (sorted items, then the tail), or
+ * (size_t)-1. */
+static size_t
+item_index(const ccol__dyn_map *m, const char *source)
+{
+    bool found;
+    size_t i = ccol__dyn_sorted_pos(m->v, m->nsorted, sizeof *m->v,
+                                    name_cmp, source, &found);
+
+    if (found)
+        return i;
+    if (m->nslot == 0)
+        return (size_t)-1;
+    i = *tail_slot(m, source);
+    return i ? i - 1 : (size_t)-1;
+}
+
+/* Makes the tail's hash at least twice as large as the tail after one
+ * more item (rebuilt from the items). m is unchanged when out of memory. */
+static ccol_status
+tail_reserve(ccol__dyn_map *m)
+{
+    size_t need = 2 * (m->n - m->nsorted + 1), n = 16;
+    size_t *slot;
+
+    if (need <= m->nslot)
+        return CCOL_OK;
+    while (n < need)
+        n *= 2;
+    if ((slot = calloc(n, sizeof *slot)) == NULL)
+        return CCOL_ERR_NO_MEMORY;
+    free(m->slot);
+    m->slot = slot;
+    m->nslot = n;
+    for (size_t i = m->nsorted; i < m->n; i++)
+        *tail_slot(m, m->v[i].source) = i + 1;
+    return CCOL_OK;
+}
+
+/* Appends an all-UNSET item for a copy of `source` (absent from m): to the
+ * sorted items when it sorts after all of them and there is no tail, else
+ * to the tail. Its index goes to *at. NO_MEMORY or INVALID_ARG (name too
+ * long); m keeps its items either way. */
+static ccol_status
+item_append(ccol__dyn_map *m, const char *source, size_t *at)
+{
+    bool in_order = m->nsorted == m->n &&
+                    (m->n == 0 || strcmp(m->v[m->n - 1].source, source) < 0);
+    ccol__dyn_item *v;
+    char *copy;
+
+    if (strlen(source) > CCOL__DYN_MAX_NAME)
+        return CCOL_ERR_INVALID_ARG;
+    if (!in_order && tail_reserve(m) != CCOL_OK)
+        return CCOL_ERR_NO_MEMORY;
+    if ((v = ccol__grow(m->v, &m->cap, m->n + 1, sizeof *v, 8)) == NULL)
+        return CCOL_ERR_NO_MEMORY;
+    m->v = v;
+    if ((copy = ccol__strdup(source)) == NULL)
+        return CCOL_ERR_NO_MEMORY;
+    memset(&m->v[m->n], 0, sizeof m->v[0]);
+    m->v[m->n].source = copy;
+    if (in_order)
+        m->nsorted++;
+    else
+        *tail_slot(m, source) = m->n + 1;
+    *at = m->n++;
+    return CCOL_OK;
+}
+
+/* Order of two pointers to items, by source. */
+static int
+item_ptr_cmp(const void *a, const void *b)
+{
+    const ccol__dyn_item *x = *(ccol__dyn_item *const *)a;
+    const ccol__dyn_item *y = *(ccol__dyn_item *const *)b;
+
+    return strcmp(x->source, y->source);
+}
+
+/* Sorts the tail of m into a new array (through pointers, so each item
+ * moves once) and merges it with the sorted items from the back. False,
+ * with m unchanged, when out of memory. */
+static bool
+merge_tail(ccol__dyn_map *m)
+{
+    size_t k = m->n - m->nsorted, i = m->nsorted, j = k, o = m->n;
+    ccol__dyn_item **p = malloc(k * sizeof *p);
+    ccol__dyn_item *t = malloc(k * sizeof *t);
+
+    if (p == NULL || t == NULL) {
+        free(p);
+        free(t);
+        return false;
+    }
+    for (size_t a = 0; a < k; a++)
+        p[a] = &m->v[m->nsorted + a];
+    qsort(p, k, sizeof *p, item_ptr_cmp);
+    for (size_t a = 0; a < k; a++)
+        t[a] = *p[a];
+    free(p);
+    while (j > 0) {
+        if (i > 0 && strcmp(m->v[i - 1].source, t[j - 1].source) > 0)
+            m->v[--o] = m->v[--i];
+        else
+            m->v[--o] = t[--j];
+    }
+    free(t);
+    return true;
+}
+
+/* Inserts the tail items one by one into the sorted items: slow (each
+ * insert shifts the items after it) but needs no memory. */
+static void
+insert_tail(ccol__dyn_map *m)
+{
+    for (size_t j = m->nsorted; j < m->n; j++) {
+        ccol__dyn_item it = m->v[j];
+        bool found;
+        size_t i = ccol__dyn_sorted_pos(m->v, j, sizeof *m->v, name_cmp,
+                                        it.source, &found);
+        memmove(&m->v[i + 1], &m->v[i], (j - i) * sizeof m->v[0]);
+        m->v[i] = it;
+    }
+}
+
+void
+ccol__dyn_map_sort(const ccol__dyn_map *cm)
+{
+    /* Only the arrangement of the items changes (see dyn.h). */
+    ccol__dyn_map *m = (ccol__dyn_map *)(uintptr_t)cm;
+
+    if (m->nsorted == m->n)
+        return;
+    if (!merge_tail(m))
+        insert_tail(m);
+    free(m->slot);
+    m->slot = NULL;
+    m->nslot = 0;
+    m->nsorted = m->n;
+}
+
 void
 ccol__dyn_map_free(ccol__dyn_map *m)
 {
     ccol__names_free(m->v, m->n, sizeof *m->v);
+    free(m->slot);
     memset(m, 0, sizeof *m);
 }
 
@@ -162,21 +316,28 @@ ccol__dyn_map_init(ccol__dyn_map *m)
 size_t
 ccol__dyn_map_index(const ccol__dyn_map *m, const char *source, bool *found)
 {
-    return name_pos(m, sizeof *m->v, source, found);
+    ccol__dyn_map_sort(m);
+    return ccol__dyn_sorted_pos(m->v, m->n, sizeof *m->v, name_cmp, source,
+                                found);
 }
 
 ccol__dyn_entry *
 ccol__dyn_map_find(const ccol__dyn_map *m, const char *source)
 {
-    return name_find(m, &items, source);
+    size_t i = item_index(m, source);
+
+    return i == (size_t)-1 ? NULL : &m->v[i].e;
 }
 
 ccol_status
 ccol__dyn_map_get(ccol__dyn_map *m, const char *source, ccol__dyn_entry **out)
 {
-    ccol_status st;
+    size_t i = item_index(m, source);
+    ccol_status st = CCOL_OK;
 
-    *out = name_get(m, &items, source, &st);
+    if (i == (size_t)-1)
+        st = item_append(m, source, &i);
+    *out = st == CCOL_OK ? &m->v[i].e : NULL;
     return st;
 }
 
@@ -185,8 +346,8 @@ static ccol_status
 map_put(ccol__dyn_map *m, const char *source, const ccol__dyn_entry *e,
         bool join)
 {
-    ccol_status st;
-    ccol__dyn_entry *slot = name_get(m, &items, source, &st);
+    ccol__dyn_entry *slot;
+    ccol_status st = ccol__dyn_map_get(m, source, &slot);
 
     if (slot != NULL && join)
         ccol__dyn_entry_join(slot, e);
@@ -290,6 +451,8 @@ ccol__dyn_map_join(ccol__dyn_map *dst, const ccol__dyn_map *src)
     char **names = NULL;
     ccol__dyn_item *v;
 
+    ccol__dyn_map_sort(dst);
+    ccol__dyn_map_sort(src);
     if (dst != src && missing_names(dst, src, &names, &nm) != CCOL_OK)
         return CCOL_ERR_NO_MEMORY;
     if (nm == 0) {
@@ -303,7 +466,7 @@ ccol__dyn_map_join(ccol__dyn_map *dst, const ccol__dyn_map *src)
         free(names);
         return CCOL_ERR_NO_MEMORY;
     }
-    dst->n = dst->cap = merge_items(v, dst, src, names);
+    dst->n = dst->cap = dst->nsorted = merge_items(v, dst, src, names);
     free(names);
     free(dst->v);
     dst->v = v;
@@ -323,13 +486,13 @@ void
 ccol__dyn_map_remove(ccol__dyn_map *m, const char *source)
 {
     bool found;
-    size_t i = name_pos(m, sizeof *m->v, source, &found);
+    size_t i = ccol__dyn_map_index(m, source, &found);
 
     if (!found)
         return;
     free(m->v[i].source);
     memmove(&m->v[i], &m->v[i + 1], (m->n - i - 1) * sizeof m->v[0]);
-    m->n--;
+    m->nsorted = --m->n;
 }
 
 bool
@@ -337,6 +500,8 @@ ccol__dyn_map_same(const ccol__dyn_map *a, const ccol__dyn_map *b)
 {
     if (a->n != b->n)
         return false;
+    ccol__dyn_map_sort(a);
+    ccol__dyn_map_sort(b);
     for (size_t i = 0; i < a->n; i++)
         if (strcmp(a->v[i].source, b->v[i].source) != 0 ||
             !ccol__dyn_entry_same(&a->v[i].e, &b->v[i].e))
@@ -391,6 +556,7 @@ ccol__dyn_map_digest(const ccol__dyn_map *m)
 {
     uint64_t h = digest_start(0x64796e6d6170ull /* "dynmap" */, m->n);
 
+    ccol__dyn_map_sort(m);
     for (size_t i = 0; i < m->n; i++) {
         const ccol__dyn_entry *e = &m->v[i].e;
         h = hash_name(h, m->v[i].source);
@@ -404,6 +570,7 @@ ccol__dyn_map_digest(const ccol__dyn_map *m)
 void
 ccol__dyn_map_render(const ccol__dyn_map *m, ccol__buf *out)
 {
+    ccol__dyn_map_sort(m);
     for (size_t i = 0; i < m->n; i++) {
         ccol__buf_printf(out, "%s: ", m->v[i].source);
         ccol__dyn_entry_render(&m->v[i].e, out);

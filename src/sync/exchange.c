@@ -57,6 +57,7 @@ log_changes(const ccol_compile *c, const ccol__dyn_map *old,
 {
     ccol__buf a = { 0 }, b = { 0 };
 
+    ccol__dyn_map_sort(now);
     for (size_t i = 0; i < now->n; i++) {
         const ccol__dyn_item *it = &now->v[i];
         const ccol__dyn_entry *e = ccol__dyn_map_find(old, it->source);

@@ -53,6 +53,8 @@ put_records(ccol__buf *b, const void *holder, bool frames)
     const ccol__dyn_map *m = holder;
     size_t n = frames ? s->n : m->n;
 
+    if (!frames)
+        ccol__dyn_map_sort(m);
     ccol__buf_u32(b, (uint32_t)n);
     for (size_t i = 0; i < n; i++) {
         ccol__buf_str(b, frames ? s->v[i].code_id : m->v[i].source);

@@ -862,6 +862,7 @@ sim_payload(const sim_rank *s, int rank, const ccol__dyn_map *prior,
     ccol__buf b = { 0 };
 
     CHECK_STATUS(ccol__xchg_init(&x, rank, "f", 3, 9, prior), CCOL_OK);
+    ccol__dyn_map_sort(&s->obs);
     for (size_t i = 0; i < s->obs.n; i++)
         CHECK_STATUS(ccol__xchg_observe(&x, s->obs.v[i].source,
                                         &s->obs.v[i].e), CCOL_OK);
@@ -882,6 +883,7 @@ sim_fold(sim_rank *ranks, int n, ccol__dyn_map *state, ccol__dyn_wits *w)
     ccol__dyn_atom one = ccol__dyn_atom_int(1);
 
     for (int r = 0; r < n; r++) {
+        ccol__dyn_map_sort(&ranks[r].obs);
         for (size_t i = 0; i < ranks[r].obs.n; i++) {
             const char *src = ranks[r].obs.v[i].source;
             ccol__dyn_entry e = ranks[r].obs.v[i].e;

@@ -474,10 +474,170 @@ CCOL_TEST(test_hostile_wits)
     ccol__dyn_wits_free(&w);
 }
 
+/* ---- frame states built in any order ---- */
+
+/* Sources in the maps below; 100,000 of them in random order must take
+ * well under a second (an insert that shifted the sorted items took
+ * minutes), so the bound, scaled by CCOL_TEST_TIMEOUT_MULT, only catches
+ * quadratic behaviour. */
+#define MANY 100000u
+#define MANY_BOUND_S 10.0
+
+/* The name of source k. Lengths differ, so strcmp order is not k order. */
+static void
+source_name(char *buf, size_t size, unsigned k)
+{
+    snprintf(buf, size, "L['x%u']", k);
+}
+
+/* A random permutation of 0..n-1 (caller frees). */
+static unsigned *
+shuffled(unsigned n)
+{
+    unsigned *p = malloc((n ? n : 1) * sizeof *p);
+
+    for (unsigned i = 0; p != NULL && i < n; i++)
+        p[i] = i;
+    for (unsigned i = n; p != NULL && i > 1; i--) {
+        unsigned j = rnd(i), t = p[i - 1];
+        p[i - 1] = p[j];
+        p[j] = t;
+    }
+    return p;
+}
+
+CCOL_TEST(test_map_many_random_inserts)
+{
+    unsigned *p = shuffled(MANY);
+    ccol__dyn_map m;
+    char name[64];
+    double t0 = ccol_test_now(), dt;
+
+    ccol__dyn_map_init(&m);
+    for (unsigned i = 0; p != NULL && i < MANY && !ccol_test_failures();
+         i++) {
+        ccol__dyn_entry e;
+        ccol__dyn_entry_int(&e, p[i]);
+        source_name(name, sizeof name, p[i]);
+        CHECK_STATUS(ccol__dyn_map_set(&m, name, &e), CCOL_OK);
+    }
+    for (unsigned k = 0; k < MANY && !ccol_test_failures(); k++) {
+        const ccol__dyn_entry *e;
+        source_name(name, sizeof name, k);
+        e = ccol__dyn_map_find(&m, name);
+        CHECK(e != NULL && e->scalar.i == (int64_t)k);
+    }
+    ccol__dyn_map_sort(&m);
+    dt = ccol_test_now() - t0;
+    CHECK(dt < ccol_test_scale(MANY_BOUND_S));
+    CHECK_EQ(m.n, MANY);
+    for (size_t i = 1; i < m.n && !ccol_test_failures(); i++)
+        CHECK(strcmp(m.v[i - 1].source, m.v[i].source) < 0);
+    source_name(name, sizeof name, MANY);
+    CHECK(ccol__dyn_map_find(&m, name) == NULL);
+    ccol__dyn_map_free(&m);
+    free(p);
+}
+
+/* Order of two source names, for qsort. */
+static int
+name_order(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The wire bytes of a map built from names[order[i]] -> es[order[i]]:
+ * with `mix`, some sources are set twice, lookups and in-order reads
+ * (digests) are interleaved, and one source is removed and put back. */
+static uint8_t *
+map_bytes(char **names, const ccol__dyn_entry *es, const unsigned *order,
+          unsigned n, bool mix, size_t *len)
+{
+    ccol__dyn_map m;
+    ccol__buf b = { 0 };
+
+    ccol__dyn_map_init(&m);
+    for (unsigned i = 0; i < n; i++) {
+        unsigned k = order[i];
+        CHECK_STATUS(ccol__dyn_map_set(&m, names[k], &es[k]), CCOL_OK);
+        if (mix && rnd(4) == 0)
+            CHECK_STATUS(ccol__dyn_map_set(&m, names[k], &es[k]), CCOL_OK);
+        if (mix && rnd(40) == 0)
+            (void)ccol__dyn_map_digest(&m);
+        if (mix && rnd(8) == 0) {
+            unsigned j = order[rnd(i + 1)];
+            const ccol__dyn_entry *e = ccol__dyn_map_find(&m, names[j]);
+            CHECK(e != NULL && ccol__dyn_entry_same(e, &es[j]));
+        }
+    }
+    if (mix && n > 0) {
+        ccol__dyn_map_remove(&m, names[order[0]]);
+        CHECK(ccol__dyn_map_find(&m, names[order[0]]) == NULL);
+        CHECK_STATUS(ccol__dyn_map_set(&m, names[order[0]], &es[order[0]]),
+                     CCOL_OK);
+    }
+    CHECK_EQ(m.n, n);
+    CHECK_STATUS(ccol__wire_put_map(&b, &m), CCOL_OK);
+    ccol__dyn_map_free(&m);
+    return ccol__buf_take(&b, len);
+}
+
+/* The wire bytes of a one-rank exchange observing names[order[i]]. */
+static uint8_t *
+observed_bytes(char **names, const ccol__dyn_entry *es,
+               const unsigned *order, unsigned n, size_t *len)
+{
+    ccol__xchg x;
+    uint8_t *p;
+
+    CHECK_STATUS(ccol__xchg_init(&x, 0, "f", 1, 1, NULL), CCOL_OK);
+    for (unsigned i = 0; i < n; i++)
+        CHECK_STATUS(ccol__xchg_observe(&x, names[order[i]], &es[order[i]]),
+                     CCOL_OK);
+    p = encode_xchg(&x, len);
+    ccol__xchg_free(&x);
+    return p;
+}
+
+/* Any insert order gives the bytes of inserting in sorted order. */
+CCOL_TEST(test_map_insert_order_invisible)
+{
+    for (int t = 0; t < 200 && !ccol_test_failures(); t++) {
+        unsigned n = rnd(t < 10 ? 4 : 400), *sorted = shuffled(n), *order;
+        char **names = malloc((n ? n : 1) * sizeof *names);
+        ccol__dyn_entry *es = malloc((n ? n : 1) * sizeof *es);
+        size_t l1, l2, l3, l4;
+        uint8_t *a, *b, *c, *d;
+
+        for (unsigned k = 0; k < n; k++) {
+            char name[64];
+            source_name(name, sizeof name, k * 7919u % 100003u);
+            names[k] = strdup(name);
+            es[k] = random_entry();
+        }
+        qsort(names, n, sizeof *names, name_order);
+        for (unsigned k = 0; k < n; k++)
+            sorted[k] = k;
+        order = shuffled(n);
+        a = map_bytes(names, es, sorted, n, false, &l1);
+        b = map_bytes(names, es, order, n, true, &l2);
+        c = observed_bytes(names, es, sorted, n, &l3);
+        d = observed_bytes(names, es, order, n, &l4);
+        CHECK(l1 == l2 && memcmp(a, b, l1) == 0);
+        CHECK(l3 == l4 && memcmp(c, d, l3) == 0);
+        for (unsigned k = 0; k < n; k++)
+            free(names[k]);
+        free(names), free(es), free(sorted), free(order);
+        free(a), free(b), free(c), free(d);
+    }
+}
+
 CCOL_TEST_MAIN(CCOL_T(test_entry_round_trip), CCOL_T(test_xchg_round_trip),
                CCOL_T(test_map_state_wits_round_trip),
                CCOL_T(test_every_truncation_fails),
                CCOL_T(test_random_corruption), CCOL_T(test_hostile_entries),
                CCOL_T(test_hostile_maps), CCOL_T(test_decode_budget),
                CCOL_T(test_hostile_xchg),
-               CCOL_T(test_hostile_wits))
+               CCOL_T(test_hostile_wits),
+               CCOL_T(test_map_many_random_inserts),
+               CCOL_T(test_map_insert_order_invisible))

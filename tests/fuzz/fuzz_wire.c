@@ -69,6 +69,7 @@ decode_all(const uint8_t *data, size_t size)
 static void
 explain_all(const ccol__xchg *x)
 {
+    ccol__dyn_map_sort(&x->obs);
     for (size_t i = 0; i < x->obs.n; i++) {
         ccol__dyn_what q;
         ccol__buf b = { 0 };
