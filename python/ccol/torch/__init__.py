@@ -129,8 +129,7 @@ def enable(timeout=None, guard_collectives=True, comm=None, patience=None,
         from . import _join
         joined = (_join.Joined(comm, "the Comm given to enable()")
                   if comm is not None else _joined_once(timeout))
-        job = _new_job(joined.comm, guard_collectives, patience)
-        job.graph_check = graph_check
+        job = _new_job(joined.comm, guard_collectives, patience, graph_check)
         job.joined = joined
         if joined.comm.size > 1:
             _install(job)
@@ -153,8 +152,7 @@ def enable_from_env():
     with _lock:
         if _job is not None or size < 2:
             return
-        job = _new_job(None, guards, None)
-        job.graph_check = graph_check
+        job = _new_job(None, guards, None, graph_check)
         job._connect = lambda: _joined_once(timeout)
         job.on_join.append(_joined)
         _install(job)
@@ -163,20 +161,21 @@ def enable_from_env():
 
 def _graph_policy(value):
     """enable()'s graph_check, else CCOL_TORCH_GRAPH_CHECK, else "warn"."""
-    from ._graph import POLICIES
+    checks = _env.GRAPH_CHECKS
     if value is None:
-        return _env.choice("CCOL_TORCH_GRAPH_CHECK", POLICIES, "warn")
-    if value not in POLICIES:
+        return _env.choice("CCOL_TORCH_GRAPH_CHECK", checks, checks[0])
+    if value not in checks:
         raise ValueError(f"graph_check={value!r}: use one of "
-                         f"{', '.join(POLICIES)}")
+                         f"{', '.join(checks)}")
     return value
 
 
-def _new_job(comm, guards, patience):
+def _new_job(comm, guards, patience, graph_check):
     from ._state import Job
     if patience is None:
         patience = _env.seconds("CCOL_TORCH_PATIENCE", 1800.0)
-    return Job(comm, bool(guards), patience=patience)
+    return Job(comm, bool(guards), patience=patience,
+               graph_check=graph_check)
 
 
 def _install(job):

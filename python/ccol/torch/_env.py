@@ -19,6 +19,8 @@ _SETS = (("RANK", "WORLD_SIZE", "torchrun"),
          ("PMI_RANK", "PMI_SIZE", "PMI"),
          ("SLURM_PROCID", "SLURM_NTASKS", "Slurm"))
 _MAX_WORLD = 1 << 20
+# CCOL_TORCH_GRAPH_CHECK's values (_graph.py), the default first
+GRAPH_CHECKS = ("warn", "error", "off")
 
 
 def invalid(msg):
@@ -111,5 +113,5 @@ def check():
     switch("CCOL_TORCH_GUARDS", True)
     seconds("CCOL_TIMEOUT", 300.0)
     seconds("CCOL_TORCH_PATIENCE", 1800.0)
-    choice("CCOL_TORCH_GRAPH_CHECK", ("warn", "error", "off"), "warn")
+    choice("CCOL_TORCH_GRAPH_CHECK", GRAPH_CHECKS, GRAPH_CHECKS[0])
     launcher()

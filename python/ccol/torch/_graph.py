@@ -28,13 +28,13 @@ import re
 
 from . import _agree
 from ._codec import diverged_error, peer_error
+from ._env import GRAPH_CHECKS as POLICIES
 from ._log import log
 from ._sites import _shapes, graph_key, source_line
 
 HOOK_POINTS = (
     ("torch._dynamo.output_graph", "OutputGraph.call_user_compiler"),
 )
-POLICIES = ("warn", "error", "off")
 MAX_ROWS = 5000           # node rows sent when digests differ
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 _STR_MAX = 300

@@ -25,14 +25,15 @@ class Job:
     """One enabled ccol.torch: hooks installed, a job joined (now, or at
     first use for CCOL_TORCH=1)."""
 
-    def __init__(self, comm, guard_collectives, connect=None, patience=None):
+    def __init__(self, comm, guard_collectives, connect=None, patience=None,
+                 graph_check="warn"):
         self._comm = comm
         self._connect = connect   # joins the job at first use
         self.joined = None        # _join.Joined once joined
         self.live = None          # _live.Liveness with a store
         self.group = CompileGroup(self)
         self.guard_collectives = guard_collectives
-        self.graph_check = "warn"  # _graph.py's policy
+        self.graph_check = graph_check  # _graph.py's policy
         self.patience = patience
         self.compiles = {}        # frame -> compile index of its last exchange
         self.exchanges = 0
