@@ -80,7 +80,7 @@ ccol__join_timeout(ccol_comm *c, const char *where,
 
     for (int r = 0, n = 0; r < c->size; r++)
         if (absent(ud, r))
-            ccol__buf_printf(&b, "%s%d", n++ ? ", " : "", r);
+            ccol__buf_printf(&b, "%s%d", n++ ? ", " : "", ccol__gr(c, r));
     ccol__seterr(&c->err, CCOL_ERR_TIMEOUT,
                  "%s: ranks did not join within %.3g s; missing: %s", where,
                  c->timeout_s, b.p ? (char *)b.p : "?");
@@ -339,6 +339,7 @@ ccol_comm_destroy(ccol_comm *c)
         c->ops->destroy(c);
     ccol__fault_free(c);
     free(c->children);
+    free(c->heights);
     for (int r = 0; c->seen != NULL && r < c->size; r++)
         free(c->seen[r].label);
     free(c->seen);

@@ -127,6 +127,12 @@ struct ccol_comm {
     int parent;                /* parent rank in the tree, -1 for rank 0 */
     int *children;             /* child ranks */
     int nchildren;             /* their number */
+    int *heights;              /* per rank, the height of its subtree when
+                                  the tree is not the star or k-ary shape
+                                  (the per-host tree of hier.c), or NULL */
+    const int *global_of;      /* per rank of this communicator, the rank
+                                  messages name: set on a host's part of a
+                                  tcp+shm job (local numbering), else NULL */
     ccol__seen *seen;          /* per rank, what it last sent us */
     ccol__seen slots_seen;     /* the last operation every rank published
                                   in its slot (one-hop slots only) */
@@ -175,6 +181,14 @@ struct ccol__link_ops {
         .name = #p, .run = (run_fn), .send = p##_send, .recv = p##_recv,   \
         .destroy = p##_destroy, .shutdown = p##_shutdown                   \
     }
+
+/* The rank messages name for rank r of c: its rank in the whole job. */
+static inline int
+ccol__gr(const ccol_comm *c, int r)
+{
+    return c->global_of != NULL && r >= 0 && r < c->size ? c->global_of[r]
+                                                          : r;
+}
 
 /* frame.c */
 void ccol__hdr_init(const ccol_comm *c, ccol__hdr *h, uint16_t kind,

@@ -191,26 +191,28 @@ ccol__seen_note(ccol__seen *s, uint16_t op, uint64_t seq, uint64_t arg,
 ccol_status
 ccol__frame_check(ccol_comm *c, int from, const ccol__msg *m)
 {
+    int who = ccol__gr(c, from); /* the sender's rank in the whole job */
+
     if (m->h.token != c->token)
         return ccol__seterr(&c->err, CCOL_ERR_PEER,
                             "rank %d presented a different job token "
                             "(CCOL_TOKEN differs)",
-                            from);
+                            who);
     if (m->h.comm_id != c->comm_id)
         return ccol__seterr(&c->err, CCOL_ERR_PEER,
                             "rank %d sent a frame of communicator %016" PRIx64
                             ", expected %016" PRIx64,
-                            from, m->h.comm_id, c->comm_id);
-    if (m->h.from != (uint32_t)from)
+                            who, m->h.comm_id, c->comm_id);
+    if (m->h.from != (uint32_t)who)
         return ccol__seterr(&c->err, CCOL_ERR_PEER,
                             "a frame from rank %d claims to come from rank "
                             "%" PRIu32,
-                            from, m->h.from);
+                            who, m->h.from);
     if (ccol__crc32c(0, m->payload, ccol__hdr_body(&m->h)) != m->h.pcrc)
         return ccol__seterr(&c->err, CCOL_ERR_PEER,
                             "rank %d sent a corrupt payload (checksum "
                             "mismatch in %s #%" PRIu64 ")",
-                            from, ccol__op_name(m->h.op), m->h.seq);
+                            who, ccol__op_name(m->h.op), m->h.seq);
     return CCOL_OK;
 }
 

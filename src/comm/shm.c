@@ -335,7 +335,7 @@ peers_gone(ccol_comm *c, slink *l, const int *peers, int n, bool full)
             ccol__seterr(&c->err, CCOL_ERR_PEER,
                          "rank %d left (destroyed its communicator or shut "
                          "down) while this rank waited for it",
-                         peers[k]);
+                         ccol__gr(c, peers[k]));
             return 1;
         }
         if (state == CCOL__RANK_FAILED) {
@@ -343,14 +343,14 @@ peers_gone(ccol_comm *c, slink *l, const int *peers, int n, bool full)
                          "rank %d stopped after a failure of its own (its "
                          "communicator is poisoned) while this rank waited "
                          "for it",
-                         peers[k]);
+                         ccol__gr(c, peers[k]));
             return 1;
         }
         if (full && rank_dead(l, peers[k], pid)) {
             ccol__seterr(&c->err, CCOL_ERR_PEER,
                          "rank %d (pid %d) died while this rank waited for "
                          "it",
-                         peers[k], pid);
+                         ccol__gr(c, peers[k]), pid);
             return 1;
         }
     }
@@ -536,7 +536,7 @@ poll_space(ccol_comm *c, slink *l, void *arg)
         ccol__seterr(&c->err, CCOL_ERR_PEER,
                      "rank %d corrupted the ring this rank writes to it "
                      "(read counter %" PRIu64 ", written %" PRIu64 ")",
-                     w->peer, tail, w->head);
+                     ccol__gr(c, w->peer), tail, w->head);
         return -1;
     }
     return w->head - tail < l->cap ? 1 : 0;
@@ -575,7 +575,7 @@ shm_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
     if (i < 0)
         return ccol__seterr(&c->err, CCOL_ERR_INTERNAL,
                             "shm: rank %d is not a tree neighbour of rank %d",
-                            peer, c->rank);
+                            ccol__gr(c, peer), ccol__gr(c, c->rank));
     w.r = out_ring(c, l, i);
     w.head = l->nb[i].out_head;
     w.peer = peer;
@@ -590,7 +590,8 @@ shm_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
             return ccol__seterr(&c->err, CCOL_ERR_PEER,
                                 "rank %d corrupted the ring this rank writes "
                                 "to it (read counter %" PRIu64 ", written "
-                                "%" PRIu64 ")", peer, tail, w.head);
+                                "%" PRIu64 ")", ccol__gr(c, peer), tail,
+                                w.head);
         }
         if (w.head - tail == l->cap) {
             st = ccol__shm_wait(c, l, &peer, &one, deadline, poll_space,
@@ -599,7 +600,7 @@ shm_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
                 st = ccol__seterr(&c->err, CCOL_ERR_TIMEOUT,
                                   "rank %d did not read its messages within "
                                   "%.3g s",
-                                  peer, c->timeout_s);
+                                  ccol__gr(c, peer), c->timeout_s);
             if (st != CCOL_OK)
                 return st;
             l->nb[i].out_tail = atomic_load_explicit(&w.r->tail,
@@ -651,7 +652,7 @@ poll_frame(ccol_comm *c, slink *l, void *arg)
         if (p == CCOL__SHM_BAD) {
             *w->from = w->peers[k];
             ccol__seterr(&c->err, st, "rank %d sent a bad frame: %s",
-                         w->peers[k], why);
+                         ccol__gr(c, w->peers[k]), why);
             return -1;
         }
         if (p != CCOL__SHM_FRAME) {
@@ -686,7 +687,7 @@ shm_recv(ccol_comm *c, const int *peers, int n, int64_t deadline, int *from,
             return ccol__seterr(&c->err, CCOL_ERR_INTERNAL,
                                 "shm: rank %d is not a tree neighbour of "
                                 "rank %d",
-                                peers[k], c->rank);
+                                ccol__gr(c, peers[k]), ccol__gr(c, c->rank));
     st = ccol__shm_wait(c, l, peers, &n, deadline, poll_frame, &w);
     if (st == CCOL_ERR_PEER && *from < 0)
         *from = l->gone;
@@ -843,19 +844,20 @@ check_hdr(ccol_comm *c, slink *l, const seg_hdr *h)
         return ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
                             "shm segment %s: rank %d says the world size is "
                             "%d, the job was created with size %u",
-                            l->path, c->rank, c->size, h->size);
+                            l->path, ccol__gr(c, c->rank), c->size, h->size);
     if (h->threshold != (uint32_t)c->threshold ||
         h->fanout != (uint32_t)c->fanout)
         return ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
                             "shm segment %s: rank %d uses tree threshold %d "
                             "and fanout %d, rank 0 uses %u and %u",
-                            l->path, c->rank, c->threshold, c->fanout,
+                            l->path, ccol__gr(c, c->rank), c->threshold,
+                            c->fanout,
                             h->threshold, h->fanout);
     if (h->token != c->token)
         return ccol__seterr(&c->err, CCOL_ERR_PEER,
                             "shm segment %s: rank %d presented a different "
                             "job token (CCOL_TOKEN differs)", l->path,
-                            c->rank);
+                            ccol__gr(c, c->rank));
     if (h->cap != l->cap)
         return ccol__seterr(&c->err, CCOL_ERR_VERSION,
                             "shm segment %s has rings of %u bytes, this rank "
@@ -942,7 +944,7 @@ claim(ccol_comm *c, slink *l)
     if (!atomic_compare_exchange_strong(&k->state, &want, CCOL__RANK_JOINED))
         return ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
                             "shm segment %s: rank %d joined twice (duplicate "
-                            "rank)", l->path, c->rank);
+                            "rank)", l->path, ccol__gr(c, c->rank));
     atomic_store(&k->pid, (int32_t)getpid());
     l->claimed = true;
     return CCOL_OK;
@@ -1007,9 +1009,10 @@ join(ccol_comm *c, slink *l, int64_t deadline)
         if (got == 0) {
             if (ccol__past(deadline))
                 return ccol__seterr(&c->err, CCOL_ERR_TIMEOUT,
-                                    "shm segment %s: rank 0 did not create "
-                                    "it within %.3g s (missing: 0)",
-                                    l->path, c->timeout_s);
+                                    "shm segment %s: rank %d did not create "
+                                    "it within %.3g s (missing: %d)",
+                                    l->path, ccol__gr(c, 0), c->timeout_s,
+                                    ccol__gr(c, 0));
             nap(pause);
             if (pause < 2000000)
                 pause *= 2;

@@ -211,6 +211,9 @@ ccol_status
 ccol__tcp_attach(ccol_comm *c, const char *addr, int port)
 {
     ccol__tcp *t;
+    ccol__hier_plan plan = { 0 };
+    char id[CCOL__TCP_HOST_MAX + 1];
+    bool hier;
     ccol_status st;
 
     if (addr == NULL || addr[0] == '\0')
@@ -220,15 +223,24 @@ ccol__tcp_attach(ccol_comm *c, const char *addr, int port)
                             "tcp port %d is out of range 1-65535 (set "
                             "params.port or MASTER_PORT)",
                             port);
+    /* this rank's own settings are checked before it waits for anyone */
+    st = ccol__hier_wanted(c, &hier);
+    if (st == CCOL_OK)
+        st = ccol__hier_host_id(c, id, sizeof id);
+    if (st != CCOL_OK)
+        return st;
     t = link_new(c->size);
     if (t == NULL)
         return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY,
                             "out of memory for the tcp link");
-    st = ccol__tcp_rendezvous(c, t, addr, port);
+    st = ccol__tcp_rendezvous(c, t, addr, port, hier, &plan);
     if (st != CCOL_OK) {
+        ccol__hier_plan_free(&plan);
         link_free(t);
         return st;
     }
+    if (plan.nhosts > 0) /* a job across hosts: shm within each */
+        return ccol__hier_attach(c, &plan, t, &tcp_ops);
     c->link = t;
     c->ops = &tcp_ops;
     return CCOL_OK;

@@ -13,6 +13,7 @@
 #define CCOL_TCP_LINK_H
 
 #include "comm.h"
+#include "hier.h"
 
 #include <poll.h>
 #include <stdbool.h>
@@ -52,6 +53,7 @@ typedef struct ccol__tcp_member {
     uint32_t port; /* its listener, 0 if none */
     char host[64]; /* its host name (truncated) */
     char ip[64];   /* numeric address seen by us */
+    uint64_t hostkey; /* groups the ranks of one host (hier.h) */
 } ccol__tcp_member;
 
 /* ---- tcp_io.c ---- */
@@ -130,8 +132,11 @@ void ccol__tcp_refuse(const ccol_comm *c, int fd, ccol_status st,
 
 /* ---- tcp_rendezvous.c ---- */
 
-/* Runs the whole rendezvous of c and fills the data sockets of t. */
+/* Runs the whole rendezvous of c and fills the data sockets of t. Rank 0
+ * groups the ranks by host when `hier` (hier.h) and every rank learns the
+ * grouping into *plan: when plan->nhosts > 0, c's tree is the per-host
+ * tree and t holds only the sockets between hosts. */
 ccol_status ccol__tcp_rendezvous(ccol_comm *c, ccol__tcp *t, const char *addr,
-                                 int port);
+                                 int port, bool hier, ccol__hier_plan *plan);
 
 #endif /* CCOL_TCP_LINK_H */

@@ -116,8 +116,8 @@ send_hello(ccol_comm *c, int fd, const char *name, const uint8_t *nonce,
     h.size = (uint32_t)c->size;
     h.pid = (uint32_t)getpid();
     h.port = (uint32_t)lport;
-    if (gethostname(h.host, sizeof h.host - 1) != 0)
-        snprintf(h.host, sizeof h.host, "?");
+    if (ccol__hier_host_id(c, h.host, sizeof h.host) != CCOL_OK)
+        return c->err.code;
     ccol__tcp_mac(c, nonce, h.rank, h.mac);
     p = ccol__tcp_hello_encode(&h, &len);
     if (p == NULL)
@@ -157,7 +157,7 @@ static ccol_status
 handshake(ccol_comm *c, int fd, int peer, const char *name, int lport,
           int64_t deadline, ccol__msg *welcome)
 {
-    size_t max = CCOL__TCP_HS_MAX + (size_t)c->size * 80;
+    size_t max = CCOL__TCP_HS_MAX + (size_t)c->size * 84;
     ccol__msg ch;
     ccol_status st;
 
@@ -213,12 +213,15 @@ close_members(const ccol_comm *c, ccol__tcp_member *m)
 
 /* Keeps the sockets of this rank's children as data sockets and closes
  * the others (in tree mode rank 0 serves ranks that are not its
- * children). */
+ * children; in a per-host job its children on its own host use shm). */
 static void
-adopt(const ccol_comm *c, ccol__tcp *t, ccol__tcp_member *m)
+adopt(const ccol_comm *c, ccol__tcp *t, ccol__tcp_member *m,
+      const ccol__hier_plan *plan)
 {
     for (int i = 0; i < c->nchildren; i++) {
         int r = c->children[i];
+        if (ccol__hier_local(c, plan, r))
+            continue;
         t->fd[r] = m[r].fd;
         m[r].fd = -1;
     }
@@ -248,10 +251,11 @@ send_welcomes(ccol_comm *c, const ccol__tcp_member *m, const void *payload,
     return CCOL_OK;
 }
 
-/* Rank 0: sends every rank the table of tree listeners, keeps the
- * connections of its children. */
+/* Rank 0: sends every rank the table of tree listeners and the host
+ * table, keeps the connections of its children. */
 static ccol_status
-welcome_all(ccol_comm *c, ccol__tcp *t, ccol__tcp_member *m, int64_t deadline)
+welcome_all(ccol_comm *c, ccol__tcp *t, ccol__tcp_member *m,
+            const ccol__hier_plan *plan, int64_t deadline)
 {
     ccol__buf b = { 0 };
     uint32_t n = 0;
@@ -267,6 +271,7 @@ welcome_all(ccol_comm *c, ccol__tcp *t, ccol__tcp_member *m, int64_t deadline)
         ccol__buf_str(&b, m[r].ip);
         ccol__buf_u32(&b, m[r].port);
     }
+    ccol__hier_encode(c, plan, &b);
     if (b.oom)
         st = ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY,
                           "out of memory for the rendezvous table");
@@ -274,8 +279,33 @@ welcome_all(ccol_comm *c, ccol__tcp *t, ccol__tcp_member *m, int64_t deadline)
         st = send_welcomes(c, m, b.p, b.len, deadline);
     ccol__buf_free(&b);
     if (st == CCOL_OK)
-        adopt(c, t, m);
+        adopt(c, t, m, plan);
     close_members(c, m);
+    return st;
+}
+
+/* Rank 0: groups the ranks by the host each named in its HELLO and, for
+ * a per-host job, takes the per-host tree. */
+static ccol_status
+plan_hosts(ccol_comm *c, const ccol__tcp_member *m, bool hier,
+           ccol__hier_plan *plan)
+{
+    char id[CCOL__TCP_HOST_MAX + 1], name[64];
+    uint64_t *keys = calloc((size_t)c->size, sizeof *keys);
+    ccol_status st;
+
+    if (keys == NULL)
+        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
+    st = ccol__hier_host_id(c, id, sizeof id);
+    if (st == CCOL_OK) {
+        keys[0] = ccol__hier_host_key(id, name, sizeof name);
+        for (int r = 1; r < c->size; r++)
+            keys[r] = m[r].hostkey;
+        st = ccol__hier_decide(c, keys, hier, plan);
+    }
+    free(keys);
+    if (st == CCOL_OK && plan->nhosts > 0)
+        st = ccol__hier_tree(c, plan);
     return st;
 }
 
@@ -283,7 +313,8 @@ welcome_all(ccol_comm *c, ccol__tcp *t, ccol__tcp_member *m, int64_t deadline)
  * the job is consistent and welcomes everyone with the address of its
  * tree parent. */
 static ccol_status
-root(ccol_comm *c, ccol__tcp *t, const char *addr, int port, int64_t deadline)
+root(ccol_comm *c, ccol__tcp *t, const char *addr, int port, int64_t deadline,
+     bool hier, ccol__hier_plan *plan)
 {
     char where[NAME_MAX_], why[WHY_MAX];
     ccol__tcp_member *m;
@@ -306,7 +337,9 @@ root(ccol_comm *c, ccol__tcp *t, const char *addr, int port, int64_t deadline)
     }
     close(lfd);
     if (st == CCOL_OK)
-        st = welcome_all(c, t, m, deadline);
+        st = plan_hosts(c, m, hier, plan);
+    if (st == CCOL_OK)
+        st = welcome_all(c, t, m, plan, deadline);
     free(m);
     free(ranks);
     return st;
@@ -408,6 +441,7 @@ accept_children(ccol_comm *c, ccol__tcp *t, int lfd, int64_t deadline)
 {
     char ip[64], where[NAME_MAX_];
     ccol__tcp_member *m = calloc((size_t)c->size, sizeof *m);
+    const ccol__hier_plan flat = { 0 };
     int port;
     ccol_status st;
 
@@ -420,16 +454,54 @@ accept_children(ccol_comm *c, ccol__tcp *t, int lfd, int64_t deadline)
     if (st == CCOL_OK)
         st = send_welcomes(c, m, NULL, 0, deadline);
     if (st == CCOL_OK)
-        adopt(c, t, m);
+        adopt(c, t, m, &flat);
     close_members(c, m);
     free(m);
+    return st;
+}
+
+/* Reads the host table that follows the listener table in rank 0's
+ * WELCOME. */
+static ccol_status
+read_plan(ccol_comm *c, const ccol__msg *w, ccol__hier_plan *plan)
+{
+    ccol__rd r;
+    uint32_t n;
+
+    ccol__rd_init(&r, w->payload, w->h.len);
+    n = ccol__rd_u32(&r);
+    for (uint32_t i = 0; i < n && ccol__rd_ok(&r); i++) {
+        ccol__rd_u32(&r);
+        free(ccol__rd_str(&r, 63));
+        ccol__rd_u32(&r);
+    }
+    if (!ccol__rd_ok(&r))
+        return ccol__seterr(&c->err, CCOL_ERR_PEER,
+                            "rank 0 sent a malformed rendezvous table (%s)",
+                            r.why);
+    return ccol__hier_decode(c, &r, plan);
+}
+
+/* A per-host job: the per-host tree; a host's leader keeps its
+ * connection to rank 0 for data, every other rank closes it (its
+ * neighbours are on its host). */
+static ccol_status
+join_hosts(ccol_comm *c, ccol__tcp *t, const ccol__hier_plan *plan, int *fd0)
+{
+    ccol_status st = ccol__hier_tree(c, plan);
+
+    if (st == CCOL_OK && c->parent == 0 && !ccol__hier_local(c, plan, 0)) {
+        t->fd[0] = *fd0;
+        *fd0 = -1;
+    }
     return st;
 }
 
 /* Every other rank: dials rank 0, authenticates, learns its parent,
  * connects to it (unless it is rank 0) and accepts its own children. */
 static ccol_status
-joiner(ccol_comm *c, ccol__tcp *t, const char *addr, int port, int64_t deadline)
+joiner(ccol_comm *c, ccol__tcp *t, const char *addr, int port, int64_t deadline,
+       ccol__hier_plan *plan)
 {
     char name[NAME_MAX_];
     ccol__msg w = { 0 };
@@ -443,11 +515,15 @@ joiner(ccol_comm *c, ccol__tcp *t, const char *addr, int port, int64_t deadline)
     if (st == CCOL_OK)
         st = handshake(c, fd0, 0, name, lport, deadline, &w);
     if (st == CCOL_OK)
+        st = read_plan(c, &w, plan);
+    if (st == CCOL_OK && plan->nhosts > 0)
+        st = join_hosts(c, t, plan, &fd0);
+    else if (st == CCOL_OK)
         st = join_parent(c, t, &w, &fd0, deadline);
     free(w.payload);
     if (fd0 >= 0)
         close(fd0);
-    if (st == CCOL_OK && c->nchildren > 0)
+    if (st == CCOL_OK && plan->nhosts == 0 && c->nchildren > 0)
         st = accept_children(c, t, lfd, deadline);
     if (lfd >= 0)
         close(lfd);
@@ -457,13 +533,15 @@ joiner(ccol_comm *c, ccol__tcp *t, const char *addr, int port, int64_t deadline)
 /* Forms the job's connections before the first operation; one deadline
  * for the whole rendezvous. */
 ccol_status
-ccol__tcp_rendezvous(ccol_comm *c, ccol__tcp *t, const char *addr, int port)
+ccol__tcp_rendezvous(ccol_comm *c, ccol__tcp *t, const char *addr, int port,
+                     bool hier, ccol__hier_plan *plan)
 {
     int64_t deadline = ccol__tcp_deadline(c->timeout_s);
 
+    memset(plan, 0, sizeof *plan);
     if (c->size <= 1)
         return CCOL_OK;
     if (c->rank == 0)
-        return root(c, t, addr, port, deadline);
-    return joiner(c, t, addr, port, deadline);
+        return root(c, t, addr, port, deadline, hier, plan);
+    return joiner(c, t, addr, port, deadline, plan);
 }

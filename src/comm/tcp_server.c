@@ -458,7 +458,7 @@ admit(server *s, int i, const ccol__tcp_hello *h)
     m->fd = p->fd;
     m->pid = h->pid;
     m->port = h->port;
-    snprintf(m->host, sizeof m->host, "%.63s", h->host);
+    m->hostkey = ccol__hier_host_key(h->host, m->host, sizeof m->host);
     ccol__tcp_name(p->fd, true, m->ip, sizeof m->ip, &port);
     s->joined++;
     p->fd = -1;

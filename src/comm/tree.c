@@ -64,6 +64,8 @@ static int
 subtree_height(const ccol_comm *c, int r)
 {
     int h = 0;
+    if (c->heights != NULL)
+        return c->heights[r];
     if (c->size <= c->threshold)
         return r == 0 && c->size > 1 ? 1 : 0;
     for (long first = (long)r * c->fanout + 1; first < c->size;
