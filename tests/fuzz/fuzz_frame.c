@@ -3,10 +3,11 @@
  * network before trusting anyone: the frame header decoder, the frame
  * checks against a communicator (with the body a transport reads after
  * the header: the payload, then the sender's label, which must come out
- * bounded and clean), the rendezvous HELLO decoder, and the
- * collective results decoded by every operation (fed through a one-rank
- * inproc-free communicator's decoders via a fake frame). Input layout: the
- * first byte picks the decoder, the rest is the untrusted data.
+ * bounded and clean), the rendezvous HELLO decoder, and the host table
+ * of rank 0's WELCOME (with the per-host tree built from what it
+ * accepted). Input layout: the first byte picks the decoder (odd: HELLO,
+ * 2: host table, other even values: header), the rest is the untrusted
+ * data; the host table's first data byte also picks the world size.
  */
 #include "comm/tcp_link.h"
 
@@ -62,6 +63,44 @@ fuzz_hello(const uint8_t *p, size_t n)
     }
 }
 
+/* A decoded host table must be one rank 0 could have sent: it encodes
+ * back to the same bytes, and every rank's per-host tree is in range. */
+static void
+fuzz_hosts(const uint8_t *p, size_t n)
+{
+    ccol_comm c;
+    ccol__hier_plan plan;
+    ccol__rd r;
+
+    if (n < 1)
+        return;
+    memset(&c, 0, sizeof c);
+    c.size = 1 + p[0] % 12;
+    c.threshold = 1 + p[0] / 12 % 8;
+    c.fanout = 2;
+    ccol__rd_init(&r, p + 1, n - 1);
+    if (ccol__hier_decode(&c, &r, &plan) != CCOL_OK || plan.nhosts == 0)
+        return;
+    {
+        ccol__buf b = { 0 };
+        ccol__hier_encode(&c, &plan, &b);
+        assert(!b.oom && b.len == n - 1 && memcmp(b.p, p + 1, b.len) == 0);
+        ccol__buf_free(&b);
+    }
+    for (c.rank = 0; c.rank < c.size; c.rank++) {
+        if (ccol__hier_tree(&c, &plan) != CCOL_OK)
+            continue;
+        assert(c.parent >= -1 && c.parent < c.size && c.parent != c.rank);
+        for (int i = 0; i < c.nchildren; i++)
+            assert(c.children[i] > 0 && c.children[i] < c.size);
+        free(c.children);
+        free(c.heights);
+        c.children = NULL;
+        c.heights = NULL;
+    }
+    ccol__hier_plan_free(&plan);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int
@@ -71,6 +110,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     if (data[0] & 1)
         fuzz_hello(data + 1, size - 1);
+    else if (data[0] == 2)
+        fuzz_hosts(data + 1, size - 1);
     else
         fuzz_header(data + 1, size - 1);
     return 0;

@@ -105,8 +105,29 @@ def shm_seeds():
     }
 
 
+def host_seeds():
+    """Host tables of rank 0's WELCOME (src/comm/hier.c), after the byte
+    that picks the world size (1 + b % 12) and threshold (1 + b / 12 % 8):
+    u32 host count, u32 host per rank, u32-length nonce."""
+    def table(hosts, nonce=b"0123456789abcdef"):
+        body = struct.pack("<I", len(set(hosts)))
+        body += b"".join(struct.pack("<I", h) for h in hosts)
+        return body + struct.pack("<I", len(nonce)) + nonce
+    size5 = bytes([4 + 12 * 7])  # 5 ranks, threshold 8
+    return {
+        "hosts_flat": size5 + struct.pack("<I", 0),
+        "hosts_two_by_two": bytes([3 + 12 * 7]) + table([0, 0, 1, 1]),
+        "hosts_uneven": size5 + table([0, 1, 0, 2, 1]),
+        "hosts_out_of_order": size5 + table([0, 2, 1, 1, 0]),
+        "hosts_bad_nonce": size5 + table([0, 0, 1, 1, 1], b"XYZ"),
+    }
+
+
 def main():
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+    for name, data in host_seeds().items():
+        with open(os.path.join(root, "fuzz_frame", name), "wb") as f:
+            f.write(b"\x02" + data)  # byte 0 == 2: the host table
     for name, data in frame_seeds().items():
         with open(os.path.join(root, "fuzz_frame", name), "wb") as f:
             f.write(b"\x00" + data)  # byte 0 even: the header decoder
