@@ -16,6 +16,7 @@ static const tool_cmd suites[] = {
     { "soak", ccol_bench_soak, "10,000 exchanges and guards: memory stays flat" },
     { "faults", ccol_bench_faults, "random faults in real jobs: named errors" },
     { "jit", ccol_bench_jit, "cost of a cached frame call, with and without guards" },
+    { "hier", ccol_bench_hier, "tcp+shm across hosts against flat tcp" },
 };
 
 static void

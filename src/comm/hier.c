@@ -5,17 +5,22 @@
  * The link routes every frame by its peer: a rank of this host through
  * the host's shm communicator (a communicator of its own, numbered 0..n-1
  * in rank order, whose messages name ranks of the whole job through
- * global_of), any other rank through the tcp link. Only a leader ever
- * waits on both at once (its shm children and, on rank 0, the other
- * leaders); it then alternates a look at the shm rings with a short
- * wait on the sockets, the wait growing from 50 us to 1 ms, so a frame on
- * either side is taken within about a millisecond.
+ * global_of), any other rank through the tcp link. Only rank 0 ever
+ * waits on both at once (its shm children and the other hosts' leaders);
+ * it then alternates a look at the sockets (poll without waiting) with a
+ * wait on the rings for a slice growing from 50 us to 1 ms. A frame from
+ * its own host wakes it at once (the ring's doorbell), one from another
+ * host is taken within a slice; and since a leader sends only after its
+ * own host's ranks reached it, rank 0's host has usually arrived by then
+ * and rank 0 waits in poll alone.
  */
 #include "hier.h"
+#include "tcp_link.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -412,7 +417,7 @@ typedef struct hlink {
     int *local_of;    /* per rank, its index on its host */
     int *global_of;   /* per index on this host, the rank in the job */
     ccol_comm *lc;    /* this host's ranks over shm, or NULL when alone */
-    void *tcp;        /* the tcp link (global numbering) */
+    ccol__tcp *tcp;   /* the tcp link (global numbering) */
     const ccol__link_ops *tcp_ops;
     int *want_l;      /* scratch: wanted ranks of this host (local) */
     int *want_r;      /* scratch: wanted ranks of other hosts */
@@ -484,8 +489,21 @@ recv_remote(ccol_comm *c, hlink *h, int n, int64_t deadline, int *from,
     return st;
 }
 
+/* Is a socket of the wanted ranks of other hosts readable (a frame, an
+ * end of file or an error to report)? Polls without waiting. */
+static bool
+remote_ready(const hlink *h, int n)
+{
+    const ccol__tcp *t = h->tcp;
+
+    for (int k = 0; k < n; k++)
+        t->pf[k] = (struct pollfd){ .fd = t->fd[h->want_r[k]],
+                                    .events = POLLIN };
+    return poll(t->pf, (nfds_t)n, 0) > 0;
+}
+
 /* One frame from any of `peers`: from one side alone when all are there,
- * else alternating a look at the rings with a short wait on the sockets. */
+ * else alternating a look at the sockets with a short wait on the rings. */
 static ccol_status
 hier_recv(ccol_comm *c, const int *peers, int n, int64_t deadline, int *from,
           ccol__msg *msg)
@@ -506,20 +524,28 @@ hier_recv(ccol_comm *c, const int *peers, int n, int64_t deadline, int *from,
         return recv_remote(c, h, nr, deadline, from, msg);
     for (;;) {
         int64_t now = ccol__now_ns();
-        ccol_status st = recv_local(c, h, nl, now, from, msg);
+        ccol_status st;
+
+        if (remote_ready(h, nr))
+            return recv_remote(c, h, nr, deadline, from, msg);
+        st = recv_local(c, h, nl, now + slice < deadline ? now + slice
+                                                         : deadline,
+                        from, msg);
         if (st != CCOL_ERR_TIMEOUT)
             return st;
-        st = recv_remote(c, h, nr, now + slice < deadline ? now + slice
-                                                          : deadline,
-                         from, msg);
-        if (st != CCOL_ERR_TIMEOUT || ccol__past(deadline))
-            return st;
+        if (ccol__past(deadline))
+            return remote_ready(h, nr)
+                       ? recv_remote(c, h, nr, deadline, from, msg)
+                       : CCOL_ERR_TIMEOUT;
         slice = slice * 2 < SLICE_MAX_NS ? slice * 2 : SLICE_MAX_NS;
     }
 }
 
 /* Frees the link; the host's communicator departs (waking its ranks),
- * the sockets close (peers on other hosts see it at once). */
+ * the sockets close (peers on other hosts see it at once). In a forked
+ * child both only release this process's copy: the tcp link reads
+ * c->foreign, and ccol_comm_destroy finds the host's communicator
+ * foreign too (it has c's owner). */
 static void
 link_free(ccol_comm *c, hlink *h)
 {
@@ -583,6 +609,7 @@ join_host(ccol_comm *c, hlink *h, const ccol__hier_plan *p, int nlocal)
     lc->fanout = c->fanout;
     lc->global_of = h->global_of;
     lc->parent = -1;
+    lc->owner = c->owner; /* a forked child may not use it either */
     if (ccol__tree_setup(lc) != CCOL_OK ||
         ccol__shm_attach(lc, (snprintf(name, sizeof name, "hier-%s-%d",
                                        p->nonce, p->host[c->rank]),

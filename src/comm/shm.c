@@ -1141,7 +1141,9 @@ shm_shutdown(ccol_comm *c)
 }
 
 /* Leaves the job: departs (waking everyone who may wait for this rank),
- * removes the name if rank 0 still owns it, frees everything. */
+ * removes the name if rank 0 still owns it, frees everything. A forked
+ * child's copy (c->foreign) only closes its pidfds and unmaps: the
+ * segment and its name still belong to the parent's job. */
 static void
 shm_destroy(ccol_comm *c)
 {
@@ -1149,8 +1151,10 @@ shm_destroy(ccol_comm *c)
 
     if (l == NULL)
         return;
-    depart(c, l);
-    drop_name(l);
+    if (!c->foreign) {
+        depart(c, l);
+        drop_name(l);
+    }
     for (int i = 0; l->nb != NULL && i < l->nn; i++)
         ccol__shm_asm_reset(&l->nb[i].as);
     for (int r = 0; l->pidfd != NULL && r < c->size; r++)
@@ -1194,6 +1198,13 @@ ccol__shm_attach(ccol_comm *c, const char *name)
     c->link = l;
     c->ops = &shm_ops;
     st = ccol__spin_setup(c, &l->spin_ns, &l->yield);
+    /* A host's part of a tcp+shm job (global_of set) often waits for a
+     * result that crosses tcp; when its ranks outnumber the processors,
+     * spinning ranks take the cores the leaders' sockets need (8 ranks on
+     * 2 hosts, 2 cores, `ccol bench hier`: 2.6x flat tcp's latency with
+     * the spin, 0.8-0.9x sleeping at once). CCOL_SPIN_US still decides. */
+    if (c->global_of != NULL && l->yield && getenv("CCOL_SPIN_US") == NULL)
+        l->spin_ns = 0;
     if (st == CCOL_OK)
         st = join(c, l, ccol__now_ns() + (int64_t)(c->timeout_s * 1e9));
     if (st == CCOL_OK) {
