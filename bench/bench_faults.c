@@ -14,6 +14,7 @@
  */
 #include "bench.h"
 #include "bench_util.h"
+#include "util.h"
 
 #include <jansson.h>
 #include <regex.h>
@@ -251,9 +252,10 @@ parse_args(int argc, char **argv, faults_cfg *cfg)
             cfg->trials = atoi(argv[++i]);
         else if (strcmp(argv[i], "--seed") == 0)
             cfg->seed = (unsigned)strtoul(argv[++i], NULL, 10);
-        else if (strcmp(argv[i], "--timeout") == 0)
-            cfg->timeout = atof(argv[++i]);
-        else
+        else if (strcmp(argv[i], "--timeout") == 0) {
+            if (tool_parse_seconds(argv[++i], 86400, &cfg->timeout) != 0)
+                return -1;
+        } else
             return -1;
     }
     return cfg->trials > 0 && cfg->timeout > 0 ? 0 : -1;

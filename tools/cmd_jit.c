@@ -9,6 +9,7 @@
 
 #include "jit_job.h"
 #include "mpi_glue.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -70,17 +71,11 @@ parse_int(const char *s, long lo, long hi, long *out)
     return 0;
 }
 
-/* Parses a positive number of seconds, at most a day. */
+/* Parses a number of seconds, at most a day (see tool_parse_seconds). */
 static int
 parse_seconds(const char *s, double *out)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno != 0 || end == s || *end != '\0' || !(v > 0) || v > 86400)
-        return -1;
-    *out = v;
-    return 0;
+    return tool_parse_seconds(s, 86400, out);
 }
 
 /* Parses the test hook CCOL_JIT_TEST_KILL_RANK="r", "r:exit", "r:skew"
@@ -161,8 +156,8 @@ apply_value(const char *name, const char *v, jit_opts *o,
         o->trace_dir = v;
     } else if (strcmp(name, "--timeout") == 0) {
         if (parse_seconds(v, &o->timeout_s) != 0)
-            return usage_error("--timeout must be a number of seconds in "
-                               "(0, 86400], not '%s'", v);
+            return usage_error("--timeout must be a plain decimal number "
+                               "of seconds in [0.001, 86400], not '%s'", v);
     } else {
         if (parse_int(v, 1, 1000000, &n) != 0)
             return usage_error("--recompile-limit must be an integer in "

@@ -176,9 +176,13 @@ step(child *ch, int n)
 static double
 rank_timeout(const jit_opts *o)
 {
-    const char *env = getenv("CCOL_TIMEOUT");
-    double t = o->timeout_s > 0 ? o->timeout_s : env ? atof(env) : 0;
-    return t > 0 ? t : 300;
+    double t = 300;
+
+    if (o->timeout_s > 0)
+        return o->timeout_s;
+    /* check_env has refused a bad value before any rank started. */
+    (void)tool_parse_seconds(getenv("CCOL_TIMEOUT"), TOOL_MAX_SECONDS, &t);
+    return t;
 }
 
 /* Kills the ranks still running (the watchdog). */

@@ -6,6 +6,7 @@
  * with ccol's. The only file of the command that includes mpi.h.
  */
 #include "mpi_glue.h"
+#include "util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,21 +32,22 @@ mpi_glue_auto(void)
            (port == NULL || port[0] == '\0');
 }
 
-/* The deadline to use: timeout_s, else CCOL_TIMEOUT, else the default. */
+/* The deadline to use: timeout_s, else CCOL_TIMEOUT, else the default;
+ * -1 with err naming the value when CCOL_TIMEOUT is not a deadline. */
 static double
-deadline_of(double timeout_s)
+deadline_of(double timeout_s, char *err, size_t errlen)
 {
     const char *s = getenv("CCOL_TIMEOUT");
-    char *end;
-    double v;
+    double v = DEFAULT_TIMEOUT_S;
 
-    if (timeout_s > 0)
-        return timeout_s;
-    if (s == NULL)
-        return DEFAULT_TIMEOUT_S;
-    v = strtod(s, &end);
-    return end != s && *end == '\0' && v > 0 && v <= 86400
-               ? v : DEFAULT_TIMEOUT_S;
+    if (timeout_s > 0 || s == NULL)
+        return timeout_s > 0 ? timeout_s : v;
+    if (tool_parse_seconds(s, TOOL_MAX_SECONDS, &v) == 0)
+        return v;
+    snprintf(err, errlen, "CCOL_TIMEOUT='%.64s' is not a plain decimal "
+             "number of seconds in [%g, %.0f] (like 30 or 2.5)", s,
+             TOOL_MIN_SECONDS, TOOL_MAX_SECONDS);
+    return -1;
 }
 
 #ifdef CCOL_HAVE_MPI
@@ -141,7 +143,9 @@ mpi_glue_comm(double timeout_s, ccol_comm **out, char *err, size_t errlen)
     ccol_status st;
 
     *out = NULL;
-    p.timeout_s = deadline_of(timeout_s);
+    p.timeout_s = deadline_of(timeout_s, err, errlen);
+    if (p.timeout_s < 0)
+        return CCOL_ERR_INVALID_ARG;
     if (!initialized && mpi_glue_init(err, errlen) != 0)
         return CCOL_ERR_PEER;
     if (dup_world(p.timeout_s, &dup, err, errlen) != 0)
@@ -275,8 +279,9 @@ mpi_glue_init(char *err, size_t errlen)
 ccol_status
 mpi_glue_comm(double timeout_s, ccol_comm **out, char *err, size_t errlen)
 {
-    (void)deadline_of(timeout_s);
     *out = NULL;
+    if (deadline_of(timeout_s, err, errlen) < 0)
+        return CCOL_ERR_INVALID_ARG;
     snprintf(err, errlen, "this ccol was built without MPI");
     return CCOL_ERR_INVALID_ARG;
 }

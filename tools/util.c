@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -18,6 +19,54 @@ tool_now_s(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Skips a run of decimal digits; returns how many there were. */
+static size_t
+skip_digits(const char **s)
+{
+    const char *p = *s;
+
+    while (**s >= '0' && **s <= '9')
+        (*s)++;
+    return (size_t)(*s - p);
+}
+
+/* True when s is digits with an optional fraction and exponent. */
+static int
+is_plain_decimal(const char *s)
+{
+    size_t n = skip_digits(&s);
+
+    if (*s == '.') {
+        s++;
+        n += skip_digits(&s);
+    }
+    if (n == 0)
+        return 0;
+    if (*s == 'e' || *s == 'E') {
+        s++;
+        if (*s == '+' || *s == '-')
+            s++;
+        if (skip_digits(&s) == 0)
+            return 0;
+    }
+    return *s == '\0';
+}
+
+int
+tool_parse_seconds(const char *s, double max, double *out)
+{
+    double v;
+
+    if (s == NULL || !is_plain_decimal(s))
+        return -1;
+    errno = 0;
+    v = strtod(s, NULL);
+    if (errno != 0 || !(v >= TOOL_MIN_SECONDS && v <= max))
+        return -1;
+    *out = v;
+    return 0;
 }
 
 void

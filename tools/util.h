@@ -1,6 +1,7 @@
 /*
  * util.h - small helpers the subcommands share: a monotonic clock, writing
- * a whole buffer, and picking a free TCP port for a rendezvous.
+ * a whole buffer, picking a free TCP port for a rendezvous and parsing a
+ * number of seconds strictly.
  */
 #ifndef CCOL_TOOLS_UTIL_H
 #define CCOL_TOOLS_UTIL_H
@@ -20,5 +21,18 @@ void tool_write_all(int fd, const void *buf, size_t len);
  * socket could be bound there, with *why (if not NULL) saying why.
  */
 int tool_free_port(const char *addr, const char **why);
+
+/* The range tool_parse_seconds accepts: the library's own for
+ * CCOL_TIMEOUT (below a millisecond is a typo, 1e7 s the comm's limit). */
+#define TOOL_MIN_SECONDS 0.001
+#define TOOL_MAX_SECONDS 1e7
+
+/*
+ * Parses a deadline as CCOL_TIMEOUT is parsed by the library: a plain
+ * decimal number (digits, optional fraction and exponent; no sign, space,
+ * hex, inf or nan) in [TOOL_MIN_SECONDS, max]. Returns 0, or -1 leaving
+ * *out alone.
+ */
+int tool_parse_seconds(const char *s, double max, double *out);
 
 #endif /* CCOL_TOOLS_UTIL_H */

@@ -146,6 +146,14 @@ struct ccol_comm {
     uint64_t nsent;            /* frames sent, for msg-numbered faults */
     ccol_interrupt_fn intr_fn; /* the caller's interrupt hook, or NULL */
     void *intr_ud;
+    int owner;                 /* pid of the process that created it: a
+                                  forked child has a copy it may not use */
+    bool foreign;              /* set by ccol_comm_destroy in another
+                                  process than the owner: the transport
+                                  releases this process's memory and
+                                  descriptors only, touching nothing the
+                                  owner's job shares (no departure, no
+                                  unlink, no shutdown, no frame) */
 };
 
 /*
@@ -167,6 +175,8 @@ struct ccol__link_ops {
                         size_t len);
     ccol_status (*recv)(ccol_comm *c, const int *peers, int n,
                         int64_t deadline, int *from, ccol__msg *msg);
+    /* Leaves the job and frees the link; when c->foreign, frees only what
+     * this process holds and tells no one. */
     void (*destroy)(ccol_comm *c);
     /* Optional: closes every connection at once, as a crash would (used
      * by fault injection). */

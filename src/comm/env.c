@@ -145,9 +145,10 @@ read_knobs(ccol__err *err, ccol_comm_params *p)
     if (t != NULL) {
         if (!ccol__parse_seconds(t, &p->timeout_s))
             return ccol__seterr(err, CCOL_ERR_INVALID_ARG,
-                                "CCOL_TIMEOUT='%.64s' is not a number of "
-                                "seconds in (0, 10000000]",
-                                t);
+                                "CCOL_TIMEOUT='%.64s' is not a plain "
+                                "decimal number of seconds in [%g, %.0f] "
+                                "(like 30 or 2.5)",
+                                t, CCOL__MIN_SECONDS, CCOL__MAX_SECONDS);
         p->mask |= CCOL_COMM_PARAM_TIMEOUT;
     }
     if (tok != NULL && tok[0]) {

@@ -488,7 +488,13 @@ inproc_shutdown(ccol_comm *c)
 static const ccol__link_ops inproc_ops = CCOL__LINK_OPS(inproc, inproc_run);
 
 /* Leaves the group: marks this rank departed (its peers' waits fail
- * naming it), wakes everyone, and frees the group with its last rank. */
+ * naming it), wakes everyone, and frees the group with its last rank.
+ *
+ * In a forked child (c->foreign) the group is a copy whose threads did
+ * not survive the fork, and its mutexes (the registry's too) may have
+ * been held by one of them at that instant: locking them could hang for
+ * ever. Nothing in the copy is seen by the parent, so the child frees
+ * its own link only and leaks the group (the registry keeps it). */
 static void
 inproc_destroy(ccol_comm *c)
 {
@@ -499,6 +505,8 @@ inproc_destroy(ccol_comm *c)
     if (l == NULL)
         return;
     g = l->g;
+    if (c->foreign)
+        goto out_free_link;
     pthread_mutex_lock(&registry_mu);
     pthread_mutex_lock(&g->mu);
     g->present[c->rank] = false;
@@ -513,6 +521,7 @@ inproc_destroy(ccol_comm *c)
         group_free(g);
     }
     pthread_mutex_unlock(&registry_mu);
+out_free_link:
     free(l->sl.views); /* the slots' per-operation arrays */
     free(l);
     c->link = NULL;

@@ -321,19 +321,23 @@ oob_run(ccol_comm *c, ccol__coll *op)
     return ccol__coll_end(c, op, st);
 }
 
-/* Releases the abandoned requests and the caller's context. */
+/* Releases the abandoned requests and the caller's context. A forked
+ * child's copy (c->foreign) calls none of the caller's functions: they
+ * act for the parent's job (an MPI communicator, a store connection),
+ * so the child leaks the abandoned requests and their buffers, which
+ * the caller's library may still point to, and frees the rest. */
 static void
 oob_destroy(ccol_comm *c)
 {
     oob_state *s = c->link;
     if (s == NULL)
         return;
-    for (int i = 0; i < s->nleft; i++) {
+    for (int i = 0; !c->foreign && i < s->nleft; i++) {
         s->oob.free(s->oob.ctx, s->left[i].req);
         free(s->left[i].send);
         free(s->left[i].recv);
     }
-    if (s->oob.release != NULL)
+    if (s->oob.release != NULL && !c->foreign)
         s->oob.release(s->oob.ctx);
     free(s->left);
     free(s);

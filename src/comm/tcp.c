@@ -30,14 +30,19 @@ quiet_close(int fd)
     close(fd);
 }
 
-/* Closes every socket and frees the link. */
+/* Closes every socket and frees the link. A forked child (`foreign`)
+ * shares its parent's connections: it only closes its own descriptors,
+ * since shutdown(2) or draining unread bytes would end or rob the
+ * parent's. */
 static void
-link_free(ccol__tcp *t)
+link_free(ccol__tcp *t, bool foreign)
 {
     if (t == NULL)
         return;
     for (int r = 0; t->fd != NULL && r < t->size; r++) {
-        if (t->fd[r] >= 0)
+        if (t->fd[r] >= 0 && foreign)
+            close(t->fd[r]);
+        else if (t->fd[r] >= 0)
             quiet_close(t->fd[r]);
     }
     free(t->fd);
@@ -60,7 +65,7 @@ link_new(int size)
     if (t->fd == NULL || t->pf == NULL) {
         free(t->fd);
         t->fd = NULL;
-        link_free(t);
+        link_free(t, false);
         return NULL;
     }
     for (int r = 0; r < size; r++)
@@ -184,11 +189,11 @@ tcp_recv(ccol_comm *c, const int *peers, int n, int64_t deadline, int *from,
 }
 
 /* Closes every connection: peers waiting on this rank see the close at
- * once and name it. */
+ * once and name it (not when a forked child's copy closes). */
 static void
 tcp_destroy(ccol_comm *c)
 {
-    link_free(c->link);
+    link_free(c->link, c->foreign);
     c->link = NULL;
 }
 
@@ -236,7 +241,7 @@ ccol__tcp_attach(ccol_comm *c, const char *addr, int port)
     st = ccol__tcp_rendezvous(c, t, addr, port, hier, &plan);
     if (st != CCOL_OK) {
         ccol__hier_plan_free(&plan);
-        link_free(t);
+        link_free(t, false);
         return st;
     }
     if (plan.nhosts > 0) /* a job across hosts: shm within each */

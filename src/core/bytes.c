@@ -273,17 +273,51 @@ ccol__parse_int(const char *s, long long lo, long long hi, long long *out)
     return true;
 }
 
+/* Skips a run of decimal digits; returns how many there were. */
+static size_t
+skip_digits(const char **s)
+{
+    const char *p = *s;
+
+    while (**s >= '0' && **s <= '9')
+        (*s)++;
+    return (size_t)(*s - p);
+}
+
+/* True when s is a plain decimal number: digits with an optional
+ * fraction and exponent ("30", "2.5", ".5", "1e3"). strtod alone would
+ * also take signs, spaces, hex, "inf" and "nan". */
+static bool
+is_plain_decimal(const char *s)
+{
+    size_t n = skip_digits(&s);
+
+    if (*s == '.') {
+        s++;
+        n += skip_digits(&s);
+    }
+    if (n == 0)
+        return false;
+    if (*s == 'e' || *s == 'E') {
+        s++;
+        if (*s == '+' || *s == '-')
+            s++;
+        if (skip_digits(&s) == 0)
+            return false;
+    }
+    return *s == '\0';
+}
+
 bool
 ccol__parse_seconds(const char *s, double *out)
 {
-    char *end;
     double v;
 
-    if (s == NULL || *s == '\0')
+    if (s == NULL || !is_plain_decimal(s))
         return false;
     errno = 0;
-    v = strtod(s, &end);
-    if (errno != 0 || *end != '\0' || !isfinite(v) || v <= 0 || v > 1e7)
+    v = strtod(s, NULL);
+    if (errno != 0 || !(v >= CCOL__MIN_SECONDS && v <= CCOL__MAX_SECONDS))
         return false;
     *out = v;
     return true;

@@ -222,7 +222,14 @@ void ccol__names_free(void *v, size_t n, size_t size);
 /* Parses a decimal integer in [lo, hi]; false on junk or range. */
 bool ccol__parse_int(const char *s, long long lo, long long hi,
                      long long *out);
-/* Parses a finite double > 0; false otherwise. */
+/* The range of a deadline read from text (CCOL_TIMEOUT): below a
+ * millisecond is a typo rather than a deadline, and 1e7 s is the
+ * communicator's own limit. */
+#define CCOL__MIN_SECONDS 0.001
+#define CCOL__MAX_SECONDS 1e7
+/* Parses a plain decimal number of seconds (digits, optional fraction and
+ * exponent: no sign, spaces, hex, inf or nan) in [CCOL__MIN_SECONDS,
+ * CCOL__MAX_SECONDS]; false otherwise. */
 bool ccol__parse_seconds(const char *s, double *out);
 
 #endif /* CCOL_CORE_H */

@@ -691,6 +691,21 @@ CCOL_TEST(env_resolution)
     CHECK_STATUS(ccol_comm_create_env(NULL, &c), CCOL_ERR_INVALID_ARG);
     CHECK_CONTAINS(ccol_comm_errmsg(c), "CCOL_TIMEOUT");
     ccol_comm_destroy(c);
+    /* Hex, a deadline that rounds to nothing and inf are refused too,
+     * naming the value. */
+    setenv("CCOL_TIMEOUT", "0x10", 1);
+    CHECK_STATUS(ccol_comm_create_env(NULL, &c), CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "CCOL_TIMEOUT='0x10'");
+    ccol_comm_destroy(c);
+    setenv("CCOL_TIMEOUT", "1e-9", 1);
+    CHECK_STATUS(ccol_comm_create_env(NULL, &c), CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "CCOL_TIMEOUT='1e-9'");
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "[0.001, 10000000]");
+    ccol_comm_destroy(c);
+    setenv("CCOL_TIMEOUT", "inf", 1);
+    CHECK_STATUS(ccol_comm_create_env(NULL, &c), CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "CCOL_TIMEOUT='inf'");
+    ccol_comm_destroy(c);
     unsetenv("CCOL_TIMEOUT");
 }
 

@@ -312,8 +312,12 @@ CCOL_TRANSPORT=carrier-pigeon RANK=0 WORLD_SIZE=1 expect_err env_transport_joine
     "CCOL_TRANSPORT='carrier-pigeon' is not a transport" \
     "$P" --schedule "$S" --json
 CCOL_TIMEOUT=1e308 expect_err env_timeout_range 2 \
-    "CCOL_TIMEOUT='1e308' is not a number of seconds in (0, 10000000]" \
+    "CCOL_TIMEOUT='1e308' is not a plain decimal number of seconds in [0.001, 10000000]" \
     "$P" --schedule "$S" -n 2
+CCOL_TIMEOUT=0x10 expect_err env_timeout_hex 2 "CCOL_TIMEOUT='0x10' is not" \
+    "$P" --schedule "$S" -n 2
+expect_err timeout_tiny 2 "--timeout must be a plain decimal number" \
+    "$P" --schedule "$S" -n 2 --timeout 1e-9
 # A stale launcher variable of this process does not matter with -n: the
 # ranks are given their own.
 RANK=x MASTER_PORT=none jit "$P" --schedule "$S" -n 2 --json --timeout 5

@@ -103,6 +103,31 @@ CCOL_TEST(buffer_and_parsers)
     CHECK(!ccol__parse_seconds("nan", &d));
 }
 
+/* A deadline from text is plain decimal seconds in [1 ms, 1e7 s]: hex,
+ * inf, signs, spaces, and values that round to nothing are refused. */
+CCOL_TEST(parse_seconds_is_strict)
+{
+    static const char *const bad[] = {
+        "0x10", "1e-9",  "0.0009", "inf", "infinity", "nan", "-1",  "+5",
+        " 5",   "5 ",    "",       ".",   "e3",       "1e",  "1e+", "5s",
+        "1_0",  "1e308", "1e400",  "0",   "10000001", "1..2"
+    };
+    double d = -1;
+
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (ccol__parse_seconds(bad[i], &d))
+            ccol_test_fail(__FILE__, __LINE__, "accepted '%s'", bad[i]);
+    }
+    CHECK(d == -1);
+    CHECK(ccol__parse_seconds("30", &d) && d == 30);
+    CHECK(ccol__parse_seconds("2.5", &d) && d == 2.5);
+    CHECK(ccol__parse_seconds(".5", &d) && d == 0.5);
+    CHECK(ccol__parse_seconds("5.", &d) && d == 5);
+    CHECK(ccol__parse_seconds("1e3", &d) && d == 1000);
+    CHECK(ccol__parse_seconds("1E-3", &d) && d == 0.001);
+    CHECK(ccol__parse_seconds("10000000", &d) && d == 1e7);
+}
+
 /* ccol__grow doubles from `first`, keeps the array on overflow and
  * leaves a large enough array alone. */
 CCOL_TEST(grow_doubles_and_refuses_overflow)
@@ -122,4 +147,5 @@ CCOL_TEST(grow_doubles_and_refuses_overflow)
 }
 
 CCOL_TEST_MAIN(CCOL_T(crc32c_vectors), CCOL_T(grow_doubles_and_refuses_overflow), CCOL_T(sha256_and_hmac_vectors),
-               CCOL_T(reader_stops_at_the_end), CCOL_T(buffer_and_parsers))
+               CCOL_T(reader_stops_at_the_end), CCOL_T(buffer_and_parsers),
+               CCOL_T(parse_seconds_is_strict))
