@@ -367,10 +367,11 @@ CCOL_API ccol_status ccol_allreduce_f64(ccol_comm *comm, double *values,
 
 /*
  * Combines two blobs into one, allocated with malloc() into *out and
- * *out_len (*out may be NULL for an empty result). Must be associative and
- * commutative on the bytes it produces, and pure (called on whichever rank
- * reduces, possibly several times, with blobs that crossed the wire: decode
- * them defensively). Returning an error fails the operation on every rank
+ * *out_len (*out may be NULL for an empty result). Must be associative on
+ * the bytes it produces (blobs are folded in rank order on every transport
+ * and tree shape, so it need not be commutative), and pure (called on
+ * whichever rank reduces, possibly several times, with blobs that crossed
+ * the wire: decode them defensively). Returning an error fails the operation on every rank
  * with CCOL_ERR_PEER (CCOL_ERR_NO_MEMORY stays as is) and a message naming
  * the subtree whose contribution could not be combined. Over shm and
  * inproc (within the tree threshold) every rank folds the same blobs in

@@ -291,6 +291,15 @@ int64_t ccol__skewed_deadline(int64_t deadline, int64_t mono, int64_t wall,
 /* Computes parent and children of c->rank for the current size, threshold
  * and fanout. */
 ccol_status ccol__tree_setup(ccol_comm *c);
+/* The tree over nodes 0..n-1 (ranks, or a host's ranks in rank order): a
+ * star up to `threshold` nodes; above it node i's subtree is a run of
+ * consecutive nodes [i, i + len) whose children start the `fanout` nearly
+ * equal runs [i + 1, i + len) is cut into, so pre-order is index order.
+ * Parent (-1 for node 0), children (written to out unless NULL; returns
+ * their number, at most max(fanout, threshold - 1)) and subtree height. */
+int ccol__tree_parent(int n, int threshold, int fanout, int i);
+int ccol__tree_children(int n, int threshold, int fanout, int i, int *out);
+int ccol__tree_height(int n, int threshold, int fanout, int i);
 
 /* The spin-then-block policy of the shm and inproc waits: CCOL_SPIN_US
  * (default 100 us, 0 = block at once) into *spin_ns; *yield when ranks

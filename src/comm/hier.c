@@ -176,7 +176,7 @@ ccol__hier_decide(ccol_comm *c, const uint64_t *keys, bool on,
 {
     int cap = c->threshold + 1, *count;
     uint64_t *hkeys;
-    bool shared = false, many = false;
+    bool shared = false, many = false, split = false;
 
     memset(p, 0, sizeof *p);
     p->host = calloc((size_t)c->size, sizeof *p->host);
@@ -196,10 +196,11 @@ ccol__hier_decide(ccol_comm *c, const uint64_t *keys, bool on,
             hkeys[p->nhosts++] = keys[r];
         p->host[r] = h;
         shared = shared || ++count[h] > 1;
+        split = split || (r > 0 && h != p->host[r - 1] && count[h] > 1);
     }
     free(count);
     free(hkeys);
-    if (!on || !shared || many || p->nhosts < 2)
+    if (!on || !shared || many || split || p->nhosts < 2)
         ccol__hier_plan_free(p);
     else
         make_nonce(p->nonce);
@@ -217,7 +218,8 @@ ccol__hier_encode(const ccol_comm *c, const ccol__hier_plan *p, ccol__buf *b)
     ccol__buf_str(b, p->nonce);
 }
 
-/* Hosts must be numbered by their lowest rank, every index used. */
+/* Hosts must be numbered by their lowest rank, every index used, and
+ * each host's ranks consecutive (so the tree folds in rank order). */
 static const char *
 check_hosts(const ccol_comm *c, const ccol__hier_plan *p)
 {
@@ -228,6 +230,9 @@ check_hosts(const ccol_comm *c, const ccol__hier_plan *p)
     for (int r = 0; r < c->size; r++) {
         if (p->host[r] < 0 || p->host[r] > next)
             return "host indices out of order";
+        if (r > 0 && p->host[r] != p->host[r - 1] &&
+            p->host[r] != p->host[r - 1] + 1)
+            return "a host's ranks are not consecutive";
         if (p->host[r] == next)
             next++;
     }
@@ -340,30 +345,32 @@ shape_init(ccol_comm *c, const ccol__hier_plan *p, shape *s)
     return CCOL_OK;
 }
 
-/* The parent of rank r: its host's leader's subtree is the star or k-ary
- * tree over the host's ranks; leaders hang below rank 0. */
+/* The parent of rank r: below a leader, the host's ranks form the
+ * communicator's usual tree (tree.c) over their order on the host;
+ * leaders hang below rank 0. */
 static int
 parent_of(const shape *s, int r)
 {
-    int h = s->p->host[r], i = s->li[r], m = s->count[h];
+    int h = s->p->host[r], i = s->li[r];
 
     if (i == 0)
         return r == 0 ? -1 : 0;
-    return s->byhost[s->start[h] + (m <= s->thr ? 0 : (i - 1) / s->k)];
+    return s->byhost[s->start[h] +
+                     ccol__tree_parent(s->count[h], s->thr, s->k, i)];
 }
 
 /* Rank r's children in combine order: its host's ranks below it, then,
- * on rank 0, the other hosts' leaders by host. Writes at most `max`. */
+ * on rank 0, the other hosts' leaders by host. `out` has room for
+ * max(k, thr - 1) + nhosts - 1. */
 static int
-children_of(const shape *s, int r, int *out, int max)
+children_of(const shape *s, int r, int *out)
 {
-    int h = s->p->host[r], i = s->li[r], m = s->count[h], n = 0;
-    long lo = m <= s->thr ? (i == 0 ? 1 : m) : (long)i * s->k + 1;
-    long hi = m <= s->thr ? m : lo + s->k;
+    int h = s->p->host[r];
+    int n = ccol__tree_children(s->count[h], s->thr, s->k, s->li[r], out);
 
-    for (long j = lo; j < hi && j < m && n < max; j++)
-        out[n++] = s->byhost[s->start[h] + j];
-    for (int g = 1; r == 0 && g < s->p->nhosts && n < max; g++)
+    for (int j = 0; j < n; j++)
+        out[j] = s->byhost[s->start[h] + out[j]];
+    for (int g = 1; r == 0 && g < s->p->nhosts; g++)
         out[n++] = s->byhost[s->start[g]];
     return n;
 }
@@ -404,7 +411,7 @@ ccol__hier_tree(ccol_comm *c, const ccol__hier_plan *p)
     }
     free(c->children);
     c->parent = parent_of(&s, c->rank);
-    c->nchildren = children_of(&s, c->rank, kids, max);
+    c->nchildren = children_of(&s, c->rank, kids);
     c->children = kids;
     shape_free(&s);
     return CCOL_OK;

@@ -5,9 +5,10 @@
  * rank, the ranks of each host meet in a shared-memory segment of their
  * own and only one rank per host, its leader (the host's lowest rank),
  * speaks tcp to rank 0. The tree engine runs unchanged over a tree of that
- * shape: non-leaders hang below their leader (a star, or a k-ary tree
- * above the threshold, over the host's ranks in rank order), leaders hang
- * below rank 0, and every edge takes the transport that fits it. Rank 0
+ * shape: non-leaders hang below their leader (the usual tree of tree.c
+ * over the host's ranks in rank order), leaders hang below rank 0, and
+ * every edge takes the transport that fits it. Each host holding a run of
+ * consecutive ranks, pre-order is rank order. Rank 0
  * decides at the tcp rendezvous, from the host identity every rank sent in
  * its HELLO, and hands the grouping out in its WELCOME.
  */
@@ -44,8 +45,10 @@ uint64_t ccol__hier_host_key(const char *id, char *name, size_t namelen);
 ccol_status ccol__hier_wanted(ccol_comm *c, bool *on);
 
 /* Rank 0: groups ranks by key (keys[r] of every rank). The job is
- * hierarchical when `on`, it spans 2 to c->threshold hosts and some host
- * runs two ranks or more; otherwise p->nhosts stays 0. */
+ * hierarchical when `on`, it spans 2 to c->threshold hosts, some host
+ * runs two ranks or more and each host's ranks are consecutive (as
+ * launchers number them; the per-host tree then folds in rank order);
+ * otherwise p->nhosts stays 0. */
 ccol_status ccol__hier_decide(ccol_comm *c, const uint64_t *keys, bool on,
                               ccol__hier_plan *p);
 /* The WELCOME's trailing section: u32 host count (0: flat), then per

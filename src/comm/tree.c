@@ -10,7 +10,10 @@
  *         (ABORT) to its children, who forward it to theirs.
  * The tree is a star (every rank a child of rank 0) up to a size threshold
  * and a k-ary tree above it, so small jobs pay two hops and large jobs
- * O(log n) hops. A failure seen anywhere travels up as ERRUP and comes back
+ * O(log n) hops. Every subtree holds consecutive ranks (a node's children
+ * start the k runs its own run is cut into), so a node that folds its
+ * contribution with its children's in child order folds in rank order:
+ * join_reduce is a rank-ordered reduction on every shape. A failure seen anywhere travels up as ERRUP and comes back
  * down as one ABORT, so every live rank reports the same message.
  *
  * Deadlines: an operation's deadline starts when the first rank entered it
@@ -59,48 +62,124 @@ grace_ns(const ccol_comm *c)
     return g;
 }
 
+/* Children per node of a tree over n nodes: every other node below the
+ * root up to the threshold (a star), `fanout` above it. */
+static int
+tree_k(int n, int threshold, int fanout)
+{
+    if (n <= threshold)
+        return n > 1 ? n - 1 : 1;
+    return fanout;
+}
+
+/* The runs below a node whose subtree is [lo, lo + len): [lo + 1, lo +
+ * len) cut into min(k, len - 1) consecutive runs, the first ones one
+ * longer when it does not divide evenly. Returns the length of run j. */
+static int
+run_len(int len, int k, int j)
+{
+    int m = len - 1, c = m < k ? m : k;
+
+    return m / c + (j < m % c ? 1 : 0);
+}
+
+/* Walks from the root to node i: its parent (-1 for the root) and the
+ * length of its subtree's run. */
+static void
+locate(int n, int k, int i, int *parent, int *len)
+{
+    int lo = 0, ln = n;
+
+    *parent = -1;
+    while (lo != i) {
+        int at = lo + 1, c = ln - 1 < k ? ln - 1 : k;
+        for (int j = 0; j < c; j++) {
+            int cl = run_len(ln, k, j);
+            if (i < at + cl) {
+                *parent = lo;
+                lo = at;
+                ln = cl;
+                break;
+            }
+            at += cl;
+        }
+    }
+    *len = ln;
+}
+
+/* Height of a subtree of `len` nodes (a leaf is 0): its longest run is
+ * the first. */
+static int
+run_height(int len, int k)
+{
+    int h = 0;
+
+    for (; len > 1; h++)
+        len = run_len(len, k, 0);
+    return h;
+}
+
+int
+ccol__tree_height(int n, int threshold, int fanout, int i)
+{
+    int parent, len, k = tree_k(n, threshold, fanout);
+
+    locate(n, k, i, &parent, &len);
+    return run_height(len, k);
+}
+
+int
+ccol__tree_parent(int n, int threshold, int fanout, int i)
+{
+    int parent, len;
+
+    locate(n, tree_k(n, threshold, fanout), i, &parent, &len);
+    return parent;
+}
+
+int
+ccol__tree_children(int n, int threshold, int fanout, int i, int *out)
+{
+    int parent, len, k = tree_k(n, threshold, fanout), at = i + 1, c;
+
+    locate(n, k, i, &parent, &len);
+    c = len - 1 < k ? len - 1 : k;
+    for (int j = 0; j < c; j++) {
+        if (out != NULL)
+            out[j] = at;
+        at += run_len(len, k, j);
+    }
+    return c;
+}
+
 /* Height of the subtree rooted at `r` (a leaf is 0). */
 static int
 subtree_height(const ccol_comm *c, int r)
 {
-    int h = 0;
     if (c->heights != NULL)
         return c->heights[r];
-    if (c->size <= c->threshold)
-        return r == 0 && c->size > 1 ? 1 : 0;
-    for (long first = (long)r * c->fanout + 1; first < c->size;
-         first = first * c->fanout + 1)
-        h++;
-    return h;
+    return ccol__tree_height(c->size, c->threshold, c->fanout, r);
 }
 
-/* Star up to the threshold (rank 0 is every rank's parent), k-ary above
- * it (rank r's children are rk+1 .. rk+k). The shape only depends on size,
- * threshold and fanout, which every rank must share (checked at join). */
+/* The shape only depends on size, threshold and fanout, which every rank
+ * must share (checked at join). */
 ccol_status
 ccol__tree_setup(ccol_comm *c)
 {
-    int k = c->fanout, n = 0;
+    int n = ccol__tree_children(c->size, c->threshold, c->fanout, c->rank,
+                                NULL);
 
     free(c->children);
     c->children = NULL;
     c->nchildren = 0;
-    if (c->size <= c->threshold) {
-        c->parent = c->rank == 0 ? -1 : 0;
-        n = c->rank == 0 ? c->size - 1 : 0;
-    } else {
-        c->parent = c->rank == 0 ? -1 : (c->rank - 1) / k;
-        for (long ch = (long)c->rank * k + 1; ch < c->size && n < k; ch++)
-            n++;
-    }
+    c->parent = ccol__tree_parent(c->size, c->threshold, c->fanout, c->rank);
     if (n == 0)
         return CCOL_OK;
     c->children = calloc((size_t)n, sizeof *c->children);
     if (c->children == NULL)
         return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
-    for (int i = 0; i < n; i++)
-        c->children[i] = c->size <= c->threshold ? i + 1 : c->rank * k + 1 + i;
-    c->nchildren = n;
+    c->nchildren = ccol__tree_children(c->size, c->threshold, c->fanout,
+                                       c->rank, c->children);
     return CCOL_OK;
 }
 

@@ -9,6 +9,8 @@
  */
 #include "outcome.h"
 
+#include "comm/comm.h"
+
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -230,6 +232,107 @@ CCOL_TEST(shm_all_ops)
 CCOL_TEST(shm_all_ops_tree)
 {
     run_all_ops(CCOL_TEST_SHM, 2);
+}
+
+/* ---- join_reduce folds in rank order on every shape ---- */
+
+/* A combine that is associative but not commutative: concatenation. */
+static ccol_status
+concat(void *ud, const void *a, size_t alen, const void *b, size_t blen,
+       void **out, size_t *out_len)
+{
+    uint8_t *p = malloc(alen + blen + 1);
+
+    (void)ud;
+    if (p == NULL)
+        return CCOL_ERR_NO_MEMORY;
+    if (alen > 0)
+        memcpy(p, a, alen);
+    if (blen > 0)
+        memcpy(p + alen, b, blen);
+    *out = p;
+    *out_len = alen + blen;
+    return CCOL_OK;
+}
+
+static void
+ordered_body(ccol_comm *c, int rank, void *arg)
+{
+    uint8_t mine = (uint8_t)rank, *got = NULL;
+    size_t len = 0;
+    int size = ccol_comm_size(c);
+
+    (void)arg;
+    CHECK_OK(ccol_join_reduce(c, 1, &mine, 1, concat, NULL, (void **)&got,
+                              &len), c);
+    CHECK_EQ(len, (size_t)size);
+    for (int r = 0; got != NULL && r < size && r < (int)len; r++)
+        CHECK_EQ(got[r], r);
+    ccol_free(got);
+}
+
+static void
+run_ordered(ccol_test_transport t, int size, int threshold, int fanout)
+{
+    ccol_test_job job = { .size = size, .transport = t };
+
+    job.params.mask = CCOL_COMM_PARAM_TREE_THRESHOLD |
+                      CCOL_COMM_PARAM_TREE_FANOUT;
+    job.params.tree_threshold = threshold;
+    job.params.tree_fanout = fanout;
+    CHECK_EQ(ccol_test_ranks(&job, ordered_body, NULL), 0);
+}
+
+/* Star, slots and trees of every fanout: the result is rank order. */
+CCOL_TEST(join_reduce_folds_in_rank_order)
+{
+    static const int sizes_[] = { 1, 2, 3, 8, 13 };
+    for (size_t i = 0; i < sizeof sizes_ / sizeof sizes_[0]; i++) {
+        run_ordered(CCOL_TEST_INPROC, sizes_[i], 64, 4);
+        run_ordered(CCOL_TEST_INPROC, sizes_[i], 1, 2);
+        run_ordered(CCOL_TEST_INPROC, sizes_[i], 2, 3);
+    }
+    run_ordered(CCOL_TEST_TCP, 7, 1, 2);
+    run_ordered(CCOL_TEST_SHM, 7, 1, 2);
+    run_ordered(CCOL_TEST_SHM, 5, 64, 4);
+}
+
+/* The shape itself, for every size to 300: consistent parents and
+ * children, pre-order = index order, heights as claimed, depth about
+ * log_k(n) above the threshold. */
+CCOL_TEST(tree_shape_is_rank_ordered)
+{
+    static const int shapes[][2] = { { 64, 4 }, { 1, 2 }, { 3, 3 },
+                                     { 1, 5 } };
+    int kids[64];
+
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int n = 1; n <= 300; n++) {
+            int thr = shapes[s][0], k = shapes[s][1], next = 1;
+            int stack[64], top = 0;
+            stack[top++] = 0;
+            while (top > 0) { /* pre-order walk, children pushed reversed */
+                int i = stack[--top];
+                int nk = ccol__tree_children(n, thr, k, i, kids), h = 0;
+                for (int j = nk - 1; j >= 0; j--) {
+                    int ch = ccol__tree_height(n, thr, k, kids[j]) + 1;
+                    CHECK_EQ(ccol__tree_parent(n, thr, k, kids[j]), i);
+                    h = ch > h ? ch : h;
+                    stack[top++] = kids[j];
+                }
+                CHECK_EQ(ccol__tree_height(n, thr, k, i), h);
+                if (i > 0)
+                    CHECK_EQ(i, next++);
+            }
+            CHECK_EQ(next, n);
+            CHECK_EQ(ccol__tree_parent(n, thr, k, 0), -1);
+            if (n > thr) { /* about log_k(n) levels */
+                int lv = 0;
+                for (long cap = 1; cap < n; cap = cap * k + 1)
+                    lv++;
+                CHECK(ccol__tree_height(n, thr, k, 0) <= lv + 1);
+            }
+        }
 }
 
 /* ---- failures ---- */
@@ -1036,4 +1139,5 @@ CCOL_TEST_MAIN(CCOL_T(inproc_all_ops), CCOL_T(inproc_all_ops_tree),
                CCOL_T(inproc_interrupted_rank_is_named),
                CCOL_T(inproc_allreduce_over_the_limit),
                CCOL_T(tcp_allreduce_over_the_limit),
-               CCOL_T(status_names))
+               CCOL_T(status_names), CCOL_T(join_reduce_folds_in_rank_order),
+               CCOL_T(tree_shape_is_rank_ordered))

@@ -117,7 +117,8 @@ def host_seeds():
     return {
         "hosts_flat": size5 + struct.pack("<I", 0),
         "hosts_two_by_two": bytes([3 + 12 * 7]) + table([0, 0, 1, 1]),
-        "hosts_uneven": size5 + table([0, 1, 0, 2, 1]),
+        "hosts_uneven": size5 + table([0, 0, 0, 1, 2]),
+        "hosts_split": size5 + table([0, 1, 0, 2, 2]),
         "hosts_out_of_order": size5 + table([0, 2, 1, 1, 0]),
         "hosts_bad_nonce": size5 + table([0, 0, 1, 1, 1], b"XYZ"),
     }
