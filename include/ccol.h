@@ -269,7 +269,8 @@ typedef struct ccol_oob {
      * deadline ccol calls it when the communicator is destroyed, and the
      * buffers stay alive until then. */
     void (*free)(void *ctx, void *req);
-    /* Called once when the communicator is destroyed; may be NULL. */
+    /* Called once when the communicator is destroyed by the process that
+     * created it (never in a forked child); may be NULL. */
     void (*release)(void *ctx);
     int rank;  /* this rank in [0, size) */
     int size;  /* number of ranks */
@@ -286,7 +287,10 @@ CCOL_API ccol_status ccol_comm_create_oob(const ccol_oob *oob,
                                           const ccol_comm_params *params,
                                           ccol_comm **out);
 
-/* Closes connections and frees the communicator. NULL is a no-op. */
+/* Closes connections and frees the communicator. NULL is a no-op. In a
+ * forked child (a process other than the one that created it) it releases
+ * only the child's memory and descriptors and touches nothing the job
+ * shares; any operation there fails with CCOL_ERR_INVALID_ARG. */
 CCOL_API void ccol_comm_destroy(ccol_comm *comm);
 
 /* The message of the last failure on `comm` (empty if none). Owned by the
