@@ -4,15 +4,20 @@
  * after a warm-up and at the end. Per-frame state is bounded (one frame, a
  * few sources), so the heap in use must not grow: the run fails (exit 1)
  * if it grows by more than 1 MiB. Run a shorter one under ASan
- * (`make asan`-built ccol) to check for leaks as well.
+ * (`make asan`-built ccol) to check for leaks as well. Every wait is
+ * bounded: collectives by the comm deadline (--timeout), and over tcp the
+ * wait for the rank processes too, so a rank that is stopped (SIGSTOP,
+ * SIGTSTP) or hangs is killed and named instead of blocking the run.
  */
 #include "bench.h"
 #include "bench_util.h"
+#include "util.h"
 
 #include "ccol.h"
 
 #include <malloc.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,14 +26,23 @@
 #include <unistd.h>
 
 #define SOAK_MAX_RANKS 64
+#define SOAK_MARGIN_S 5.0 /* slack on top of the deadline-based bounds */
 
 typedef struct soak_cfg {
     int ranks;
     long iters;
     bool tcp;
     int port;
+    double timeout_s; /* the comm deadline of every collective */
     char name[64];
 } soak_cfg;
+
+/* A forked rank as the parent waits for it (tcp). */
+typedef struct soak_proc {
+    pid_t pid;        /* 0 once reaped or never started */
+    int stopsig;      /* the signal that stopped it; 0 while it runs */
+    double stopped_at; /* when it was seen stopped */
+} soak_proc;
 
 /* What each rank (thread or process) reports. */
 typedef struct soak_rank {
@@ -140,7 +154,7 @@ soak_rank_main(const soak_cfg *cfg, int rank, soak_rank *out)
                                    CCOL_COMM_PARAM_TRANSPORT |
                                    CCOL_COMM_PARAM_TIMEOUT,
                            .rank = rank, .size = cfg->ranks,
-                           .timeout_s = 60 };
+                           .timeout_s = cfg->timeout_s };
     ccol_sync_params sp = { .mask = CCOL_SYNC_PARAM_MODE |
                                     CCOL_SYNC_PARAM_COMM,
                             .mode = CCOL_SYNC_LOCKSTEP };
@@ -190,26 +204,128 @@ run_threads(const soak_cfg *cfg, soak_rank *out)
         pthread_join(th[r], NULL);
 }
 
+/* Records how rank r ended (reaped with status st). */
+static void
+proc_ended(int r, int st, soak_rank *out)
+{
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        return;
+    out[r].failed = 1;
+    if (WIFSIGNALED(st))
+        snprintf(out[r].msg, sizeof out[r].msg,
+                 "rank %d was killed by signal %d (%s)", r, WTERMSIG(st),
+                 strsignal(WTERMSIG(st)));
+    else
+        snprintf(out[r].msg, sizeof out[r].msg, "rank %d died (exit %d)",
+                 r, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+}
+
+/* Collects the state changes of the ranks without blocking: exits,
+ * stops and continues. Returns how many ranks are still to be reaped. */
+static int
+poll_procs(soak_proc *pr, int n, soak_rank *out)
+{
+    int left = 0;
+
+    for (int r = 0; r < n; r++) {
+        int st = 0;
+        pid_t w = pr[r].pid > 0 ? waitpid(pr[r].pid, &st,
+                                          WNOHANG | WUNTRACED | WCONTINUED)
+                                : 0;
+        if (w > 0 && WIFSTOPPED(st)) {
+            pr[r].stopsig = WSTOPSIG(st);
+            pr[r].stopped_at = ccol_bench_now();
+        } else if (w > 0 && WIFCONTINUED(st)) {
+            pr[r].stopsig = 0;
+        } else if (w != 0) { /* ended, or gone (-1: not our child) */
+            if (w > 0)
+                proc_ended(r, st, out);
+            pr[r].pid = 0;
+        }
+        left += pr[r].pid > 0;
+    }
+    return left;
+}
+
+/* Kills and reaps the ranks still running, naming why in their rows. */
+static void
+kill_rest(soak_proc *pr, int n, soak_rank *out, double grace)
+{
+    for (int r = 0; r < n; r++) {
+        int st;
+
+        if (pr[r].pid <= 0)
+            continue;
+        out[r].failed = 1;
+        if (pr[r].stopsig != 0)
+            snprintf(out[r].msg, sizeof out[r].msg,
+                     "rank %d was stopped by signal %d (%s) and not "
+                     "continued; killed it", r, pr[r].stopsig,
+                     strsignal(pr[r].stopsig));
+        else
+            snprintf(out[r].msg, sizeof out[r].msg,
+                     "rank %d did not finish within %.0f s of the first "
+                     "rank that ended; killed it", r, grace);
+        kill(pr[r].pid, SIGKILL); /* works on a stopped process too */
+        waitpid(pr[r].pid, &st, 0);
+        pr[r].pid = 0;
+    }
+}
+
+/* True when the rank processes may no longer be waited for: one ended
+ * and the rest are all stopped or past `limit`, or one has been stopped
+ * for longer than its peers' deadline (they give up on it meanwhile). */
+static bool
+give_up(const soak_proc *pr, int n, int left, double limit, double stuck)
+{
+    double now = ccol_bench_now();
+    bool all_stopped = true;
+
+    for (int r = 0; r < n; r++) {
+        if (pr[r].pid <= 0)
+            continue;
+        if (pr[r].stopsig != 0 && now - pr[r].stopped_at > stuck)
+            return true;
+        all_stopped = all_stopped && pr[r].stopsig != 0;
+    }
+    return left < n && (all_stopped || now > limit);
+}
+
+/*
+ * Forks the ranks and waits for them, bounded: once one has ended, the
+ * others get twice the deadline (a collective they are in fails by then);
+ * a stopped rank is killed as soon as the others have ended, or after the
+ * deadline if they have not. Ranks that had to be killed are named.
+ */
 static void
 run_procs(const soak_cfg *cfg, soak_rank *out)
 {
-    pid_t pids[SOAK_MAX_RANKS];
+    soak_proc pr[SOAK_MAX_RANKS];
+    double grace = 2 * cfg->timeout_s + SOAK_MARGIN_S, limit = -1;
+    int n = cfg->ranks, left;
+
+    memset(pr, 0, sizeof pr);
     fflush(stdout);
-    for (int r = 0; r < cfg->ranks; r++) {
-        pids[r] = fork();
-        if (pids[r] == 0) {
+    for (int r = 0; r < n; r++) {
+        pr[r].pid = fork();
+        if (pr[r].pid == 0) {
             soak_rank_main(cfg, r, &out[r]);
             _exit(0);
         }
-    }
-    for (int r = 0; r < cfg->ranks; r++) {
-        int st = 0;
-        if (pids[r] > 0)
-            waitpid(pids[r], &st, 0);
-        if (pids[r] < 0 || !WIFEXITED(st)) {
+        if (pr[r].pid < 0) {
             out[r].failed = 1;
-            snprintf(out[r].msg, sizeof out[r].msg, "rank %d died", r);
+            snprintf(out[r].msg, sizeof out[r].msg,
+                     "rank %d could not be started", r);
         }
+    }
+    while ((left = poll_procs(pr, n, out)) > 0) {
+        if (left < n && limit < 0)
+            limit = ccol_bench_now() + grace;
+        if (give_up(pr, n, left, limit, cfg->timeout_s + SOAK_MARGIN_S)) {
+            kill_rest(pr, n, out, grace);
+            break;
+        }
+        usleep(20000);
     }
 }
 
@@ -264,7 +380,10 @@ parse_args(int argc, char **argv, soak_cfg *cfg)
             cfg->iters = atol(argv[++i]);
         else if (strcmp(a, "--transport") == 0 && v)
             cfg->tcp = strcmp(argv[++i], "tcp") == 0;
-        else
+        else if (strcmp(a, "--timeout") == 0 && v) {
+            if (tool_parse_seconds(argv[++i], 86400, &cfg->timeout_s) != 0)
+                return -1;
+        } else
             return -1;
     }
     if (cfg->ranks < 1 || cfg->ranks > SOAK_MAX_RANKS || cfg->iters < 1)
@@ -275,13 +394,14 @@ parse_args(int argc, char **argv, soak_cfg *cfg)
 int
 ccol_bench_soak(int argc, char **argv)
 {
-    soak_cfg cfg = { .ranks = 8, .iters = 10000 };
+    soak_cfg cfg = { .ranks = 8, .iters = 10000, .timeout_s = 60 };
     soak_rank *out;
     int rc;
 
     if (parse_args(argc, argv, &cfg) != 0) {
         fprintf(stderr, "usage: ccol bench soak [-n RANKS (1-%d)] "
-                "[--iters N] [--transport inproc|tcp]\n", SOAK_MAX_RANKS);
+                "[--iters N] [--transport inproc|tcp] [--timeout S]\n",
+                SOAK_MAX_RANKS);
         return 2;
     }
     snprintf(cfg.name, sizeof cfg.name, "soak-%d", (int)getpid());

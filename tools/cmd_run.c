@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -77,6 +78,9 @@ typedef struct launcher {
 } launcher;
 
 static int sigpipe_fds[2] = { -1, -1 }; /* self-pipe for signal handlers */
+static pid_t launcher_pid; /* the one process whose handlers may act */
+/* The signals the launcher handles; a rank starts with them at default. */
+static const int handled_sigs[] = { SIGCHLD, SIGINT, SIGTERM, SIGHUP };
 
 static void
 usage(FILE *f)
@@ -408,12 +412,21 @@ launch_of(const run_opts *o)
                           .port = o->port };
 }
 
+/*
+ * Wakes the event loop through the self-pipe. A forked rank inherits the
+ * handler and the pipe until it execs; ranks are forked with every signal
+ * blocked (spawn_rank) so they never get here, and the pid check keeps it
+ * that way should that ever change: a rank's SIGTERM written into the
+ * pipe would read as one the launcher received.
+ */
 static void
 on_signal(int sig)
 {
     unsigned char b = (unsigned char)sig;
     int saved = errno;
 
+    if (getpid() != launcher_pid)
+        return;
     if (write(sigpipe_fds[1], &b, 1) < 0) {
         /* The pipe is full: a wake-up is already pending. */
     }
@@ -424,31 +437,44 @@ on_signal(int sig)
 static bool
 install_signals(void)
 {
-    static const int sigs[] = { SIGCHLD, SIGINT, SIGTERM, SIGHUP };
     struct sigaction sa;
 
+    launcher_pid = getpid();
     if (pipe2(sigpipe_fds, O_CLOEXEC | O_NONBLOCK) != 0)
         return false;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-        if (sigaction(sigs[i], &sa, NULL) != 0)
+    for (size_t i = 0; i < sizeof handled_sigs / sizeof handled_sigs[0]; i++)
+        if (sigaction(handled_sigs[i], &sa, NULL) != 0)
             return false;
     signal(SIGPIPE, SIG_IGN);
     return true;
 }
 
-/* In the child: restores default signal handling before exec. */
+/*
+ * In the child, still with every signal blocked (spawn_rank): restores
+ * the default dispositions (SIGPIPE too, which the launcher ignores and
+ * exec would keep ignored), asks for SIGKILL when the launcher dies, even
+ * by SIGKILL, and only then unblocks, so a signal sent meanwhile takes
+ * its default action instead of running the launcher's handler. A
+ * launcher that died before the prctl took effect is seen in getppid().
+ */
 static void
-child_signals(void)
+child_signals(pid_t parent)
 {
-    static const int sigs[] = { SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGPIPE };
+    struct sigaction dfl;
     sigset_t none;
 
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-        signal(sigs[i], SIG_DFL);
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    for (size_t i = 0; i < sizeof handled_sigs / sizeof handled_sigs[0]; i++)
+        sigaction(handled_sigs[i], &dfl, NULL);
+    sigaction(SIGPIPE, &dfl, NULL);
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+        _exit(127);
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
 }
@@ -461,7 +487,7 @@ static void
 child_exec(const run_opts *o, int rank, int outfd, int errfd, bool null_in)
 {
     setpgid(0, 0);
-    child_signals();
+    child_signals(launcher_pid);
     if (null_in) {
         int fd = open("/dev/null", O_RDONLY);
 
@@ -491,6 +517,7 @@ spawn_rank(launcher *l, const run_opts *o, int r)
     int out[2], err[2];
     rank_proc *p = &l->ranks[r];
     bool null_in = r > 0 || isatty(0);
+    sigset_t all, old;
 
     if (pipe2(out, O_CLOEXEC) != 0)
         return false;
@@ -499,9 +526,14 @@ spawn_rank(launcher *l, const run_opts *o, int r)
         close(out[1]);
         return false;
     }
+    /* Blocked across the fork: the child must not run on_signal before
+     * child_signals has reset it. Signals meanwhile wait, not lost. */
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, &old);
     p->pid = fork();
     if (p->pid == 0)
         child_exec(o, r, out[1], err[1], null_in);
+    sigprocmask(SIG_SETMASK, &old, NULL);
     close(out[1]);
     close(err[1]);
     if (p->pid < 0) {

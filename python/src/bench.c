@@ -48,7 +48,7 @@ one_call(ccol_comm *c, ccol_sync *s, const char *what, const void *blob,
 static PyObject *
 py_time_c(PyObject *self, PyObject *args)
 {
-    PyObject *comm;
+    PyObject *comm, *what_o;
     const char *what;
     Py_ssize_t iters, len;
     ccol_sync *s = NULL;
@@ -59,8 +59,9 @@ py_time_c(PyObject *self, PyObject *args)
     int64_t t0 = 0, t1 = 0;
 
     (void)self;
-    if (!PyArg_ParseTuple(args, "O!snn:_time_c", ccolpy_CommType, &comm,
-                          &what, &iters, &len))
+    if (!PyArg_ParseTuple(args, "O!Unn:_time_c", ccolpy_CommType, &comm,
+                          &what_o, &iters, &len) ||
+        !(what = ccolpy_cstr(what_o, "what", false)))
         return NULL;
     o = (ccolpy_comm *)comm;
     if (len < 0 || iters < 1 || (strcmp(what, "allgather") == 0 &&

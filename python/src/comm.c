@@ -55,7 +55,7 @@ parse_transport(PyObject *o, ccol_transport *t)
         *t = CCOL_TRANSPORT_DEFAULT;
         return 1;
     }
-    s = PyUnicode_Check(o) ? PyUnicode_AsUTF8(o) : NULL;
+    s = PyUnicode_Check(o) ? ccolpy_cstr(o, "transport", true) : NULL;
     if (s != NULL && strcmp(s, "default") == 0)
         *t = CCOL_TRANSPORT_DEFAULT;
     else if (s != NULL && strcmp(s, "tcp") == 0)
@@ -103,12 +103,7 @@ kw_int(PyObject *o, const char *what, long lo, long hi, int *out)
 static int
 kw_str(PyObject *o, const char *what, const char **out)
 {
-    if (!PyUnicode_Check(o)) {
-        PyErr_Format(PyExc_TypeError, "%s must be a str, not %s", what,
-                     Py_TYPE(o)->tp_name);
-        return 0;
-    }
-    *out = PyUnicode_AsUTF8(o);
+    *out = ccolpy_cstr(o, what, true);
     return *out != NULL;
 }
 
@@ -393,7 +388,7 @@ parse_op(PyObject *o, ccol_op *op)
         }
         PyErr_Clear();
     } else if (PyUnicode_Check(o)) {
-        const char *s = PyUnicode_AsUTF8(o);
+        const char *s = ccolpy_cstr(o, "op", true);
         for (int i = 0; s != NULL && i < 5; i++)
             if (strcmp(s, names[i]) == 0) {
                 *op = (ccol_op)i;
@@ -735,13 +730,15 @@ static PyObject *
 comm_verify(ccolpy_comm *o, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = { "digest", "summary", NULL };
-    PyObject *dig;
+    PyObject *dig, *sum = Py_None;
     const char *summary = NULL;
     unsigned long long d;
     ccol_status st;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|z:verify", kwlist, &dig,
-                                     &summary))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:verify", kwlist, &dig,
+                                     &sum))
+        return NULL;
+    if (sum != Py_None && !(summary = ccolpy_cstr(sum, "summary", true)))
         return NULL;
     if (!PyLong_Check(dig)) {
         PyErr_Format(PyExc_TypeError, "digest must be an int, not %s",

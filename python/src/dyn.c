@@ -137,7 +137,7 @@ lat_observe_tensor(lattice_obj *o, PyObject *args, PyObject *kwds)
 
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O&O&O&|O&:observe_tensor",
                                      kwlist, conv_rank, &rank,
-                                     ccolpy_conv_name, &src,
+                                     ccolpy_conv_source, &src,
                                      ccolpy_conv_dims, &sz,
                                      ccolpy_conv_dims_opt, &sd))
         return NULL;
@@ -154,7 +154,7 @@ lat_observe_int(lattice_obj *o, PyObject *args, PyObject *kwds)
     int64_t x;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O&O&O:observe_int", kwlist,
-                                     conv_rank, &rank, ccolpy_conv_name,
+                                     conv_rank, &rank, ccolpy_conv_source,
                                      &src, &v) ||
         !ccolpy_int64(v, src, &x))
         return NULL;
@@ -192,7 +192,7 @@ lat_observe_float(lattice_obj *o, PyObject *args, PyObject *kwds)
 
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O&O&O:observe_float",
                                      kwlist, conv_rank, &rank,
-                                     ccolpy_conv_name, &src, &v) ||
+                                     ccolpy_conv_source, &src, &v) ||
         !double_of(v, src, &x))
         return NULL;
     return lat_done(o, ccol_dyn_observe_float(o->d, rank, src, x));
@@ -210,7 +210,7 @@ lat_observe(lattice_obj *o, PyObject *args, PyObject *kwds)
     ccolpy_obs ob;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O&O&O:observe", kwlist,
-                                     conv_rank, &rank, ccolpy_conv_name,
+                                     conv_rank, &rank, ccolpy_conv_source,
                                      &src, &v) ||
         !ccolpy_read_obs(v, src, &ob))
         return NULL;
@@ -230,7 +230,7 @@ lat_mark_dynamic(lattice_obj *o, PyObject *args, PyObject *kwds)
 
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O&O&O&:mark_dynamic",
                                      kwlist, conv_rank, &rank,
-                                     ccolpy_conv_name, &src, conv_dim, &dim))
+                                     ccolpy_conv_source, &src, conv_dim, &dim))
         return NULL;
     return lat_done(o, ccol_dyn_mark_dynamic(o->d, rank, src, dim));
 }
@@ -302,7 +302,10 @@ text_call(lattice_obj *o, PyObject *args, PyObject *kwds, const char *fmt,
     ccol_status st;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwds, fmt, kwlist,
-                                     ccolpy_conv_name, &name))
+                                     strcmp(kw, "what") == 0
+                                         ? ccolpy_conv_what
+                                         : ccolpy_conv_source,
+                                     &name))
         return NULL;
     st = fn(o->d, name, &out);
     if (st != CCOL_OK)

@@ -226,28 +226,73 @@ ccolpy_conv_dims_opt(PyObject *o, void *out)
     return dims_from(o, out);
 }
 
-int
-ccolpy_conv_name(PyObject *o, void *out)
+const char *
+ccolpy_cstr(PyObject *o, const char *what, bool empty_ok)
 {
     Py_ssize_t n;
     const char *s;
 
     if (!PyUnicode_Check(o)) {
-        PyErr_Format(PyExc_TypeError, "expected a str, got %s",
+        PyErr_Format(PyExc_TypeError, "%s must be a str, not %s", what,
                      Py_TYPE(o)->tp_name);
-        return 0;
+        return NULL;
     }
     s = PyUnicode_AsUTF8AndSize(o, &n);
     if (s == NULL)
-        return 0;
-    if (n == 0 || (size_t)n != strlen(s)) {
-        PyErr_SetString(PyExc_ValueError,
-                        n == 0 ? "a name must not be empty"
-                               : "a name must not contain NUL characters");
-        return 0;
+        return NULL;
+    /* C would silently stop at the first NUL: "ab\0zz" would be "ab". */
+    if ((size_t)n != strlen(s)) {
+        PyErr_Format(PyExc_ValueError, "%s must not contain NUL characters, "
+                     "got %R", what, o);
+        return NULL;
     }
+    if (n == 0 && !empty_ok) {
+        PyErr_Format(PyExc_ValueError, "%s must not be empty", what);
+        return NULL;
+    }
+    return s;
+}
+
+/* Stores the checked name in *(const char **)out; "O&" protocol. */
+static int
+conv_cstr(PyObject *o, void *out, const char *what, bool empty_ok)
+{
+    const char *s = ccolpy_cstr(o, what, empty_ok);
+
+    if (s == NULL)
+        return 0;
     *(const char **)out = s;
     return 1;
+}
+
+int
+ccolpy_conv_source(PyObject *o, void *out)
+{
+    return conv_cstr(o, out, "source", false);
+}
+
+int
+ccolpy_conv_code_id(PyObject *o, void *out)
+{
+    return conv_cstr(o, out, "code_id", false);
+}
+
+int
+ccolpy_conv_what(PyObject *o, void *out)
+{
+    return conv_cstr(o, out, "what", false);
+}
+
+int
+ccolpy_conv_dir(PyObject *o, void *out)
+{
+    return conv_cstr(o, out, "dir", false);
+}
+
+int
+ccolpy_conv_event(PyObject *o, void *out)
+{
+    return conv_cstr(o, out, "event", true);
 }
 
 /* value.size() and value.stride() of a tensor-like object, as dims. */

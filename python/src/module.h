@@ -64,8 +64,21 @@ typedef struct ccolpy_dims {
 int ccolpy_conv_dims(PyObject *o, void *out);
 /* Like ccolpy_conv_dims, but None gives n = -1 (not given). */
 int ccolpy_conv_dims_opt(PyObject *o, void *out);
-/* A non-empty str without NUL bytes, as UTF-8 (borrowed from o). */
-int ccolpy_conv_name(PyObject *o, void *out);
+/*
+ * The UTF-8 of a str argument that goes down to C as a string, borrowed
+ * from o. NULL with a TypeError (not a str) or a ValueError naming the
+ * argument `what`: it contains a NUL character (C would cut it there
+ * silently), or it is empty and `empty_ok` is false.
+ */
+const char *ccolpy_cstr(PyObject *o, const char *what, bool empty_ok);
+/* "O&" converters of the name arguments into a const char *, each
+ * ccolpy_cstr with the argument's name: non-empty source, code_id, what
+ * and dir; event may be empty. */
+int ccolpy_conv_source(PyObject *o, void *out);
+int ccolpy_conv_code_id(PyObject *o, void *out);
+int ccolpy_conv_what(PyObject *o, void *out);
+int ccolpy_conv_dir(PyObject *o, void *out);
+int ccolpy_conv_event(PyObject *o, void *out);
 
 /* 1 when the strides `sd` (n = -1: none given, contiguous) fit the sizes
  * `sz`; 0 with a ValueError naming `source` when their numbers differ. */

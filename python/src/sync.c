@@ -55,7 +55,7 @@ comm_leave(sync_obj *s)
 static int
 parse_mode(PyObject *o, ccol_sync_params *p)
 {
-    const char *m = PyUnicode_Check(o) ? PyUnicode_AsUTF8(o) : NULL;
+    const char *m = PyUnicode_Check(o) ? ccolpy_cstr(o, "mode", true) : NULL;
     for (int i = 0; m != NULL && i < 3; i++)
         if (strcmp(m, mode_names[i]) == 0) {
             p->mode = (ccol_sync_mode)i;
@@ -130,7 +130,7 @@ sync_begin(sync_obj *s, PyObject *arg)
     compile_obj *o;
     ccol_status st;
 
-    if (!ccolpy_conv_name(arg, &code_id))
+    if (!ccolpy_conv_code_id(arg, &code_id))
         return NULL;
     if (s->comm != NULL && s->comm->comm == NULL) {
         PyErr_SetString(PyExc_ValueError, "the Sync's Comm is closed");
@@ -166,7 +166,7 @@ sync_guard(sync_obj *s, PyObject *args, PyObject *kwds)
     ccol_status st;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O&p:guard", kwlist,
-                                     ccolpy_conv_name, &code_id, &hit))
+                                     ccolpy_conv_code_id, &code_id, &hit))
         return NULL;
     if (!comm_enter(s))
         return NULL;
@@ -189,7 +189,7 @@ sync_render(sync_obj *s, PyObject *arg)
     PyObject *r;
     ccol_status st;
 
-    if (!ccolpy_conv_name(arg, &code_id))
+    if (!ccolpy_conv_code_id(arg, &code_id))
         return NULL;
     st = ccol_sync_render(s->sync, code_id, &out);
     if (st != CCOL_OK)
@@ -207,7 +207,7 @@ sync_trace(sync_obj *s, PyObject *args, PyObject *kwds)
     char *json;
     ccol_status st;
 
-    if (!PyArg_ParseTuple(args, "s:trace", &event))
+    if (!PyArg_ParseTuple(args, "O&:trace", ccolpy_conv_event, &event))
         return NULL;
     json = ccolpy_json_dumps(kwds, &none);
     if (json == NULL && !none)
@@ -407,7 +407,7 @@ cp_observe_tensor(compile_obj *o, PyObject *args, PyObject *kwds)
     ccolpy_dims sz, sd = { .n = -1 };
 
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O&O&|O&:observe_tensor",
-                                     kwlist, ccolpy_conv_name, &src,
+                                     kwlist, ccolpy_conv_source, &src,
                                      ccolpy_conv_dims, &sz,
                                      ccolpy_conv_dims_opt, &sd) ||
         !live(o) || !ccolpy_check_strides(src, &sz, &sd) ||
@@ -423,7 +423,7 @@ cp_observe_int(compile_obj *o, PyObject *args)
     const char *src;
     long long v;
 
-    if (!PyArg_ParseTuple(args, "O&L:observe_int", ccolpy_conv_name, &src,
+    if (!PyArg_ParseTuple(args, "O&L:observe_int", ccolpy_conv_source, &src,
                           &v) ||
         !live(o) || note_shape(o, src, -1) < 0)
         return NULL;
@@ -436,7 +436,7 @@ cp_observe_float(compile_obj *o, PyObject *args)
     const char *src;
     double v;
 
-    if (!PyArg_ParseTuple(args, "O&d:observe_float", ccolpy_conv_name, &src,
+    if (!PyArg_ParseTuple(args, "O&d:observe_float", ccolpy_conv_source, &src,
                           &v) ||
         !live(o) || note_shape(o, src, -1) < 0)
         return NULL;
@@ -450,7 +450,7 @@ cp_observe(compile_obj *o, PyObject *args)
     PyObject *v;
     ccolpy_obs ob;
 
-    if (!PyArg_ParseTuple(args, "O&O:observe", ccolpy_conv_name, &src, &v) ||
+    if (!PyArg_ParseTuple(args, "O&O:observe", ccolpy_conv_source, &src, &v) ||
         !live(o) || !ccolpy_read_obs(v, src, &ob) ||
         note_shape(o, src, ob.kind == CCOLPY_OBS_TENSOR ? ob.size.n : -1) <
             0)
@@ -471,7 +471,7 @@ cp_mark(compile_obj *o, PyObject *args, bool dynamic)
 
     if (!PyArg_ParseTuple(args, dynamic ? "O&i:mark_dynamic"
                                         : "O&i:mark_static",
-                          ccolpy_conv_name, &src, &dim) ||
+                          ccolpy_conv_source, &src, &dim) ||
         !live(o))
         return NULL;
     return done(o, dynamic ? ccol_compile_mark_dynamic(o->c, src, dim)
@@ -524,7 +524,7 @@ cp_decide_size(compile_obj *o, PyObject *args)
     ccol_decision d = CCOL_STATIC;
     ccol_status st;
 
-    if (!PyArg_ParseTuple(args, "O&iL:decide_size", ccolpy_conv_name, &src,
+    if (!PyArg_ParseTuple(args, "O&iL:decide_size", ccolpy_conv_source, &src,
                           &dim, &v) ||
         !decide_ok(o, "decide_size", src, dim, true))
         return NULL;
@@ -540,7 +540,7 @@ cp_decide_stride(compile_obj *o, PyObject *args)
     ccol_decision d = CCOL_STATIC;
     ccol_status st;
 
-    if (!PyArg_ParseTuple(args, "O&i:decide_stride", ccolpy_conv_name, &src,
+    if (!PyArg_ParseTuple(args, "O&i:decide_stride", ccolpy_conv_source, &src,
                           &dim) ||
         !decide_ok(o, "decide_stride", src, dim, true))
         return NULL;
@@ -559,7 +559,7 @@ cp_decide_scalar(compile_obj *o, PyObject *args)
     ccol_decision d = CCOL_STATIC;
     ccol_status st;
 
-    if (!PyArg_ParseTuple(args, "O&O:decide_scalar", ccolpy_conv_name, &src,
+    if (!PyArg_ParseTuple(args, "O&O:decide_scalar", ccolpy_conv_source, &src,
                           &v))
         return NULL;
     if (!PyFloat_Check(v) && !PyArg_Parse(v, "L:decide_scalar", &i))
@@ -579,7 +579,7 @@ cp_explain(compile_obj *o, PyObject *arg)
     PyObject *r;
     ccol_status st;
 
-    if (!ccolpy_conv_name(arg, &what) || !live(o))
+    if (!ccolpy_conv_what(arg, &what) || !live(o))
         return NULL;
     st = ccol_compile_explain(o->c, what, &out);
     if (st != CCOL_OK)

@@ -21,7 +21,7 @@ trace_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     ccol_status st;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O&i|i:Trace", kwlist,
-                                     ccolpy_conv_name, &dir, &rank, &size))
+                                     ccolpy_conv_dir, &dir, &rank, &size))
         return NULL;
     if (rank < 0 || size < 0 || (size > 0 && rank >= size)) {
         PyErr_Format(PyExc_ValueError, "rank %d of size %d is out of range",
@@ -63,7 +63,7 @@ trace_event(trace_obj *o, PyObject *args, PyObject *kwds)
     char *json;
     ccol_status st;
 
-    if (!PyArg_ParseTuple(args, "s:event", &event))
+    if (!PyArg_ParseTuple(args, "O&:event", ccolpy_conv_event, &event))
         return NULL;
     if (o->t == NULL) {
         PyErr_SetString(PyExc_ValueError, "the Trace is closed");

@@ -674,3 +674,50 @@ def test_import_ccol_exposes_dyn():
                           "import ccol; print(ccol.dyn.merge.__name__)"],
                          capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "merge", out.stderr
+
+
+# ---- NUL characters in str arguments that go down as C strings ----
+
+NUL = "ab\x00zz"  # C would read "ab": a job whose token is "ab", ...
+
+
+@pytest.mark.parametrize("kw", ["token", "addr", "name", "transport"])
+def test_a_nul_in_a_comm_argument_is_a_value_error_naming_it(kw):
+    with pytest.raises(ValueError, match=f"{kw} must not contain NUL"):
+        ccol.Comm(**{kw: NUL})
+    with pytest.raises(ValueError, match=f"{kw} must not contain NUL"):
+        ccol.Comm.from_env(**{kw: NUL})
+
+
+def test_a_nul_in_any_other_str_argument_is_named(tmp_path):
+    from ccol import _ccol
+
+    def nul(what, fn, *args):
+        with pytest.raises(ValueError, match=f"{what} must not contain NUL"):
+            fn(*args)
+
+    with ccol.Comm() as comm:
+        nul("label", comm.set_label, NUL)
+        nul("summary", comm.verify, 1, NUL)
+        nul("op", comm.allreduce, 1, "sum\x00x")
+        nul("what", _ccol._time_c, comm, "barrier\x00", 1, 0)
+        nul("mode", ccol.Sync, comm, "off\x00x")
+        sync = ccol.Sync(comm, mode="compile")
+        nul("code_id", sync.begin, NUL)
+        nul("code_id", sync.guard, NUL, True)
+        nul("code_id", sync.render, NUL)
+        nul("event", sync.trace, NUL)
+        c = sync.begin("f")
+        nul("source", c.observe_int, NUL, 1)
+        nul("source", c.observe_tensor, NUL, [2])
+        nul("source", c.mark_dynamic, NUL, 0)
+        nul("what", c.explain, NUL)
+        c.finish(False)
+    nul("dir", ccol.Trace, str(tmp_path) + "\x00x", 0)
+    t = ccol.Trace(str(tmp_path), 0)
+    nul("event", t.event, NUL)
+    t.close()
+    lat = ccol.dyn.Lattice()
+    nul("source", lat.observe_int, 0, NUL, 1)
+    nul("source", lat.render, NUL)
+    nul("what", lat.explain, NUL)

@@ -212,7 +212,7 @@ expect_err usage_bad_n 2 "-n must be a number of ranks" "$P" --schedule "$S" -n 
 expect_err usage_n_word 2 "-n must be a number of ranks" "$P" --schedule "$S" -n two
 expect_err usage_mode 2 "--collectives must be off, compile or lockstep" \
     "$P" --schedule "$S" --collectives sometimes
-expect_err usage_timeout 2 "--timeout must be a number of seconds" \
+expect_err usage_timeout 2 "--timeout must be a plain decimal number of seconds" \
     "$P" --schedule "$S" --timeout -1
 expect_err usage_limit 2 "--recompile-limit must be an integer" \
     "$P" --schedule "$S" --recompile-limit 0

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_run.sh - tests of the `ccol run` launcher: per-rank environment,
 # output prefixing, exit status propagation, stopping ranks on failure and
-# on SIGINT, usage errors and free-port selection.
+# on SIGINT, ranks dying with a SIGKILLed launcher, usage errors and
+# free-port selection.
 # Usage: bash test_run.sh <path-of-ccol> <source-dir>
 set -u
 
@@ -403,7 +404,61 @@ test_transport_default() {
     ok transport_default
 }
 
+# The pids of the `sleep MARK` processes (a marker no other test uses).
+marked() { pgrep -x -f "sleep $1" | tr '\n' ' '; }
+
+# A SIGKILLed launcher takes its ranks with it (PR_SET_PDEATHSIG): they
+# are gone within a few seconds instead of sleeping on for 30.
+test_launcher_killed() {
+    local mark="30.$$$RANDOM" tpid cpid left i
+    timeout -k 5 40 "$CCOL" run -n 2 -- sleep "$mark" \
+        >"$TMP/out" 2>"$TMP/err" </dev/null &
+    tpid=$!
+    for i in $(seq 100); do
+        left=$(marked "$mark")
+        [ "$(wc -w <<<"$left")" = 2 ] && break
+        sleep 0.05
+    done
+    cpid=$(pgrep -P "$tpid" -x ccol)
+    if [ "$(wc -w <<<"$left")" != 2 ] || [ -z "$cpid" ]; then
+        bad launcher_killed "ranks not started: '$left' launcher '$cpid'"
+        kill -KILL $tpid $left 2>/dev/null
+        { wait "$tpid"; } 2>/dev/null
+        return
+    fi
+    kill -KILL "$cpid"
+    for i in $(seq 100); do
+        left=$(marked "$mark")
+        [ -z "$left" ] && break
+        sleep 0.05
+    done
+    { wait "$tpid"; } 2>/dev/null # quiet: bash would report "Killed"
+    if [ -n "$left" ]; then
+        kill -KILL $left 2>/dev/null
+        bad launcher_killed "ranks outlived the launcher by 5 s: $left"
+        return
+    fi
+    ok launcher_killed
+}
+
+# Ranks never run the launcher's handlers: a rank that gets SIGTERM while
+# just forked must not make the launcher report a signal nobody sent it.
+# Rank 0 fails at once, so the others are stopped as they start.
+test_no_phantom_signal() {
+    local i
+    for i in 1 2 3; do
+        run -n 48 -- sh -c '[ "$RANK" = 0 ] && exit 3; exec sleep 30'
+        if [ "$RC" != 3 ] || grep -q "received signal" <<<"$ERR"; then
+            bad no_phantom_signal "round $i: rc=$RC err=$ERR"
+            return
+        fi
+    done
+    ok no_phantom_signal
+}
+
 test_env
+test_launcher_killed
+test_no_phantom_signal
 test_transport_default
 test_master_addr
 test_nproc_aliases
