@@ -26,3 +26,37 @@ def test_bench_refuses_bad_options():
     out = subprocess.run([sys.executable, BENCH, "--iters", "1"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "--iters" in out.stderr
+
+
+EXCHANGE = os.path.join(os.path.dirname(BENCH), "bench_exchange.py")
+
+
+def test_bench_exchange_measures_both_kinds_and_models_the_rest():
+    import pytest
+    pytest.importorskip("torch")
+    out = subprocess.run([sys.executable, EXCHANGE, "--max-ranks", "4",
+                          "--iters", "1"], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    rows = {}
+    for line in out.stdout.splitlines():
+        f = line.split()
+        if len(f) >= 6 and f[0].isdigit() and f[1] in ("reduce", "gather"):
+            rows[int(f[0]), f[1]] = f[2:]
+    for n in (2, 4):
+        for kind in ("reduce", "gather"):
+            median, most, model, ms = rows[n, kind][:4]
+            assert 0 < float(median) <= float(most) and float(ms) > 0
+    # every rank's state reaches every rank in an all-gather: at 4 ranks
+    # the most any rank reads already exceeds the reduction's
+    assert float(rows[4, "gather"][1]) > float(rows[4, "reduce"][1])
+    for n in (10 ** 4, 10 ** 5):  # modelled only: flat against linear
+        assert rows[n, "reduce"][:2] == ["-", "-"]
+    assert float(rows[10 ** 5, "gather"][2]) > \
+        1000 * float(rows[10 ** 5, "reduce"][2])
+
+
+def test_bench_exchange_refuses_bad_options():
+    out = subprocess.run([sys.executable, EXCHANGE, "--max-ranks", "1"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "--max-ranks" in out.stderr

@@ -44,7 +44,9 @@ def test_launcher_errors_are_those_of_comm_from_env(monkeypatch, env):
 
 @pytest.mark.parametrize("name,value", [
     ("CCOL_TORCH", "2"), ("CCOL_TORCH", "yes"), ("CCOL_TORCH_GUARDS", "on"),
-    ("CCOL_TORCH_PATIENCE", "-1"), ("CCOL_TIMEOUT", "soon")])
+    ("CCOL_TORCH_PATIENCE", "-1"), ("CCOL_TIMEOUT", "soon"),
+    ("CCOL_TIMEOUT", "0x10"), ("CCOL_TIMEOUT", "1e-9"),
+    ("CCOL_TIMEOUT", "inf"), ("CCOL_TORCH_PATIENCE", " 5")])
 def test_a_malformed_variable_is_named_with_its_value(monkeypatch, name,
                                                       value):
     monkeypatch.setenv(name, value)
@@ -375,13 +377,16 @@ def test_decisions_name_changes_over_time_and_what_one_rank_alone_would_do():
     saved = pgo._CODE_STATE
     try:
         pgo._CODE_STATE = None
-        made, changes = _decisions.decide(c, [state(4, 2), state(4, 3)], 0)
+        def decide(states, rank):
+            return _decisions.decide(c, states, states[rank],
+                                     _decisions.everyone(states))
+        made, changes = decide([state(4, 2), state(4, 3)], 0)
         assert [(d.what, d.alone_dynamic) for d in made] == [("L['n']", False)]
         assert made[0].explain() == "L['n'] dynamic: 2 on rank 0, 3 on rank 1"
         pgo._CODE_STATE = {pgo.CodeId.make(c): pgo.CodeState()}
         pgo._CODE_STATE[pgo.CodeId.make(c)].automatic_dynamic.update(
             state(4, 2).automatic_dynamic)
-        made, changes = _decisions.decide(c, [state(6, 2), state(6, 2)], 1)
+        made, changes = decide([state(6, 2), state(6, 2)], 1)
         assert [(d.what, d.alone_dynamic) for d in made] == [
             ("L['x'].size(0)", True)]
         assert made[0].explain() == ("L['x'].size(0) dynamic: 4 in an "

@@ -25,6 +25,7 @@ import uuid
 import pytest
 
 from conftest import ccol_tool, free_port
+import netns
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -690,50 +691,12 @@ def test_trace_closes_without_disable_and_report_reads_it(tmp_path):
 
 # ---- 5. two "hosts": network namespaces ------------------------------------
 
-def _ip(*args, ns=None, check=True):
-    cmd = (["ip", "netns", "exec", ns] if ns else []) + ["ip", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=20,
-                          check=check)
-
-
 @pytest.mark.timeout(150)
 def test_two_hosts_in_network_namespaces(tmp_path):
     """Two agents, each in a network namespace of its own joined by a veth
     pair (10.200.x.y only), 2 ranks each: the job is tcp+shm, shm within
     a namespace and tcp between the two leaders."""
-    tag = uuid.uuid4().hex[:6]
-    ns = [f"ccol-a-{tag}", f"ccol-b-{tag}"]
-    veth = [f"cca{tag}", f"ccb{tag}"]
-    octet = 1 + int(tag[:2], 16) % 250
-    addrs = [f"10.200.{octet}.1", f"10.200.{octet}.2"]
-    try:
-        probe = subprocess.run(["ip", "netns", "add", ns[0]],
-                               capture_output=True, text=True, timeout=20)
-    except FileNotFoundError:
-        pytest.skip("no `ip` command: cannot make network namespaces")
-    if probe.returncode != 0:
-        pytest.skip("`ip netns add` is not permitted here: "
-                    + probe.stderr.strip())
-    try:
-        _ip("netns", "add", ns[1])
-        _ip("link", "add", veth[0], "type", "veth", "peer", "name", veth[1])
-        for i in range(2):
-            _ip("link", "set", veth[i], "netns", ns[i])
-            _ip("addr", "add", f"{addrs[i]}/30", "dev", veth[i], ns=ns[i])
-            _ip("link", "set", veth[i], "up", ns=ns[i])
-            _ip("link", "set", "lo", "up", ns=ns[i])
-        # ns b reaches ns a over the veth pair (a TCP connect, no ping
-        # needed): a refusal proves the route, a timeout does not.
-        reach = subprocess.run(
-            ["ip", "netns", "exec", ns[1], PY, "-c",
-             "import socket,sys\ns=socket.socket();s.settimeout(3)\n"
-             f"try: s.connect(('{addrs[0]}', 9))\n"
-             "except ConnectionRefusedError: sys.exit(0)\n"
-             "except OSError as e: sys.exit(str(e))"],
-            capture_output=True, text=True, timeout=30)
-        if reach.returncode != 0:
-            pytest.fail("the namespaces do not reach each other: "
-                        + reach.stdout + reach.stderr)
+    with netns.two_hosts() as (ns, addrs):
         env = job_env(tmp_path, CCOL_TORCH=1)
         # No --pg: gloo would bind the hostname's 127.0.0.1 in a namespace.
         with two_agents(tmp_path, "train.py", [], nproc=2, env=env,
@@ -756,10 +719,6 @@ def test_two_hosts_in_network_namespaces(tmp_path):
             # Across hosts: each namespace's ranks in shm, leaders on tcp.
             assert all(t == "tcp+shm" for _, t in joins), joins
             check_comms(job, 4, "tcp+shm")
-    finally:
-        for n in ns:
-            subprocess.run(["ip", "netns", "del", n], capture_output=True,
-                           timeout=20)
 
 
 # ---- the benchmark --------------------------------------------------------

@@ -174,8 +174,10 @@ def _new_job(comm, guards, patience, graph_check):
     from ._state import Job
     if patience is None:
         patience = _env.seconds("CCOL_TORCH_PATIENCE", 1800.0)
+    exchange = _env.choice("CCOL_TORCH_EXCHANGE", _env.EXCHANGES,
+                           _env.EXCHANGES[0])
     return Job(comm, bool(guards), patience=patience,
-               graph_check=graph_check)
+               graph_check=graph_check, exchange=exchange)
 
 
 def _install(job):

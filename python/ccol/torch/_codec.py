@@ -60,20 +60,23 @@ def _seq_out(v, pgo):
     return _atom_out(v, pgo)
 
 
+def encode_entry(e, pgo):
+    """FrameStateSizeEntry -> a JSON-able dict."""
+    return {
+        "scalar": _atom_out(e.scalar, pgo),
+        "size": _seq_out(e.size, pgo),
+        "stride": _seq_out(e.stride, pgo),
+        "excluded_sizes": (None if e.excluded_sizes is None
+                           else list(e.excluded_sizes)),
+        "excluded_scalar": e.excluded_scalar,
+    }
+
+
 def encode_state(local_state):
     """LocalState -> a JSON-able dict."""
     from torch._dynamo import pgo
-    out = {}
-    for name, e in local_state.automatic_dynamic.items():
-        out[name] = {
-            "scalar": _atom_out(e.scalar, pgo),
-            "size": _seq_out(e.size, pgo),
-            "stride": _seq_out(e.stride, pgo),
-            "excluded_sizes": (None if e.excluded_sizes is None
-                               else list(e.excluded_sizes)),
-            "excluded_scalar": e.excluded_scalar,
-        }
-    return out
+    return {name: encode_entry(e, pgo)
+            for name, e in local_state.automatic_dynamic.items()}
 
 
 def _atom_in(v, pgo, where, infer_ok):
@@ -114,29 +117,35 @@ def _opt_ints(v, where, allow_none_items):
     raise peer_error(f"{where}: expected a list of ints or null")
 
 
+def decode_entry(e, pgo, where):
+    """A JSON-able dict (untrusted) -> FrameStateSizeEntry, checked; a
+    ccol.PeerError naming `where` when it is not one."""
+    if not isinstance(e, dict) or set(e) != {
+            "scalar", "size", "stride", "excluded_sizes",
+            "excluded_scalar"}:
+        raise peer_error(f"{where}: malformed entry")
+    xs = e["excluded_scalar"]
+    if xs is not None and (isinstance(xs, bool) or
+                           not isinstance(xs, int)):
+        raise peer_error(f"{where}.excluded_scalar: expected an int")
+    return pgo.FrameStateSizeEntry(
+        scalar=_atom_in(e["scalar"], pgo, f"{where}.scalar", False),
+        size=_seq_in(e["size"], pgo, f"{where}.size", False),
+        stride=_seq_in(e["stride"], pgo, f"{where}.stride", True),
+        excluded_sizes=_opt_ints(e["excluded_sizes"],
+                                 f"{where}.excluded_sizes", True),
+        excluded_scalar=xs,
+    )
+
+
 def decode_state(d, rank):
     """A JSON-able dict from rank `rank` -> LocalState, checked."""
     from torch._dynamo import pgo
     from torch._dynamo.symbolic_convert import LocalState
     st = LocalState()
     for name, e in d.items():
-        where = f"rank {rank}: {name}"
-        if not isinstance(e, dict) or set(e) != {
-                "scalar", "size", "stride", "excluded_sizes",
-                "excluded_scalar"}:
-            raise peer_error(f"{where}: malformed entry")
-        xs = e["excluded_scalar"]
-        if xs is not None and (isinstance(xs, bool) or
-                               not isinstance(xs, int)):
-            raise peer_error(f"{where}.excluded_scalar: expected an int")
-        st.automatic_dynamic[name] = pgo.FrameStateSizeEntry(
-            scalar=_atom_in(e["scalar"], pgo, f"{where}.scalar", False),
-            size=_seq_in(e["size"], pgo, f"{where}.size", False),
-            stride=_seq_in(e["stride"], pgo, f"{where}.stride", True),
-            excluded_sizes=_opt_ints(e["excluded_sizes"],
-                                     f"{where}.excluded_sizes", True),
-            excluded_scalar=xs,
-        )
+        st.automatic_dynamic[name] = decode_entry(e, pgo, f"rank {rank}: "
+                                                  f"{name}")
     return st
 
 

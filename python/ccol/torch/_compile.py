@@ -15,6 +15,12 @@ compile index, the job-wide exchange number and where in the frame the
 first graph is emitted (a graph break or the return): ranks at different
 frames, compiles or break points get ccol.DivergedError naming both on
 every rank, where upstream pairs positionally.
+
+The exchange is a rank-ordered reduction (_fold.py): every rank receives
+O(state) bytes whatever the number of ranks, and Dynamo folds an
+equivalent list of at most three states per name. CCOL_TORCH_EXCHANGE=
+gather keeps upstream's shape, an all-gather of every rank's state, for
+comparison.
 """
 
 import json
@@ -22,7 +28,7 @@ import time
 
 import ccol
 
-from . import _decisions, _live, _trace
+from . import _decisions, _fold, _live, _trace
 from ._codec import (COMPILE, check_kinds, decode_state, diverged_error,
                      encode_state, peer_error)
 from ._log import log
@@ -167,19 +173,16 @@ def exchange(job, tx, local_state):
     job.exchange_calls = job.calls
     job.current = (frame, k)
     _trace.compile_begin(job, frame, k, local_state)
-    mine = {"v": 1, "frame": frame, "compile": k, "seq": job.exchanges,
-            "at": _where(tx), "state": encode_state(local_state)}
+    header = {"frame": frame, "compile": k, "seq": job.exchanges,
+              "at": _where(tx)}
     comm.set_label(f"exchange for compile {k} of {code.co_name}")
     if job.live is not None:
         job.live.begin_wait(f"in exchange for compile {k} of {frame}")
     sent0, recv0 = comm.traffic
     t0 = time.monotonic_ns()
     try:
-        blobs = comm.allgather(json.dumps(mine).encode())
-        check_kinds(blobs, COMPILE, "compiler collective")
-        got = [_decode_rank(r, b) for r, b in enumerate(blobs)]
-        check_pairing(got)
-        states = [decode_state(g["state"], r) for r, g in enumerate(got)]
+        run = _gathered if job.exchange_mode == "gather" else _reduced
+        states, seen = run(comm, header, encode_state(local_state))
     except (ccol.Error, KeyboardInterrupt) as e:
         err = _live.explain(job, e)
         _trace.exchange(job, frame, k, sent0, recv0, t0, err)
@@ -192,15 +195,48 @@ def exchange(job, tx, local_state):
             job.live.end_wait()
     job.exchange_ns += time.monotonic_ns() - t0
     _trace.exchange(job, frame, k, sent0, recv0, t0, None)
-    _report(job, code, frame, k, states, time.monotonic_ns() - t0)
+    _report(job, code, frame, k, (states, local_state, seen),
+            time.monotonic_ns() - t0)
     return states
 
 
-def _report(job, code, frame, k, states, ns):
-    decisions, changes = _decisions.decide(code, states, job.comm.rank)
+# The fingerprint of a compile exchange's join_reduce: a rank in another
+# collective (a guard collective's all-gather) is named by the engine.
+_EXCHANGE_KEY = 0x63636f6c78636867  # "ccolxchg"
+
+
+def _reduced(comm, header, state):
+    """The exchange as a rank-ordered reduction: (states for Dynamo, per
+    name the witnesses and rank count)."""
+    blob = comm.join_reduce(_fold.contribution(comm.rank, header, state),
+                            _fold.combine, key=_EXCHANGE_KEY)
+    try:
+        res = _fold.Result(blob, comm.size)
+    except _fold.Malformed as e:
+        raise peer_error(f"compile exchange: {e}") from None
+    if res.diff is not None:
+        got = [res.h0, res.diff["h"]]
+        _pairing_error(got, [0, res.diff["rank"]])
+    return res.states, {n: (res.seen[n], res.count[n]) for n in res.seen}
+
+
+def _gathered(comm, header, state):
+    """The exchange as upstream's all-gather of every rank's state."""
+    mine = dict(header, v=1, state=state)
+    blobs = comm.allgather(json.dumps(mine).encode())
+    check_kinds(blobs, COMPILE, "compiler collective")
+    got = [_decode_rank(r, b) for r, b in enumerate(blobs)]
+    check_pairing(got)
+    states = [decode_state(g["state"], r) for r, g in enumerate(got)]
+    return states, _decisions.everyone(states)
+
+
+def _report(job, code, frame, k, exchanged, ns):
+    states, local_state, seen = exchanged
+    decisions, changes = _decisions.decide(code, states, local_state, seen)
     _trace.decisions(job, frame, k, decisions, changes)
     log.debug("compile %d of %s: exchange over %d ranks in %.2f ms; %s",
-              k, frame, len(states), ns / 1e6,
+              k, frame, job.comm.size, ns / 1e6,
               "; ".join(d.explain() for d in decisions) or "nothing dynamic")
     for d in decisions:
         if not d.alone_dynamic:
@@ -242,9 +278,18 @@ def check_pairing(got):
     if all(k == keys[0] for k in keys):
         return
     first = next(r for r, k in enumerate(keys) if k != keys[0])
+    _pairing_error([got[0], got[first]], [0, first])
+
+
+def _pairing_error(got, ranks):
+    """DivergedError for rank ranks[1] (header got[1]) pairing with rank 0
+    (header got[0])."""
+    first = ranks[1]
+    keys = [(g["frame"], g["compile"], g["seq"], _break_point(g["at"]))
+            for g in got]
     f0, c0, s0, _ = keys[0]
-    f1, c1, s1, _ = keys[first]
-    a0, a1 = got[0]["at"], got[first]["at"]
+    f1, c1, s1, _ = keys[1]
+    a0, a1 = got[0]["at"], got[1]["at"]
     if (f0, c0) != (f1, c1):
         what = (f"rank {first} is compiling {f1} (compile {c1}) while rank 0 "
                 f"is compiling {f0} (compile {c0})")

@@ -40,38 +40,51 @@ def _fold(prior, entries):
 class Decision:
     """One dim or scalar the exchange made dynamic."""
 
-    def __init__(self, what, values, before, alone_dynamic):
+    def __init__(self, what, values, before, alone_dynamic, ranks=None):
         self.what = what
-        self.values = values            # [(rank, value seen)]
+        self.values = values            # [(rank, value seen)]: every rank's
+        #                                 or (reduced exchange) the lowest
+        #                                 ranks' mutually different ones
+        self.ranks = len(values) if ranks is None else ranks
         self.before = before            # the prior static value, or None
         self.alone_dynamic = alone_dynamic
 
     def explain(self):
         shown = ", ".join(f"{v} on rank {r}" for r, v in self.values[:4])
-        if len(self.values) > 4:
-            shown += f", ... ({len(self.values)} ranks)"
+        if self.ranks > min(len(self.values), 4):
+            shown += f", ... ({self.ranks} ranks)"
         if self.before is not None:
             shown = f"{self.before} in an earlier compile, now {shown}"
         return f"{self.what} dynamic: {shown}"
 
 
-def decide(code, states, rank):
+def everyone(states):
+    """{name: ([(rank, entry)], ranks)} of an all-gathered exchange."""
+    seen = {}
+    for r, st in enumerate(states):
+        for name, e in st.automatic_dynamic.items():
+            seen.setdefault(name, ([], 0))[0].append((r, e))
+    return {n: (v, len(v)) for n, (v, _) in seen.items()}
+
+
+def decide(code, states, local, seen):
     """The decisions of one exchange and the state changes behind them:
-    `states` are every rank's LocalState (index = rank), `rank` is this
-    rank. Returns ([Decision], [(source, render before or None, render
+    `states` are the LocalStates Dynamo folds (every rank's, or a reduced
+    exchange's equivalent list), `local` this rank's own, `seen` per name
+    the (rank, entry) pairs to show and the number of ranks that had it.
+    Returns ([Decision], [(source, render before or None, render
     after)])."""
     from torch._dynamo import pgo
     prior = prior_state(code)
-    names = sorted({n for st in states for n in st.automatic_dynamic})
     out, changes = [], []
-    for name in names:
-        seen = [(r, st.automatic_dynamic[name]) for r, st in enumerate(states)
-                if name in st.automatic_dynamic]
+    for name in sorted(seen):
+        shown, ranks = seen[name]
         before = prior.get(name)
-        merged = _fold(before, [e for _, e in seen])
-        mine = [e for r, e in seen if r == rank]
-        alone = _fold(before, mine) if mine else None
-        out.extend(_parts(name, merged, alone, before, seen, pgo))
+        merged = _fold(before, [st.automatic_dynamic[name] for st in states
+                                if name in st.automatic_dynamic])
+        mine = local.automatic_dynamic.get(name)
+        alone = _fold(before, [mine]) if mine is not None else None
+        out.extend(_parts(name, merged, alone, before, shown, ranks, pgo))
         if before is None or before.render() != merged.render():
             changes.append((name, before and before.render(),
                             merged.render()))
@@ -103,7 +116,7 @@ def _value(entry, d, pgo):
     return "no such dim"
 
 
-def _parts(name, merged, alone, prior, seen, pgo):
+def _parts(name, merged, alone, prior, seen, ranks, pgo):
     """A Decision for each dim (or the scalar) of `name` that is dynamic."""
     dims = [None] if merged.size is pgo.auto_dynamic and \
         merged.scalar is pgo.auto_dynamic else []
@@ -117,4 +130,4 @@ def _parts(name, merged, alone, prior, seen, pgo):
         before = _value(prior, d, pgo) if not _is_dyn(prior, d, pgo) \
             else None
         yield Decision(what, [(r, _value(e, d, pgo)) for r, e in seen],
-                       before, _is_dyn(alone, d, pgo))
+                       before, _is_dyn(alone, d, pgo), ranks)

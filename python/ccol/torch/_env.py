@@ -8,6 +8,7 @@ MPI's, PMI's and Slurm's.
 """
 
 import os
+import re
 
 import ccol
 
@@ -21,6 +22,8 @@ _SETS = (("RANK", "WORLD_SIZE", "torchrun"),
 _MAX_WORLD = 1 << 20
 # CCOL_TORCH_GRAPH_CHECK's values (_graph.py), the default first
 GRAPH_CHECKS = ("warn", "error", "off")
+# CCOL_TORCH_EXCHANGE's values (_compile.py), the default first
+EXCHANGES = ("reduce", "gather")
 
 
 def invalid(msg):
@@ -49,18 +52,24 @@ def choice(name, allowed, default):
     return v
 
 
+# Plain decimal seconds as libccol reads CCOL_TIMEOUT (src/core/bytes.c):
+# digits, an optional fraction and exponent; float() would also take signs,
+# spaces, underscores, "inf" and "nan". Below a millisecond is a typo.
+_SECONDS = re.compile(r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_MIN_SECONDS, _MAX_SECONDS = 0.001, 1e7
+
+
 def seconds(name, default):
-    """A positive number of seconds; unset or empty is `default`."""
+    """A plain decimal number of seconds in [0.001, 1e7]; unset or empty
+    is `default`; anything else is an error naming the variable and the
+    value."""
     v = os.environ.get(name, "")
     if v == "":
         return default
-    try:
-        s = float(v)
-    except ValueError:
-        s = float("nan")
-    if not 0 < s <= 1e7:
-        raise invalid(f"{name}={v!r} is not a number of seconds in "
-                      "(0, 10000000]")
+    s = float(v) if _SECONDS.fullmatch(v) else float("nan")
+    if not _MIN_SECONDS <= s <= _MAX_SECONDS:
+        raise invalid(f"{name}={v!r} is not a plain decimal number of "
+                      "seconds in [0.001, 10000000] (like 30 or 2.5)")
     return s
 
 
@@ -114,4 +123,5 @@ def check():
     seconds("CCOL_TIMEOUT", 300.0)
     seconds("CCOL_TORCH_PATIENCE", 1800.0)
     choice("CCOL_TORCH_GRAPH_CHECK", GRAPH_CHECKS, GRAPH_CHECKS[0])
+    choice("CCOL_TORCH_EXCHANGE", EXCHANGES, EXCHANGES[0])
     launcher()

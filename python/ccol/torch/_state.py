@@ -26,7 +26,7 @@ class Job:
     first use for CCOL_TORCH=1)."""
 
     def __init__(self, comm, guard_collectives, connect=None, patience=None,
-                 graph_check="warn"):
+                 graph_check="warn", exchange="reduce"):
         self._comm = comm
         self._connect = connect   # joins the job at first use
         self.joined = None        # _join.Joined once joined
@@ -34,6 +34,7 @@ class Job:
         self.group = CompileGroup(self)
         self.guard_collectives = guard_collectives
         self.graph_check = graph_check  # _graph.py's policy
+        self.exchange_mode = exchange  # "reduce" or "gather" (_compile.py)
         self.patience = patience
         self.compiles = {}        # frame -> compile index of its last exchange
         self.exchanges = 0
