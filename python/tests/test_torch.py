@@ -39,8 +39,10 @@ def _setup(rank, size, mode, gport, cport, guards=False):
     if mode == "upstream":
         _upstream_on(rank, size, gport)
         torch.compiler.set_enable_guard_collectives(guards)
-    elif mode == "ccol":
-        comm = ccol.Comm(rank, size, port=cport, timeout=10)
+    elif mode in ("ccol", "ccol-gather"):
+        os.environ["CCOL_TORCH_EXCHANGE"] = ("gather" if mode == "ccol-gather"
+                                             else "reduce")
+        comm = ccol.Comm(rank, size, port=cport, timeout=30)
         ccol.torch.enable(comm=comm, guard_collectives=guards)
 
 
@@ -172,6 +174,27 @@ def test_same_decisions_as_upstream(scenario, n):
         alone = ok(run_ranks(n, scenario, n, "off", 0, 0, own_comm=True,
                              deadline=120))
         assert alone != results["ccol"]
+
+
+# The exchange reduced in rank order (the default) against every rank's
+# state all-gathered (CCOL_TORCH_EXCHANGE=gather, upstream's shape): the
+# same compiles and graphs on every rank, at 2, 3 and 8 ranks.
+REDUCED = [(_scenario_tensor, 2), (_scenario_scalar_and_break, 3),
+           (_scenario_tensor, 8), (_scenario_linear_batches, 8),
+           (_scenario_scalar_and_break, 8)]
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("scenario, n", REDUCED,
+                         ids=[f"{c.__name__[10:]}-{n}" for c, n in REDUCED])
+def test_the_reduction_compiles_what_the_all_gather_compiles(scenario, n):
+    results = {}
+    for mode in ("ccol", "ccol-gather"):
+        results[mode] = ok(run_ranks(n, scenario, n, mode, 0, free_port(),
+                                     own_comm=True, deadline=400))
+    assert results["ccol"] == results["ccol-gather"]
+    for graphs in results["ccol"]:
+        assert graphs == results["ccol"][0]
 
 
 def _scenario_guard_miss(rank, size, mode, gport, cport):
