@@ -60,3 +60,22 @@ def test_bench_exchange_refuses_bad_options():
     out = subprocess.run([sys.executable, EXCHANGE, "--max-ranks", "1"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "--max-ranks" in out.stderr
+
+
+HIER = os.path.join(os.path.dirname(BENCH), "bench_hier_netns.py")
+
+
+def test_bench_hier_netns_compares_both_modes():
+    import pytest
+    out = subprocess.run([sys.executable, HIER, "-n", "4", "--iters", "5",
+                          "--rounds", "1"], capture_output=True, text=True,
+                         timeout=300)
+    if out.returncode == 2 and "netns" in out.stderr:
+        pytest.skip(out.stderr.strip())
+    assert out.returncode == 0, out.stdout + out.stderr
+    for op in ("barrier", "allreduce", "allgather 64 B"):
+        row = [x for x in out.stdout.splitlines() if x.startswith(op)]
+        assert row, out.stdout
+        flat, hier, ratio = row[0][len(op):].split()
+        assert abs(float(ratio.rstrip("x")) - float(hier) / float(flat)) \
+            < 0.01 * float(hier) / float(flat) + 0.01
