@@ -15,7 +15,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 VENV214 ?= .venv214
 PY214 := $(VENV214)/bin/python
-TORCH_TESTS = python/tests/test_torch*.py
+# the torch tests, and the exchange reduction against the other torch's fold
+TORCH_TESTS = python/tests/test_torch*.py python/tests/test_conformance_fold.py
 PYTEST_FLAGS ?=
 
 .PHONY: all deps build demo test ctest python pytest conformance asan fuzz install \
