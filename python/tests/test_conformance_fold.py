@@ -133,7 +133,7 @@ def contributions(ranks):
             for r, st_ in enumerate(ranks)]
 
 
-@_settings(suite=300, long=20000)
+@_settings(suite=300, long=5000)
 @given(exchanges(64))
 def test_reduced_exchange_folds_exactly_as_dynamo(case):
     ranks, priors, rng = case
