@@ -5,9 +5,11 @@
  * nonce and must answer with a HELLO carrying HMAC-SHA-256(token, nonce ||
  * rank), so the token itself never crosses the network. Connections are
  * served together with poll(): a stranger (wrong token, wrong version,
- * garbage, silence) is refused or ignored without delaying the real ranks,
- * while inconsistencies among the job's own ranks (world size, rank range,
- * a rank claimed twice) fail the rendezvous with a REFUSE to everyone.
+ * garbage, silence) is refused without delaying the real ranks, even in a
+ * flood (the budget below), logged at WARNING and counted for the job's
+ * messages; inconsistencies among the job's own ranks (world size, rank
+ * range, a rank claimed twice) fail the rendezvous with a REFUSE to
+ * everyone.
  */
 #include "tcp_link.h"
 
@@ -22,18 +24,69 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define PEND_MAX   64                 /* connections not yet authenticated */
-#define IDLE_NS    (2000 * 1000000LL) /* a full table drops pendings this old */
-#define NOTES_MAX  512 /* refusals kept for the timeout message */
-#define REASON_MAX 512 /* one refusal or failure reason */
+/*
+ * Budget of the unauthenticated. The rendezvous must get the real ranks
+ * through a flood of strangers (silent connections, garbage, wrong
+ * tokens): the listen backlog is drained into PEND_MAX slots, and when
+ * they are full a slot goes to the next connection by evicting one that
+ * had its chance. A real rank answers its challenge as soon as it is
+ * scheduled once (one read, one HMAC, one write), so SILENT_NS, 0.5 s
+ * from the challenge to the first byte, covers a 2-core machine running
+ * ~150 runnable processes at the scheduler's 3 ms slice; and it applies
+ * only while slots are wanted, so a rendezvous that is not crowded
+ * refuses nobody for being slow. A peer that began its HELLO but did not
+ * finish gets STALL_NS. 256 slots turn over ~500 silent connections a
+ * second. The budget per address is a share, not a hard cap: the victim
+ * is taken from the address holding the most slots, so a flood from one
+ * host cannot take the slots another host's ranks hold, while ranks that
+ * share an address with the flood (loopback, NAT) are never refused for
+ * where they come from.
+ */
+#define PEND_MAX     256
+#define SILENT_NS    (500 * 1000000LL)
+#define STALL_NS     (2000 * 1000000LL)
+#define REST_NS      (20 * 1000000LL) /* pause when out of descriptors */
+#define SOURCES_MAX  16  /* addresses counted apart; the last pools the rest */
+#define LOG_PER_ADDR 3   /* refusals logged one by one per address */
+#define DRAIN_MAX    4096 /* backlog connections told of a failure */
+#define NOTES_MAX    512 /* authenticated refusals, for the timeout message */
+#define REASON_MAX   512 /* one refusal or failure reason */
+
+/* Why a connection did not join. The first R_UNAUTH kinds never proved
+ * the token and are counted for the job summary; R_AUTH knew the token
+ * but belongs elsewhere (another communicator, not a child). */
+typedef enum refusal {
+    R_SILENT,  /* sent nothing while its slot was wanted, or at the end */
+    R_STALLED, /* began its HELLO and stopped */
+    R_TOKEN,   /* answered the challenge with the wrong token */
+    R_GARBAGE, /* sent something that is not a valid HELLO */
+    R_VERSION, /* speaks another protocol version */
+    R_CLOSED,  /* hung up before its HELLO */
+    R_UNAUTH,  /* the number of the kinds above */
+    R_AUTH = R_UNAUTH
+} refusal;
+
+static const char *const refusal_name[R_UNAUTH] = {
+    "silent", "stalled mid-HELLO", "with the wrong token",
+    "sending garbage", "of another protocol version", "that hung up"
+};
+
+/* An address strangers came from. */
+typedef struct source {
+    char ip[64];  /* numeric address ("other addresses" for the pool) */
+    int pending;  /* its connections in the pending table */
+    int refused;  /* its unauthenticated connections refused */
+    int logged;   /* of its refusals, logged one by one */
+} source;
 
 /* A connection that has not yet proved who it is. */
 typedef struct pend {
     int fd;                         /* its socket */
+    int src;                        /* its address in server.src */
     uint8_t nonce[CCOL__TCP_NONCE]; /* the challenge it must answer */
     size_t got;                     /* bytes in buf */
     size_t need;                    /* header size, then frame size */
-    int64_t since;                  /* when it was accepted */
+    int64_t since;                  /* when it was challenged */
     ccol__hdr h;                    /* decoded once need > header */
     char addr[CCOL__TCP_ADDR_MAX];  /* "ip:port" of the peer */
     uint8_t buf[CCOL__HDR_SIZE + CCOL__TCP_HS_MAX +
@@ -49,16 +102,23 @@ typedef struct server {
     int nwant;             /* number of expected ranks */
     int joined;            /* of them, joined so far */
     int64_t deadline;      /* of the whole rendezvous */
+    int64_t rest;          /* no accept before this (out of descriptors) */
     ccol__tcp_member *m;   /* per rank, the joined ones */
     pend *p;               /* PEND_MAX slots */
     int np;                /* slots in use */
-    char notes[NOTES_MAX]; /* refusals so far */
+    source src[SOURCES_MAX]; /* addresses seen, the last pooling the rest */
+    int nsrc;              /* entries of src in use */
+    int count[R_UNAUTH];   /* unauthenticated refusals by kind */
+    int nrefused;          /* their sum */
+    char notes[NOTES_MAX]; /* refusals of authenticated peers */
 } server;
 
 /* What to do with a connection whose HELLO was read. */
 typedef enum verdict {
     V_JOIN,   /* a wanted rank of this job */
-    V_REFUSE, /* a stranger: refuse it and go on waiting */
+    V_GARBAGE, /* a stranger sending something else than a HELLO */
+    V_TOKEN,   /* a stranger without the token */
+    V_REFUSE,  /* knows the token, belongs elsewhere: refuse, go on */
     V_FATAL   /* the job itself is inconsistent: fail */
 } verdict;
 
@@ -196,17 +256,51 @@ pend_remove(server *s, int i)
 {
     if (s->p[i].fd >= 0)
         close(s->p[i].fd);
+    s->src[s->p[i].src].pending--;
     if (i != s->np - 1)
         s->p[i] = s->p[s->np - 1];
     s->np--;
 }
 
-/* Refuses pending connection i with a reason and forgets it. */
+/* Logs the refusal of pending connection p at WARNING: the first few of
+ * each address one by one, then one line saying the rest are counted,
+ * so a flood cannot flood the log. */
 static void
-pend_refuse(server *s, int i, ccol_status st, const char *reason)
+log_refusal(server *s, const pend *p, const char *reason)
 {
-    ccol__tcp_refuse(s->c, s->p[i].fd, st, reason);
-    note(s, "refused %s: %s", s->p[i].addr, reason);
+    source *src = &s->src[p->src];
+    const ccol_comm *c = s->c;
+
+    if (src->logged > LOG_PER_ADDR)
+        return;
+    if (src->logged++ < LOG_PER_ADDR)
+        ccol__log(CCOL_LOG_WARN, "comm", "rank %d/%d: %s refused %s: %s",
+                  c->rank, c->size, s->where, p->addr, reason);
+    else
+        ccol__log(CCOL_LOG_WARN, "comm",
+                  "rank %d/%d: %s: more connections from %s refused; "
+                  "counted, not logged",
+                  c->rank, c->size, s->where, src->ip);
+}
+
+/* Refuses pending connection i (kind k) and forgets it: logs it, counts
+ * it, and tells the peer why unless it already hung up. */
+static void
+pend_refuse(server *s, int i, refusal k, const char *reason)
+{
+    pend *p = &s->p[i];
+    ccol_status st = k == R_VERSION ? CCOL_ERR_VERSION : CCOL_ERR_PEER;
+
+    log_refusal(s, p, reason);
+    if (k == R_AUTH) {
+        note(s, "refused %s: %s", p->addr, reason);
+    } else {
+        s->count[k]++;
+        s->nrefused++;
+        s->src[p->src].refused++;
+    }
+    if (k != R_CLOSED)
+        ccol__tcp_refuse(s->c, p->fd, st, reason);
     pend_remove(s, i);
 }
 
@@ -255,74 +349,186 @@ random_bytes(int fd, uint8_t *p, size_t n)
     return true;
 }
 
-/* Takes a new connection into a pending slot and challenges it. */
+/* The entry of address ip in the source table; past SOURCES_MAX - 1
+ * addresses, the last entry pools the others. */
+static int
+source_of(server *s, const char *ip)
+{
+    for (int i = 0; i < s->nsrc; i++) {
+        if (strcmp(s->src[i].ip, ip) == 0)
+            return i;
+    }
+    if (s->nsrc == SOURCES_MAX - 1) {
+        snprintf(s->src[s->nsrc].ip, sizeof s->src[0].ip, "other addresses");
+        s->nsrc++;
+    }
+    if (s->nsrc == SOURCES_MAX)
+        return SOURCES_MAX - 1;
+    snprintf(s->src[s->nsrc].ip, sizeof s->src[0].ip, "%s", ip);
+    return s->nsrc++;
+}
+
+/* Takes a new connection from ip:port (source src) into a pending slot
+ * and challenges it. */
 static ccol_status
-pend_open(server *s, int fd)
+pend_open(server *s, int fd, int src, const char *ip, int port)
 {
     pend *p = &s->p[s->np];
-    char ip[64];
-    int port, err;
+    int err;
 
     p->fd = fd;
+    p->src = src;
     p->got = 0;
     p->need = CCOL__HDR_SIZE;
     p->since = ccol__now_ns();
-    ccol__tcp_name(fd, true, ip, sizeof ip, &port);
     snprintf(p->addr, sizeof p->addr, "%s:%d", ip, port);
-    if (!random_bytes(s->rfd, p->nonce, CCOL__TCP_NONCE)) {
-        close(fd);
+    s->src[src].pending++;
+    s->np++;
+    if (!random_bytes(s->rfd, p->nonce, CCOL__TCP_NONCE))
         return fail_all(s, CCOL_ERR_IO, "%s: cannot read /dev/urandom: %s",
                         s->where, strerror(errno));
-    }
     if (ccol__tcp_send_frame(s->c, fd, CCOL__K_CHALLENGE, 0, p->nonce,
                              CCOL__TCP_NONCE, ccol__tcp_deadline(1.0),
-                             &err) != CCOL__IO_OK) {
-        note(s, "%s went away before its challenge", p->addr);
-        close(fd);
-        return CCOL_OK;
-    }
-    s->np++;
+                             &err) != CCOL__IO_OK)
+        pend_refuse(s, s->np - 1, R_CLOSED, "went away before its challenge");
     return CCOL_OK;
 }
 
-/* Accepts the connections waiting on the listener while slots are free;
- * the others stay in the listen backlog. */
-static ccol_status
-accept_new(server *s)
+/* When pending connection p may be evicted: SILENT_NS after its
+ * challenge if it sent nothing, STALL_NS if it began a HELLO. */
+static int64_t
+evictable_at(const pend *p)
 {
-    while (s->np < PEND_MAX) {
+    return p->since + (p->got == 0 ? SILENT_NS : STALL_NS);
+}
+
+/* The pending connection to evict for a newcomer: among those past
+ * their time, one of the address holding the most slots, the least
+ * advanced, the oldest. -1 if none. */
+static int
+pick_victim(const server *s, int64_t now)
+{
+    int best = -1;
+
+    for (int i = 0; i < s->np; i++) {
+        const pend *p = &s->p[i], *b;
+        int load, bload;
+
+        if (evictable_at(p) > now)
+            continue;
+        if (best < 0) {
+            best = i;
+            continue;
+        }
+        b = &s->p[best];
+        load = s->src[p->src].pending;
+        bload = s->src[b->src].pending;
+        if (load > bload || (load == bload && p->got < b->got) ||
+            (load == bload && p->got == b->got && p->since < b->since))
+            best = i;
+    }
+    return best;
+}
+
+/* Evicts pending connection i to make room, telling it why. */
+static void
+evict(server *s, int i)
+{
+    bool silent = s->p[i].got == 0;
+    char reason[REASON_MAX];
+
+    snprintf(reason, sizeof reason,
+             "%s within %.1f s of its challenge while %d connections "
+             "waited to be authenticated (%s)",
+             silent ? "sent nothing" : "did not complete its HELLO",
+             (silent ? SILENT_NS : STALL_NS) / 1e9, s->np, s->where);
+    pend_refuse(s, i, silent ? R_SILENT : R_STALLED, reason);
+}
+
+/* Whether the listener may be served now: a slot is free or can be
+ * freed. Otherwise lowers *ms to when one can. */
+static bool
+may_accept(const server *s, int *ms)
+{
+    int64_t now = ccol__now_ns(), soon = INT64_MAX;
+
+    if (now < s->rest) {
+        soon = s->rest; /* out of descriptors a moment ago */
+    } else if (s->np < PEND_MAX) {
+        return true;
+    } else {
+        for (int i = 0; i < s->np; i++) {
+            int64_t t = evictable_at(&s->p[i]);
+            soon = t < soon ? t : soon;
+        }
+        if (soon <= now)
+            return true;
+    }
+    if ((soon - now) / 1000000 + 1 < *ms)
+        *ms = (int)((soon - now) / 1000000 + 1);
+    return false;
+}
+
+/* Makes room for a connection just accepted when the table is full:
+ * evicts a connection past its time, from the heaviest address. */
+static void
+make_room(server *s)
+{
+    int v;
+
+    if (s->np < PEND_MAX)
+        return;
+    v = pick_victim(s, ccol__now_ns());
+    if (v >= 0)
+        evict(s, v);
+}
+
+/* One accept() on the listener. Returns the socket, or -1 when the
+ * backlog is empty (or out of descriptors: then rests a moment). */
+static int
+accept_one(server *s)
+{
+    for (;;) {
         int fd = accept(s->lfd, NULL, NULL);
-        ccol_status st;
 
         if (fd < 0 && errno == EINTR)
             continue;
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE))
+            s->rest = ccol__now_ns() + REST_NS;
         if (fd < 0)
-            return CCOL_OK; /* EAGAIN, or an aborted connection */
-        if (!ccol__tcp_prepare(fd)) {
+            return -1; /* EAGAIN, or an aborted connection */
+        if (ccol__tcp_prepare(fd))
+            return fd;
+        close(fd);
+    }
+}
+
+/* Drains the listen backlog while a slot is free or can be freed, so
+ * the real ranks queued behind strangers keep coming in. */
+static ccol_status
+accept_new(server *s)
+{
+    int ms = 0;
+
+    while (may_accept(s, &ms)) {
+        char ip[64] = "unknown";
+        int fd = accept_one(s), port = 0, src;
+        ccol_status st;
+
+        if (fd < 0)
+            return CCOL_OK;
+        ccol__tcp_name(fd, true, ip, sizeof ip, &port);
+        src = source_of(s, ip);
+        make_room(s);
+        if (s->np >= PEND_MAX) { /* not expected: may_accept said so */
             close(fd);
-            continue;
+            return CCOL_OK;
         }
-        st = pend_open(s, fd);
+        st = pend_open(s, fd, src, ip, port);
         if (st != CCOL_OK)
             return st;
     }
     return CCOL_OK;
-}
-
-/* With every slot taken, drops the connections silent for a while, so
- * strangers cannot hold the rendezvous while real ranks wait in the
- * backlog. */
-static void
-evict_idle(server *s)
-{
-    int64_t old = ccol__now_ns() - IDLE_NS;
-
-    for (int i = s->np - 1; i >= 0; i--) {
-        if (s->p[i].since >= old)
-            continue;
-        note(s, "dropped %s (silent for 2 s)", s->p[i].addr);
-        pend_remove(s, i);
-    }
 }
 
 /* The header of pending connection i is in: decode and bound it. Returns
@@ -347,7 +553,7 @@ pend_header(server *s, int i)
                  s->where);
     else
         snprintf(reason, sizeof reason, "bad frame: %s", why);
-    pend_refuse(s, i, st, reason);
+    pend_refuse(s, i, st == CCOL_ERR_VERSION ? R_VERSION : R_GARBAGE, reason);
     return false;
 }
 
@@ -366,8 +572,8 @@ pend_read(server *s, int i)
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return 0;
         if (n <= 0) {
-            note(s, "%s closed its connection before joining", p->addr);
-            pend_remove(s, i);
+            pend_refuse(s, i, R_CLOSED,
+                        "closed its connection before its HELLO");
             return -1;
         }
         p->got += (size_t)n;
@@ -433,17 +639,17 @@ check_hello(server *s, const pend *p, ccol__tcp_hello *h, char *out, size_t len)
     const char *bad;
 
     if (p->h.kind != CCOL__K_HELLO)
-        return say(V_REFUSE, out, len, "expected a HELLO, got frame kind %u",
+        return say(V_GARBAGE, out, len, "expected a HELLO, got frame kind %u",
                    (unsigned)p->h.kind);
     if (ccol__crc32c(0, pl, ccol__hdr_body(&p->h)) != p->h.pcrc)
-        return say(V_REFUSE, out, len,
+        return say(V_GARBAGE, out, len,
                    "corrupt HELLO (payload checksum mismatch)");
     bad = ccol__tcp_hello_decode(pl, p->h.len, h);
     if (bad != NULL)
-        return say(V_REFUSE, out, len, "malformed HELLO: %s", bad);
+        return say(V_GARBAGE, out, len, "malformed HELLO: %s", bad);
     ccol__tcp_mac(s->c, p->nonce, h->rank, mac);
     if (!ccol__ct_equal(mac, h->mac, CCOL__TCP_MAC))
-        return say(V_REFUSE, out, len, "job token does not match (CCOL_TOKEN)");
+        return say(V_TOKEN, out, len, "job token does not match (CCOL_TOKEN)");
     return check_member(s, p, h, out, len);
 }
 
@@ -476,8 +682,14 @@ pend_frame(server *s, int i)
     case V_JOIN:
         admit(s, i, &h);
         return CCOL_OK;
+    case V_GARBAGE:
+        pend_refuse(s, i, R_GARBAGE, reason);
+        return CCOL_OK;
+    case V_TOKEN:
+        pend_refuse(s, i, R_TOKEN, reason);
+        return CCOL_OK;
     case V_REFUSE:
-        pend_refuse(s, i, CCOL_ERR_PEER, reason);
+        pend_refuse(s, i, R_AUTH, reason);
         return CCOL_OK;
     case V_FATAL:
         break;
@@ -509,19 +721,110 @@ list_missing(const server *s, char *out, size_t len)
         snprintf(out + n, len - n, ", ...");
 }
 
+/* Counts the connections still pending when the rendezvous ends as
+ * refused: silent, or stalled in the middle of a HELLO. */
+static void
+count_left(server *s)
+{
+    for (int i = 0; i < s->np; i++) {
+        refusal k = s->p[i].got == 0 ? R_SILENT : R_STALLED;
+
+        s->count[k]++;
+        s->nrefused++;
+        s->src[s->p[i].src].refused++;
+    }
+}
+
+/* Writes where the refused connections came from: " from 10.0.0.5 (800)
+ * and 10.0.0.6 (400)", or " from 127.0.0.1" for a single address. */
+static size_t
+put_sources(const server *s, char *out, size_t len)
+{
+    size_t n = 0;
+    int shown = 0, nsrc = 0;
+
+    for (int i = 0; i < s->nsrc; i++)
+        nsrc += s->src[i].refused > 0;
+    for (int i = 0; i < s->nsrc && n < len; i++) {
+        const source *src = &s->src[i];
+
+        if (src->refused == 0)
+            continue;
+        shown++;
+        n += (size_t)snprintf(out + n, len - n, "%s%s",
+                              shown == 1       ? " from "
+                              : shown == nsrc ? " and "
+                                               : ", ",
+                              src->ip);
+        if (nsrc > 1 && n < len)
+            n += (size_t)snprintf(out + n, len - n, " (%d)", src->refused);
+    }
+    return n < len ? n : len;
+}
+
+/* Writes the unauthenticated refusals for the job summary: "refused
+ * 1200 unauthenticated connections (1150 silent, 50 with the wrong
+ * token) from 127.0.0.1"; empty when there were none. */
+static void
+summary(const server *s, char *out, size_t len)
+{
+    size_t n;
+    bool first = true;
+
+    out[0] = '\0';
+    if (s->nrefused == 0)
+        return;
+    n = (size_t)snprintf(out, len, "refused %d unauthenticated connection%s (",
+                         s->nrefused, s->nrefused == 1 ? "" : "s");
+    for (int k = 0; k < R_UNAUTH && n < len; k++) {
+        if (s->count[k] == 0)
+            continue;
+        n += (size_t)snprintf(out + n, len - n, "%s%d %s", first ? "" : ", ",
+                              s->count[k], refusal_name[k]);
+        first = false;
+    }
+    if (n < len)
+        n += (size_t)snprintf(out + n, len - n, ")");
+    if (n < len)
+        put_sources(s, out + n, len - n);
+}
+
+/* After a failed rendezvous, tells the connections still queued in the
+ * listen backlog (real ranks among them, perhaps) why, instead of
+ * leaving them to a reset when the listener closes. */
+static void
+drain_backlog(server *s, ccol_status st)
+{
+    for (int i = 0; i < DRAIN_MAX; i++) {
+        int fd = accept_one(s);
+
+        if (fd < 0)
+            return;
+        ccol__tcp_refuse(s->c, fd, st, s->c->err.msg);
+        close(fd);
+    }
+}
+
 /* The rendezvous deadline passed: names the ranks that never joined and
- * what was refused meanwhile. */
+ * what was refused meanwhile. Strangers are counted apart, so a real
+ * rank that joined is never blamed for them. */
 static ccol_status
 serve_timeout(server *s)
 {
-    char missing[256];
+    char missing[256], refused[1024];
+    ccol_status st;
 
     list_missing(s, missing, sizeof missing);
-    return fail_all(s, CCOL_ERR_TIMEOUT,
-                    "%s: rendezvous timed out after %.1f s: rank(s) %s did "
-                    "not join (%d of %d joined)%s%s",
-                    s->where, s->c->timeout_s, missing, s->joined, s->nwant,
-                    s->notes[0] ? "; " : "", s->notes);
+    count_left(s);
+    summary(s, refused, sizeof refused);
+    st = fail_all(s, CCOL_ERR_TIMEOUT,
+                  "%s: rendezvous timed out after %.1f s: rank(s) %s did "
+                  "not join (%d of %d joined)%s%s%s%s",
+                  s->where, s->c->timeout_s, missing, s->joined, s->nwant,
+                  refused[0] ? "; " : "", refused, s->notes[0] ? "; " : "",
+                  s->notes);
+    drain_backlog(s, st);
+    return st;
 }
 
 /* Handles every ready socket of one poll() round. pf[0] is the listener,
@@ -552,20 +855,17 @@ serve_loop(server *s)
 
     while (s->joined < s->nwant) {
         int ms = ccol__tcp_ms_left(s->deadline), n = 1, r;
-        bool full = s->np == PEND_MAX;
+        bool lis;
 
         if (ms == 0 && ccol__past(s->deadline))
             return serve_timeout(s);
-        if (full) {
-            evict_idle(s);
-            full = s->np == PEND_MAX;
-        }
-        /* A negative fd is ignored by poll(): the listener rests while
-         * every slot is taken. */
-        pf[0] = (struct pollfd){ .fd = full ? -1 : s->lfd, .events = POLLIN };
+        /* A negative fd is ignored by poll(): the listener rests until
+         * a slot is free or can be freed (may_accept shortens ms). */
+        lis = may_accept(s, &ms);
+        pf[0] = (struct pollfd){ .fd = lis ? s->lfd : -1, .events = POLLIN };
         for (int i = 0; i < s->np; i++)
             pf[n++] = (struct pollfd){ .fd = s->p[i].fd, .events = POLLIN };
-        r = poll(pf, (nfds_t)n, full && ms > 100 ? 100 : ms);
+        r = poll(pf, (nfds_t)n, ms);
         if (r < 0 && errno != EINTR)
             return fail_all(s, CCOL_ERR_IO, "%s: poll failed: %s", s->where,
                             strerror(errno));
@@ -602,6 +902,27 @@ server_init(server *s, ccol_comm *c, const int *ranks, int n)
     return CCOL_OK;
 }
 
+/* The end of a rendezvous that succeeded: the strangers still pending
+ * are counted and refused, and one WARNING line sums up the refusals. */
+static void
+server_done(server *s, ccol_status st)
+{
+    char refused[1024];
+
+    if (st == CCOL_OK)
+        count_left(s);
+    while (s->p != NULL && s->np > 0) {
+        ccol__tcp_refuse(s->c, s->p[0].fd, CCOL_ERR_PEER,
+                         "the rendezvous is over");
+        pend_remove(s, 0);
+    }
+    summary(s, refused, sizeof refused);
+    if (refused[0] != '\0')
+        ccol__log(CCOL_LOG_WARN, "comm", "rank %d/%d: %s: %s during the "
+                  "rendezvous",
+                  s->c->rank, s->c->size, s->where, refused);
+}
+
 /* Runs one rendezvous server on an already listening socket: rank 0
  * admitting the whole job, or a tree parent admitting its children. */
 ccol_status
@@ -621,8 +942,7 @@ ccol__tcp_serve(ccol_comm *c, int lfd, const int *ranks, int n,
     st = server_init(&s, c, ranks, n);
     if (st == CCOL_OK)
         st = serve_loop(&s);
-    while (s.p != NULL && s.np > 0)
-        pend_remove(&s, 0); /* strangers still talking: not needed now */
+    server_done(&s, st);
     if (s.rfd >= 0)
         close(s.rfd);
     free(s.want);

@@ -315,8 +315,9 @@ big_body(ccol_comm *c, int rank, void *arg)
     CHECK_OK(ccol_barrier(c), c);
 }
 
-/* More ranks than rank 0 has slots for unauthenticated connections (64):
- * the rest wait in the listen backlog. Star, then the default tree. */
+/* Many ranks joining at once (rank 0 serves 256 unauthenticated
+ * connections at a time; test_tcp_dos.c fills them with strangers).
+ * Star, then the default tree. */
 CCOL_TEST(many_ranks)
 {
     ccol_test_job job;
