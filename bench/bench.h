@@ -13,5 +13,6 @@ int ccol_bench_soak(int argc, char **argv);
 int ccol_bench_faults(int argc, char **argv);
 int ccol_bench_jit(int argc, char **argv);
 int ccol_bench_hier(int argc, char **argv);
+int ccol_bench_scale(int argc, char **argv);
 
 #endif /* CCOL_BENCH_H */

@@ -10,11 +10,11 @@
  * lockstep guard collective against a barrier (the cheapest collective).
  */
 #include "bench.h"
+#include "bench_exchange.h"
 #include "bench_util.h"
 
 #include "ccol.h"
-#include "sync/sync.h"
-#include "wire/wire.h"
+#include "core/core.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -27,7 +27,7 @@
 
 #define MAX_RANKS 256
 #define MAX_ITERS 200
-#define NSOURCES 20
+#define NSOURCES CCOL_BENCH_XCHG_SOURCES
 
 /* What is timed: the two exchanges, the guard collective, a barrier. */
 enum { K_JOIN = 0, K_GATHER = 1, K_GUARD = 2, K_BARRIER = 3, K_N = 4 };
@@ -59,116 +59,22 @@ fail(bcase *bc, int rank, const char *what, const char *msg)
                  msg);
 }
 
-/* The preflight of one compile: 20 sources, a few of them varying with
- * the rank (a batch dim, a sequence length, a step counter). */
-static ccol_status
-observe_all(ccol_compile *c, int rank)
-{
-    char src[32];
-    ccol_status st = CCOL_OK;
-
-    for (int k = 0; k < NSOURCES && st == CCOL_OK; k++) {
-        int64_t sz[4] = { k % 4 == 0 ? 8 + rank % 3 : 16, 64, 3, 128 + k };
-        int nd = 2 + k % 3;
-
-        snprintf(src, sizeof src, "L['self'].layers[%d].w", k);
-        if (k % 5 == 4)
-            st = ccol_compile_observe_int(c, src, k == 4 ? rank % 2 : k);
-        else
-            st = ccol_compile_observe_tensor(c, src, nd, sz, NULL);
-    }
-    return st;
-}
-
-/* ccol's exchange: one join-reduce (inside ccol_compile_exchange). */
-static ccol_status
-run_join(ccol_sync *sync, int rank, double *secs)
-{
-    ccol_compile *c = NULL;
-    ccol_status st = ccol_compile_begin(sync, "f", &c);
-    double t0;
-
-    if (st == CCOL_OK)
-        st = observe_all(c, rank);
-    t0 = ccol_bench_now();
-    if (st == CCOL_OK)
-        st = ccol_compile_exchange(c);
-    *secs = ccol_bench_now() - t0;
-    if (c != NULL)
-        ccol_compile_finish(c, st == CCOL_OK);
-    return st;
-}
-
-/* Decodes every gathered payload and folds them in rank order. */
-static ccol_status
-fold_all(const uint8_t *all, const size_t *lens, int size, ccol__dyn_map *m)
-{
-    ccol__xchg acc, one;
-    size_t off;
-    ccol_status st;
-
-    memset(&acc, 0, sizeof acc);
-    st = ccol__wire_get_xchg(all, lens[0], &acc, NULL);
-    off = lens[0];
-    for (int r = 1; r < size && st == CCOL_OK; r++) {
-        memset(&one, 0, sizeof one);
-        st = ccol__wire_get_xchg(all + off, lens[r], &one, NULL);
-        if (st == CCOL_OK)
-            st = ccol__xchg_join(&acc, &one);
-        ccol__xchg_free(&one);
-        off += lens[r];
-    }
-    if (st == CCOL_OK)
-        st = ccol__dyn_map_join(m, &acc.obs);
-    ccol__xchg_free(&acc);
-    return st;
-}
-
-/* PyTorch's approach: all-gather every payload, fold them all locally. */
-static ccol_status
-run_gather(ccol_sync *sync, ccol_comm *comm, int rank, double *secs)
-{
-    ccol_compile *c = NULL;
-    ccol__buf b = { 0 };
-    ccol__dyn_map m;
-    size_t lens[MAX_RANKS];
-    void *all = NULL;
-    double t0;
-    ccol_status st = ccol_compile_begin(sync, "f", &c);
-
-    ccol__dyn_map_init(&m);
-    if (st == CCOL_OK)
-        st = observe_all(c, rank);
-    t0 = ccol_bench_now();
-    if (st == CCOL_OK)
-        st = ccol__wire_put_xchg(&b, &c->x);
-    if (st == CCOL_OK)
-        st = ccol_allgatherv(comm, b.p, b.len, &all, lens);
-    if (st == CCOL_OK)
-        st = fold_all(all, lens, ccol_comm_size(comm), &m);
-    *secs = ccol_bench_now() - t0;
-    ccol_free(all);
-    ccol__buf_free(&b);
-    ccol__dyn_map_free(&m);
-    if (c != NULL)
-        ccol_compile_finish(c, false);
-    return st;
-}
-
 /* Runs `iters` exchanges of one kind, each after a barrier. */
 static ccol_status
 measure(bcase *bc, ccol_sync *sync, ccol_comm *comm, int rank, int kind)
 {
     uint64_t s0, r0, s1, r1, rx = 0;
     ccol_status st = CCOL_OK;
+    size_t payload;
     double secs;
 
     for (int it = -2; it < bc->iters && st == CCOL_OK; it++) {
         st = ccol_barrier(comm);
         ccol_comm_traffic(comm, &s0, &r0);
         if (st == CCOL_OK)
-            st = kind == 0 ? run_join(sync, rank, &secs)
-                           : run_gather(sync, comm, rank, &secs);
+            st = kind == 0 ? ccol_bench_xchg_join(sync, rank, &secs)
+                           : ccol_bench_xchg_gather(sync, comm, rank, &secs,
+                                                    &payload);
         ccol_comm_traffic(comm, &s1, &r1);
         if (it < 0)
             continue; /* warm-up */

@@ -17,6 +17,7 @@ static const tool_cmd suites[] = {
     { "faults", ccol_bench_faults, "random faults in real jobs: named errors" },
     { "jit", ccol_bench_jit, "cost of a cached frame call, with and without guards" },
     { "hier", ccol_bench_hier, "tcp+shm across hosts against flat tcp" },
+    { "scale", ccol_bench_scale, "exchange to 1024 ranks, modelled to 10^5" },
 };
 
 static void
