@@ -150,11 +150,14 @@ def decode_state(d, rank):
 
 
 # ---- what another rank is doing, from the bytes it sent ----
-# Every ccol.torch collective is an all-gather, so a rank in another one
-# (a guard collective while the others exchange a compile) sends bytes of
-# another kind at the same point. Each kind is recognisable: a guard
-# collective's payload starts with b"G"; a compile exchange's and an
-# agreement's are JSON objects, told apart by their fields.
+# Guard collectives, agreements and (with CCOL_TORCH_EXCHANGE=gather) the
+# compile exchange are all-gathers, so a rank in another one (a guard
+# collective while the others exchange a compile) sends bytes of another
+# kind at the same point. Each kind is recognisable: a guard collective's
+# payload starts with b"G"; a compile exchange's and an agreement's are
+# JSON objects, told apart by their fields. The reduced compile exchange
+# is a join_reduce: against an all-gather the engine itself names both
+# sides (their labels and operations) as a divergence.
 
 GUARD = "guard"
 COMPILE = "compile"
