@@ -322,6 +322,21 @@ def test_ranks_of_one_host_meet_over_shm(size):
                 j.comm.close()
 
 
+def test_a_plan_without_ccol_token_carries_a_fresh_one(monkeypatch):
+    """Only processes that read the launcher's store learn it: a stranger
+    who merely reaches ccol's port cannot join."""
+    store = _Store()
+    for r, host in enumerate(["a", "b"]):
+        store.set(f"j/host/{r}", json.dumps({"host": host, "pid": 1}))
+    monkeypatch.delenv("CCOL_TOKEN", raising=False)
+    monkeypatch.setattr(_join, "_reach_address", lambda s: "127.0.0.1")
+    one, two = _join._plan(store, "j", 2), _join._plan(store, "j", 2)
+    assert one["transport"] == "tcp"
+    assert len(one["token"]) == 32 and one["token"] != two["token"]
+    monkeypatch.setenv("CCOL_TOKEN", "the user's own")
+    assert "token" not in _join._plan(store, "j", 2)
+
+
 def test_a_rank_that_never_joins_is_named_at_the_deadline():
     store = _Store()
     t0 = time.monotonic()

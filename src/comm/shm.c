@@ -814,6 +814,8 @@ create_seg(ccol_comm *c, slink *l)
                           "(is /dev/shm full?)",
                           l->path, bytes, strerror(errno));
         close(fd);
+        shm_unlink(l->path); /* nothing of it may stay behind */
+        l->named = false;
         return st;
     }
     st = map_fd(c, l, fd, bytes);
@@ -934,17 +936,30 @@ nap(int64_t ns)
     nanosleep(&ts, NULL);
 }
 
-/* Claims this rank's control line. */
+/* Claims this rank's control line. A line claimed by a process that is
+ * gone (this rank, killed while the job was still joining and started
+ * again) is taken over: only a live process makes a duplicate rank. */
 static ccol_status
 claim(ccol_comm *c, slink *l)
 {
     rank_ctl *k = ccol__shm_ctl(l, c->rank);
     uint32_t want = CCOL__RANK_FREE;
+    int32_t old = 0;
 
-    if (!atomic_compare_exchange_strong(&k->state, &want, CCOL__RANK_JOINED))
-        return ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
-                            "shm segment %s: rank %d joined twice (duplicate "
-                            "rank)", l->path, ccol__gr(c, c->rank));
+    if (!atomic_compare_exchange_strong(&k->state, &want,
+                                        CCOL__RANK_JOINED)) {
+        old = atomic_load(&k->pid);
+        if (want != CCOL__RANK_JOINED || old <= 0 || pid_alive(old) ||
+            !atomic_compare_exchange_strong(&k->pid, &old,
+                                            (int32_t)getpid()))
+            return ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
+                                "shm segment %s: rank %d joined twice "
+                                "(duplicate rank)",
+                                l->path, ccol__gr(c, c->rank));
+        ccol__log(CCOL_LOG_INFO, "comm", "rank %d: shm segment %s: taking "
+                  "over the line of this rank's earlier process %d, which "
+                  "is gone", ccol__gr(c, c->rank), l->path, (int)old);
+    }
     atomic_store(&k->pid, (int32_t)getpid());
     l->claimed = true;
     return CCOL_OK;

@@ -9,6 +9,7 @@
 #include "tcp_link.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,6 +211,32 @@ tcp_shutdown(ccol_comm *c)
 
 static const ccol__link_ops tcp_ops = CCOL__LINK_OPS(tcp, NULL);
 
+/* Is addr one only this host reaches (127.0.0.0/8, ::1, localhost)? */
+static bool
+loopback(const char *addr)
+{
+    return strncmp(addr, "127.", 4) == 0 || strcmp(addr, "::1") == 0 ||
+           strcmp(addr, "localhost") == 0;
+}
+
+/* A job without a token on an address other hosts reach can be joined by
+ * anyone who reaches it: said once per process, at WARNING. */
+static void
+warn_no_token(const ccol_comm *c, const char *addr)
+{
+    static atomic_flag said = ATOMIC_FLAG_INIT;
+
+    if (c->token_str != NULL || loopback(addr) ||
+        atomic_flag_test_and_set(&said))
+        return;
+    ccol__log(CCOL_LOG_WARN, "comm",
+              "rank %d/%d: the job has no token and rank 0 listens on %s: "
+              "any local or network user who reaches that port can join it "
+              "or feed it data; set CCOL_TOKEN to the same secret on every "
+              "rank (ccol.torch makes one up through the launcher's store)",
+              c->rank, c->size, addr);
+}
+
 /* Rank 0 listens and hands out the tree; every other rank connects,
  * authenticates and learns its parent's address (tcp_rendezvous.c). */
 ccol_status
@@ -234,6 +261,7 @@ ccol__tcp_attach(ccol_comm *c, const char *addr, int port)
         st = ccol__hier_host_id(c, id, sizeof id);
     if (st != CCOL_OK)
         return st;
+    warn_no_token(c, addr);
     t = link_new(c->size);
     if (t == NULL)
         return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY,

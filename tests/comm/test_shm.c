@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -432,6 +433,84 @@ CCOL_TEST(rank_claimed_twice_is_refused)
     waitpid(r1, &st, 0);
 }
 
+/* Forks a rank of `name` that exits 0 once it joined and passed a
+ * barrier with the others, 1 otherwise. */
+static pid_t
+spawn_member(const char *name, int rank, int size)
+{
+    pid_t pid;
+
+    fflush(stdout);
+    fflush(stderr);
+    pid = fork();
+    if (pid == 0) {
+        ccol_comm_params p = shm_params(name, rank, size, 20);
+        ccol_comm *c = NULL;
+        int ok = ccol_comm_create(&p, &c) == CCOL_OK &&
+                 ccol_barrier(c) == CCOL_OK;
+        if (!ok)
+            fprintf(stderr, "rank %d: %s\n", rank, ccol_comm_errmsg(c));
+        ccol_comm_destroy(c);
+        _exit(ok ? 0 : 1);
+    }
+    return pid;
+}
+
+/* A rank killed while the job was still joining starts again: its new
+ * process takes over the dead one's line and the job forms. */
+CCOL_TEST(rank_restarted_while_joining_takes_its_line_back)
+{
+    char name[64];
+    pid_t r0, r1, r2;
+    int st;
+
+    snprintf(name, sizeof name, "restart-%d", (int)getpid());
+    r0 = spawn_member(name, 0, 3);
+    wait_for_segment(name);
+    r1 = spawn_member(name, 1, 3);
+    usleep(300000); /* it claimed its line and waits for rank 2 */
+    kill(r1, SIGKILL);
+    waitpid(r1, &st, 0);
+    r1 = spawn_member(name, 1, 3); /* the restart */
+    r2 = spawn_member(name, 2, 3);
+    CHECK(waitpid(r0, &st, 0) == r0 && WIFEXITED(st) &&
+          WEXITSTATUS(st) == 0);
+    CHECK(waitpid(r1, &st, 0) == r1 && WIFEXITED(st) &&
+          WEXITSTATUS(st) == 0);
+    CHECK(waitpid(r2, &st, 0) == r2 && WIFEXITED(st) &&
+          WEXITSTATUS(st) == 0);
+    CHECK(!seg_exists(name)); /* everyone joined: rank 0 dropped it */
+}
+
+/* A segment that cannot be sized (here: the file size limit) is an IO
+ * error naming /dev/shm, and its name does not stay behind. */
+CCOL_TEST(failed_create_leaves_no_name)
+{
+    char name[64];
+    pid_t pid;
+    int st;
+
+    snprintf(name, sizeof name, "toolarge-%d", (int)getpid());
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {
+        struct rlimit rl = { 1 << 16, 1 << 16 };
+        ccol_comm_params p = shm_params(name, 0, 40, 1);
+        ccol_comm *c = NULL;
+        signal(SIGXFSZ, SIG_IGN);
+        setrlimit(RLIMIT_FSIZE, &rl);
+        st = ccol_comm_create(&p, &c) == CCOL_ERR_IO &&
+             strstr(ccol_comm_errmsg(c), "/dev/shm") != NULL;
+        if (!st)
+            fprintf(stderr, "got: %s\n", ccol_comm_errmsg(c));
+        ccol_comm_destroy(c);
+        _exit(st ? 0 : 1);
+    }
+    CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
+          WEXITSTATUS(st) == 0);
+    CHECK(!seg_exists(name));
+}
+
 CCOL_TEST(missing_rank_0_is_named_at_join)
 {
     ccol_comm_params p = shm_params("nobody-home", 1, 2, 0.3);
@@ -831,6 +910,8 @@ CCOL_TEST(a_rank_arriving_at_the_deadline_gets_one_story)
 }
 
 CCOL_TEST_MAIN(CCOL_T(environment_selects_shm),
+               CCOL_T(rank_restarted_while_joining_takes_its_line_back),
+               CCOL_T(failed_create_leaves_no_name),
                CCOL_T(tree_fallback_names_what_the_slots_saw),
                CCOL_T(peer_start_times_move_deadlines_within_bounds),
                CCOL_T(ring_reader_reassembles_across_wraps),

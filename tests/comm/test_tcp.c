@@ -961,6 +961,60 @@ CCOL_TEST(killed_inner_rank_tree)
     run_killed(8, 1, true);
 }
 
+/* ---- a job without a token where others can reach it ---- */
+
+static int no_token_warnings;
+
+static void
+count_no_token(void *ud, ccol_log_level level, const char *component,
+               const char *msg)
+{
+    (void)ud;
+    (void)component;
+    if (level == CCOL_LOG_WARN && strstr(msg, "has no token") != NULL &&
+        strstr(msg, "CCOL_TOKEN") != NULL)
+        no_token_warnings++;
+}
+
+/* One rank of a tcp job at addr, with or without a token. */
+static void
+one_rank_job(const char *addr, const char *token)
+{
+    ccol_comm_params p = tcp_params(0, 1, ccol_test_free_port(), 5);
+    ccol_comm *c = NULL;
+
+    p.mask |= CCOL_COMM_PARAM_ADDR;
+    p.addr = addr;
+    if (token != NULL) {
+        p.mask |= CCOL_COMM_PARAM_TOKEN;
+        p.token = token;
+    }
+    CHECK_OK(ccol_comm_create(&p, &c), c);
+    ccol_comm_destroy(c);
+}
+
+/* Warned once per process, only without a token and off loopback. */
+CCOL_TEST(no_token_off_loopback_is_warned_once)
+{
+    pid_t pid;
+    int st;
+
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {
+        ccol_log_set(count_no_token, NULL, CCOL_LOG_WARN);
+        one_rank_job("127.0.0.1", NULL);
+        one_rank_job("0.0.0.0", "a secret");
+        st = no_token_warnings == 0;
+        one_rank_job("0.0.0.0", NULL);
+        one_rank_job("0.0.0.0", NULL);
+        st = st && no_token_warnings == 1 && ccol_test_failures() == 0;
+        _exit(st ? 0 : 1);
+    }
+    CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
+          WEXITSTATUS(st) == 0);
+}
+
 /* ---- units ---- */
 
 CCOL_TEST(hello_codec)
@@ -1003,4 +1057,5 @@ CCOL_TEST_MAIN(CCOL_T(star_3), CCOL_T(tree_3), CCOL_T(tree_8),
                CCOL_T(peer_truncated_stall), CCOL_T(peer_oversized),
                CCOL_T(peer_oversized_label),
                CCOL_T(killed_rank_star), CCOL_T(killed_rank_tree),
-               CCOL_T(killed_inner_rank_tree), CCOL_T(hello_codec))
+               CCOL_T(killed_inner_rank_tree), CCOL_T(hello_codec),
+               CCOL_T(no_token_off_loopback_is_warned_once))

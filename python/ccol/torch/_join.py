@@ -156,14 +156,21 @@ def _free_port(addr):
 
 
 def _plan(store, p, size):
-    """Rank 0: shm when every rank shares its host, tcp otherwise."""
+    """Rank 0: shm when every rank shares its host, tcp otherwise. Without
+    CCOL_TOKEN the plan carries a fresh job token: only processes that can
+    read the launcher's store (the job's own) learn it, so a stranger who
+    merely reaches ccol's port cannot join."""
     hosts = [json.loads(store.get(f"{p}/host/{r}"))["host"]
              for r in range(size)]
     if all(h == hosts[0] for h in hosts):
-        return {"transport": "shm", "name": "torch-" + secrets.token_hex(8)}
-    addr = _reach_address(store)
-    return {"transport": "tcp", "addr": addr, "port": _free_port(addr),
-            "hosts": len(set(hosts))}
+        plan = {"transport": "shm", "name": "torch-" + secrets.token_hex(8)}
+    else:
+        addr = _reach_address(store)
+        plan = {"transport": "tcp", "addr": addr, "port": _free_port(addr),
+                "hosts": len(set(hosts))}
+    if not os.environ.get("CCOL_TOKEN"):
+        plan["token"] = secrets.token_hex(16)
+    return plan
 
 
 def join_store(store, prefix, where, rank, size, timeout):
@@ -209,7 +216,9 @@ def _meet(store, prefix, where, rank, size, timeout):
 
 
 def _create(plan, rank, size, timeout):
-    token = os.environ.get("CCOL_TOKEN") or None
+    token = os.environ.get("CCOL_TOKEN") or plan.get("token") or None
+    if token is not None and not isinstance(token, str):
+        raise peer_error("rank 0 published a plan whose token is not text")
     if plan["transport"] == "shm":
         return ccol.Comm(rank, size, transport="shm", name=plan["name"],
                          timeout=timeout, token=token)
