@@ -805,10 +805,15 @@ create_seg(ccol_comm *c, slink *l)
                             "cannot create shm segment %s: the name keeps "
                             "being taken", l->path);
     l->named = true;
-    /* Reserve the pages now: a full /dev/shm must be an error here, not a
-     * SIGBUS when a ring is first touched. */
+    /* Reserve the pages every rank uses now (header, control lines,
+     * slots): a full /dev/shm must be an error here, not a SIGBUS when
+     * they are first touched. Each rank reserves its own rings as it
+     * joins (reserve_rings), so a world size alone (a hostile or mistyped
+     * WORLD_SIZE) costs no memory until ranks actually come. */
     if (ftruncate(fd, (off_t)bytes) != 0 ||
-        (errno = posix_fallocate(fd, 0, (off_t)bytes)) != 0) {
+        (errno = posix_fallocate(
+             fd, 0, (off_t)rings_off(c->size, c->size <= c->threshold))) !=
+            0) {
         st = ccol__seterr(&c->err, CCOL_ERR_IO,
                           "cannot size shm segment %s to %zu bytes: %s "
                           "(is /dev/shm full?)",
@@ -867,6 +872,25 @@ check_hdr(ccol_comm *c, slink *l, const seg_hdr *h)
     return CCOL_OK;
 }
 
+/* Reserves the pages of this rank's two rings (up to its parent, down
+ * from it) before anyone touches them. */
+static ccol_status
+reserve_rings(ccol_comm *c, slink *l, int fd)
+{
+    size_t stride = sizeof(ccol__shm_ring) + l->cap;
+    size_t off = rings_off(c->size, c->size <= c->threshold) +
+                 stride * (size_t)(2 * (c->rank - 1));
+
+    errno = posix_fallocate(fd, (off_t)off, (off_t)(2 * stride));
+    if (errno == 0)
+        return CCOL_OK;
+    return ccol__seterr(&c->err, CCOL_ERR_IO,
+                        "shm segment %s: cannot reserve rank %d's rings "
+                        "(%zu bytes): %s (is /dev/shm full?)",
+                        l->path, ccol__gr(c, c->rank), 2 * stride,
+                        strerror(errno));
+}
+
 /* Other ranks: one attempt to open a ready segment with a live rank 0.
  * 1 mapped, 0 not yet (retry), < 0 error in c->err. */
 static int
@@ -892,12 +916,14 @@ open_seg(ccol_comm *c, slink *l)
     if ((size_t)sb.st_size != bytes)
         bytes = CCOL__SHM_LINE; /* map the header to say what differs */
     st = map_fd(c, l, fd, bytes);
-    close(fd);
-    if (st != CCOL_OK)
+    if (st != CCOL_OK) {
+        close(fd);
         return -1;
+    }
     h = hdr_of(l);
     if (atomic_load_explicit(&h->magic, memory_order_acquire) != SEG_MAGIC ||
         !pid_alive(atomic_load(&h->creator))) {
+        close(fd);
         unmap(l); /* not ready yet, or stale: rank 0 will replace it */
         return 0;
     }
@@ -906,10 +932,13 @@ open_seg(ccol_comm *c, slink *l)
          (st = ccol__seterr(&c->err, CCOL_ERR_PEER,
                             "shm segment %s has %zu bytes, a job of %d ranks "
                             "needs %zu", l->path, (size_t)sb.st_size, c->size,
-                            seg_bytes(c, l->cap))) != CCOL_OK)) {
+                            seg_bytes(c, l->cap))) != CCOL_OK) ||
+        (st = reserve_rings(c, l, fd)) != CCOL_OK) {
+        close(fd);
         unmap(l);
         return -1;
     }
+    close(fd);
     return 1;
 }
 

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -482,6 +483,55 @@ CCOL_TEST(rank_restarted_while_joining_takes_its_line_back)
     CHECK(!seg_exists(name)); /* everyone joined: rank 0 dropped it */
 }
 
+/* Bytes of memory a job's segment holds (its allocated blocks). */
+static long long
+seg_memory(const char *name)
+{
+    char path[96];
+    struct stat sb;
+    int fd;
+    long long n = -1;
+
+    ccol__shm_path(name, path, sizeof path);
+    fd = shm_open(path, O_RDONLY, 0);
+    if (fd >= 0 && fstat(fd, &sb) == 0)
+        n = (long long)sb.st_blocks * 512;
+    if (fd >= 0)
+        close(fd);
+    return n;
+}
+
+/* A world size alone costs no memory: a 5,000-rank job's segment holds
+ * its control lines until ranks come, and each rank adds its own rings
+ * (it used to reserve 640 MB at once). */
+CCOL_TEST(segment_memory_grows_with_the_ranks_that_join)
+{
+    char name[64];
+    pid_t r0, r1;
+    long long empty, one;
+    int st;
+
+    snprintf(name, sizeof name, "huge-%d", (int)getpid());
+    r0 = spawn_rank(name, 0, 5000, 3);
+    wait_for_segment(name);
+    usleep(100000);
+    empty = seg_memory(name);
+    r1 = spawn_rank(name, 1, 5000, 3);
+    usleep(300000);
+    one = seg_memory(name);
+    CHECK(empty > 0 && empty < (4 << 20));
+    CHECK(one - empty >= 2 * (64 << 10) && one < (8 << 20));
+    kill(r0, SIGKILL);
+    kill(r1, SIGKILL);
+    waitpid(r0, &st, 0);
+    waitpid(r1, &st, 0);
+    {
+        char path[96];
+        ccol__shm_path(name, path, sizeof path);
+        shm_unlink(path); /* the killed job's name */
+    }
+}
+
 /* A segment that cannot be sized (here: the file size limit) is an IO
  * error naming /dev/shm, and its name does not stay behind. */
 CCOL_TEST(failed_create_leaves_no_name)
@@ -912,6 +962,7 @@ CCOL_TEST(a_rank_arriving_at_the_deadline_gets_one_story)
 CCOL_TEST_MAIN(CCOL_T(environment_selects_shm),
                CCOL_T(rank_restarted_while_joining_takes_its_line_back),
                CCOL_T(failed_create_leaves_no_name),
+               CCOL_T(segment_memory_grows_with_the_ranks_that_join),
                CCOL_T(tree_fallback_names_what_the_slots_saw),
                CCOL_T(peer_start_times_move_deadlines_within_bounds),
                CCOL_T(ring_reader_reassembles_across_wraps),
