@@ -458,7 +458,6 @@ hier_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
     hlink *h = c->link;
     ccol_comm *lc = h->lc;
     ccol_status st;
-
     uint64_t s0, r0;
 
     if (h->host[peer] != h->host[c->rank]) {
