@@ -67,6 +67,7 @@ typedef struct opts {
     bool tree;                /* run the star vs tree comparison */
     bool mpi;                 /* run the MPI baseline */
     bool gloo;                /* run the torch.distributed gloo baseline */
+    bool auth;                /* run the tcp token (tags) comparison */
 } opts;
 
 /* One measured configuration; every rank runs all its cases in order. */
@@ -74,6 +75,7 @@ typedef struct brun {
     ccol_transport transport; /* inproc, tcp or shm */
     int n;                    /* ranks */
     int threshold;            /* tree_threshold, 0 = default */
+    const char *token;        /* job token, NULL for none */
     const bcase *cases;       /* rows */
     int ncases;
     int iters;                /* timed calls per row */
@@ -194,6 +196,10 @@ rank_comm(const brun *run, int rank, ccol_comm **comm)
     if (run->threshold > 0) {
         p.mask |= CCOL_COMM_PARAM_TREE_THRESHOLD;
         p.tree_threshold = run->threshold;
+    }
+    if (run->token != NULL) {
+        p.mask |= CCOL_COMM_PARAM_TOKEN;
+        p.token = run->token;
     }
     return ccol_comm_create(&p, comm);
 }
@@ -634,10 +640,12 @@ usage(FILE *f)
             "usage: ccol bench comm [-n N] [--transport inproc|tcp|shm|mpi] "
             "[--sizes 64,1024,65536]\n"
             "                       [--iters K] [--json] [--no-tree] "
-            "[--no-mpi] [--no-gloo]\n\n"
+            "[--no-mpi] [--no-gloo]\n"
+            "                       [--no-auth]\n\n"
             "Median and p90 latency of allgatherv, bcast, join_reduce, "
             "allreduce\n(one int64; %d doubles) and barrier for 2, 4 and 8 "
-            "ranks (or only N),\nstar vs tree at 8-64 ranks, and Open MPI "
+            "ranks (or only N),\nstar vs tree at 8-64 ranks, tcp without vs with "
+            "a token (2 and 4\nranks, or N), and Open MPI "
             "and torch.distributed's gloo\n(bench/python/bench_gloo.py; "
             "$CCOL_PYTHON, else .venv, else python3)\nin the same run when "
             "installed.\n"
@@ -656,7 +664,8 @@ usage(FILE *f)
             "  --json        print one JSON object\n"
             "  --no-tree     skip the star vs tree comparison\n"
             "  --no-mpi      skip the MPI baseline\n"
-            "  --no-gloo     skip the gloo baseline\n",
+            "  --no-gloo     skip the gloo baseline\n"
+            "  --no-auth     skip the tcp token comparison\n",
             NDOUBLES, MAX_RANKS, MAX_SIZES);
 }
 
@@ -711,9 +720,11 @@ parse_opt(int argc, char **argv, int *i, opts *o)
     long x;
 
     if (strcmp(a, "--json") == 0 || strcmp(a, "--no-tree") == 0 ||
-        strcmp(a, "--no-mpi") == 0 || strcmp(a, "--no-gloo") == 0) {
+        strcmp(a, "--no-mpi") == 0 || strcmp(a, "--no-gloo") == 0 ||
+        strcmp(a, "--no-auth") == 0) {
         o->json |= a[2] == 'j';
         o->tree &= strcmp(a, "--no-tree") != 0;
+        o->auth &= strcmp(a, "--no-auth") != 0;
         o->mpi &= strcmp(a, "--no-mpi") != 0;
         o->gloo &= strcmp(a, "--no-gloo") != 0;
         return true;
@@ -751,7 +762,7 @@ parse_args(int argc, char **argv, opts *o)
 {
     *o = (opts){ .transports = 11, .sizes = { 64, 1024, 65536 },
                  .nsizes = 3, .iters = 200, .tree = true, .mpi = true,
-                 .gloo = true };
+                 .gloo = true, .auth = true };
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
             return -1;
@@ -984,45 +995,71 @@ tree_row(const opts *o, json_t *rows, const tree_cfg *cfg, const bcase *bc,
            star > 0 ? tree / star : 0.0);
 }
 
+/* Sets a run up as variant 0 or 1 of an A/B comparison. */
+typedef void (*ab_variant)(brun *run, int v);
+
+#define AB_MAX_CASES 4
+
 /*
- * Measures one configuration as a star (tree_threshold = ranks) and as a
- * tree (tree_threshold = 1, default fanout), in the order star, tree, tree,
- * star with half the calls each, so drifting machine load hits both alike.
- * *ratio is the tree/star ratio of the summed medians. False on failure.
+ * Measures the cases of `base` in variants 0 and 1, in the order 0, 1, 1,
+ * 0 with half of `iters` calls each, so drifting machine load hits both
+ * alike; st[v][c] is case c's median and p90 in variant v.
+ */
+static bool
+ab_measure(const brun *base, int iters, ab_variant set,
+           stat2 st[2][AB_MAX_CASES])
+{
+    static const int order[4] = { 0, 1, 1, 0 };
+    int half = (iters + 1) / 2;
+    size_t stride = 2 * (size_t)half;
+    double *costs[2];
+    bool ok;
+
+    costs[0] = malloc((size_t)base->ncases * stride * sizeof(double));
+    costs[1] = malloc((size_t)base->ncases * stride * sizeof(double));
+    ok = costs[0] != NULL && costs[1] != NULL;
+    for (int k = 0; ok && k < 4; k++) {
+        brun run = *base;
+
+        run.iters = half;
+        set(&run, order[k]);
+        ok = measure_raw(&run, costs[order[k]] + (k < 2 ? 0 : half), stride);
+    }
+    for (int v = 0; ok && v < 2; v++)
+        stats_of(costs[v], stride, stride, base->ncases, st[v]);
+    free(costs[0]);
+    free(costs[1]);
+    return ok;
+}
+
+/* Variant 0 a star (tree_threshold = ranks), 1 a tree (threshold 1). */
+static void
+star_or_tree(brun *run, int v)
+{
+    run->threshold = v ? 1 : run->n;
+}
+
+/*
+ * Measures one configuration as a star and as a tree (ab_measure). *ratio
+ * is the tree/star ratio of the summed medians. False on failure.
  */
 static bool
 tree_config(const opts *o, const tree_cfg *cfg, json_t *rows, double *ratio)
 {
-    static const int order[4] = { 0, 1, 1, 0 }; /* 0 star, 1 tree */
-    int half = (tree_iters(o, cfg->n) + 1) / 2;
-    size_t stride = 2 * (size_t)half;
-    double *costs[2], ss = 0, ts = 0;
-    stat2 st[2][NTREE_CASES];
-    bool ok;
+    brun base = { .transport = cfg->t, .n = cfg->n, .cases = tree_cases,
+                  .ncases = NTREE_CASES };
+    stat2 st[2][AB_MAX_CASES];
+    double ss = 0, ts = 0;
 
-    costs[0] = malloc(NTREE_CASES * stride * sizeof(double));
-    costs[1] = malloc(NTREE_CASES * stride * sizeof(double));
-    ok = costs[0] != NULL && costs[1] != NULL;
-    for (int k = 0; ok && k < 4; k++) {
-        brun run = { .transport = cfg->t, .n = cfg->n, .cases = tree_cases,
-                     .ncases = NTREE_CASES, .iters = half,
-                     .threshold = order[k] ? 1 : cfg->n };
-
-        double *out = costs[order[k]] + (k < 2 ? 0 : half);
-
-        ok = measure_raw(&run, out, stride);
-    }
-    for (int t = 0; ok && t < 2; t++)
-        stats_of(costs[t], stride, stride, NTREE_CASES, st[t]);
-    for (int c = 0; ok && c < NTREE_CASES; c++) {
+    if (!ab_measure(&base, tree_iters(o, cfg->n), star_or_tree, st))
+        return false;
+    for (int c = 0; c < NTREE_CASES; c++) {
         tree_row(o, rows, cfg, &tree_cases[c], st[0][c].med, st[1][c].med);
         ss += st[0][c].med;
         ts += st[1][c].med;
     }
     *ratio = ss > 0 ? ts / ss : 0;
-    free(costs[0]);
-    free(costs[1]);
-    return ok;
+    return true;
 }
 
 /*
@@ -1133,6 +1170,71 @@ tree_table(const opts *o, json_t *root)
 }
 
 /* ------------------------------------------------------------------ */
+/* tcp without and with a token                                        */
+/* ------------------------------------------------------------------ */
+
+/* The rows: the small operations of a compile exchange, and one large
+ * payload, where the tag's hashing shows most. */
+static const bcase auth_cases[] = {
+    { K_ALLGATHERV, 64 }, { K_ALLREDUCE_I64, 8 }, { K_BARRIER, 0 },
+    { K_ALLGATHERV, 65536 },
+};
+#define NAUTH_CASES 4
+
+/* Variant 0 without a token, 1 with one: every frame tagged. */
+static void
+plain_or_tagged(brun *run, int v)
+{
+    run->token = v ? "bench-token-0123456789abcdef" : NULL;
+}
+
+/* Emits one row of the token comparison. */
+static void
+auth_row(const opts *o, json_t *rows, int n, const bcase *bc, double plain,
+         double tagged)
+{
+    if (o->json) {
+        json_array_append_new(rows, json_pack(
+            "{s:s, s:i, s:s, s:I, s:o, s:o, s:o}", "transport", "tcp",
+            "ranks", n, "op", kind_names[bc->kind], "bytes",
+            (json_int_t)bc->bytes, "plain_us", jnum(plain), "tagged_us",
+            jnum(tagged), "ratio", jnum(plain > 0 ? tagged / plain : 0.0)));
+        return;
+    }
+    printf("%-9s %5d %-14s %8zu %9.1f %9.1f %9.2f\n", "tcp", n,
+           kind_names[bc->kind], bc->bytes, plain, tagged,
+           plain > 0 ? tagged / plain : 0.0);
+}
+
+/* tcp at 2 and 4 ranks (or -n) without and with a token. */
+static bool
+auth_table(const opts *o, json_t *root)
+{
+    static const int counts[2] = { 2, 4 };
+    json_t *rows = json_array();
+    bool ok = true;
+
+    json_object_set_new(root, "auth", rows);
+    if (!o->json)
+        printf("\ntcp without a token vs with one (every frame tagged), "
+               "median us\n%-9s %5s %-14s %8s %9s %9s %9s\n", "transport",
+               "ranks", "op", "bytes", "plain", "tagged", "tag/plain");
+    for (int i = 0; i < 2 && ok; i++) {
+        int n = o->n ? o->n : counts[i];
+        brun base = { .transport = CCOL_TRANSPORT_TCP, .n = n,
+                      .cases = auth_cases, .ncases = NAUTH_CASES };
+        stat2 st[2][AB_MAX_CASES];
+
+        if (o->n && i > 0)
+            break;
+        ok = ab_measure(&base, o->iters, plain_or_tagged, st);
+        for (int c = 0; ok && c < NAUTH_CASES; c++)
+            auth_row(o, rows, n, &auth_cases[c], st[0][c].med, st[1][c].med);
+    }
+    return ok;
+}
+
+/* ------------------------------------------------------------------ */
 /* Entry point                                                         */
 /* ------------------------------------------------------------------ */
 
@@ -1186,6 +1288,8 @@ ccol_bench_comm(int argc, char **argv)
     ok = main_table(&o, root);
     if (o.tree)
         ok = tree_table(&o, root) && ok;
+    if (o.auth && (o.transports & 2))
+        ok = auth_table(&o, root) && ok;
     json_object_set_new(root, "ok", json_boolean(ok));
     if (o.json) {
         char *s = json_dumps(root, JSON_INDENT(1));

@@ -56,7 +56,7 @@ extern "C" {
 /* Version of the bytes ranks exchange. Ranks with different protocol
  * versions refuse each other with CCOL_ERR_VERSION. Version 2: labels of
  * up to CCOL_LABEL_MAX bytes travel whole (version 1 cut them at 43). */
-#define CCOL_PROTOCOL_VERSION 2
+#define CCOL_PROTOCOL_VERSION 3
 
 /*
  * Bounds of the names in messages. A label (ccol_comm_set_label), a code

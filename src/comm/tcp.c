@@ -47,6 +47,7 @@ link_free(ccol__tcp *t, bool foreign)
             quiet_close(t->fd[r]);
     }
     free(t->fd);
+    free(t->key);
     free(t->pf);
     free(t);
 }
@@ -62,8 +63,9 @@ link_new(int size)
         return NULL;
     t->size = size;
     t->fd = malloc((size_t)size * sizeof *t->fd);
+    t->key = calloc((size_t)size, sizeof *t->key);
     t->pf = calloc((size_t)size, sizeof *t->pf);
-    if (t->fd == NULL || t->pf == NULL) {
+    if (t->fd == NULL || t->key == NULL || t->pf == NULL) {
         free(t->fd);
         t->fd = NULL;
         link_free(t, false);
@@ -89,18 +91,42 @@ peer_fd(ccol_comm *c, int peer)
     return -1;
 }
 
+/* The bytes to write for a frame: the frame itself, or with a token a
+ * copy tagged as the connection's next frame (the caller's frame may go
+ * to other peers, each under its own key). NULL when out of memory. */
+static const uint8_t *
+sealed(ccol__tcp_key *k, const uint8_t *frame, size_t len, uint8_t **copy)
+{
+    *copy = NULL;
+    if (!k->on)
+        return frame;
+    *copy = malloc(len);
+    if (*copy == NULL)
+        return NULL;
+    memcpy(*copy, frame, len);
+    ccol__tcp_seal(k, *copy, len);
+    return *copy;
+}
+
 /* Writes a whole frame to the peer's socket within the deadline; a
  * closed or reset connection names the peer. */
 static ccol_status
 tcp_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
 {
     int fd = peer_fd(c, peer), err = 0;
+    const ccol__tcp *t = c->link;
+    const uint8_t *out;
+    uint8_t *copy;
     ccol__tcp_io io;
 
     if (fd < 0)
         return CCOL_ERR_INTERNAL;
-    io =
-        ccol__tcp_write(fd, frame, len, ccol__tcp_deadline(c->timeout_s), &err);
+    out = sealed(&t->key[peer], frame, len, &copy);
+    if (out == NULL)
+        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY,
+                            "out of memory for a frame to rank %d", peer);
+    io = ccol__tcp_write(fd, out, len, ccol__tcp_deadline(c->timeout_s), &err);
+    free(copy);
     if (io == CCOL__IO_OK) {
         c->sent += len;
         return CCOL_OK;
@@ -115,23 +141,46 @@ tcp_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
                         strerror(err));
 }
 
+/* With a token, a frame read from `peer` must carry the connection's next
+ * tag; its token field then reads as the job's for ccol__frame_check. */
+static ccol_status
+authentic(ccol_comm *c, int peer, const uint8_t *raw, ccol__msg *msg)
+{
+    ccol__tcp_key *k = &((ccol__tcp *)c->link)->key[peer];
+
+    if (!k->on)
+        return CCOL_OK;
+    if (!ccol__tcp_open(k, raw, msg->payload, ccol__hdr_body(&msg->h)))
+        return ccol__seterr(&c->err, CCOL_ERR_PEER,
+                            "a frame from rank %d fails authentication with "
+                            "the job token: bytes were changed on the way, "
+                            "or a process outside the job wrote into the "
+                            "connection",
+                            peer);
+    msg->h.token = c->token;
+    return CCOL_OK;
+}
+
 /* Reads and validates one frame from `peer`, whose socket is readable.
  * CCOL_ERR_TIMEOUT (no message) when nothing was there after all. */
 static ccol_status
 read_from(ccol_comm *c, int peer, int64_t deadline, int *from, ccol__msg *msg)
 {
     const ccol__tcp *t = c->link;
+    uint8_t raw[CCOL__HDR_SIZE];
     char why[256];
     ccol_status st;
 
     st = ccol__tcp_read_frame(t->fd[peer], c->max_payload, deadline, false, msg,
-                              why, sizeof why);
+                              raw, why, sizeof why);
     if (st == CCOL_ERR_TIMEOUT)
         return st;
     *from = peer;
     if (st != CCOL_OK)
         return ccol__seterr(&c->err, st, "rank %d %s", peer, why);
-    st = ccol__frame_check(c, peer, msg);
+    st = authentic(c, peer, raw, msg);
+    if (st == CCOL_OK)
+        st = ccol__frame_check(c, peer, msg);
     if (st != CCOL_OK) {
         free(msg->payload);
         msg->payload = NULL;

@@ -208,7 +208,7 @@ read_payload(int fd, ccol__msg *m, int64_t deadline, char *why, size_t whylen)
  * a close says why in `why`. */
 ccol_status
 ccol__tcp_read_frame(int fd, size_t max_payload, int64_t deadline, bool wait,
-                     ccol__msg *m, char *why, size_t whylen)
+                     ccol__msg *m, uint8_t *raw, char *why, size_t whylen)
 {
     uint8_t hdr[CCOL__HDR_SIZE];
     char dec[200];
@@ -223,6 +223,8 @@ ccol__tcp_read_frame(int fd, size_t max_payload, int64_t deadline, bool wait,
         io = read_full(fd, hdr, sizeof hdr, deadline, &got, &err);
     if (io != CCOL__IO_OK)
         return io_why(io, err, got, sizeof hdr, "header", false, why, whylen);
+    if (raw != NULL)
+        memcpy(raw, hdr, sizeof hdr);
     st = ccol__hdr_decode(hdr, max_payload, &m->h, dec, sizeof dec);
     if (st == CCOL_ERR_VERSION) {
         snprintf(why, whylen, "speaks %s", dec);
@@ -431,8 +433,8 @@ ccol__tcp_name(int fd, bool peer, char *ip, size_t iplen, int *port)
  * before authentication a peer's frames are judged by their MAC alone. */
 ccol__tcp_io
 ccol__tcp_send_frame(const ccol_comm *c, int fd, uint16_t kind, uint64_t arg,
-                     const void *payload, size_t len, int64_t deadline,
-                     int *err)
+                     const void *payload, size_t len, ccol__tcp_key *key,
+                     int64_t deadline, int *err)
 {
     ccol__hdr h;
     size_t flen;
@@ -447,6 +449,8 @@ ccol__tcp_send_frame(const ccol_comm *c, int fd, uint16_t kind, uint64_t arg,
         *err = ENOMEM;
         return CCOL__IO_ERR;
     }
+    if (key != NULL && key->on)
+        ccol__tcp_seal(key, f, flen);
     io = ccol__tcp_write(fd, f, flen, deadline, err);
     free(f);
     return io;

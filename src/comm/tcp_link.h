@@ -2,6 +2,8 @@
  * tcp_link.h - internals shared by the files of the tcp transport:
  *   tcp_io.c         sockets with deadlines: connect with retries, listen,
  *                    write all, read one whole frame;
+ *   tcp_auth.c       what the token proves: the challenge answer, the
+ *                    per-connection keys and the tag of every frame;
  *   tcp_server.c     the accepting side of the rendezvous (rank 0, and tree
  *                    parents waiting for their children): challenge,
  *                    authenticate and validate every joining rank;
@@ -25,24 +27,36 @@
 #define CCOL__TCP_HOST_MAX 255  /* longest host name in a HELLO */
 #define CCOL__TCP_ADDR_MAX 80   /* "address:port" text */
 
+/* The keys of one connection (tcp_auth.c): one per direction, and the
+ * frames counted in each. `on` only when the job has a token. */
+typedef struct ccol__tcp_key {
+    ccol__hmac send;   /* keyed state for the frames this side writes */
+    ccol__hmac recv;   /* and for those it reads */
+    uint64_t nsend;    /* frames written so far */
+    uint64_t nrecv;    /* frames read so far */
+    bool on;           /* frames are tagged */
+} ccol__tcp_key;
+
 /* The state of the tcp link of one communicator. */
 typedef struct ccol__tcp {
     int size;          /* entries in fd */
     int *fd;           /* per rank: data socket, -1 when not connected */
+    ccol__tcp_key *key; /* per rank: the keys of that socket */
     struct pollfd *pf; /* scratch for recv, size entries */
     int cursor;        /* first peer recv looks at, rotates for fairness */
 } ccol__tcp;
 
 /* What a rank says about itself after the challenge. Wire layout of the
  * HELLO payload (little-endian): u32 rank, u32 size, u32 pid, u32-length
- * host name, u32 listen port (0 when it has no children), 32-byte
- * HMAC-SHA-256(token, nonce || u32 rank). */
+ * host name, u32 listen port (0 when it has no children), its own
+ * 16-byte nonce, 32-byte answer (ccol__tcp_mac). */
 typedef struct ccol__tcp_hello {
     uint32_t rank;                     /* the rank it claims */
     uint32_t size;                     /* the world size it believes in */
     uint32_t pid;                      /* its process id, for messages */
     char host[CCOL__TCP_HOST_MAX + 1]; /* its host name, for messages */
     uint32_t port;                     /* its listener, 0 if none */
+    uint8_t nonce[CCOL__TCP_NONCE];    /* its challenge to the acceptor */
     uint8_t mac[CCOL__TCP_MAC];        /* proof that it knows the token */
 } ccol__tcp_hello;
 
@@ -54,6 +68,7 @@ typedef struct ccol__tcp_member {
     char host[64]; /* its host name (truncated) */
     char ip[64];   /* numeric address seen by us */
     uint64_t hostkey; /* groups the ranks of one host (hier.h) */
+    ccol__tcp_key key; /* of its connection */
 } ccol__tcp_member;
 
 /* ---- tcp_io.c ---- */
@@ -81,11 +96,13 @@ ccol__tcp_io ccol__tcp_write(int fd, const void *p, size_t len,
  * no byte came (immediately when `wait` is false and none is ready),
  * CCOL_ERR_NO_MEMORY, or CCOL_ERR_PEER / CCOL_ERR_VERSION with `why` set to
  * a predicate about the sender ("closed its connection (did it exit?)").
- * The payload checksum is not checked here (ccol__frame_check does).
+ * The payload checksum is not checked here (ccol__frame_check does), nor
+ * the tag: `raw`, when not NULL, receives the header's CCOL__HDR_SIZE
+ * bytes as they came, for ccol__tcp_open.
  */
 ccol_status ccol__tcp_read_frame(int fd, size_t max_payload, int64_t deadline,
-                                 bool wait, ccol__msg *m, char *why,
-                                 size_t whylen);
+                                 bool wait, ccol__msg *m, uint8_t *raw,
+                                 char *why, size_t whylen);
 /* Connects to host:port, retrying with backoff until the deadline. On
  * failure returns CCOL_ERR_TIMEOUT / CCOL_ERR_IO with `why` set. */
 ccol_status ccol__tcp_connect(const char *host, int port, int64_t deadline,
@@ -97,16 +114,36 @@ ccol_status ccol__tcp_listen(const char *host, int port, int *fd,
 bool ccol__tcp_name(int fd, bool peer, char *ip, size_t iplen, int *port);
 /* Encodes a rendezvous frame of this rank and writes it with the
  * deadline. CHALLENGE, HELLO and REFUSE go to peers not yet authenticated,
- * so they carry no token digest. */
+ * so they carry no token digest; a WELCOME is tagged with `key` when it
+ * is on. */
 ccol__tcp_io ccol__tcp_send_frame(const ccol_comm *c, int fd, uint16_t kind,
                                   uint64_t arg, const void *payload, size_t len,
-                                  int64_t deadline, int *err);
+                                  ccol__tcp_key *key, int64_t deadline,
+                                  int *err);
+
+/* ---- tcp_auth.c ---- */
+
+/* Fills p with n bytes from the kernel's random source. */
+bool ccol__tcp_random(uint8_t *p, size_t n);
+/* The answer a joining rank presents: HMAC-SHA-256 keyed by the token
+ * over the acceptor's nonce ns, its own nonce nj and its rank. */
+void ccol__tcp_mac(const ccol_comm *c, const uint8_t *ns, const uint8_t *nj,
+                   uint32_t rank, uint8_t out[CCOL__TCP_MAC]);
+/* The keys of the connection of `rank` after a challenge ns answered with
+ * nj, on the accepting side (`acceptor`) or the joining one; off without
+ * a token. */
+void ccol__tcp_keys(const ccol_comm *c, const uint8_t *ns, const uint8_t *nj,
+                    uint32_t rank, bool acceptor, ccol__tcp_key *k);
+/* Tags an encoded frame (len bytes) as the next one this side writes:
+ * sets its token field and header checksum. */
+void ccol__tcp_seal(ccol__tcp_key *k, uint8_t *frame, size_t len);
+/* Whether the next frame read (raw header, body of blen bytes) carries
+ * the right tag. */
+bool ccol__tcp_open(ccol__tcp_key *k, const uint8_t *hdr, const uint8_t *body,
+                    size_t blen);
 
 /* ---- tcp_server.c ---- */
 
-/* Fills the HMAC a rank presents: HMAC-SHA-256(token, nonce || rank). */
-void ccol__tcp_mac(const ccol_comm *c, const uint8_t *nonce, uint32_t rank,
-                   uint8_t out[CCOL__TCP_MAC]);
 /* Encodes / decodes a HELLO payload. Decoding returns NULL on success or
  * a static reason. */
 uint8_t *ccol__tcp_hello_encode(const ccol__tcp_hello *h, size_t *len);

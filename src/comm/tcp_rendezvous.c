@@ -2,7 +2,8 @@
  * tcp_rendezvous.c - how a communicator forms over tcp. Rank 0 listens on
  * addr:port and serves the rendezvous (tcp_server.c). Every other rank
  * connects, retrying until the deadline so start order does not matter,
- * answers the token challenge and receives a WELCOME holding the listener
+ * answers the token challenge with a challenge of its own (tcp_auth.c),
+ * and receives a WELCOME, tagged when the job has a token, holding the listener
  * addresses of the ranks that have children. In star mode that first
  * connection carries the data; in tree mode each rank then connects to its
  * parent's listener and authenticates the same way, and each parent accepts
@@ -69,12 +70,13 @@ refused(ccol_comm *c, const char *name, const ccol__msg *m)
  */
 static ccol_status
 expect(ccol_comm *c, int fd, const char *name, uint16_t kind, size_t max,
-       const char *what, int64_t deadline, ccol__msg *m)
+       const char *what, int64_t deadline, ccol__msg *m, uint8_t *raw)
 {
     char why[WHY_MAX];
     ccol_status st;
 
-    st = ccol__tcp_read_frame(fd, max, deadline, true, m, why, sizeof why);
+    st = ccol__tcp_read_frame(fd, max, deadline, true, m, raw, why,
+                              sizeof why);
     if (st == CCOL_ERR_TIMEOUT)
         return ccol__seterr(
             &c->err, st, "%s did not send %s within %.1f s%s", name, what,
@@ -100,10 +102,11 @@ expect(ccol_comm *c, int fd, const char *name, uint16_t kind, size_t max,
     return st;
 }
 
-/* Answers the challenge `nonce` with this rank's HELLO. */
+/* Answers the challenge `ns` with this rank's HELLO, challenging back
+ * with `nj`. */
 static ccol_status
-send_hello(ccol_comm *c, int fd, const char *name, const uint8_t *nonce,
-           int lport, int64_t deadline)
+send_hello(ccol_comm *c, int fd, const char *name, const uint8_t *ns,
+           const uint8_t *nj, int lport, int64_t deadline)
 {
     ccol__tcp_hello h;
     uint8_t *p;
@@ -118,12 +121,14 @@ send_hello(ccol_comm *c, int fd, const char *name, const uint8_t *nonce,
     h.port = (uint32_t)lport;
     if (ccol__hier_host_id(c, h.host, sizeof h.host) != CCOL_OK)
         return c->err.code;
-    ccol__tcp_mac(c, nonce, h.rank, h.mac);
+    memcpy(h.nonce, nj, CCOL__TCP_NONCE);
+    ccol__tcp_mac(c, ns, nj, h.rank, h.mac);
     p = ccol__tcp_hello_encode(&h, &len);
     if (p == NULL)
         return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY,
                             "out of memory in the rendezvous");
-    io = ccol__tcp_send_frame(c, fd, CCOL__K_HELLO, 0, p, len, deadline, &err);
+    io = ccol__tcp_send_frame(c, fd, CCOL__K_HELLO, 0, p, len, NULL, deadline,
+                              &err);
     free(p);
     if (io == CCOL__IO_OK)
         return CCOL_OK;
@@ -141,7 +146,7 @@ waiting_refusal(ccol_comm *c, int fd, const char *name, ccol_status st)
     ccol__msg m;
     char why[WHY_MAX];
 
-    if (ccol__tcp_read_frame(fd, CCOL__TCP_HS_MAX, 0, false, &m, why,
+    if (ccol__tcp_read_frame(fd, CCOL__TCP_HS_MAX, 0, false, &m, NULL, why,
                              sizeof why) == CCOL_OK &&
         m.h.kind == CCOL__K_REFUSE)
         st = refused(c, name, &m);
@@ -149,33 +154,72 @@ waiting_refusal(ccol_comm *c, int fd, const char *name, ccol_status st)
     return st;
 }
 
+/* With a token, the WELCOME must carry the tag of the connection's
+ * first frame: only a side that knows the token could make it for the
+ * nonce this rank just chose. */
+static ccol_status
+check_welcome(ccol_comm *c, const char *name, ccol__tcp_key *key,
+              const uint8_t *raw, ccol__msg *w)
+{
+    if (!key->on)
+        return CCOL_OK;
+    if (!ccol__tcp_open(key, raw, w->payload, ccol__hdr_body(&w->h)))
+        return ccol__seterr(
+            &c->err, CCOL_ERR_PEER,
+            "%s did not prove that it knows the job token: its WELCOME "
+            "fails authentication (is another process listening on that "
+            "port, or does CCOL_TOKEN differ?)",
+            name);
+    w->h.token = c->token;
+    return CCOL_OK;
+}
+
+/* Answers the challenge read in `ch` and challenges back; fills *key. */
+static ccol_status
+answer(ccol_comm *c, int fd, const char *name, const ccol__msg *ch, int lport,
+       int64_t deadline, ccol__tcp_key *key)
+{
+    uint8_t nj[CCOL__TCP_NONCE];
+
+    if (ch->h.len != CCOL__TCP_NONCE)
+        return ccol__seterr(&c->err, CCOL_ERR_PEER,
+                            "%s sent a challenge of %u bytes, expected %d",
+                            name, (unsigned)ch->h.len, CCOL__TCP_NONCE);
+    if (!ccol__tcp_random(nj, sizeof nj))
+        return ccol__seterr(&c->err, CCOL_ERR_IO,
+                            "rank %d has no random bytes for its challenge: "
+                            "%s",
+                            c->rank, strerror(errno));
+    ccol__tcp_keys(c, ch->payload, nj, (uint32_t)c->rank, false, key);
+    return send_hello(c, fd, name, ch->payload, nj, lport, deadline);
+}
+
 /*
- * Authenticates with `peer` over fd: challenge, HELLO, then WELCOME (into
- * *welcome, checked against this communicator) or REFUSE.
+ * Authenticates with `peer` over fd, both ways: challenge, HELLO, then
+ * WELCOME (into *welcome, authenticated and checked against this
+ * communicator) or REFUSE. *key gets the connection's keys.
  */
 static ccol_status
 handshake(ccol_comm *c, int fd, int peer, const char *name, int lport,
-          int64_t deadline, ccol__msg *welcome)
+          int64_t deadline, ccol__msg *welcome, ccol__tcp_key *key)
 {
     size_t max = CCOL__TCP_HS_MAX + (size_t)c->size * 84;
+    uint8_t raw[CCOL__HDR_SIZE];
     ccol__msg ch;
     ccol_status st;
 
     st = expect(c, fd, name, CCOL__K_CHALLENGE, CCOL__TCP_HS_MAX,
-                "its token challenge", deadline, &ch);
+                "its token challenge", deadline, &ch, NULL);
     if (st != CCOL_OK)
         return st;
-    if (ch.h.len != CCOL__TCP_NONCE)
-        st = ccol__seterr(&c->err, CCOL_ERR_PEER,
-                          "%s sent a challenge of %u bytes, expected %d", name,
-                          (unsigned)ch.h.len, CCOL__TCP_NONCE);
-    else
-        st = send_hello(c, fd, name, ch.payload, lport, deadline);
+    st = answer(c, fd, name, &ch, lport, deadline, key);
     free(ch.payload);
     if (st != CCOL_OK)
         return waiting_refusal(c, fd, name, st);
     st = expect(c, fd, name, CCOL__K_WELCOME, max, "the rendezvous result",
-                deadline + grace_ns(c), welcome);
+                deadline + grace_ns(c), welcome, raw);
+    if (st == CCOL_OK)
+        st = check_welcome(c, name, key, raw, welcome);
     if (st == CCOL_OK)
         st = ccol__frame_check(c, peer, welcome);
     return st;
@@ -223,14 +267,16 @@ adopt(const ccol_comm *c, ccol__tcp *t, ccol__tcp_member *m,
         if (ccol__hier_local(c, plan, r))
             continue;
         t->fd[r] = m[r].fd;
+        t->key[r] = m[r].key;
         m[r].fd = -1;
     }
     close_members(c, m);
 }
 
-/* Sends the WELCOME payload to every joined member. */
+/* Sends the WELCOME payload to every joined member, tagged as the first
+ * frame of its connection. */
 static ccol_status
-send_welcomes(ccol_comm *c, const ccol__tcp_member *m, const void *payload,
+send_welcomes(ccol_comm *c, ccol__tcp_member *m, const void *payload,
               size_t len, int64_t deadline)
 {
     for (int r = 0; r < c->size; r++) {
@@ -240,7 +286,7 @@ send_welcomes(ccol_comm *c, const ccol__tcp_member *m, const void *payload,
         if (m[r].fd < 0)
             continue;
         io = ccol__tcp_send_frame(c, m[r].fd, CCOL__K_WELCOME, 0, payload, len,
-                                  deadline, &err);
+                                  &m[r].key, deadline, &err);
         if (io != CCOL__IO_OK)
             return ccol__seterr(
                 &c->err, CCOL_ERR_PEER,
@@ -385,10 +431,10 @@ find_parent(ccol_comm *c, const ccol__msg *w, char *ip, size_t iplen, int *port)
 }
 
 /* Tree mode: leaves rank 0 and joins the parent. Star mode (parent 0):
- * the rendezvous connection becomes the data connection. */
+ * the rendezvous connection (keys key0) becomes the data connection. */
 static ccol_status
 join_parent(ccol_comm *c, ccol__tcp *t, const ccol__msg *w, int *fd0,
-            int64_t deadline)
+            const ccol__tcp_key *key0, int64_t deadline)
 {
     char ip[64], name[NAME_MAX_];
     ccol__msg ack = { 0 };
@@ -397,6 +443,7 @@ join_parent(ccol_comm *c, ccol__tcp *t, const ccol__msg *w, int *fd0,
 
     if (c->parent <= 0) {
         t->fd[0] = *fd0;
+        t->key[0] = *key0;
         *fd0 = -1;
         return CCOL_OK;
     }
@@ -408,7 +455,8 @@ join_parent(ccol_comm *c, ccol__tcp *t, const ccol__msg *w, int *fd0,
     snprintf(name, sizeof name, "rank %d at %s:%d", c->parent, ip, port);
     st = dial(c, name, ip, port, deadline, &fd);
     if (st == CCOL_OK)
-        st = handshake(c, fd, c->parent, name, 0, deadline, &ack);
+        st = handshake(c, fd, c->parent, name, 0, deadline, &ack,
+                       &t->key[c->parent]);
     free(ack.payload);
     if (st == CCOL_OK)
         t->fd[c->parent] = fd;
@@ -486,12 +534,14 @@ read_plan(ccol_comm *c, const ccol__msg *w, ccol__hier_plan *plan)
  * connection to rank 0 for data, every other rank closes it (its
  * neighbours are on its host). */
 static ccol_status
-join_hosts(ccol_comm *c, ccol__tcp *t, const ccol__hier_plan *plan, int *fd0)
+join_hosts(ccol_comm *c, ccol__tcp *t, const ccol__hier_plan *plan, int *fd0,
+           const ccol__tcp_key *key0)
 {
     ccol_status st = ccol__hier_tree(c, plan);
 
     if (st == CCOL_OK && c->parent == 0 && !ccol__hier_local(c, plan, 0)) {
         t->fd[0] = *fd0;
+        t->key[0] = *key0;
         *fd0 = -1;
     }
     return st;
@@ -505,6 +555,7 @@ joiner(ccol_comm *c, ccol__tcp *t, const char *addr, int port, int64_t deadline,
 {
     char name[NAME_MAX_];
     ccol__msg w = { 0 };
+    ccol__tcp_key key0;
     int fd0 = -1, lfd = -1, lport = 0;
     ccol_status st;
 
@@ -513,13 +564,13 @@ joiner(ccol_comm *c, ccol__tcp *t, const char *addr, int port, int64_t deadline,
     if (st == CCOL_OK && c->nchildren > 0)
         st = open_listener(c, fd0, &lfd, &lport);
     if (st == CCOL_OK)
-        st = handshake(c, fd0, 0, name, lport, deadline, &w);
+        st = handshake(c, fd0, 0, name, lport, deadline, &w, &key0);
     if (st == CCOL_OK)
         st = read_plan(c, &w, plan);
     if (st == CCOL_OK && plan->nhosts > 0)
-        st = join_hosts(c, t, plan, &fd0);
+        st = join_hosts(c, t, plan, &fd0, &key0);
     else if (st == CCOL_OK)
-        st = join_parent(c, t, &w, &fd0, deadline);
+        st = join_parent(c, t, &w, &fd0, &key0, deadline);
     free(w.payload);
     if (fd0 >= 0)
         close(fd0);

@@ -2,8 +2,10 @@
  * tcp_server.c - the accepting side of the tcp rendezvous. Rank 0 accepts
  * every other rank; in tree mode each parent then accepts its children the
  * same way. Each connection first gets a CHALLENGE with a fresh random
- * nonce and must answer with a HELLO carrying HMAC-SHA-256(token, nonce ||
- * rank), so the token itself never crosses the network. Connections are
+ * nonce and must answer with a HELLO carrying its own nonce and an HMAC
+ * of both under the token (tcp_auth.c), so the token itself never crosses
+ * the network; an admitted rank's WELCOME is tagged with the connection's
+ * key, which proves this side to it in turn. Connections are
  * served together with poll(): a stranger (wrong token, wrong version,
  * garbage, silence) is refused without delaying the real ranks, even in a
  * flood (the budget below), logged at WARNING and counted for the job's
@@ -15,7 +17,6 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -96,7 +97,6 @@ typedef struct pend {
 typedef struct server {
     ccol_comm *c;
     int lfd;               /* listening socket */
-    int rfd;               /* /dev/urandom */
     const char *where;     /* this side, for messages */
     bool *want;            /* per rank: expected here */
     int nwant;             /* number of expected ranks */
@@ -122,22 +122,7 @@ typedef enum verdict {
     V_FATAL   /* the job itself is inconsistent: fail */
 } verdict;
 
-/* HMAC-SHA-256 keyed by the job token over rank 0's nonce and the
- * rank: proves a peer knows the token without sending it, and a MAC
- * cannot be replayed for another rank or another nonce. */
-void
-ccol__tcp_mac(const ccol_comm *c, const uint8_t *nonce, uint32_t rank,
-              uint8_t out[CCOL__TCP_MAC])
-{
-    uint8_t msg[CCOL__TCP_NONCE + 4];
-    const char *key = c->token_str ? c->token_str : "";
-
-    memcpy(msg, nonce, CCOL__TCP_NONCE);
-    ccol__st32(msg + CCOL__TCP_NONCE, rank);
-    ccol__hmac_sha256(key, strlen(key), msg, sizeof msg, out);
-}
-
-/* HELLO payload: rank, size, pid, listen host and port, MAC. */
+/* HELLO payload: rank, size, pid, listen host and port, nonce, MAC. */
 uint8_t *
 ccol__tcp_hello_encode(const ccol__tcp_hello *h, size_t *len)
 {
@@ -148,6 +133,7 @@ ccol__tcp_hello_encode(const ccol__tcp_hello *h, size_t *len)
     ccol__buf_u32(&b, h->pid);
     ccol__buf_str(&b, h->host);
     ccol__buf_u32(&b, h->port);
+    ccol__buf_put(&b, h->nonce, CCOL__TCP_NONCE);
     ccol__buf_put(&b, h->mac, CCOL__TCP_MAC);
     if (b.oom) {
         ccol__buf_free(&b);
@@ -163,7 +149,7 @@ const char *
 ccol__tcp_hello_decode(const uint8_t *p, size_t len, ccol__tcp_hello *h)
 {
     ccol__rd r;
-    const uint8_t *mac;
+    const uint8_t *nonce, *mac;
     char *host;
 
     ccol__rd_init(&r, p, len);
@@ -172,6 +158,7 @@ ccol__tcp_hello_decode(const uint8_t *p, size_t len, ccol__tcp_hello *h)
     h->pid = ccol__rd_u32(&r);
     host = ccol__rd_str(&r, CCOL__TCP_HOST_MAX);
     h->port = ccol__rd_u32(&r);
+    nonce = ccol__rd_bytes(&r, CCOL__TCP_NONCE);
     mac = ccol__rd_bytes(&r, CCOL__TCP_MAC);
     if (ccol__rd_ok(&r) && ccol__rd_left(&r) != 0)
         ccol__rd_fail(&r, "trailing bytes");
@@ -183,6 +170,7 @@ ccol__tcp_hello_decode(const uint8_t *p, size_t len, ccol__tcp_hello *h)
     }
     snprintf(h->host, sizeof h->host, "%s", host);
     ccol__tcp_sanitize(h->host);
+    memcpy(h->nonce, nonce, CCOL__TCP_NONCE);
     memcpy(h->mac, mac, CCOL__TCP_MAC);
     free(host);
     return NULL;
@@ -209,7 +197,8 @@ ccol__tcp_refuse(const ccol_comm *c, int fd, ccol_status st, const char *reason)
     int err, budget = 16;
 
     (void)ccol__tcp_send_frame(c, fd, CCOL__K_REFUSE, code, reason,
-                               strlen(reason), ccol__tcp_deadline(0.5), &err);
+                               strlen(reason), NULL, ccol__tcp_deadline(0.5),
+                               &err);
     /* Closing a socket with unread input resets the connection, and a
      * reset can destroy the REFUSE before the peer reads it: discard what
      * already arrived (a refused HELLO's payload, say) first. */
@@ -331,24 +320,6 @@ fail_all(server *s, ccol_status st, const char *fmt, ...)
     return st;
 }
 
-/* Reads the nonce of a challenge. */
-static bool
-random_bytes(int fd, uint8_t *p, size_t n)
-{
-    size_t got = 0;
-
-    while (got < n) {
-        ssize_t r = read(fd, p + got, n - got);
-        if (r > 0)
-            got += (size_t)r;
-        else if (r < 0 && errno == EINTR)
-            continue;
-        else
-            return false;
-    }
-    return true;
-}
-
 /* The entry of address ip in the source table; past SOURCES_MAX - 1
  * addresses, the last entry pools the others. */
 static int
@@ -384,11 +355,12 @@ pend_open(server *s, int fd, int src, const char *ip, int port)
     snprintf(p->addr, sizeof p->addr, "%s:%d", ip, port);
     s->src[src].pending++;
     s->np++;
-    if (!random_bytes(s->rfd, p->nonce, CCOL__TCP_NONCE))
-        return fail_all(s, CCOL_ERR_IO, "%s: cannot read /dev/urandom: %s",
+    if (!ccol__tcp_random(p->nonce, CCOL__TCP_NONCE))
+        return fail_all(s, CCOL_ERR_IO,
+                        "%s: no random bytes for a challenge: %s",
                         s->where, strerror(errno));
     if (ccol__tcp_send_frame(s->c, fd, CCOL__K_CHALLENGE, 0, p->nonce,
-                             CCOL__TCP_NONCE, ccol__tcp_deadline(1.0),
+                             CCOL__TCP_NONCE, NULL, ccol__tcp_deadline(1.0),
                              &err) != CCOL__IO_OK)
         pend_refuse(s, s->np - 1, R_CLOSED, "went away before its challenge");
     return CCOL_OK;
@@ -647,7 +619,7 @@ check_hello(server *s, const pend *p, ccol__tcp_hello *h, char *out, size_t len)
     bad = ccol__tcp_hello_decode(pl, p->h.len, h);
     if (bad != NULL)
         return say(V_GARBAGE, out, len, "malformed HELLO: %s", bad);
-    ccol__tcp_mac(s->c, p->nonce, h->rank, mac);
+    ccol__tcp_mac(s->c, p->nonce, h->nonce, h->rank, mac);
     if (!ccol__ct_equal(mac, h->mac, CCOL__TCP_MAC))
         return say(V_TOKEN, out, len, "job token does not match (CCOL_TOKEN)");
     return check_member(s, p, h, out, len);
@@ -665,6 +637,7 @@ admit(server *s, int i, const ccol__tcp_hello *h)
     m->pid = h->pid;
     m->port = h->port;
     m->hostkey = ccol__hier_host_key(h->host, m->host, sizeof m->host);
+    ccol__tcp_keys(s->c, p->nonce, h->nonce, h->rank, true, &m->key);
     ccol__tcp_name(p->fd, true, m->ip, sizeof m->ip, &port);
     s->joined++;
     p->fd = -1;
@@ -878,8 +851,7 @@ serve_loop(server *s)
     return CCOL_OK;
 }
 
-/* The ranks this server waits for, its pending-connection slots, and
- * the random source of its nonces. */
+/* The ranks this server waits for and its pending-connection slots. */
 static ccol_status
 server_init(server *s, ccol_comm *c, const int *ranks, int n)
 {
@@ -893,12 +865,6 @@ server_init(server *s, ccol_comm *c, const int *ranks, int n)
     for (int i = 0; i < n; i++)
         s->want[ranks[i]] = true;
     s->nwant = n;
-    s->rfd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (s->rfd < 0)
-        return ccol__seterr(&c->err, CCOL_ERR_IO,
-                            "%s: cannot open /dev/urandom for the token "
-                            "challenge: %s",
-                            s->where, strerror(errno));
     return CCOL_OK;
 }
 
@@ -935,7 +901,6 @@ ccol__tcp_serve(ccol_comm *c, int lfd, const int *ranks, int n,
     memset(&s, 0, sizeof s);
     s.c = c;
     s.lfd = lfd;
-    s.rfd = -1;
     s.where = where;
     s.deadline = deadline;
     s.m = m;
@@ -943,8 +908,6 @@ ccol__tcp_serve(ccol_comm *c, int lfd, const int *ranks, int n,
     if (st == CCOL_OK)
         st = serve_loop(&s);
     server_done(&s, st);
-    if (s.rfd >= 0)
-        close(s.rfd);
     free(s.want);
     free(s.p);
     return st;

@@ -104,6 +104,30 @@ void ccol__sha256(const void *data, size_t len, uint8_t out[32]);
 /* HMAC-SHA-256 (RFC 2104). */
 void ccol__hmac_sha256(const void *key, size_t keylen, const void *msg,
                        size_t msglen, uint8_t out[32]);
+/* The same in pieces. ccol__hmac_init keys a state once; a message is
+ * then authenticated on a copy of it (copy, update..., final), which
+ * saves hashing the padded key for every message. */
+typedef struct ccol__sha256_ctx {
+    uint32_t h[8];
+    uint8_t block[64];
+    size_t fill;
+    uint64_t total;
+} ccol__sha256_ctx;
+typedef struct ccol__hmac {
+    ccol__sha256_ctx in;  /* after the inner padded key */
+    ccol__sha256_ctx out; /* after the outer padded key */
+} ccol__hmac;
+void ccol__hmac_init(ccol__hmac *m, const void *key, size_t keylen);
+void ccol__hmac_update(ccol__hmac *m, const void *data, size_t len);
+void ccol__hmac_final(ccol__hmac *m, uint8_t out[32]);
+/* SHA-256 compression of whole 64-byte blocks into state h: portably
+ * (hash.c), and with the x86 SHA instructions (sha256_x86.c, usable when
+ * ccol__sha256_hw_ok(); k is the table of round constants). ccol__sha256
+ * picks; tests compare the two. */
+void ccol__sha256_blocks_sw(uint32_t h[8], const uint8_t *p, size_t nblocks);
+bool ccol__sha256_hw_ok(void);
+void ccol__sha256_blocks_hw(uint32_t h[8], const uint32_t k[64],
+                            const uint8_t *p, size_t nblocks);
 /* Compares n bytes in time independent of their contents. */
 bool ccol__ct_equal(const void *a, const void *b, size_t n);
 

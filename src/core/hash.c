@@ -124,17 +124,18 @@ static const uint32_t K[64] = {
 
 #define ROR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
 
-typedef struct sha_ctx {
-    uint32_t h[8];
-    uint8_t block[64];
-    size_t fill;
-    uint64_t total;
-} sha_ctx;
+typedef ccol__sha256_ctx sha_ctx;
 
+/* One 64-byte block, portably. The eight working variables are locals
+ * renamed each round (no array shifting), which lets the compiler keep
+ * them in registers: frames are tagged with this, so it is on the data
+ * path. */
 static void
-sha_block(sha_ctx *c, const uint8_t *b)
+sw_block(uint32_t *hs, const uint8_t *b)
 {
-    uint32_t w[64], s[8];
+    uint32_t w[64], a = hs[0], bb = hs[1], cc = hs[2], d = hs[3], e = hs[4],
+                    f = hs[5], g = hs[6], h = hs[7];
+
     for (int i = 0; i < 16; i++)
         w[i] = (uint32_t)b[4 * i] << 24 | (uint32_t)b[4 * i + 1] << 16 |
                (uint32_t)b[4 * i + 2] << 8 | b[4 * i + 3];
@@ -143,19 +144,45 @@ sha_block(sha_ctx *c, const uint8_t *b)
         uint32_t s1 = ROR(w[i - 2], 17) ^ ROR(w[i - 2], 19) ^ (w[i - 2] >> 10);
         w[i] = w[i - 16] + s0 + w[i - 7] + s1;
     }
-    memcpy(s, c->h, sizeof s);
     for (int i = 0; i < 64; i++) {
-        uint32_t S1 = ROR(s[4], 6) ^ ROR(s[4], 11) ^ ROR(s[4], 25);
-        uint32_t ch = (s[4] & s[5]) ^ (~s[4] & s[6]);
-        uint32_t t1 = s[7] + S1 + ch + K[i] + w[i];
-        uint32_t S0 = ROR(s[0], 2) ^ ROR(s[0], 13) ^ ROR(s[0], 22);
-        uint32_t maj = (s[0] & s[1]) ^ (s[0] & s[2]) ^ (s[1] & s[2]);
-        memmove(s + 1, s, 7 * sizeof s[0]);
-        s[4] += t1;
-        s[0] = t1 + S0 + maj;
+        uint32_t t1 = h + (ROR(e, 6) ^ ROR(e, 11) ^ ROR(e, 25)) +
+                      ((e & f) ^ (~e & g)) + K[i] + w[i];
+        uint32_t t2 = (ROR(a, 2) ^ ROR(a, 13) ^ ROR(a, 22)) +
+                      ((a & bb) ^ (a & cc) ^ (bb & cc));
+        h = g;
+        g = f;
+        f = e;
+        e = d + t1;
+        d = cc;
+        cc = bb;
+        bb = a;
+        a = t1 + t2;
     }
-    for (int i = 0; i < 8; i++)
-        c->h[i] += s[i];
+    hs[0] += a;
+    hs[1] += bb;
+    hs[2] += cc;
+    hs[3] += d;
+    hs[4] += e;
+    hs[5] += f;
+    hs[6] += g;
+    hs[7] += h;
+}
+
+void
+ccol__sha256_blocks_sw(uint32_t h[8], const uint8_t *p, size_t nblocks)
+{
+    for (; nblocks > 0; nblocks--, p += 64)
+        sw_block(h, p);
+}
+
+/* nblocks whole blocks, with the CPU's instructions when it has them. */
+static void
+sha_blocks(sha_ctx *c, const uint8_t *p, size_t nblocks)
+{
+    if (ccol__sha256_hw_ok())
+        ccol__sha256_blocks_hw(c->h, K, p, nblocks);
+    else
+        ccol__sha256_blocks_sw(c->h, p, nblocks);
 }
 
 static void
@@ -175,13 +202,20 @@ sha_update(sha_ctx *c, const void *data, size_t len)
     const uint8_t *p = data;
     c->total += len;
     while (len > 0) {
+        if (c->fill == 0 && len >= 64) { /* whole blocks: no copy */
+            size_t nb = len / 64;
+            sha_blocks(c, p, nb);
+            p += nb * 64;
+            len -= nb * 64;
+            continue;
+        }
         size_t n = 64 - c->fill < len ? 64 - c->fill : len;
         memcpy(c->block + c->fill, p, n);
         c->fill += n;
         p += n;
         len -= n;
         if (c->fill == 64) {
-            sha_block(c, c->block);
+            sha_blocks(c, c->block, 1);
             c->fill = 0;
         }
     }
@@ -215,29 +249,52 @@ ccol__sha256(const void *data, size_t len, uint8_t out[32])
     sha_final(&c, out);
 }
 
+/* The keyed states of HMAC: SHA-256 after the inner and the outer
+ * padded key, computed once so each message costs only its own blocks. */
 void
-ccol__hmac_sha256(const void *key, size_t keylen, const void *msg,
-                  size_t msglen, uint8_t out[32])
+ccol__hmac_init(ccol__hmac *m, const void *key, size_t keylen)
 {
-    uint8_t k[64] = { 0 }, ipad[64], opad[64], inner[32];
-    sha_ctx c;
+    uint8_t k[64] = { 0 }, pad[64];
 
     if (keylen > 64)
         ccol__sha256(key, keylen, k);
     else if (keylen > 0)
         memcpy(k, key, keylen);
-    for (int i = 0; i < 64; i++) {
-        ipad[i] = k[i] ^ 0x36;
-        opad[i] = k[i] ^ 0x5c;
-    }
-    sha_init(&c);
-    sha_update(&c, ipad, 64);
-    sha_update(&c, msg, msglen);
-    sha_final(&c, inner);
-    sha_init(&c);
-    sha_update(&c, opad, 64);
-    sha_update(&c, inner, 32);
-    sha_final(&c, out);
+    for (int i = 0; i < 64; i++)
+        pad[i] = k[i] ^ 0x36;
+    sha_init(&m->in);
+    sha_update(&m->in, pad, 64);
+    for (int i = 0; i < 64; i++)
+        pad[i] = k[i] ^ 0x5c;
+    sha_init(&m->out);
+    sha_update(&m->out, pad, 64);
+}
+
+void
+ccol__hmac_update(ccol__hmac *m, const void *data, size_t len)
+{
+    sha_update(&m->in, data, len);
+}
+
+void
+ccol__hmac_final(ccol__hmac *m, uint8_t out[32])
+{
+    uint8_t inner[32];
+
+    sha_final(&m->in, inner);
+    sha_update(&m->out, inner, 32);
+    sha_final(&m->out, out);
+}
+
+void
+ccol__hmac_sha256(const void *key, size_t keylen, const void *msg,
+                  size_t msglen, uint8_t out[32])
+{
+    ccol__hmac m;
+
+    ccol__hmac_init(&m, key, keylen);
+    ccol__hmac_update(&m, msg, msglen);
+    ccol__hmac_final(&m, out);
 }
 
 bool

@@ -121,7 +121,7 @@ read_msg(int fd, ccol__msg *m)
 {
     char why[256];
     return ccol__tcp_read_frame(fd, 1 << 20, ccol__tcp_deadline(5), true, m,
-                                why, sizeof why);
+                                NULL, why, sizeof why);
 }
 
 /* Waits (up to 5 s) until the peer closes fd, discarding what it sends. */
@@ -174,7 +174,8 @@ fake_join(int port, int rank, int size, const char *token, unsigned version,
     h.size = (uint32_t)size;
     h.pid = (uint32_t)getpid();
     snprintf(h.host, sizeof h.host, "fakehost");
-    ccol__tcp_mac(&fc, ch.payload, h.rank, h.mac);
+    CHECK(ccol__tcp_random(h.nonce, sizeof h.nonce));
+    ccol__tcp_mac(&fc, ch.payload, h.nonce, h.rank, h.mac);
     free(ch.payload);
     pl = ccol__tcp_hello_encode(&h, &len);
     f = make_frame(&fc, CCOL__K_HELLO, CCOL__OP_RENDEZVOUS, version, pl, len,
@@ -481,6 +482,7 @@ version_client_body(ccol_comm *unused, int rank, void *arg)
     ccol_comm *c = NULL;
     ccol__msg m;
     uint64_t id;
+    char v[32];
     int fd;
 
     (void)unused;
@@ -490,8 +492,9 @@ version_client_body(ccol_comm *unused, int rank, void *arg)
         CHECK_EQ(-(int64_t)m.h.arg, CCOL_ERR_VERSION);
         CHECK(m.payload != NULL &&
               memmem(m.payload, m.h.len, "version 99", 10) != NULL);
+        snprintf(v, sizeof v, "version %d ", CCOL_PROTOCOL_VERSION);
         CHECK(m.payload != NULL &&
-              memmem(m.payload, m.h.len, "version 2 ", 10) != NULL);
+              memmem(m.payload, m.h.len, v, strlen(v)) != NULL);
         free(m.payload);
         close(fd);
     }
@@ -593,7 +596,7 @@ secret_body(ccol_comm *unused, int rank, void *arg)
         CHECK(m.payload == NULL ||
               memmem(m.payload, m.h.len, token, strlen(token)) == NULL);
         CHECK(ccol__tcp_hello_decode(m.payload, m.h.len, &h) == NULL);
-        ccol__tcp_mac(&fc, nonce, 1, mac);
+        ccol__tcp_mac(&fc, nonce, h.nonce, 1, mac);
         CHECK(memcmp(mac, h.mac, sizeof mac) == 0);
         ccol__tcp_refuse(&fc, fd, CCOL_ERR_PEER, "seen enough");
         free(m.payload);
@@ -1029,6 +1032,7 @@ CCOL_TEST(hello_codec)
     h.pid = 1234;
     h.port = 4321;
     snprintf(h.host, sizeof h.host, "node\x01-3");
+    memset(h.nonce, 0xA5, sizeof h.nonce);
     memset(h.mac, 0x5A, sizeof h.mac);
     p = ccol__tcp_hello_encode(&h, &len);
     CHECK(ccol__tcp_hello_decode(p, len, &back) == NULL);
@@ -1037,10 +1041,11 @@ CCOL_TEST(hello_codec)
     CHECK_EQ(back.pid, 1234);
     CHECK_EQ(back.port, 4321);
     CHECK_STR_EQ(back.host, "node?-3");
+    CHECK(memcmp(back.nonce, h.nonce, sizeof h.nonce) == 0);
     CHECK(memcmp(back.mac, h.mac, sizeof h.mac) == 0);
     for (size_t cut = 0; cut < len; cut++)
         CHECK(ccol__tcp_hello_decode(p, cut, &back) != NULL);
-    ccol__st32(p + len - CCOL__TCP_MAC - 4, 70000);
+    ccol__st32(p + len - CCOL__TCP_MAC - CCOL__TCP_NONCE - 4, 70000);
     CHECK_STR_EQ(ccol__tcp_hello_decode(p, len, &back),
                  "listen port out of range");
     free(p);

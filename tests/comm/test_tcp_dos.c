@@ -96,7 +96,7 @@ wrong_hello(int fd)
     int err;
 
     if (ccol__tcp_read_frame(fd, CCOL__TCP_HS_MAX, ccol__tcp_deadline(2), true,
-                             &ch, why, sizeof why) != CCOL_OK)
+                             &ch, NULL, why, sizeof why) != CCOL_OK)
         return;
     memset(&fc, 0, sizeof fc);
     fc.rank = 1;
@@ -108,7 +108,7 @@ wrong_hello(int fd)
     h.size = 3;
     snprintf(h.host, sizeof h.host, "intruder");
     if (ch.h.kind == CCOL__K_CHALLENGE && ch.h.len == CCOL__TCP_NONCE)
-        ccol__tcp_mac(&fc, ch.payload, h.rank, h.mac);
+        ccol__tcp_mac(&fc, ch.payload, h.nonce, h.rank, h.mac);
     free(ch.payload);
     pl = ccol__tcp_hello_encode(&h, &len);
     ccol__hdr_init(&fc, &hd, CCOL__K_HELLO, CCOL__OP_RENDEZVOUS, 0, 0);

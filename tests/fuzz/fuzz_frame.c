@@ -5,9 +5,10 @@
  * the header: the payload, then the sender's label, which must come out
  * bounded and clean), the rendezvous HELLO decoder, and the host table
  * of rank 0's WELCOME (with the per-host tree built from what it
- * accepted). Input layout: the first byte picks the decoder (odd: HELLO,
- * 2: host table, other even values: header), the rest is the untrusted
- * data; the host table's first data byte also picks the world size.
+ * accepted), and the tag of an authenticated connection. Input layout:
+ * the first byte picks the decoder (odd: HELLO, 2: host table, 4: tag,
+ * other even values: header), the rest is the untrusted data; the host
+ * table's first data byte also picks the world size.
  */
 #include "comm/tcp_link.h"
 
@@ -101,6 +102,55 @@ fuzz_hosts(const uint8_t *p, size_t n)
     ccol__hier_plan_free(&plan);
 }
 
+/* Whether frame f (n bytes) opens as frame number 0 on key k. */
+static bool
+opens(ccol__tcp_key *k, const uint8_t *f, size_t n)
+{
+    k->nrecv = 0;
+    return ccol__tcp_open(k, f, f + CCOL__HDR_SIZE, n - CCOL__HDR_SIZE);
+}
+
+/* Any whole frame tagged by one side of a connection opens on the other;
+ * it does not once any byte the tag covers changed (all but the tag
+ * field and the header checksum), nor as a later frame (a replay), nor
+ * with the tag field a peer would have sent before tags existed. */
+static void
+fuzz_tag(const uint8_t *p, size_t n)
+{
+    static const uint8_t ns[CCOL__TCP_NONCE] = { 1 }, nj[CCOL__TCP_NONCE] = {
+        2
+    };
+    ccol__tcp_key acc, join;
+    ccol__hdr h;
+    ccol_comm c;
+    char why[200];
+    uint8_t *f;
+    size_t k;
+
+    if (n < CCOL__HDR_SIZE + 1 ||
+        ccol__hdr_decode(p, 1 << 20, &h, why, sizeof why) != CCOL_OK ||
+        n - 1 != CCOL__HDR_SIZE + ccol__hdr_body(&h))
+        return;
+    memset(&c, 0, sizeof c);
+    c.token_str = (char *)"fuzz-token";
+    ccol__tcp_keys(&c, ns, nj, h.from, true, &acc);
+    ccol__tcp_keys(&c, ns, nj, h.from, false, &join);
+    f = malloc(n - 1);
+    if (f == NULL)
+        return;
+    memcpy(f, p, n - 1);
+    ccol__tcp_seal(&acc, f, n - 1);
+    assert(opens(&join, f, n - 1));
+    join.nrecv = 1; /* the same bytes again: a replay */
+    assert(!ccol__tcp_open(&join, f, f + CCOL__HDR_SIZE, n - 1 - CCOL__HDR_SIZE));
+    k = p[n - 1] % (n - 1); /* the last byte picks the byte to flip */
+    if ((k < 16 || k >= 24) && (k < 68 || k >= CCOL__HDR_SIZE)) {
+        f[k] ^= 0x01;
+        assert(!opens(&join, f, n - 1));
+    }
+    free(f);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int
@@ -112,6 +162,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fuzz_hello(data + 1, size - 1);
     else if (data[0] == 2)
         fuzz_hosts(data + 1, size - 1);
+    else if (data[0] == 4)
+        fuzz_tag(data + 1, size - 1);
     else
         fuzz_header(data + 1, size - 1);
     return 0;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the named seeds of the frame and shm fuzz corpora.
 
-The frame layout is that of src/comm/comm.h (protocol version 2): a 72-byte
+The frame layout is that of src/comm/comm.h (protocol version 3): a 72-byte
 header, then the payload, then the sender's label, with the label length at
 byte 14 and one CRC-32C over the body. Run from the repository root after a
 change to the layout; the seeds named by the fuzzers themselves (hashes)
@@ -11,7 +11,7 @@ are left alone.
 import os
 import struct
 
-VERSION = 2
+VERSION = 3
 MAGIC = 0x4C4F4343
 K_UP, K_ABORT = 1, 4
 OP_ALLGATHERV, OP_BARRIER = 1, 6
@@ -78,6 +78,19 @@ def frame_seeds():
     }
 
 
+def tag_seeds():
+    """Whole frames to tag, each followed by the byte that picks which
+    byte to flip (its value modulo the frame length)."""
+    up = frame(op=OP_ALLGATHERV, payload=struct.pack("<II", 1, 3) + b"abc",
+               label=b"step 7")
+    return {
+        "tag_barrier": frame() + b"\x05",
+        "tag_payload_byte": up + bytes([(72 + 4) % len(up)]),
+        "tag_label_byte": up + bytes([(len(up) - 1) % 256]),
+        "tag_token_field": frame() + b"\x11",
+    }
+
+
 def oversized(f):
     """A header announcing a 4 GiB payload, its checksum fixed up."""
     h = bytearray(f[:72])
@@ -132,6 +145,9 @@ def main():
     for name, data in frame_seeds().items():
         with open(os.path.join(root, "fuzz_frame", name), "wb") as f:
             f.write(b"\x00" + data)  # byte 0 even: the header decoder
+    for name, data in tag_seeds().items():
+        with open(os.path.join(root, "fuzz_frame", name), "wb") as f:
+            f.write(b"\x04" + data)  # byte 0 == 4: the frame tag
     for name, data in shm_seeds().items():
         with open(os.path.join(root, "fuzz_shm", name), "wb") as f:
             f.write(data)

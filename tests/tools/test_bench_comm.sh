@@ -41,7 +41,7 @@ test_text() {
     local t
     for t in inproc tcp shm; do
         bench -n 3 --transport "$t" --iters 5 --sizes 16,100 --no-tree \
-            --no-mpi --no-gloo
+            --no-mpi --no-gloo --no-auth
         [ "$RC" = 0 ] || { bad text "$t: exit $RC: $ERR"; return; }
         # 3 sized ops x 2 sizes + 2 allreduces + barrier = 9 rows.
         [ "$(grep -c "^$t  *3 " <<<"$OUT")" = 9 ] ||
@@ -64,6 +64,9 @@ test_json() {
     [ "$(grep -c '"star_us"' <<<"$OUT")" = 18 ] ||
         { bad json "tree rows: $(grep -c '"star_us"' <<<"$OUT")"; return; }
     grep -q '"verdict"' <<<"$OUT" || { bad json "no verdict"; return; }
+    # tcp without and with a token: 4 rows at 2 ranks.
+    [ "$(grep -c '"tagged_us"' <<<"$OUT")" = 4 ] ||
+        { bad json "auth rows: $(grep -c '"tagged_us"' <<<"$OUT")"; return; }
     if command -v python3 >/dev/null; then
         python3 -c 'import json,sys; json.load(sys.stdin)' <<<"$OUT" ||
             { bad json "python cannot parse it"; return; }
@@ -91,7 +94,8 @@ test_mpi() {
         ok mpi
         return
     fi
-    bench -n 2 --transport tcp --iters 5 --sizes 64 --no-tree --no-gloo
+    bench -n 2 --transport tcp --iters 5 --sizes 64 --no-tree --no-gloo \
+        --no-auth
     [ "$RC" = 0 ] || { bad mpi "exit $RC: $ERR"; return; }
     # Every row has an MPI figure and a ratio.
     [ "$(grep -cE '^tcp +2 [a-z_0-9]+ .* [0-9.]+ +[0-9.]+$' <<<"$OUT")" = 6 ] ||
@@ -112,8 +116,21 @@ test_gloo() {
     ok gloo
 }
 
+# tcp without vs with a token: the four rows, each with a ratio, after
+# the table's own header.
+test_auth() {
+    bench -n 2 --transport tcp --iters 5 --sizes 64 --no-tree --no-mpi \
+        --no-gloo
+    [ "$RC" = 0 ] || { bad auth "exit $RC: $ERR"; return; }
+    [ "$(sed -n '/without a token vs with one/,$p' <<<"$OUT" |
+        grep -cE '^tcp +2 [a-z_0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$')" = 4 ] ||
+        { bad auth "rows: $OUT"; return; }
+    ok auth
+}
+
 test_usage
 test_text
+test_auth
 test_json
 test_no_mpi
 test_mpi

@@ -58,6 +58,75 @@ CCOL_TEST(sha256_and_hmac_vectors)
     CHECK(!ccol__ct_equal("abcd", "abce", 4));
 }
 
+/* The x86 SHA instructions (when this CPU has them) and the portable
+ * code compress the same blocks to the same state, from several states;
+ * a million 'a' (FIPS 180-2 appendix B.3) through the public function,
+ * which uses whichever this CPU runs. */
+CCOL_TEST(sha256_hw_matches_portable)
+{
+    static const uint32_t k[64] = {
+        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b,
+        0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98, 0x12835b01,
+        0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7,
+        0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc,
+        0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152,
+        0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147,
+        0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
+        0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+        0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819,
+        0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116, 0x1e376c08,
+        0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f,
+        0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208,
+        0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2
+    };
+    uint8_t blocks[64 * 7], d[32];
+    char *million = malloc(1000000), h[65];
+
+    for (size_t i = 0; i < sizeof blocks; i++)
+        blocks[i] = (uint8_t)(i * 131 + 7);
+    for (size_t n = 1; n <= 7 && ccol__sha256_hw_ok(); n += 3) {
+        uint32_t a[8], b[8];
+        for (int i = 0; i < 8; i++)
+            a[i] = b[i] = 0x01234567u * (uint32_t)(i + (int)n);
+        ccol__sha256_blocks_sw(a, blocks, n);
+        ccol__sha256_blocks_hw(b, k, blocks, n);
+        CHECK(memcmp(a, b, sizeof a) == 0);
+    }
+    CHECK(million != NULL);
+    if (million == NULL)
+        return;
+    memset(million, 'a', 1000000);
+    ccol__sha256(million, 1000000, d);
+    hex(d, 32, h);
+    CHECK_STR_EQ(h, "cdc76e5c9914fb9281a1c7e284d73e67"
+                    "f1809a48a497200e046d39ccc7112cd0");
+    free(million);
+}
+
+/* A keyed state used in pieces, twice from one copy, gives the one-shot
+ * answers: RFC 4231 test case 6 (a key longer than a block). */
+CCOL_TEST(hmac_in_pieces)
+{
+    static const char msg[] = "Test Using Larger Than Block-Size Key - "
+                              "Hash Key First";
+    uint8_t key[131], d[32];
+    ccol__hmac k, m;
+    char h[65];
+
+    memset(key, 0xaa, sizeof key);
+    ccol__hmac_init(&k, key, sizeof key);
+    for (int round = 0; round < 2; round++) {
+        m = k;
+        ccol__hmac_update(&m, msg, 10);
+        ccol__hmac_update(&m, msg + 10, 0);
+        ccol__hmac_update(&m, msg + 10, strlen(msg) - 10);
+        ccol__hmac_final(&m, d);
+        hex(d, 32, h);
+        CHECK_STR_EQ(h, "60e431591ee0b67f0d8a26aacbf5b77f"
+                        "8e0bc6213728c5140546040f0ee37f54");
+    }
+}
+
 CCOL_TEST(reader_stops_at_the_end)
 {
     uint8_t b[6] = { 1, 0, 0, 0, 'x', 'y' };
@@ -148,4 +217,5 @@ CCOL_TEST(grow_doubles_and_refuses_overflow)
 
 CCOL_TEST_MAIN(CCOL_T(crc32c_vectors), CCOL_T(grow_doubles_and_refuses_overflow), CCOL_T(sha256_and_hmac_vectors),
                CCOL_T(reader_stops_at_the_end), CCOL_T(buffer_and_parsers),
-               CCOL_T(parse_seconds_is_strict))
+               CCOL_T(parse_seconds_is_strict), CCOL_T(hmac_in_pieces),
+               CCOL_T(sha256_hw_matches_portable))
