@@ -11,6 +11,7 @@
 #define CCOL_DYN_H
 
 #include "../core/core.h"
+#include "../core/sorted.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -183,9 +184,9 @@ typedef struct ccol__dyn_item {
 
 /*
  * A frame state: items by source (strcmp), sources unique. A zeroed
- * struct is an empty map. The first `nsorted` items are sorted; an insert
- * out of order appends to the unsorted tail after them, indexed by a hash
- * of its source, so building a map of n sources costs O(n log n).
+ * struct is an empty map. The items are sorted on demand (core/sorted.h):
+ * an insert out of order appends to an unsorted tail indexed by a hash of
+ * its source, so building a map of n sources costs O(n log n).
  * ccol__dyn_map_sort() merges the tail in; every function here that reads
  * the items in order calls it, and so must any code that reads v directly
  * (in order or by index). Sorting only rearranges the items, so it takes a
@@ -193,12 +194,10 @@ typedef struct ccol__dyn_item {
  * Pointers into v are invalidated by inserts, joins and sorts.
  */
 typedef struct ccol__dyn_map {
-    ccol__dyn_item *v; /* items: v[0, nsorted) sorted, then the tail */
-    size_t n;          /* number of items */
-    size_t cap;        /* allocated items */
-    size_t nsorted;    /* leading items in order */
-    size_t *slot;      /* hash of the tail: item index + 1, 0 if free */
-    size_t nslot;      /* slots (a power of two, at least twice the tail) */
+    ccol__dyn_item *v;  /* items: v[0, order.nsorted) sorted, then a tail */
+    size_t n;           /* number of items */
+    size_t cap;         /* allocated items */
+    ccol__sorted order; /* which items are in order, the tail's hash */
 } ccol__dyn_map;
 
 void ccol__dyn_map_init(ccol__dyn_map *m);
@@ -240,13 +239,6 @@ uint64_t ccol__dyn_map_digest(const ccol__dyn_map *m);
 /* Appends LocalState.render(): one "<source>: <entry render>\n" line per
  * source, sorted. */
 void ccol__dyn_map_render(const ccol__dyn_map *m, ccol__buf *out);
-
-/* Binary search in the n records of `size` bytes of sorted array v: the
- * index of the record cmp(record, key) finds equal (*found true), or the
- * index where key would go (*found false). */
-size_t ccol__dyn_sorted_pos(const void *v, size_t n, size_t size,
-                            int (*cmp)(const void *rec, const void *key),
-                            const void *key, bool *found);
 
 /* A whole state (e.g. a profile): frames sorted by code id, unique; held
  * as a frame state is, {v, n, cap} (map.c serves both). */
@@ -312,16 +304,26 @@ typedef struct ccol__dyn_wit {
 _Static_assert(offsetof(ccol__dyn_wit, source) == 0,
                "ccol__names_free: the name first");
 
-/* All witnesses of a frame, sorted by (source, pos, dim). Zeroed struct
- * is empty. */
+/*
+ * All witnesses of a frame, by (source, pos, dim), keys unique. A zeroed
+ * struct is empty. Sorted on demand as a frame state is (core/sorted.h):
+ * adding n records in any order costs O(n log n). ccol__dyn_wits_sort()
+ * merges the tail in; the functions here that read the records in order
+ * call it, and so must any code that reads v directly. Sorting takes a
+ * const set, so a set with a tail must not be read by two threads at once.
+ */
 typedef struct ccol__dyn_wits {
-    ccol__dyn_wit *v; /* sorted records */
-    size_t n;         /* number of records */
-    size_t cap;       /* allocated records */
+    ccol__dyn_wit *v;   /* records: v[0, order.nsorted) sorted, a tail */
+    size_t n;           /* number of records */
+    size_t cap;         /* allocated records */
+    ccol__sorted order; /* which records are in order, the tail's hash */
 } ccol__dyn_wits;
 
 void ccol__dyn_wits_init(ccol__dyn_wits *w);
 void ccol__dyn_wits_free(ccol__dyn_wits *w);
+/* Merges the unsorted tail into the sorted records (never fails; see
+ * ccol__sorted_sort). */
+void ccol__dyn_wits_sort(const ccol__dyn_wits *w);
 /* Records that `rank` saw `v` at (source, pos, dim); union semantics
  * (per value the min rank, the two smallest ranks kept). */
 ccol_status ccol__dyn_wits_add(ccol__dyn_wits *w, const char *source,

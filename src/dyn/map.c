@@ -40,29 +40,6 @@ _Static_assert(sizeof(ccol__dyn_state) == sizeof(holder) &&
                offsetof(ccol__dyn_state, cap) == offsetof(holder, cap),
                "a whole state is held as {v, n, cap}");
 
-size_t
-ccol__dyn_sorted_pos(const void *v, size_t n, size_t size,
-                     int (*cmp)(const void *rec, const void *key),
-                     const void *key, bool *found)
-{
-    size_t lo = 0, hi = n;
-
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = cmp((const char *)v + mid * size, key);
-        if (c == 0) {
-            *found = true;
-            return mid;
-        }
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    *found = false;
-    return lo;
-}
-
 /* Order of a named record and a name. */
 static int
 name_cmp(const void *rec, const void *key)
@@ -78,7 +55,7 @@ name_pos(const void *h, size_t size, const char *key, bool *found)
     holder a;
 
     memcpy(&a, h, sizeof a);
-    return ccol__dyn_sorted_pos(a.v, a.n, size, name_cmp, key, found);
+    return ccol__sorted_pos(a.v, a.n, size, name_cmp, key, found);
 }
 
 /* The payload of record i of holder h. */
@@ -143,75 +120,45 @@ name_get(void *h, const layout *l, const char *key, ccol_status *st)
 
 /* ---- frame states ---- */
 
-/* The slot of the tail's hash that holds `source`, or the free slot where
- * it would go (m->nslot > 0). */
-static size_t *
-tail_slot(const ccol__dyn_map *m, const char *source)
+/* Order of two items, or of an item and a `const char *` key, by
+ * source (the first member). */
+static int
+item_cmp(const void *a, const void *b)
 {
-    size_t mask = m->nslot - 1;
-    size_t i = (size_t)ccol__hash64(0, source, strlen(source)) & mask;
-
-    while (m->slot[i] != 0 &&
-           strcmp(m->v[m->slot[i] - 1].source, source) != 0)
-        i = (i + 1) & mask;
-    return &m->slot[i];
+    return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* Hash of an item's source, or of a `const char *` key. */
+static uint64_t
+item_hash(const void *key)
+{
+    const char *s = *(const char *const *)key;
+
+    return ccol__hash64(0, s, strlen(s));
+}
+
+static const ccol__sorted_kind items = { sizeof(ccol__dyn_item), item_cmp,
+                                         item_hash };
+
 /* The index of `source` in m->v (sorted items, then the tail), or
- * (size_t)-1. */
+ * CCOL__SORTED_NONE. */
 static size_t
 item_index(const ccol__dyn_map *m, const char *source)
 {
-    bool found;
-    size_t i = ccol__dyn_sorted_pos(m->v, m->nsorted, sizeof *m->v,
-                                    name_cmp, source, &found);
-
-    if (found)
-        return i;
-    if (m->nslot == 0)
-        return (size_t)-1;
-    i = *tail_slot(m, source);
-    return i ? i - 1 : (size_t)-1;
+    return ccol__sorted_find(&m->order, m->v, &items, &source);
 }
 
-/* Makes the tail's hash at least twice as large as the tail after one
- * more item (rebuilt from the items). m is unchanged when out of memory. */
-static ccol_status
-tail_reserve(ccol__dyn_map *m)
-{
-    size_t need = 2 * (m->n - m->nsorted + 1), n = 16;
-    size_t *slot;
-
-    if (need <= m->nslot)
-        return CCOL_OK;
-    while (n < need)
-        n *= 2;
-    if ((slot = calloc(n, sizeof *slot)) == NULL)
-        return CCOL_ERR_NO_MEMORY;
-    free(m->slot);
-    m->slot = slot;
-    m->nslot = n;
-    for (size_t i = m->nsorted; i < m->n; i++)
-        *tail_slot(m, m->v[i].source) = i + 1;
-    return CCOL_OK;
-}
-
-/* Appends an all-UNSET item for a copy of `source` (absent from m): to the
- * sorted items when it sorts after all of them and there is no tail, else
- * to the tail. Its index goes to *at. NO_MEMORY or INVALID_ARG (name too
- * long); m keeps its items either way. */
+/* Appends an all-UNSET item for a copy of `source` (absent from m), in
+ * order or to the tail (sorted.h). Its index goes to *at. NO_MEMORY or
+ * INVALID_ARG (name too long); m keeps its items either way. */
 static ccol_status
 item_append(ccol__dyn_map *m, const char *source, size_t *at)
 {
-    bool in_order = m->nsorted == m->n &&
-                    (m->n == 0 || strcmp(m->v[m->n - 1].source, source) < 0);
     ccol__dyn_item *v;
     char *copy;
 
     if (strlen(source) > CCOL__DYN_MAX_NAME)
         return CCOL_ERR_INVALID_ARG;
-    if (!in_order && tail_reserve(m) != CCOL_OK)
-        return CCOL_ERR_NO_MEMORY;
     if ((v = ccol__grow(m->v, &m->cap, m->n + 1, sizeof *v, 8)) == NULL)
         return CCOL_ERR_NO_MEMORY;
     m->v = v;
@@ -219,68 +166,12 @@ item_append(ccol__dyn_map *m, const char *source, size_t *at)
         return CCOL_ERR_NO_MEMORY;
     memset(&m->v[m->n], 0, sizeof m->v[0]);
     m->v[m->n].source = copy;
-    if (in_order)
-        m->nsorted++;
-    else
-        *tail_slot(m, source) = m->n + 1;
+    if (ccol__sorted_add(&m->order, m->v, m->n + 1, &items) != CCOL_OK) {
+        free(copy);
+        return CCOL_ERR_NO_MEMORY;
+    }
     *at = m->n++;
     return CCOL_OK;
-}
-
-/* Order of two pointers to items, by source. */
-static int
-item_ptr_cmp(const void *a, const void *b)
-{
-    const ccol__dyn_item *x = *(ccol__dyn_item *const *)a;
-    const ccol__dyn_item *y = *(ccol__dyn_item *const *)b;
-
-    return strcmp(x->source, y->source);
-}
-
-/* Sorts the tail of m into a new array (through pointers, so each item
- * moves once) and merges it with the sorted items from the back. False,
- * with m unchanged, when out of memory. */
-static bool
-merge_tail(ccol__dyn_map *m)
-{
-    size_t k = m->n - m->nsorted, i = m->nsorted, j = k, o = m->n;
-    ccol__dyn_item **p = malloc(k * sizeof *p);
-    ccol__dyn_item *t = malloc(k * sizeof *t);
-
-    if (p == NULL || t == NULL) {
-        free(p);
-        free(t);
-        return false;
-    }
-    for (size_t a = 0; a < k; a++)
-        p[a] = &m->v[m->nsorted + a];
-    qsort(p, k, sizeof *p, item_ptr_cmp);
-    for (size_t a = 0; a < k; a++)
-        t[a] = *p[a];
-    free(p);
-    while (j > 0) {
-        if (i > 0 && strcmp(m->v[i - 1].source, t[j - 1].source) > 0)
-            m->v[--o] = m->v[--i];
-        else
-            m->v[--o] = t[--j];
-    }
-    free(t);
-    return true;
-}
-
-/* Inserts the tail items one by one into the sorted items: slow (each
- * insert shifts the items after it) but needs no memory. */
-static void
-insert_tail(ccol__dyn_map *m)
-{
-    for (size_t j = m->nsorted; j < m->n; j++) {
-        ccol__dyn_item it = m->v[j];
-        bool found;
-        size_t i = ccol__dyn_sorted_pos(m->v, j, sizeof *m->v, name_cmp,
-                                        it.source, &found);
-        memmove(&m->v[i + 1], &m->v[i], (j - i) * sizeof m->v[0]);
-        m->v[i] = it;
-    }
 }
 
 void
@@ -289,21 +180,14 @@ ccol__dyn_map_sort(const ccol__dyn_map *cm)
     /* Only the arrangement of the items changes (see dyn.h). */
     ccol__dyn_map *m = (ccol__dyn_map *)(uintptr_t)cm;
 
-    if (m->nsorted == m->n)
-        return;
-    if (!merge_tail(m))
-        insert_tail(m);
-    free(m->slot);
-    m->slot = NULL;
-    m->nslot = 0;
-    m->nsorted = m->n;
+    ccol__sorted_sort(&m->order, m->v, m->n, &items);
 }
 
 void
 ccol__dyn_map_free(ccol__dyn_map *m)
 {
     ccol__names_free(m->v, m->n, sizeof *m->v);
-    free(m->slot);
+    ccol__sorted_free(&m->order);
     memset(m, 0, sizeof *m);
 }
 
@@ -317,8 +201,8 @@ size_t
 ccol__dyn_map_index(const ccol__dyn_map *m, const char *source, bool *found)
 {
     ccol__dyn_map_sort(m);
-    return ccol__dyn_sorted_pos(m->v, m->n, sizeof *m->v, name_cmp, source,
-                                found);
+    return ccol__sorted_pos(m->v, m->n, sizeof *m->v, name_cmp, source,
+                            found);
 }
 
 ccol__dyn_entry *
@@ -326,7 +210,7 @@ ccol__dyn_map_find(const ccol__dyn_map *m, const char *source)
 {
     size_t i = item_index(m, source);
 
-    return i == (size_t)-1 ? NULL : &m->v[i].e;
+    return i == CCOL__SORTED_NONE ? NULL : &m->v[i].e;
 }
 
 ccol_status
@@ -335,7 +219,7 @@ ccol__dyn_map_get(ccol__dyn_map *m, const char *source, ccol__dyn_entry **out)
     size_t i = item_index(m, source);
     ccol_status st = CCOL_OK;
 
-    if (i == (size_t)-1)
+    if (i == CCOL__SORTED_NONE)
         st = item_append(m, source, &i);
     *out = st == CCOL_OK ? &m->v[i].e : NULL;
     return st;
@@ -466,7 +350,8 @@ ccol__dyn_map_join(ccol__dyn_map *dst, const ccol__dyn_map *src)
         free(names);
         return CCOL_ERR_NO_MEMORY;
     }
-    dst->n = dst->cap = dst->nsorted = merge_items(v, dst, src, names);
+    dst->n = dst->cap = merge_items(v, dst, src, names);
+    ccol__sorted_reset(&dst->order, dst->n);
     free(names);
     free(dst->v);
     dst->v = v;
@@ -492,7 +377,7 @@ ccol__dyn_map_remove(ccol__dyn_map *m, const char *source)
         return;
     free(m->v[i].source);
     memmove(&m->v[i], &m->v[i + 1], (m->n - i - 1) * sizeof m->v[0]);
-    m->nsorted = --m->n;
+    ccol__sorted_reset(&m->order, --m->n);
 }
 
 bool

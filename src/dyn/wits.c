@@ -20,65 +20,86 @@ ccol__dyn_wits_init(ccol__dyn_wits *w)
     memset(w, 0, sizeof *w);
 }
 
+/* Order of two records, or of a record and a key record, by (source,
+ * pos, dim). */
+static int
+wit_cmp(const void *a, const void *b)
+{
+    const ccol__dyn_wit *x = a, *y = b;
+    int c = strcmp(x->source, y->source);
+
+    if (c != 0)
+        return c;
+    if (x->pos != y->pos)
+        return x->pos < y->pos ? -1 : 1;
+    if (x->dim != y->dim)
+        return x->dim < y->dim ? -1 : 1;
+    return 0;
+}
+
+/* Hash of a record's key. */
+static uint64_t
+wit_hash(const void *key)
+{
+    const ccol__dyn_wit *r = key;
+    uint8_t pd[2] = { r->pos, r->dim };
+
+    return ccol__hash64(ccol__hash64(0, r->source, strlen(r->source)), pd,
+                        sizeof pd);
+}
+
+static const ccol__sorted_kind wits = { sizeof(ccol__dyn_wit), wit_cmp,
+                                        wit_hash };
+
 void
 ccol__dyn_wits_free(ccol__dyn_wits *w)
 {
     ccol__names_free(w->v, w->n, sizeof *w->v);
+    ccol__sorted_free(&w->order);
     memset(w, 0, sizeof *w);
 }
 
-static int
-key_cmp(const ccol__dyn_wit *r, const char *source, int pos, int dim)
+void
+ccol__dyn_wits_sort(const ccol__dyn_wits *cw)
 {
-    int c = strcmp(r->source, source);
-    if (c != 0)
-        return c;
-    if (r->pos != pos)
-        return r->pos < pos ? -1 : 1;
-    if (r->dim != dim)
-        return r->dim < dim ? -1 : 1;
-    return 0;
+    /* Only the arrangement of the records changes (see dyn.h). */
+    ccol__dyn_wits *w = (ccol__dyn_wits *)(uintptr_t)cw;
+
+    ccol__sorted_sort(&w->order, w->v, w->n, &wits);
 }
 
-/* Order of two records by key. */
-static int
-rec_cmp(const ccol__dyn_wit *a, const ccol__dyn_wit *b)
+/* The key record of (source, pos, dim); false when no record can have
+ * that key (pos or dim out of range). */
+static bool
+wit_key(ccol__dyn_wit *k, const char *source, int pos, int dim)
 {
-    return key_cmp(a, b->source, b->pos, b->dim);
+    memset(k, 0, sizeof *k);
+    k->source = (char *)(uintptr_t)source; /* only read */
+    k->pos = (uint8_t)pos;
+    k->dim = (uint8_t)dim;
+    return pos >= CCOL__WIT_KIND && pos <= CCOL__WIT_MARK && dim >= 0 &&
+           dim < CCOL__DYN_MAX_DIMS;
 }
 
-/* The key of a record, as searched for. */
-typedef struct wit_key {
-    const char *source; /* the source */
-    int pos;            /* CCOL__WIT_* */
-    int dim;            /* the dim, 0 if none */
-} wit_key;
-
-static int
-rec_key_cmp(const void *rec, const void *key)
-{
-    const wit_key *k = key;
-
-    return key_cmp(rec, k->source, k->pos, k->dim);
-}
-
+/* The index of the record of (source, pos, dim) in w->v, or
+ * CCOL__SORTED_NONE. */
 static size_t
-wit_pos(const ccol__dyn_wits *w, const char *source, int pos, int dim,
-        bool *found)
+wit_index(const ccol__dyn_wits *w, const char *source, int pos, int dim)
 {
-    wit_key k = { source, pos, dim };
+    ccol__dyn_wit k;
 
-    return ccol__dyn_sorted_pos(w->v, w->n, sizeof *w->v, rec_key_cmp, &k,
-                                found);
+    if (!wit_key(&k, source, pos, dim))
+        return CCOL__SORTED_NONE;
+    return ccol__sorted_find(&w->order, w->v, &wits, &k);
 }
 
 const ccol__dyn_wit *
 ccol__dyn_wits_find(const ccol__dyn_wits *w, const char *source, int pos,
                     int dim)
 {
-    bool found;
-    size_t i = wit_pos(w, source, pos, dim, &found);
-    return found ? &w->v[i] : NULL;
+    size_t i = wit_index(w, source, pos, dim);
+
+    return i == CCOL__SORTED_NONE ? NULL : &w->v[i];
 }
 
 /* Same witness value: Python equality, except that NaN (one canonical
@@ -132,37 +153,49 @@ seen_add(ccol__dyn_wit *r, const ccol__dyn_atom *v, int rank)
     memcpy(r->s, all, r->n * sizeof all[0]);
 }
 
+/* Appends a record of (source, pos, dim) with no value yet (the key is
+ * absent from w, valid); its index goes to *at. NO_MEMORY leaves w's
+ * records as they were. */
+static ccol_status
+wit_append(ccol__dyn_wits *w, const char *source, int pos, int dim,
+           size_t *at)
+{
+    ccol__dyn_wit *nv = ccol__grow(w->v, &w->cap, w->n + 1, sizeof *nv, 16);
+    char *copy;
+
+    if (nv == NULL)
+        return CCOL_ERR_NO_MEMORY;
+    w->v = nv;
+    if ((copy = ccol__strdup(source)) == NULL)
+        return CCOL_ERR_NO_MEMORY;
+    memset(&w->v[w->n], 0, sizeof w->v[0]);
+    w->v[w->n].source = copy;
+    w->v[w->n].pos = (uint8_t)pos;
+    w->v[w->n].dim = (uint8_t)dim;
+    if (ccol__sorted_add(&w->order, w->v, w->n + 1, &wits) != CCOL_OK) {
+        free(copy);
+        return CCOL_ERR_NO_MEMORY;
+    }
+    *at = w->n++;
+    return CCOL_OK;
+}
+
 ccol_status
 ccol__dyn_wits_add(ccol__dyn_wits *w, const char *source, int pos, int dim,
                    const ccol__dyn_atom *v, int rank)
 {
-    bool found;
     size_t i;
-    ccol__dyn_wit *r;
+    ccol_status st;
 
     if (pos < CCOL__WIT_KIND || pos > CCOL__WIT_MARK || dim < 0 ||
         dim >= CCOL__DYN_MAX_DIMS || rank < 0 ||
         strlen(source) > CCOL__DYN_MAX_NAME)
         return CCOL_ERR_INVALID_ARG;
-    i = wit_pos(w, source, pos, dim, &found);
-    if (!found) {
-        ccol__dyn_wit *nv = ccol__grow(w->v, &w->cap, w->n + 1, sizeof *nv,
-                                       16);
-        if (nv == NULL)
-            return CCOL_ERR_NO_MEMORY;
-        w->v = nv;
-        memmove(&w->v[i + 1], &w->v[i], (w->n - i) * sizeof w->v[0]);
-        memset(&w->v[i], 0, sizeof w->v[i]);
-        if ((w->v[i].source = ccol__strdup(source)) == NULL) {
-            memmove(&w->v[i], &w->v[i + 1], (w->n - i) * sizeof w->v[0]);
-            return CCOL_ERR_NO_MEMORY;
-        }
-        w->v[i].pos = (uint8_t)pos;
-        w->v[i].dim = (uint8_t)dim;
-        w->n++;
-    }
-    r = &w->v[i];
-    seen_add(r, v, rank);
+    i = wit_index(w, source, pos, dim);
+    if (i == CCOL__SORTED_NONE &&
+        (st = wit_append(w, source, pos, dim, &i)) != CCOL_OK)
+        return st;
+    seen_add(&w->v[i], v, rank);
     return CCOL_OK;
 }
 
@@ -209,18 +242,24 @@ ccol__dyn_wits_add_obs(ccol__dyn_wits *w, const char *source,
     return st;
 }
 
+/* The records of a source are consecutive in order, from its KIND
+ * record (pos and dim 0 sort first): found by one search, removed by one
+ * move. */
 void
 ccol__dyn_wits_remove_source(ccol__dyn_wits *w, const char *source)
 {
-    size_t o = 0;
+    ccol__dyn_wit first;
+    bool found;
+    size_t lo, hi;
 
-    for (size_t i = 0; i < w->n; i++) {
-        if (strcmp(w->v[i].source, source) == 0)
-            free(w->v[i].source);
-        else
-            w->v[o++] = w->v[i];
-    }
-    w->n = o;
+    (void)wit_key(&first, source, CCOL__WIT_KIND, 0);
+    ccol__dyn_wits_sort(w);
+    lo = ccol__sorted_pos(w->v, w->n, sizeof *w->v, wit_cmp, &first, &found);
+    for (hi = lo; hi < w->n && strcmp(w->v[hi].source, source) == 0; hi++)
+        free(w->v[hi].source);
+    memmove(&w->v[lo], &w->v[hi], (w->n - hi) * sizeof w->v[0]);
+    w->n -= hi - lo;
+    ccol__sorted_reset(&w->order, w->n);
 }
 
 /* Copies of the src records whose key dst lacks (both sorted). */
@@ -237,7 +276,7 @@ missing_records(const ccol__dyn_wits *dst, const ccol__dyn_wits *src,
         return CCOL_ERR_NO_MEMORY;
     for (size_t j = 0; j < src->n; j++) {
         int c = 1;
-        while (i < dst->n && (c = rec_cmp(&dst->v[i], &src->v[j])) < 0)
+        while (i < dst->n && (c = wit_cmp(&dst->v[i], &src->v[j])) < 0)
             i++;
         if (i < dst->n && c == 0)
             continue;
@@ -255,7 +294,8 @@ missing_records(const ccol__dyn_wits *dst, const ccol__dyn_wits *src,
     return CCOL_OK;
 }
 
-/* Linear merge of two sorted witness sets. */
+/* Linear merge of two witness sets (sorted first): O(dst + src) after
+ * the sorts, never an insert per record. */
 ccol_status
 ccol__dyn_wits_join(ccol__dyn_wits *dst, const ccol__dyn_wits *src)
 {
@@ -264,6 +304,8 @@ ccol__dyn_wits_join(ccol__dyn_wits *dst, const ccol__dyn_wits *src)
 
     if (dst == src || src->n == 0)
         return CCOL_OK;
+    ccol__dyn_wits_sort(dst);
+    ccol__dyn_wits_sort(src);
     if (missing_records(dst, src, &add, &nm) != CCOL_OK)
         return CCOL_ERR_NO_MEMORY;
     if ((v = malloc((dst->n + nm) * sizeof *v)) == NULL) {
@@ -275,7 +317,7 @@ ccol__dyn_wits_join(ccol__dyn_wits *dst, const ccol__dyn_wits *src)
     while (i < dst->n || j < src->n) {
         int c = i == dst->n   ? 1
                 : j == src->n ? -1
-                              : rec_cmp(&dst->v[i], &src->v[j]);
+                              : wit_cmp(&dst->v[i], &src->v[j]);
         if (c <= 0)
             v[o] = dst->v[i++];
         for (int x = 0; c == 0 && x < src->v[j].n; x++)
@@ -289,6 +331,7 @@ ccol__dyn_wits_join(ccol__dyn_wits *dst, const ccol__dyn_wits *src)
     free(dst->v);
     dst->v = v;
     dst->n = dst->cap = o;
+    ccol__sorted_reset(&dst->order, o);
     return CCOL_OK;
 }
 
@@ -297,9 +340,11 @@ ccol__dyn_wits_same(const ccol__dyn_wits *a, const ccol__dyn_wits *b)
 {
     if (a->n != b->n)
         return false;
+    ccol__dyn_wits_sort(a);
+    ccol__dyn_wits_sort(b);
     for (size_t i = 0; i < a->n; i++) {
         const ccol__dyn_wit *x = &a->v[i], *y = &b->v[i];
-        if (key_cmp(x, y->source, y->pos, y->dim) != 0 || x->n != y->n)
+        if (wit_cmp(x, y) != 0 || x->n != y->n)
             return false;
         for (int j = 0; j < x->n; j++)
             if (seen_cmp(&x->s[j], &y->s[j]) != 0)

@@ -68,6 +68,7 @@ put_records(ccol__buf *b, const void *holder, bool frames)
 static void
 put_wits(ccol__buf *b, const ccol__dyn_wits *w)
 {
+    ccol__dyn_wits_sort(w);
     ccol__buf_u32(b, (uint32_t)w->n);
     for (size_t i = 0; i < w->n; i++) {
         const ccol__dyn_wit *r = &w->v[i];
@@ -424,6 +425,7 @@ get_wits(dec *d, ccol__dyn_wits *w)
         if (i > 0 && wit_key_cmp(&w->v[i - 1], r) >= 0)
             return bad(d, "witness keys not strictly sorted");
     }
+    ccol__sorted_reset(&w->order, w->n); /* they arrived in order */
     return true;
 }
 
