@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -415,9 +414,9 @@ launch_of(const run_opts *o)
 /*
  * Wakes the event loop through the self-pipe. A forked rank inherits the
  * handler and the pipe until it execs; ranks are forked with every signal
- * blocked (spawn_rank) so they never get here, and the pid check keeps it
- * that way should that ever change: a rank's SIGTERM written into the
- * pipe would read as one the launcher received.
+ * blocked (tool_launch_fork) so they never get here, and the pid check
+ * keeps it that way should that ever change: a rank's SIGTERM written
+ * into the pipe would read as one the launcher received.
  */
 static void
 on_signal(int sig)
@@ -454,40 +453,12 @@ install_signals(void)
 }
 
 /*
- * In the child, still with every signal blocked (spawn_rank): restores
- * the default dispositions (SIGPIPE too, which the launcher ignores and
- * exec would keep ignored), asks for SIGKILL when the launcher dies, even
- * by SIGKILL, and only then unblocks, so a signal sent meanwhile takes
- * its default action instead of running the launcher's handler. A
- * launcher that died before the prctl took effect is seen in getppid().
- */
-static void
-child_signals(pid_t parent)
-{
-    struct sigaction dfl;
-    sigset_t none;
-
-    memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&dfl.sa_mask);
-    for (size_t i = 0; i < sizeof handled_sigs / sizeof handled_sigs[0]; i++)
-        sigaction(handled_sigs[i], &dfl, NULL);
-    sigaction(SIGPIPE, &dfl, NULL);
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
-        _exit(127);
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-}
-
-/*
  * In the child: wires stdio to the pipes, sets the per-rank variables and
  * executes the command. Never returns; exits 127 when exec fails.
  */
 static void
 child_exec(const run_opts *o, int rank, int outfd, int errfd, bool null_in)
 {
-    setpgid(0, 0);
-    child_signals(launcher_pid);
     if (null_in) {
         int fd = open("/dev/null", O_RDONLY);
 
@@ -517,7 +488,6 @@ spawn_rank(launcher *l, const run_opts *o, int r)
     int out[2], err[2];
     rank_proc *p = &l->ranks[r];
     bool null_in = r > 0 || isatty(0);
-    sigset_t all, old;
 
     if (pipe2(out, O_CLOEXEC) != 0)
         return false;
@@ -526,14 +496,12 @@ spawn_rank(launcher *l, const run_opts *o, int r)
         close(out[1]);
         return false;
     }
-    /* Blocked across the fork: the child must not run on_signal before
-     * child_signals has reset it. Signals meanwhile wait, not lost. */
-    sigfillset(&all);
-    sigprocmask(SIG_BLOCK, &all, &old);
-    p->pid = fork();
+    /* In its own process group: stopping the rank stops what it
+     * started. */
+    p->pid = tool_launch_fork(true, handled_sigs,
+                              sizeof handled_sigs / sizeof handled_sigs[0]);
     if (p->pid == 0)
         child_exec(o, r, out[1], err[1], null_in);
-    sigprocmask(SIG_SETMASK, &old, NULL);
     close(out[1]);
     close(err[1]);
     if (p->pid < 0) {
@@ -542,7 +510,6 @@ spawn_rank(launcher *l, const run_opts *o, int r)
         close(err[0]);
         return false;
     }
-    setpgid(p->pid, p->pid); /* as in the child: no race either way */
     p->live = true;
     l->live++;
     p->io[0].fd = out[0];

@@ -5,7 +5,8 @@
  * sends back through its own pipe. A rank that crashes, is killed or never
  * finishes still gets an entry saying how it ended; the parent never waits
  * forever (a watchdog kills ranks that outlive the others by far more than
- * the collective deadline).
+ * the collective deadline). The ranks die with the launcher, even when it
+ * is killed by SIGKILL (tool_launch_fork).
  */
 #include "jit_job.h"
 #include "launch.h"
@@ -87,7 +88,8 @@ abandon(child *ch, int bad, int n)
     }
 }
 
-/* Forks the ranks; the parent keeps the read end of each pipe. */
+/* Forks the ranks (they die with this process); the parent keeps the
+ * read end of each pipe. */
 static int
 start(const jit_opts *o, child *ch, int port, char *err, size_t errlen)
 {
@@ -99,7 +101,7 @@ start(const jit_opts *o, child *ch, int port, char *err, size_t errlen)
                      strerror(errno));
             return -1;
         }
-        ch[r].pid = fork();
+        ch[r].pid = tool_launch_fork(false, NULL, 0); /* catches none */
         if (ch[r].pid == 0) {
             for (int q = 0; q < r; q++)
                 close(ch[q].fd);

@@ -1,13 +1,15 @@
 /*
- * launch.c - the environment of local ranks (launch.h).
+ * launch.c - the environment and the start of local ranks (launch.h).
  */
 #include "launch.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-extern char **environ;
+#include <sys/prctl.h>
+#include <unistd.h> /* environ, with _GNU_SOURCE */
 
 /* True for a variable by which an outer launcher gives a rank its place. */
 static bool
@@ -80,4 +82,53 @@ tool_launch_rank_env(const tool_launch *l, int local)
 {
     return setenv_int("RANK", l->node_rank * l->nlocal + local) &&
            setenv_int("LOCAL_RANK", local);
+}
+
+/*
+ * In the child, every signal still blocked: the default action for the n
+ * signals the launcher catches and for SIGPIPE (which the launchers
+ * ignore and exec would keep ignored), then the death signal, then the
+ * check that the launcher is still the parent, then the empty mask.
+ * Other handlers stay (a sanitizer's, in a rank that does not exec).
+ */
+static void
+child_signals(pid_t launcher, const int *caught, size_t n)
+{
+    struct sigaction dfl;
+    sigset_t none;
+
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    for (size_t i = 0; i < n; i++)
+        sigaction(caught[i], &dfl, NULL);
+    sigaction(SIGPIPE, &dfl, NULL);
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != launcher)
+        _exit(127);
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+pid_t
+tool_launch_fork(bool own_group, const int *caught, size_t n)
+{
+    pid_t launcher = getpid(), pid;
+    sigset_t all, old;
+    int saved;
+
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, &old);
+    pid = fork();
+    if (pid == 0) {
+        if (own_group)
+            setpgid(0, 0);
+        child_signals(launcher, caught, n);
+        return 0;
+    }
+    saved = errno;
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    if (pid > 0 && own_group)
+        setpgid(pid, pid);
+    errno = saved;
+    return pid;
 }

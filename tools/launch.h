@@ -1,13 +1,16 @@
 /*
- * launch.h - the environment of local ranks, shared by the two launchers
- * (`ccol run`, which execs a command per rank, and `ccol jit -n`, which
- * forks ranks that run the JIT): torchrun's variables, nothing of outer
- * launchers, and shared memory between ranks of one host.
+ * launch.h - local ranks, shared by the two launchers (`ccol run`, which
+ * execs a command per rank, and `ccol jit -n`, which forks ranks that run
+ * the JIT): their environment (torchrun's variables, nothing of outer
+ * launchers, shared memory between ranks of one host) and their start,
+ * as processes that die with the launcher and never run its handlers.
  */
 #ifndef CCOL_TOOLS_LAUNCH_H
 #define CCOL_TOOLS_LAUNCH_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
 
 /* A job as one launcher starts its share of it. */
 typedef struct tool_launch {
@@ -32,5 +35,21 @@ bool tool_launch_env(const tool_launch *l);
 /* Sets RANK and LOCAL_RANK of local rank `local` (0..nlocal-1); for the
  * rank's own process, after the fork. */
 bool tool_launch_rank_env(const tool_launch *l, int local);
+
+/*
+ * Forks a rank of this launcher, which catches the n signals of `caught`.
+ * Every signal is blocked across the fork, so the child cannot run a
+ * handler of the launcher; there, before it returns 0, those signals (and
+ * SIGPIPE) get their default action back, PR_SET_PDEATHSIG asks for
+ * SIGKILL when the launcher dies (even by SIGKILL), and only then is the
+ * signal mask emptied: a signal sent meanwhile waits and then takes its
+ * default action. A launcher that died before the prctl took effect is
+ * seen in getppid(), and the child exits 127. With `own_group` the child
+ * leads a new process group (set on both sides, so there is no race). In
+ * the launcher: the child's pid, or -1 (errno set) with the mask
+ * restored. The death signal follows the thread that forks: call it from
+ * the launcher's main thread.
+ */
+pid_t tool_launch_fork(bool own_group, const int *caught, size_t n);
 
 #endif /* CCOL_TOOLS_LAUNCH_H */

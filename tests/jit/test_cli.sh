@@ -4,7 +4,8 @@
 # every mode, the same results in every mode, --check on every example,
 # malformed schedules and command lines (each message), program errors, a
 # rank calling a missing function, ranks killed or stalled mid-schedule (the
-# summary still comes out, naming them), joining a job started by hand,
+# summary still comes out, naming them), ranks dying with a SIGKILLed
+# launcher, joining a job started by hand,
 # readable output, --explain and --trace. Every command runs under `timeout`.
 # Usage: bash test_cli.sh PATH-OF-CCOL SOURCE-DIR
 set -u
@@ -457,6 +458,52 @@ assert rc == 1
 e = j['ranks'][0]['error']
 assert e['code'] == 'TIMEOUT' and 'missing rank: 1' in e['message'], e
 assert j['ranks'][1]['error'] is not None"
+
+# The pids among the arguments that still run (a zombie has ended).
+running() {
+    local p st
+    for p in "$@"; do
+        st=$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | cut -d' ' -f1)
+        [ -n "$st" ] && [ "$st" != Z ] && printf '%s ' "$p"
+    done
+}
+
+# A SIGKILLed launcher takes its ranks with it (PR_SET_PDEATHSIG, as with
+# `ccol run`): rank 1 stalls for 60 s and rank 0 waits for it, yet both
+# are gone within a few seconds of the launcher.
+test_launcher_killed() {
+    local tpid lpid ranks="" left i
+    CCOL_JIT_TEST_KILL_RANK=1:stall=60 timeout -k 5 90 "$CCOL" jit "$P" \
+        --schedule "$K" -n 2 --timeout 60 >"$TMP/out" 2>"$TMP/err" &
+    tpid=$!
+    for i in $(seq 200); do
+        lpid=$(pgrep -P "$tpid" -x ccol)
+        [ -n "$lpid" ] && ranks=$(pgrep -P "$lpid" | tr '\n' ' ')
+        [ "$(wc -w <<<"$ranks")" = 2 ] && break
+        sleep 0.05
+    done
+    if [ "$(wc -w <<<"$ranks")" != 2 ]; then
+        bad launcher_killed "ranks not started: '$ranks' launcher '$lpid'"
+        kill -KILL $tpid $lpid $ranks 2>/dev/null
+        { wait "$tpid"; } 2>/dev/null
+        return
+    fi
+    sleep 1 # into the schedule: rank 1 stalls, rank 0 waits
+    kill -KILL "$lpid"
+    for i in $(seq 100); do
+        left=$(running $ranks)
+        [ -z "$left" ] && break
+        sleep 0.05
+    done
+    { wait "$tpid"; } 2>/dev/null # quiet: bash would report "Killed"
+    if [ -n "$left" ]; then
+        kill -KILL $left 2>/dev/null
+        bad launcher_killed "ranks outlived the launcher by 5 s: $left"
+        return
+    fi
+    ok launcher_killed
+}
+test_launcher_killed
 
 # --check fails naming the call, the rank and both values when a
 # compiled result is wrong (the hook adds 1 to rank 1's result of call 3).
