@@ -10,6 +10,7 @@
 #include "harness.h"
 
 #include "comm/tcp_link.h"
+#include "raw_peer.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -124,22 +125,6 @@ read_msg(int fd, ccol__msg *m)
                                 NULL, why, sizeof why);
 }
 
-/* Waits (up to 5 s) until the peer closes fd, discarding what it sends. */
-static void
-drain(int fd)
-{
-    uint8_t b[256];
-    double end = ccol_test_now() + 5;
-
-    while (ccol_test_now() < end) {
-        ssize_t n = recv(fd, b, sizeof b, 0);
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
-            break;
-        if (n < 0)
-            usleep(2000);
-    }
-}
-
 /*
  * A hand-made client: connects to rank 0 at port, answers its challenge
  * with an HMAC of `token`, claiming `rank` of `size` in protocol `version`.
@@ -184,21 +169,6 @@ fake_join(int port, int rank, int size, const char *token, unsigned version,
     free(pl);
     free(f);
     CHECK_OK(read_msg(fd, reply), NULL);
-    return fd;
-}
-
-/* Accepts one connection on a raw listener (5 s). */
-static int
-accept_one(int lfd)
-{
-    struct pollfd pf = { .fd = lfd, .events = POLLIN };
-    int fd;
-
-    if (poll(&pf, 1, 5000) != 1)
-        return -1;
-    fd = accept(lfd, NULL, NULL);
-    if (fd >= 0)
-        ccol__tcp_prepare(fd);
     return fd;
 }
 
@@ -444,7 +414,7 @@ stranger_body(ccol_comm *unused, int rank, void *arg)
         if (rank == 3)
             CHECK(send_all(fd, junk, sizeof junk));
         __atomic_add_fetch(&sh->flag, 1, __ATOMIC_SEQ_CST);
-        drain(fd);
+        raw_drain(fd);
         close(fd);
         return;
     }
@@ -531,7 +501,7 @@ fake_root(int port, unsigned version, ccol__msg *hello)
 
     CHECK_OK(ccol__tcp_listen("127.0.0.1", port, &lfd, &bound, why, sizeof why),
              NULL);
-    fd = accept_one(lfd);
+    fd = raw_accept(lfd, 5000);
     close(lfd);
     CHECK(fd >= 0);
     f = make_frame(&fc, CCOL__K_CHALLENGE, CCOL__OP_RENDEZVOUS, version, nonce,
@@ -555,7 +525,7 @@ version_root_body(ccol_comm *unused, int rank, void *arg)
     (void)unused;
     if (rank == 0) {
         int fd = fake_root(job->port, 99, &m);
-        drain(fd);
+        raw_drain(fd);
         close(fd);
         return;
     }
@@ -600,7 +570,7 @@ secret_body(ccol_comm *unused, int rank, void *arg)
         CHECK(memcmp(mac, h.mac, sizeof mac) == 0);
         ccol__tcp_refuse(&fc, fd, CCOL_ERR_PEER, "seen enough");
         free(m.payload);
-        drain(fd);
+        raw_drain(fd);
         close(fd);
         return;
     }
@@ -810,7 +780,7 @@ misbehave(int fd, uint64_t comm_id)
         CHECK(send_all(fd, f, flen));
     free(f);
     if (cur_bad != BAD_TRUNC_EOF)
-        drain(fd);
+        raw_drain(fd);
 }
 
 static void

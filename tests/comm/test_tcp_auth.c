@@ -11,6 +11,7 @@
 #include "harness.h"
 
 #include "comm/tcp_link.h"
+#include "raw_peer.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -29,37 +30,6 @@ job_params(const ccol_test_job *job, int rank, ccol_comm_params *p)
     ccol_test_params(job, rank, p);
     p->mask |= CCOL_COMM_PARAM_TOKEN;
     p->token = TOKEN;
-}
-
-/* Waits (5 s at most) until the peer closes fd. */
-static void
-drain(int fd)
-{
-    uint8_t b[256];
-    double end = ccol_test_now() + 5;
-
-    while (ccol_test_now() < end) {
-        ssize_t n = recv(fd, b, sizeof b, 0);
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
-            break;
-        if (n < 0)
-            usleep(2000);
-    }
-}
-
-/* Accepts one connection on a listener (10 s). */
-static int
-accept_one(int lfd)
-{
-    struct pollfd pf = { .fd = lfd, .events = POLLIN };
-    int fd;
-
-    if (poll(&pf, 1, 10000) != 1)
-        return -1;
-    fd = accept(lfd, NULL, NULL);
-    if (fd >= 0)
-        ccol__tcp_prepare(fd);
-    return fd;
 }
 
 /* ---- a rank 0 that does not know the token ---- */
@@ -123,7 +93,7 @@ squat_one(int lfd, const ccol_comm *c)
     uint8_t *ch, *w;
     size_t chlen, wlen;
     char why[200];
-    int fd = accept_one(lfd), err;
+    int fd = raw_accept(lfd, 10000), err;
 
     CHECK(fd >= 0);
     if (fd < 0)
@@ -140,7 +110,7 @@ squat_one(int lfd, const ccol_comm *c)
     w = captured_welcome(c, ns, (int)hello.h.from, &wlen);
     CHECK(ccol__tcp_write(fd, w, wlen, ccol__tcp_deadline(5), &err) ==
           CCOL__IO_OK);
-    drain(fd);
+    raw_drain(fd);
     close(fd);
     free(hello.payload);
     free(ch);
@@ -276,7 +246,7 @@ proxy(int port)
     CHECK_OK(ccol__tcp_listen("127.0.0.2", port, &lfd, &bound, why,
                               sizeof why),
              NULL);
-    a = accept_one(lfd);
+    a = raw_accept(lfd, 10000);
     close(lfd);
     CHECK_OK(ccol__tcp_connect("127.0.0.1", port, ccol__tcp_deadline(10), &b,
                                why, sizeof why),
