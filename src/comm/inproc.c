@@ -539,6 +539,7 @@ attach_slots(ccol_comm *c, ilink *l)
     sl->spin_ns = l->spin_ns;
     sl->yield = l->yield;
     sl->gone = -1;
+    sl->fd = -1; /* memory of this process: nothing to truncate */
     sl->claimed = true;
     me = ccol__shm_ctl(sl, c->rank);
     atomic_store(&me->pid, (int32_t)getpid());

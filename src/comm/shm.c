@@ -30,6 +30,18 @@
  * the peers they wait for are alive (a pidfd, or kill(pid, 0) without
  * one) and have not left, so a dead or departed rank is named at once.
  *
+ * Bytes between ranks are checksummed: the rings carry frames (header and
+ * body CRC-32C), the slots are sealed (shm.h). A process outside the job
+ * that writes into the segment therefore causes a named PEER failure, not
+ * a result. One that truncates it would make the next access to the lost
+ * pages a SIGBUS: every rank keeps the segment open and checks its size
+ * (ccol__shm_check_size) when an operation starts, every millisecond while
+ * it spins and after every sleep, and once it is short touches nothing in
+ * it again. The check costs an fstat (0.5 us here), hence at most one per
+ * millisecond on the hot path; a truncation between a check and the next
+ * access can still fault (only a segment that cannot shrink would close
+ * that window).
+ *
  * A segment left by a crashed job (its rank 0 dead) is replaced by the
  * next rank 0 of the same name; ranks that opened the stale one notice
  * the replacement (another inode behind the name, or a dead creator) and
@@ -56,7 +68,7 @@
 #include <unistd.h>
 
 #define SEG_MAGIC 0x4D485343u /* "CSHM" */
-#define SEG_VERSION 3u /* 3: slots carry whole labels */
+#define SEG_VERSION 4u /* 3: slots carry whole labels, 4: a checksum */
 #define RING_CAP ((uint32_t)64 << 10)
 #define LIVENESS_NS 10000000 /* sleepers check peers every 10 ms */
 
@@ -269,6 +281,31 @@ ccol__shm_ring_pump(ccol__shm_ring *r, uint32_t cap, uint64_t *tail,
     return out;
 }
 
+/* ---- the segment's size ---- */
+
+ccol_status
+ccol__shm_check_size(ccol_comm *c, slink *l, int64_t now)
+{
+    struct stat sb;
+
+    if (l->fd < 0)
+        return CCOL_OK;
+    if (!l->cut) {
+        if (now != 0 && now - l->sized_at < CCOL__SHM_SIZE_NS)
+            return CCOL_OK;
+        l->sized_at = now != 0 ? now : ccol__now_ns();
+        if (fstat(l->fd, &sb) != 0 || (size_t)sb.st_size >= l->bytes)
+            return CCOL_OK;
+        l->cut = true;
+        l->cut_to = (int64_t)sb.st_size;
+    }
+    return ccol__seterr(&c->err, CCOL_ERR_IO,
+                        "the shared memory segment %s was truncated to %"
+                        PRId64 " bytes (expected %zu) by a process outside "
+                        "the job",
+                        l->path, l->cut_to, l->bytes);
+}
+
 /* ---- waking and waiting ---- */
 
 /* glibc has no wrapper for futex(2). */
@@ -467,6 +504,9 @@ ccol__shm_wait(ccol_comm *c, slink *l, const int *peers, const int *n,
             s.on = s.on && !peers_here(l, peers, *n, cpu);
         }
         if (s.on) {
+            if ((s.it & 63) == 63 &&
+                ccol__shm_check_size(c, l, ccol__now_ns()) != CCOL_OK)
+                return c->err.code;
             if ((s.it & 63) == 63 && peers_gone(c, l, peers, *n, false))
                 break;
             if ((s.it & 63) == 63 && peers_here(l, peers, *n, cpu))
@@ -474,14 +514,19 @@ ccol__shm_wait(ccol_comm *c, slink *l, const int *peers, const int *n,
             else if (spin_step(&s))
                 continue;
         }
+        if (ccol__shm_check_size(c, l, ccol__now_ns()) != CCOL_OK)
+            return c->err.code;
         uint32_t v = atomic_load_explicit(&me->doorbell, memory_order_acquire);
         int gone = 0;
         atomic_store_explicit(&me->sleeping, 1, memory_order_relaxed);
         atomic_thread_fence(memory_order_seq_cst);
         if ((p = fn(c, l, arg)) == 0)
             gone = peers_gone(c, l, peers, *n, true);
-        if (p == 0 && !gone && !ccol__past(deadline))
+        if (p == 0 && !gone && !ccol__past(deadline)) {
             sleep_on_bell(me, v, ccol__intr_wake(deadline));
+            if (ccol__shm_check_size(c, l, 0) != CCOL_OK)
+                return c->err.code; /* touching `me` could fault */
+        }
         atomic_store_explicit(&me->sleeping, 0, memory_order_relaxed);
         if (p != 0)
             return p > 0 ? CCOL_OK : c->err.code;
@@ -572,6 +617,8 @@ shm_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
     if (l->closed)
         return ccol__seterr(&c->err, CCOL_ERR_CLOSED,
                             "this rank's connections were shut down");
+    if (ccol__shm_check_size(c, l, ccol__now_ns()) != CCOL_OK)
+        return c->err.code;
     if (i < 0)
         return ccol__seterr(&c->err, CCOL_ERR_INTERNAL,
                             "shm: rank %d is not a tree neighbour of rank %d",
@@ -628,6 +675,48 @@ typedef struct frame_wait {
     ccol__msg *msg;
 } frame_wait;
 
+/* Every rank checksums its frames before copying them into a ring, so a
+ * checksum that fails there means the shared memory was written from
+ * outside the job (or by a rank writing out of bounds). */
+static int
+ring_modified(ccol_comm *c, int peer, const char *part)
+{
+    ccol__seterr(&c->err, CCOL_ERR_PEER,
+                 "the shared memory of rank %d's ring to rank %d was "
+                 "modified from outside the job (%s checksum mismatch)",
+                 ccol__gr(c, peer), ccol__gr(c, c->rank), part);
+    return -1;
+}
+
+/* A bad frame from a ring: PEER naming its writer, or the ring modified
+ * when the header's checksum failed. */
+static int
+bad_frame(ccol_comm *c, int peer, const ccol__shm_asm *a, ccol_status st,
+          const char *why)
+{
+    if (st == CCOL_ERR_PEER && !a->have_hdr && a->got == CCOL__HDR_SIZE &&
+        ccol__ld32(a->hdr) == CCOL__MAGIC &&
+        ccol__ld32(a->hdr + 68) != ccol__crc32c(0, a->hdr, 68))
+        return ring_modified(c, peer, "frame header");
+    ccol__seterr(&c->err, st, "rank %d sent a bad frame: %s",
+                 ccol__gr(c, peer), why);
+    return -1;
+}
+
+/* Checks a complete frame as every transport does; a payload whose
+ * checksum fails (recomputed only then) was modified in the ring. */
+static int
+check_frame(ccol_comm *c, int peer, ccol__msg *m)
+{
+    if (ccol__frame_check(c, peer, m) == CCOL_OK)
+        return 1;
+    if (ccol__crc32c(0, m->payload, ccol__hdr_body(&m->h)) != m->h.pcrc)
+        ring_modified(c, peer, "frame body");
+    free(m->payload);
+    m->payload = NULL;
+    return -1;
+}
+
 /* Polls the rings of the wanted peers for one complete frame. */
 static int
 poll_frame(ccol_comm *c, slink *l, void *arg)
@@ -651,9 +740,7 @@ poll_frame(ccol_comm *c, slink *l, void *arg)
         ccol__shm_bell(l, w->peers[k]); /* the producer may wait for space */
         if (p == CCOL__SHM_BAD) {
             *w->from = w->peers[k];
-            ccol__seterr(&c->err, st, "rank %d sent a bad frame: %s",
-                         ccol__gr(c, w->peers[k]), why);
-            return -1;
+            return bad_frame(c, w->peers[k], a, st, why);
         }
         if (p != CCOL__SHM_FRAME) {
             l->progress = true;
@@ -663,12 +750,7 @@ poll_frame(ccol_comm *c, slink *l, void *arg)
         *w->msg = a->msg;
         c->received += CCOL__HDR_SIZE + ccol__hdr_body(&a->msg.h);
         memset(a, 0, sizeof *a);
-        if (ccol__frame_check(c, w->peers[k], w->msg) != CCOL_OK) {
-            free(w->msg->payload);
-            w->msg->payload = NULL;
-            return -1;
-        }
-        return 1;
+        return check_frame(c, w->peers[k], w->msg);
     }
     return 0;
 }
@@ -680,7 +762,10 @@ shm_recv(ccol_comm *c, const int *peers, int n, int64_t deadline, int *from,
 {
     slink *l = c->link;
     frame_wait w = { peers, n, from, msg };
-    ccol_status st;
+    ccol_status st = ccol__shm_check_size(c, l, ccol__now_ns());
+
+    if (st != CCOL_OK)
+        return st;
 
     for (int k = 0; k < n; k++)
         if (nbr_index(l, peers[k]) < 0)
@@ -717,14 +802,17 @@ pid_alive(int pid)
     return alive;
 }
 
-/* Unmaps the segment, if mapped. */
+/* Unmaps the segment, if mapped, and closes it. */
 static void
 unmap(slink *l)
 {
     if (l->base != NULL)
         munmap(l->base, l->bytes);
+    if (l->fd >= 0)
+        close(l->fd);
     l->base = NULL;
     l->bytes = 0;
+    l->fd = -1;
 }
 
 /* Maps `bytes` of fd; remembers the inode behind the name. */
@@ -824,9 +912,11 @@ create_seg(ccol_comm *c, slink *l)
         return st;
     }
     st = map_fd(c, l, fd, bytes);
-    close(fd);
-    if (st != CCOL_OK)
+    if (st != CCOL_OK) {
+        close(fd);
         return st;
+    }
+    l->fd = fd; /* kept for the size checks */
     h = hdr_of(l);
     h->version = SEG_VERSION;
     h->size = (uint32_t)c->size;
@@ -938,7 +1028,7 @@ open_seg(ccol_comm *c, slink *l)
         unmap(l);
         return -1;
     }
-    close(fd);
+    l->fd = fd; /* kept for the size checks */
     return 1;
 }
 
@@ -1132,6 +1222,8 @@ depart(ccol_comm *c, slink *l)
 static void
 mark(slink *l, int me, int size, uint32_t state)
 {
+    if (l->cut)
+        return; /* its lines may be gone */
     atomic_store_explicit(&ccol__shm_ctl(l, me)->state, state,
                           memory_order_release);
     for (int r = 0; r < size; r++) {
@@ -1152,7 +1244,8 @@ ccol__shm_depart(slink *l, int me, int size)
 void
 ccol__shm_fail_rank(slink *l, int me, int size)
 {
-    if (atomic_load(&ccol__shm_ctl(l, me)->state) == CCOL__RANK_JOINED)
+    if (!l->cut &&
+        atomic_load(&ccol__shm_ctl(l, me)->state) == CCOL__RANK_JOINED)
         mark(l, me, size, CCOL__RANK_FAILED);
 }
 
@@ -1219,8 +1312,11 @@ shm_run(ccol_comm *c, ccol__coll *op)
 {
     slink *l = c->link;
 
-    return l->slots != NULL ? ccol__shm_slot_run(c, l, op)
-                            : ccol__tree_run(c, op);
+    if (l->slots != NULL)
+        return ccol__shm_slot_run(c, l, op); /* checks the size itself */
+    if (ccol__shm_check_size(c, l, ccol__now_ns()) != CCOL_OK)
+        return ccol__coll_end(c, op, c->err.code);
+    return ccol__tree_run(c, op);
 }
 
 static const ccol__link_ops shm_ops = CCOL__LINK_OPS(shm, shm_run);
@@ -1238,6 +1334,7 @@ ccol__shm_attach(ccol_comm *c, const char *name)
     l->cap = RING_CAP;
     l->stride = sizeof(ccol__shm_ring) + RING_CAP;
     l->gone = -1;
+    l->fd = -1;
     ccol__shm_path(name, l->path, sizeof l->path);
     c->link = l;
     c->ops = &shm_ops;

@@ -75,6 +75,13 @@ void ccol__shm_path(const char *name, char *out, size_t outlen);
  * holds; a rank that gives up on a missing one swaps in s | TOMB instead,
  * so "arrived in time" and "declared missing" exclude each other and every
  * rank sees the same outcome.
+ *
+ * The writer seals a slot before publishing it: `sum` is the CRC-32C of
+ * the header fields from `arg` to `len`, the label up to its NUL and the
+ * payload (none when BIG). Every reader checks it, so bytes written into a
+ * published slot from outside the job are a named failure, never a
+ * result. A checksum is no signature: it catches scribbles, not a forger
+ * who seals what he writes.
  */
 #define CCOL__SLOT_CAP 1024            /* payload bytes a slot carries */
 #define CCOL__SLOT_TOMB (1ull << 63)   /* seq: declared missing */
@@ -87,7 +94,8 @@ typedef struct ccol__shm_slot {
     uint16_t op;          /* CCOL__OP_* */
     uint16_t flags;       /* CCOL__SLOT_BIG */
     uint32_t len;         /* payload bytes (the real size when BIG) */
-    char pad0[CCOL__SHM_LINE - 32];
+    uint32_t sum;         /* CRC-32C of the rest (see above), last */
+    char pad0[CCOL__SHM_LINE - 36];
     char label[CCOL__LABEL_MAX]; /* writer's label, NUL-terminated unless
                                     it fills the field; read only for
                                     messages */
@@ -121,12 +129,17 @@ typedef struct ccol__slot_view {
     uint16_t flags;
     uint32_t len;
     uint64_t arg;
+    bool modified; /* the checksum failed: written from outside the job */
     const uint8_t *data;
 } ccol__slot_view;
 
-/* Reads a slot's header once and checks it (operation, flags, length
- * within the slot): bytes another process wrote. CCOL_ERR_PEER with a
- * reason in why when it is malformed. */
+/* Computes and stores a slot's checksum: its writer's last step before
+ * publishing it. */
+void ccol__shm_slot_seal(ccol__shm_slot *s);
+/* Reads a slot's header once and checks it: the checksum (v->modified
+ * when it fails), then the operation, flags and a length within the slot;
+ * bytes another process wrote. CCOL_ERR_PEER with a reason in why when
+ * either fails. */
 ccol_status ccol__shm_slot_view(const ccol__shm_slot *s, ccol__slot_view *v,
                                 char *why, size_t whylen);
 /* Copies a slot's label (at most CCOL__LABEL_MAX bytes), NUL-terminated,

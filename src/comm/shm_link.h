@@ -49,6 +49,11 @@ typedef struct ccol__shm_link {
     size_t rings;        /* offset of the first ring */
     char path[96];       /* segment name */
     ino_t ino;           /* inode behind the name when we opened it */
+    int fd;              /* the segment, kept open to check its size;
+                            -1 for memory of this process (inproc) */
+    int64_t sized_at;    /* monotonic time of the last size check */
+    bool cut;            /* found truncated: nothing in it is touched */
+    int64_t cut_to;      /* the size it was truncated to */
     bool named;          /* rank 0: the name still exists */
     bool closed;         /* shut down (fault injection) */
     bool claimed;        /* this rank's control line is ours */
@@ -71,6 +76,16 @@ typedef struct ccol__shm_link {
     size_t *lens;
     int *missing;
 } ccol__shm_link;
+
+/* Checks that the segment still has its size, unless the last check is
+ * less than CCOL__SHM_SIZE_NS older than `now` (the monotonic clock, or 0
+ * to check at once): a process outside the job that truncates it would
+ * make the next access to the lost pages a SIGBUS. Once truncated,
+ * CCOL_ERR_IO naming the sizes, the same on every rank, and the mapping
+ * is not touched again. */
+#define CCOL__SHM_SIZE_NS 1000000
+ccol_status ccol__shm_check_size(ccol_comm *c, ccol__shm_link *l,
+                                 int64_t now);
 
 /* A condition a waiter polls: > 0 done, 0 not yet, < 0 failed (c->err). */
 typedef int (*ccol__shm_poll_fn)(ccol_comm *c, ccol__shm_link *l, void *arg);

@@ -8,10 +8,12 @@
  * then it waits until every rank's slot holds the same sequence number and
  * computes the result itself from all of them, in rank order, so every
  * rank returns the same bytes. One one-way hop instead of the star's two,
- * and no frame to encode or checksum.
+ * and no frame to encode: the writer seals its slot with a CRC-32C
+ * (shm.h) and every reader checks it.
  *
  * Everything deterministic is decided from the slots alone, which every
- * rank reads alike: a malformed slot (PEER), ranks in different operations
+ * rank reads alike: a slot modified from outside the job (its checksum
+ * fails) or a malformed one (PEER), ranks in different operations
  * (DIVERGED, always phrased against rank 0), a contribution over a slot
  * (every rank then runs the tree engine over the rings for this same
  * operation). join_reduce's combine is pure (include/ccol.h), so every
@@ -57,17 +59,58 @@ typedef ccol__shm_link slink;
 
 /* ---- the slot reader (also fuzzed) ---- */
 
+/* The header bytes under the checksum: arg, started, op, flags and len,
+ * adjacent in the layout. */
+#define SUM_FROM offsetof(ccol__shm_slot, arg)
+#define SUM_HDR (offsetof(ccol__shm_slot, sum) - SUM_FROM)
+
+/* The checksum of slot s with header bytes `hdr` (a copy: each field is
+ * read once) holding `flags` and `len`. The label counts up to and with
+ * its NUL, the payload at most to the slot's end (a writer never claims
+ * more; the reader refuses such a length after this check). */
+static uint32_t
+slot_sum(const ccol__shm_slot *s, const uint8_t *hdr, uint16_t flags,
+         uint32_t len)
+{
+    size_t nl = strnlen(s->label, CCOL__LABEL_MAX);
+    uint32_t crc = ccol__crc32c(0, hdr, SUM_HDR);
+
+    crc = ccol__crc32c(crc, s->label, nl < CCOL__LABEL_MAX ? nl + 1 : nl);
+    if (flags & CCOL__SLOT_BIG)
+        return crc;
+    return ccol__crc32c(crc, s->data,
+                        len < CCOL__SLOT_CAP ? len : CCOL__SLOT_CAP);
+}
+
+void
+ccol__shm_slot_seal(ccol__shm_slot *s)
+{
+    s->sum = slot_sum(s, (const uint8_t *)s + SUM_FROM, s->flags, s->len);
+}
+
 ccol_status
 ccol__shm_slot_view(const ccol__shm_slot *s, ccol__slot_view *v, char *why,
                     size_t whylen)
 {
-    /* Each field is read once: the writer may be another, hostile,
-     * process, and checks must hold for the values used. */
-    v->op = s->op;
-    v->flags = s->flags;
-    v->len = s->len;
-    v->arg = s->arg;
+    const uint8_t *h = (const uint8_t *)s + SUM_FROM;
+    uint8_t hdr[SUM_HDR];
+    uint32_t sum = s->sum;
+
+    /* Each field is read once, from one copy that the checksum covers:
+     * the writer may be another, hostile, process, and checks must hold
+     * for the values used. */
+    memcpy(hdr, h, SUM_HDR);
+    memcpy(&v->arg, hdr + (offsetof(ccol__shm_slot, arg) - SUM_FROM), 8);
+    memcpy(&v->op, hdr + (offsetof(ccol__shm_slot, op) - SUM_FROM), 2);
+    memcpy(&v->flags, hdr + (offsetof(ccol__shm_slot, flags) - SUM_FROM), 2);
+    memcpy(&v->len, hdr + (offsetof(ccol__shm_slot, len) - SUM_FROM), 4);
     v->data = s->data;
+    v->modified = slot_sum(s, hdr, v->flags, v->len) != sum;
+    if (v->modified) {
+        snprintf(why, whylen, "its slot was modified from outside the job "
+                 "(checksum mismatch)");
+        return CCOL_ERR_PEER;
+    }
     if (v->op < CCOL__OP_ALLGATHERV || v->op > CCOL__OP_BARRIER) {
         snprintf(why, whylen, "its slot names operation %u", v->op);
         return CCOL_ERR_PEER;
@@ -233,6 +276,7 @@ publish(slot_op *so)
         s->flags = 0;
         s->len ^= 0x5a000000u; /* a length no slot holds */
     }
+    ccol__shm_slot_seal(s); /* corrupt: a broken writer, not a scribbler */
     c->sent += offsetof(ccol__shm_slot, data) + (big ? 0 : so->op->len);
     if (fault == CCOL__FAULT_DROP)
         return CCOL_OK; /* never published: the others will miss it */
@@ -429,6 +473,22 @@ wait_slots(slot_op *so)
 
 /* ---- computing the result ---- */
 
+/* The failure of a slot that did not pass the reader: modified from
+ * outside the job, or malformed by its writer. */
+static ccol_status
+bad_slot(slot_op *so, int r, const char *why)
+{
+    if (so->views[r].modified)
+        return ccol__seterr(&so->c->err, CCOL_ERR_PEER,
+                            "the shared memory of rank %d's slot was "
+                            "modified from outside the job during %s "
+                            "(checksum mismatch)",
+                            r, what_of(so));
+    return ccol__seterr(&so->c->err, CCOL_ERR_PEER,
+                        "rank %d sent a bad slot during %s: %s", r,
+                        what_of(so), why);
+}
+
 /* Validates every slot and checks that all ranks are in this operation,
  * in rank order, so every rank reports the same first problem. */
 static ccol_status
@@ -442,9 +502,7 @@ check_slots(slot_op *so, bool *big)
         ccol__slot_view *v = &so->views[r];
         if (ccol__shm_slot_view(slot_of(so->l, r, so->b), v, why,
                                 sizeof why) != CCOL_OK)
-            return ccol__seterr(&c->err, CCOL_ERR_PEER,
-                                "rank %d sent a bad slot during %s: %s", r,
-                                what_of(so), why);
+            return bad_slot(so, r, why);
         *big = *big || (v->flags & CCOL__SLOT_BIG);
         if (r != c->rank)
             c->received += offsetof(ccol__shm_slot, data) +
@@ -581,7 +639,9 @@ ccol__shm_slot_run(ccol_comm *c, slink *l, ccol__coll *op)
     so.started_wall = ccol__wall_ns();
     so.started_mono = ccol__now_ns();
     so.deadline = so.started_mono + (int64_t)(c->timeout_s * 1e9);
-    st = scratch(c, &so);
+    st = ccol__shm_check_size(c, l, so.started_mono);
+    if (st == CCOL_OK)
+        st = scratch(c, &so);
     if (st == CCOL_OK)
         st = publish(&so);
     if (st == CCOL_OK)

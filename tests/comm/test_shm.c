@@ -626,20 +626,53 @@ CCOL_TEST(slot_reader_rejects_bad_slots)
 
     CHECK_STATUS(ccol__shm_slot_view(s, &view, why, sizeof why),
                  CCOL_ERR_PEER);
+    CHECK_CONTAINS(why, "modified from outside the job (checksum mismatch)");
+    CHECK(view.modified);
+    ccol__shm_slot_seal(s);
+    CHECK_STATUS(ccol__shm_slot_view(s, &view, why, sizeof why),
+                 CCOL_ERR_PEER);
     CHECK_CONTAINS(why, "names operation 0");
+    CHECK(!view.modified);
     s->op = CCOL__OP_BARRIER;
     s->flags = 6;
+    ccol__shm_slot_seal(s);
     CHECK_STATUS(ccol__shm_slot_view(s, &view, why, sizeof why),
                  CCOL_ERR_PEER);
     CHECK_CONTAINS(why, "unknown flags 0x6");
     s->flags = 0;
     s->len = CCOL__SLOT_CAP + 1;
+    ccol__shm_slot_seal(s);
     CHECK_STATUS(ccol__shm_slot_view(s, &view, why, sizeof why),
                  CCOL_ERR_PEER);
     CHECK_CONTAINS(why, "claims 1025 payload bytes");
     s->flags = CCOL__SLOT_BIG; /* the real size of a contribution */
+    ccol__shm_slot_seal(s);
     CHECK_OK(ccol__shm_slot_view(s, &view, why, sizeof why), NULL);
     CHECK_EQ(view.len, (uint32_t)CCOL__SLOT_CAP + 1);
+    /* Every sealed byte counts: the header, the label up to its NUL and
+     * the payload; what lies past them does not. */
+    s->flags = 0;
+    s->len = 3;
+    snprintf(s->label, sizeof s->label, "step");
+    memcpy(s->data, "abcd", 4);
+    ccol__shm_slot_seal(s);
+    CHECK_OK(ccol__shm_slot_view(s, &view, why, sizeof why), NULL);
+    s->data[3] = 'x';
+    s->label[6] = 'x';
+    CHECK_OK(ccol__shm_slot_view(s, &view, why, sizeof why), NULL);
+    for (size_t off = 8; off < offsetof(ccol__shm_slot, data) + 3; off++) {
+        uint8_t *b = (uint8_t *)s + off;
+        if ((off >= offsetof(ccol__shm_slot, pad0) &&
+             off < offsetof(ccol__shm_slot, label)) ||
+            (off >= offsetof(ccol__shm_slot, label) + 5 &&
+             off < offsetof(ccol__shm_slot, data)))
+            continue; /* padding, and the label field past its NUL */
+        *b ^= 0x10;
+        CHECK_STATUS(ccol__shm_slot_view(s, &view, why, sizeof why),
+                     CCOL_ERR_PEER);
+        CHECK(view.modified);
+        *b ^= 0x10;
+    }
     memset(s->label, 'a', sizeof s->label); /* no NUL anywhere */
     s->label[2] = '\n';
     ccol__shm_slot_label(s, label);

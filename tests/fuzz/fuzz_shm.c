@@ -8,7 +8,11 @@
  * communicator would. Also feeds the input to the segment-name builder,
  * and, as the memory image of a slot and of a verdict (the one-hop path of
  * small operations), to their readers: every length they accept must lie
- * inside the slot, every text they copy must be bounded and clean.
+ * inside the slot, every text they copy must be bounded and clean. A slot
+ * is read twice: as the input left it (its checksum rarely holds, and a
+ * slot that fails it must be refused as modified) and sealed as its
+ * writer would, which takes the reader past the checksum to the checks
+ * of the fields.
  *
  * Input: byte 0 chunk size (0: as much as fits), byte 1 lie mode (0: an
  * honest producer; else the published counter is taken from the input
@@ -41,33 +45,49 @@ fuzz_path(const uint8_t *p, size_t n)
     assert(out[0] == '/' && strchr(out + 1, '/') == NULL);
 }
 
-/* The input as a slot another process wrote: a view that passes must
- * only point at bytes inside the slot. */
+/* Reads slot s: a view that passes must only point at bytes inside the
+ * slot; a refusal says why, as modified exactly when the checksum failed. */
+static void
+read_slot(const ccol__shm_slot *s, bool sealed)
+{
+    ccol__slot_view v;
+    char why[200];
+    unsigned sum = 0;
+
+    why[0] = '\0';
+    if (ccol__shm_slot_view(s, &v, why, sizeof why) == CCOL_OK) {
+        assert(!v.modified);
+        if (!(v.flags & CCOL__SLOT_BIG)) {
+            assert(v.len <= CCOL__SLOT_CAP && v.data == s->data);
+            for (uint32_t i = 0; i < v.len; i++)
+                sum += v.data[i]; /* inside the slot, or ASan says so */
+        }
+    } else {
+        assert(why[0] != '\0');
+        assert(!(sealed && v.modified));
+        assert(!v.modified || strstr(why, "checksum") != NULL);
+    }
+    (void)sum;
+}
+
+/* The input as a slot another process wrote, as it is and sealed. */
 static void
 fuzz_slot(const uint8_t *p, size_t n)
 {
     ccol__shm_slot *s = calloc(1, sizeof *s);
-    ccol__slot_view v;
-    char why[200], label[CCOL__LABEL_BUF];
-    unsigned sum = 0;
+    char label[CCOL__LABEL_BUF];
 
     if (s == NULL)
         return;
     memcpy(s, p, n < sizeof *s ? n : sizeof *s);
-    if (ccol__shm_slot_view(s, &v, why, sizeof why) == CCOL_OK &&
-        !(v.flags & CCOL__SLOT_BIG)) {
-        assert(v.len <= CCOL__SLOT_CAP && v.data == s->data);
-        for (uint32_t i = 0; i < v.len; i++)
-            sum += v.data[i]; /* inside the slot, or ASan says so */
-    } else {
-        assert(why[0] != '\0' || (v.flags & CCOL__SLOT_BIG));
-    }
+    read_slot(s, false);
+    ccol__shm_slot_seal(s);
+    read_slot(s, true);
     ccol__shm_slot_label(s, label);
     assert(strlen(label) <= CCOL__LABEL_MAX);
     for (size_t i = 0; label[i] != '\0'; i++)
         assert((unsigned char)label[i] >= 0x20 && label[i] != 0x7f);
     free(s);
-    (void)sum;
 }
 
 /* The input as a verdict: any bytes read as a failure with a clean,

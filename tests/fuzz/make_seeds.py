@@ -14,7 +14,7 @@ import struct
 VERSION = 3
 MAGIC = 0x4C4F4343
 K_UP, K_ABORT = 1, 4
-OP_ALLGATHERV, OP_BARRIER = 1, 6
+OP_ALLGATHERV, OP_ALLREDUCE_I64, OP_BARRIER = 1, 3, 6
 
 
 def _table():
@@ -99,7 +99,32 @@ def oversized(f):
     return bytes(h)
 
 
+SLOT_CAP, LABEL_MAX, SLOT_BIG = 1024, 512, 1
+
+
+def sealed_slot(op, payload=b"", label=b"", flags=0, length=None, arg=0):
+    """A whole slot image (src/comm/shm.h, segment version 4), sealed as
+    its writer does: CRC-32C of bytes 8-31 (arg, started, op, flags, len),
+    the label with its NUL and the payload, stored at byte 32."""
+    n = len(payload) if length is None else length
+    s = bytearray(64 + LABEL_MAX + SLOT_CAP)
+    struct.pack_into("<QQqHHI", s, 0, 3, arg, 0, op, flags, n)
+    s[64:64 + len(label)] = label
+    s[64 + LABEL_MAX:64 + LABEL_MAX + len(payload)] = payload
+    nl = len(label) + 1 if len(label) < LABEL_MAX else LABEL_MAX
+    crc = crc32c(bytes(s[64:64 + nl]), crc32c(bytes(s[8:32])))
+    if not flags & SLOT_BIG:
+        crc = crc32c(bytes(s[64 + LABEL_MAX:64 + LABEL_MAX +
+                             min(n, SLOT_CAP)]), crc)
+    struct.pack_into("<I", s, 32, crc)
+    return s
+
+
 def shm_seeds():
+    sealed = sealed_slot(OP_ALLREDUCE_I64, struct.pack("<q", 42), b"step 7",
+                  arg=(1 << 48) | 1)
+    scribbled = bytearray(sealed)
+    scribbled[64 + LABEL_MAX] ^= 1  # a payload byte after sealing
     stream = frame(label=label200(b"(ring)")) + frame(
         op=OP_ALLGATHERV, payload=b"\x00" * 8, label=b"step 7", seq=2)
     slot = bytearray(64 + 512 + 16)
@@ -115,6 +140,13 @@ def shm_seeds():
             label=b"L" * 513),
         "slot_long_label": bytes(slot),
         "slot_full_label": bytes(full),
+        "slot_sealed": bytes(sealed),
+        "slot_sealed_scribbled": bytes(scribbled),
+        "slot_sealed_big": bytes(sealed_slot(
+            OP_ALLGATHERV, b"", b"x" * LABEL_MAX, flags=SLOT_BIG,
+            length=1 << 20)),
+        "slot_sealed_overlong": bytes(sealed_slot(
+            OP_BARRIER, b"", b"", length=SLOT_CAP + 1)),
     }
 
 
