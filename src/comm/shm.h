@@ -77,8 +77,8 @@ void ccol__shm_path(const char *name, char *out, size_t outlen);
  * rank sees the same outcome.
  *
  * The writer seals a slot before publishing it: `sum` is the CRC-32C of
- * the header fields from `arg` to `len`, the label up to its NUL and the
- * payload (none when BIG). Every reader checks it, so bytes written into a
+ * the header fields from `arg` to `len` and the payload (none when BIG);
+ * the label, read only for failure messages, is not covered. Every reader checks it, so bytes written into a
  * published slot from outside the job are a named failure, never a
  * result. A checksum is no signature: it catches scribbles, not a forger
  * who seals what he writes.

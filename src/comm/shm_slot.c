@@ -65,17 +65,17 @@ typedef ccol__shm_link slink;
 #define SUM_HDR (offsetof(ccol__shm_slot, sum) - SUM_FROM)
 
 /* The checksum of slot s with header bytes `hdr` (a copy: each field is
- * read once) holding `flags` and `len`. The label counts up to and with
- * its NUL, the payload at most to the slot's end (a writer never claims
- * more; the reader refuses such a length after this check). */
+ * read once) holding `flags` and `len`: the payload counts at most to the
+ * slot's end (a writer never claims more; the reader refuses such a length
+ * after this check). The label is left out: it only ever reaches failure
+ * messages, copied bounded and clean, and reading it on every operation
+ * would cost a cache line from every rank. */
 static uint32_t
 slot_sum(const ccol__shm_slot *s, const uint8_t *hdr, uint16_t flags,
          uint32_t len)
 {
-    size_t nl = strnlen(s->label, CCOL__LABEL_MAX);
     uint32_t crc = ccol__crc32c(0, hdr, SUM_HDR);
 
-    crc = ccol__crc32c(crc, s->label, nl < CCOL__LABEL_MAX ? nl + 1 : nl);
     if (flags & CCOL__SLOT_BIG)
         return crc;
     return ccol__crc32c(crc, s->data,

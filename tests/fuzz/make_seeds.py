@@ -104,15 +104,14 @@ SLOT_CAP, LABEL_MAX, SLOT_BIG = 1024, 512, 1
 
 def sealed_slot(op, payload=b"", label=b"", flags=0, length=None, arg=0):
     """A whole slot image (src/comm/shm.h, segment version 4), sealed as
-    its writer does: CRC-32C of bytes 8-31 (arg, started, op, flags, len),
-    the label with its NUL and the payload, stored at byte 32."""
+    its writer does: CRC-32C of bytes 8-31 (arg, started, op, flags, len)
+    and the payload (the label is not covered), stored at byte 32."""
     n = len(payload) if length is None else length
     s = bytearray(64 + LABEL_MAX + SLOT_CAP)
     struct.pack_into("<QQqHHI", s, 0, 3, arg, 0, op, flags, n)
     s[64:64 + len(label)] = label
     s[64 + LABEL_MAX:64 + LABEL_MAX + len(payload)] = payload
-    nl = len(label) + 1 if len(label) < LABEL_MAX else LABEL_MAX
-    crc = crc32c(bytes(s[64:64 + nl]), crc32c(bytes(s[8:32])))
+    crc = crc32c(bytes(s[8:32]))
     if not flags & SLOT_BIG:
         crc = crc32c(bytes(s[64 + LABEL_MAX:64 + LABEL_MAX +
                              min(n, SLOT_CAP)]), crc)
