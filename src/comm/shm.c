@@ -39,8 +39,8 @@
  * it spins and after every sleep, and once it is short touches nothing in
  * it again. The check costs an fstat (0.5 us here), hence at most one per
  * millisecond on the hot path; a truncation between a check and the next
- * access can still fault (only a segment that cannot shrink would close
- * that window).
+ * access faults, and the SIGBUS guard (shm_guard.c) turns the fault into a
+ * mark the next check reports.
  *
  * A segment left by a crashed job (its rank 0 dead) is replaced by the
  * next rank 0 of the same name; ranks that opened the stale one notice
@@ -290,6 +290,10 @@ ccol__shm_check_size(ccol_comm *c, slink *l, int64_t now)
 
     if (l->fd < 0)
         return CCOL_OK;
+    if (!l->cut && l->guard > 0 && ccol__shm_guard_cut(l->guard - 1)) {
+        l->cut = true; /* a fault found it cut (and it stays so) */
+        l->cut_to = fstat(l->fd, &sb) == 0 ? (int64_t)sb.st_size : 0;
+    }
     if (!l->cut) {
         if (now != 0 && now - l->sized_at < CCOL__SHM_SIZE_NS)
             return CCOL_OK;
@@ -774,6 +778,8 @@ shm_recv(ccol_comm *c, const int *peers, int n, int64_t deadline, int *from,
                                 "rank %d",
                                 ccol__gr(c, peers[k]), ccol__gr(c, c->rank));
     st = ccol__shm_wait(c, l, peers, &n, deadline, poll_frame, &w);
+    if (st != CCOL_OK && ccol__shm_check_size(c, l, 0) != CCOL_OK)
+        return c->err.code; /* a truncation explains what else failed */
     if (st == CCOL_ERR_PEER && *from < 0)
         *from = l->gone;
     return st;
@@ -806,6 +812,9 @@ pid_alive(int pid)
 static void
 unmap(slink *l)
 {
+    if (l->guard > 0)
+        ccol__shm_guard_remove(l->guard - 1);
+    l->guard = 0;
     if (l->base != NULL)
         munmap(l->base, l->bytes);
     if (l->fd >= 0)
@@ -833,6 +842,7 @@ map_fd(ccol_comm *c, slink *l, int fd, size_t bytes)
     l->base = p;
     l->bytes = bytes;
     l->ino = sb.st_ino;
+    l->guard = 1 + ccol__shm_guard_add(p, bytes);
     return CCOL_OK;
 }
 

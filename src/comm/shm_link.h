@@ -52,6 +52,8 @@ typedef struct ccol__shm_link {
     int fd;              /* the segment, kept open to check its size;
                             -1 for memory of this process (inproc) */
     int64_t sized_at;    /* monotonic time of the last size check */
+    int guard;           /* 1 + its slot in shm_guard.c's table, 0 if
+                            not guarded */
     bool cut;            /* found truncated: nothing in it is touched */
     int64_t cut_to;      /* the size it was truncated to */
     bool named;          /* rank 0: the name still exists */
@@ -80,12 +82,25 @@ typedef struct ccol__shm_link {
 /* Checks that the segment still has its size, unless the last check is
  * less than CCOL__SHM_SIZE_NS older than `now` (the monotonic clock, or 0
  * to check at once): a process outside the job that truncates it would
- * make the next access to the lost pages a SIGBUS. Once truncated,
+ * make the next access to the lost pages a SIGBUS (which the guard below
+ * turns into a mark this check reads at once). Once truncated,
  * CCOL_ERR_IO naming the sizes, the same on every rank, and the mapping
  * is not touched again. */
 #define CCOL__SHM_SIZE_NS 1000000
 ccol_status ccol__shm_check_size(ccol_comm *c, ccol__shm_link *l,
                                  int64_t now);
+
+/* ---- shm_guard.c ---- */
+
+/* Guards the mapping [base, base + len) of a segment: a SIGBUS on it (the
+ * file was truncated) replaces it by zero pages and marks it cut instead
+ * of killing the process. Returns the guard's slot, -1 when the table is
+ * full (the size checks still apply). */
+int ccol__shm_guard_add(void *base, size_t len);
+/* Forgets a guard before its mapping is unmapped. */
+void ccol__shm_guard_remove(int slot);
+/* Whether a fault on the guarded mapping found it truncated. */
+bool ccol__shm_guard_cut(int slot);
 
 /* A condition a waiter polls: > 0 done, 0 not yet, < 0 failed (c->err). */
 typedef int (*ccol__shm_poll_fn)(ccol_comm *c, ccol__shm_link *l, void *arg);

@@ -654,6 +654,8 @@ ccol__shm_slot_run(ccol_comm *c, slink *l, ccol__coll *op)
         return ccol__tree_exec(c, op); /* every rank saw the same flag */
     if (st == CCOL_OK)
         st = op->mode == CCOL__UP_JOIN ? fold_slots(&so) : finish_concat(&so);
+    if (st != CCOL_OK && ccol__shm_check_size(c, l, 0) != CCOL_OK)
+        st = CCOL_ERR_IO; /* a truncation explains what else failed */
     if (st != CCOL_OK)
         ccol__shm_fail_rank(l, c->rank, c->size);
     return ccol__coll_end(c, op, st);

@@ -4,18 +4,25 @@
  * outsider through its own mapping, at a moment when the bytes it changes
  * are published and not yet read: a flipped byte in another rank's slot
  * (payload, or the fingerprint in its header), a flipped byte in a frame
- * waiting in a ring of the tree engine, the segment cut short. Every rank
- * must end with the same named error, none with CCOL_OK, none by a signal,
- * well within the deadline.
+ * waiting in a ring of the tree engine, the segment cut short (also
+ * between a rank's size check and its next access, where only the SIGBUS
+ * guard stands). Every rank must end with the same named error, none with
+ * CCOL_OK, none by a signal, well within the deadline. The guard itself
+ * is tested in forked children: a fault on a guarded mapping leaves a
+ * mark, any other fault still goes to the application's handler or kills.
  */
 #include "outcome.h"
 
 #include "comm/shm_link.h"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -186,6 +193,9 @@ CCOL_TEST(ring_frame_modified_from_outside_is_named_by_every_rank)
 
 /* Bytes the outsider leaves of the segment. */
 static off_t cut_to;
+/* Rank 1 cuts the segment and goes on as if it had checked just before:
+ * its next access faults. */
+static bool cut_unseen;
 
 /* The others wait in the next operation (asleep after their spin) for
  * rank 1, which cuts the segment short first. */
@@ -203,6 +213,8 @@ cut_body(ccol_comm *c, int rank, void *arg)
         struct timespec ts = { 0, 100000000 };
         nanosleep(&ts, NULL);
         CHECK(ftruncate(l->fd, cut_to) == 0);
+        if (cut_unseen)
+            l->sized_at = ccol__now_ns(); /* its next check is skipped */
     }
     st = ccol_barrier(c);
     ccol_outcome_note(o, rank, st, c, t0);
@@ -234,6 +246,145 @@ CCOL_TEST(segment_truncated_from_outside_is_named_by_every_rank)
     }
 }
 
+/* The segment cut between rank 1's size check and its next access: the
+ * access faults (SIGBUS), the guard turns that into a mark, and every rank
+ * still names the truncation. */
+CCOL_TEST(segment_truncated_between_check_and_access)
+{
+    cut_unseen = true;
+    for (int size = 2; size <= 3; size++) {
+        ccol_test_job job = { .size = size, .transport = CCOL_TEST_SHM,
+                              .timeout_s = TIMEOUT_S };
+        run_cut(&job, 4096);
+        job = ring_job(size);
+        run_cut(&job, 0);
+    }
+    cut_unseen = false;
+}
+
+/* ---- the guard alone, in a forked child ---- */
+
+/* A file in /dev/shm of `bytes`, mapped; its name is removed at once. */
+static uint8_t *
+scratch_map(size_t bytes, int *fd)
+{
+    char name[64];
+    void *p;
+
+    snprintf(name, sizeof name, "/ccol-test-guard-%d", (int)getpid());
+    *fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    shm_unlink(name);
+    if (*fd < 0 || ftruncate(*fd, (off_t)bytes) != 0)
+        return NULL;
+    p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+/* The child's part: 0 when a guarded fault left its mark and the zeros. */
+static int
+guarded_child(void)
+{
+    int fd, slot;
+    uint8_t *p = scratch_map(1 << 16, &fd);
+
+    if (p == NULL)
+        return 10;
+    p[40000] = 7;
+    slot = ccol__shm_guard_add(p, 1 << 16);
+    if (slot < 0 || ccol__shm_guard_cut(slot) || ftruncate(fd, 0) != 0)
+        return 11;
+    if (*(volatile uint8_t *)(p + 40000) != 0) /* faults, then reads 0 */
+        return 12;
+    p[50000] = 1; /* writes go nowhere, without a fault */
+    if (!ccol__shm_guard_cut(slot))
+        return 13;
+    ccol__shm_guard_remove(slot);
+    munmap(p, 1 << 16);
+    return 0;
+}
+
+/* A fault on a mapping no guard covers, after a guard was installed. */
+static void
+unguarded_fault(void)
+{
+    int fd, gfd;
+    uint8_t *g = scratch_map(4096, &gfd), *p = scratch_map(1 << 16, &fd);
+
+    if (g == NULL || p == NULL || ccol__shm_guard_add(g, 4096) < 0 ||
+        ftruncate(fd, 0) != 0)
+        _exit(20);
+    (void)*(volatile uint8_t *)(p + 40000);
+    _exit(21); /* not reached: the fault is not ccol's */
+}
+
+static void
+app_handler(int sig)
+{
+    (void)sig;
+    _exit(42);
+}
+
+/* Runs fn in a forked child; returns its wait status. */
+static int
+in_child(void (*fn)(void))
+{
+    int st = -1;
+    pid_t pid = fork();
+
+    if (pid == 0) {
+        fn();
+        _exit(0);
+    }
+    if (pid > 0)
+        waitpid(pid, &st, 0);
+    return st;
+}
+
+static void
+guarded_then_exit(void)
+{
+    _exit(guarded_child());
+}
+
+static void
+app_handler_first(void)
+{
+    signal(SIGBUS, app_handler);
+    unguarded_fault();
+}
+
+/* The default action first (a sanitizer may have installed its own). */
+static void
+default_first(void)
+{
+    signal(SIGBUS, SIG_DFL);
+    unguarded_fault();
+}
+
+CCOL_TEST(guard_turns_a_fault_into_a_mark)
+{
+    int st = in_child(guarded_then_exit);
+
+    CHECK(WIFEXITED(st));
+    CHECK_EQ(WEXITSTATUS(st), 0);
+}
+
+/* Faults that are not ccol's keep their fate: the application's handler
+ * installed before ccol's runs; without one, the process dies of SIGBUS. */
+CCOL_TEST(guard_leaves_other_faults_alone)
+{
+    int st = in_child(app_handler_first);
+
+    CHECK(WIFEXITED(st));
+    CHECK_EQ(WEXITSTATUS(st), 42);
+    st = in_child(default_first);
+    CHECK(WIFSIGNALED(st));
+    CHECK_EQ(WTERMSIG(st), SIGBUS);
+}
+
 CCOL_TEST_MAIN(CCOL_T(slot_modified_from_outside_is_named_by_every_rank),
                CCOL_T(ring_frame_modified_from_outside_is_named_by_every_rank),
-               CCOL_T(segment_truncated_from_outside_is_named_by_every_rank))
+               CCOL_T(segment_truncated_from_outside_is_named_by_every_rank),
+               CCOL_T(segment_truncated_between_check_and_access),
+               CCOL_T(guard_turns_a_fault_into_a_mark),
+               CCOL_T(guard_leaves_other_faults_alone))
