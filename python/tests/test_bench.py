@@ -79,3 +79,32 @@ def test_bench_hier_netns_compares_both_modes():
         flat, hier, ratio = row[0][len(op):].split()
         assert abs(float(ratio.rstrip("x")) - float(hier) / float(flat)) \
             < 0.01 * float(hier) / float(flat) + 0.01
+
+
+COMPARE = os.path.join(os.path.dirname(BENCH), "compare_comm.py")
+
+
+def test_compare_comm_prints_both_builds_and_their_ratio():
+    from conftest import ccol_tool
+    tool = ccol_tool()
+    out = subprocess.run([sys.executable, COMPARE, "--old", tool, "--new",
+                          tool, "--transports", "inproc", "--ranks", "2",
+                          "--rounds", "2", "--iters", "5"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    rows = [line.split() for line in out.stdout.splitlines()
+            if line.startswith("inproc ")]
+    assert {r[2] for r in rows} == {"allgatherv", "bcast", "join_reduce",
+                                    "allreduce_i64", "allreduce_f64",
+                                    "barrier"}
+    for r in rows:
+        old, new, ratio = float(r[4]), float(r[5]), float(r[6])
+        assert old > 0 and new > 0
+        assert abs(ratio - new / old) < 0.01 * ratio + 0.01
+
+
+def test_compare_comm_refuses_bad_options():
+    out = subprocess.run([sys.executable, COMPARE, "--old", "x", "--new",
+                          "y", "--transports", "carrier-pigeon"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "--transports" in out.stderr
