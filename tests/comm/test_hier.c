@@ -140,6 +140,9 @@ host_segments(void)
     return n;
 }
 
+/* With a job token: every tcp frame between hosts is tagged. */
+static const char *layout_token;
+
 /* Hosts given as a string, one letter per rank ('.' for the default). */
 static void
 run_layout(const char *hosts, const char *transport, int threshold)
@@ -157,6 +160,10 @@ run_layout(const char *hosts, const char *transport, int threshold)
                           CCOL_COMM_PARAM_TREE_FANOUT;
         job.params.tree_threshold = threshold;
         job.params.tree_fanout = 2;
+    }
+    if (layout_token != NULL) {
+        job.params.mask |= CCOL_COMM_PARAM_TOKEN;
+        job.params.token = layout_token;
     }
     for (int r = 0; r < job.size; r++)
         if (hosts[r] != '.')
@@ -177,6 +184,18 @@ CCOL_TEST(odd_and_uneven_hosts)
 {
     run_layout("aab", "tcp+shm", 0);
     run_layout("aaabbbcc", "tcp+shm", 0);
+}
+
+/* The same shapes with a token: leaders, tree parents and flat ranks
+ * authenticate both ways and tag their frames. */
+CCOL_TEST(with_a_token)
+{
+    layout_token = "hier-job-token";
+    run_layout("aaabbbcc", "tcp+shm", 0);
+    run_layout("aaaabbb", "tcp+shm", 2);
+    run_layout("ababa", "tcp", 0);
+    run_layout("aaaaaaa", "tcp", 2);
+    layout_token = NULL;
 }
 
 /* Hosts whose ranks are not consecutive would fold out of rank order:
@@ -494,7 +513,8 @@ main(int argc, char **argv)
 {
     static const ccol_test_case tests[] = {
         CCOL_T(two_hosts_of_two), CCOL_T(odd_and_uneven_hosts),
-        CCOL_T(interleaved_hosts), CCOL_T(kary_host_trees),
+        CCOL_T(with_a_token), CCOL_T(interleaved_hosts),
+        CCOL_T(kary_host_trees),
         CCOL_T(flat_when_it_does_not_apply), CCOL_T(hier_switched_off),
         CCOL_T(bad_environment_named), CCOL_T(killed_leader),
         CCOL_T(killed_non_leader), CCOL_T(stopped_leader),
