@@ -78,10 +78,10 @@ void ccol__shm_path(const char *name, char *out, size_t outlen);
  *
  * The writer seals a slot before publishing it: `sum` is the CRC-32C of
  * the header fields from `arg` to `len` and the payload (none when BIG);
- * the label, read only for failure messages, is not covered. Every reader checks it, so bytes written into a
- * published slot from outside the job are a named failure, never a
- * result. A checksum is no signature: it catches scribbles, not a forger
- * who seals what he writes.
+ * the label, read only for failure messages, is not covered. Every
+ * reader checks it, so bytes written into a published slot from outside
+ * the job are a named failure, never a result. A checksum is no
+ * signature: it catches scribbles, not a forger who seals what he writes.
  */
 #define CCOL__SLOT_CAP 1024            /* payload bytes a slot carries */
 #define CCOL__SLOT_TOMB (1ull << 63)   /* seq: declared missing */

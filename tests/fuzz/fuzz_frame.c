@@ -142,7 +142,8 @@ fuzz_tag(const uint8_t *p, size_t n)
     ccol__tcp_seal(&acc, f, n - 1);
     assert(opens(&join, f, n - 1));
     join.nrecv = 1; /* the same bytes again: a replay */
-    assert(!ccol__tcp_open(&join, f, f + CCOL__HDR_SIZE, n - 1 - CCOL__HDR_SIZE));
+    assert(!ccol__tcp_open(&join, f, f + CCOL__HDR_SIZE,
+                           n - 1 - CCOL__HDR_SIZE));
     k = p[n - 1] % (n - 1); /* the last byte picks the byte to flip */
     if ((k < 16 || k >= 24) && (k < 68 || k >= CCOL__HDR_SIZE)) {
         f[k] ^= 0x01;

@@ -215,7 +215,9 @@ CCOL_TEST(grow_doubles_and_refuses_overflow)
     free(a);
 }
 
-CCOL_TEST_MAIN(CCOL_T(crc32c_vectors), CCOL_T(grow_doubles_and_refuses_overflow), CCOL_T(sha256_and_hmac_vectors),
+CCOL_TEST_MAIN(CCOL_T(crc32c_vectors),
+               CCOL_T(grow_doubles_and_refuses_overflow),
+               CCOL_T(sha256_and_hmac_vectors),
                CCOL_T(reader_stops_at_the_end), CCOL_T(buffer_and_parsers),
                CCOL_T(parse_seconds_is_strict), CCOL_T(hmac_in_pieces),
                CCOL_T(sha256_hw_matches_portable))
