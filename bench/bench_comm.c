@@ -10,6 +10,7 @@
 #include "bench.h"
 #include "bench_mpi.h"
 #include "bench_util.h"
+#include "launch.h"
 #include "mpi_glue.h"
 
 #include "ccol.h"
@@ -355,7 +356,7 @@ run_procs(brun *run)
     }
     fflush(NULL);
     for (int r = 0; r < run->n; r++) {
-        pids[r] = fork();
+        pids[r] = tool_launch_fork(false, NULL, 0);
         if (pids[r] == 0)
             _exit(rank_main(run, r) ? 0 : 1);
         if (pids[r] < 0) {

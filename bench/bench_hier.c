@@ -11,6 +11,7 @@
  */
 #include "bench.h"
 #include "bench_util.h"
+#include "launch.h"
 
 #include "ccol.h"
 
@@ -165,7 +166,7 @@ run_job(const opts *o, shared *sh, bool hier, double **costs, size_t *nc)
     }
     fflush(NULL);
     for (int r = 0; r < o->n; r++) {
-        pids[r] = fork();
+        pids[r] = tool_launch_fork(false, NULL, 0);
         if (pids[r] == 0)
             _exit(rank_main(o, sh, r, port, hier));
     }

@@ -14,6 +14,7 @@
  */
 #include "bench.h"
 #include "bench_util.h"
+#include "launch.h"
 
 #include "ccol.h"
 #include "ccol_jit.h"
@@ -269,7 +270,7 @@ run_ranks(jit_cfg *cfg, mr_arg *a, int size)
             continue;
         }
         fflush(NULL);
-        pid[r] = fork();
+        pid[r] = tool_launch_fork(false, NULL, 0);
         if (pid[r] == 0) {
             mr_thread(&a[r]);
             _exit(a[r].failed);

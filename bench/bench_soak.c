@@ -11,6 +11,7 @@
  */
 #include "bench.h"
 #include "bench_util.h"
+#include "launch.h"
 #include "util.h"
 
 #include "ccol.h"
@@ -307,7 +308,7 @@ run_procs(const soak_cfg *cfg, soak_rank *out)
     memset(pr, 0, sizeof pr);
     fflush(stdout);
     for (int r = 0; r < n; r++) {
-        pr[r].pid = fork();
+        pr[r].pid = tool_launch_fork(false, NULL, 0);
         if (pr[r].pid == 0) {
             soak_rank_main(cfg, r, &out[r]);
             _exit(0);

@@ -12,6 +12,7 @@
 #include "bench.h"
 #include "bench_exchange.h"
 #include "bench_util.h"
+#include "launch.h"
 
 #include "ccol.h"
 #include "core/core.h"
@@ -201,7 +202,7 @@ run_procs(bcase *bc, double limit)
 
     fflush(stdout);
     for (int r = 0; r < bc->size; r++) {
-        pid[r] = fork();
+        pid[r] = tool_launch_fork(false, NULL, 0);
         if (pid[r] == 0) {
             rank_main(bc, r);
             _exit(0);
