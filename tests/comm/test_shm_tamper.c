@@ -234,24 +234,12 @@ run_cut(ccol_test_job *job, off_t to)
     CHECK_CONTAINS(o->msg[0], "the shared memory segment /ccol-");
 }
 
-/* Before the size checks every rank died of SIGBUS. */
-CCOL_TEST(segment_truncated_from_outside_is_named_by_every_rank)
+/* The cut over the slots (4096 bytes left) and over the rings (none
+ * left), at 2 and 3 ranks; `unseen` as cut_unseen. */
+static void
+run_cuts(bool unseen)
 {
-    for (int size = 2; size <= 3; size++) {
-        ccol_test_job job = { .size = size, .transport = CCOL_TEST_SHM,
-                              .timeout_s = TIMEOUT_S };
-        run_cut(&job, 4096);
-        job = ring_job(size);
-        run_cut(&job, 0);
-    }
-}
-
-/* The segment cut between rank 1's size check and its next access: the
- * access faults (SIGBUS), the guard turns that into a mark, and every rank
- * still names the truncation. */
-CCOL_TEST(segment_truncated_between_check_and_access)
-{
-    cut_unseen = true;
+    cut_unseen = unseen;
     for (int size = 2; size <= 3; size++) {
         ccol_test_job job = { .size = size, .transport = CCOL_TEST_SHM,
                               .timeout_s = TIMEOUT_S };
@@ -260,6 +248,20 @@ CCOL_TEST(segment_truncated_between_check_and_access)
         run_cut(&job, 0);
     }
     cut_unseen = false;
+}
+
+/* Before the size checks every rank died of SIGBUS. */
+CCOL_TEST(segment_truncated_from_outside_is_named_by_every_rank)
+{
+    run_cuts(false);
+}
+
+/* The segment cut between rank 1's size check and its next access: the
+ * access faults (SIGBUS), the guard turns that into a mark, and every rank
+ * still names the truncation. */
+CCOL_TEST(segment_truncated_between_check_and_access)
+{
+    run_cuts(true);
 }
 
 /* ---- the guard alone, in a forked child ---- */
