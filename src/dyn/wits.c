@@ -257,6 +257,8 @@ ccol__dyn_wits_remove_source(ccol__dyn_wits *w, const char *source)
     lo = ccol__sorted_pos(w->v, w->n, sizeof *w->v, wit_cmp, &first, &found);
     for (hi = lo; hi < w->n && strcmp(w->v[hi].source, source) == 0; hi++)
         free(w->v[hi].source);
+    if (hi == lo)
+        return; /* no records (w->v may still be NULL) */
     memmove(&w->v[lo], &w->v[hi], (w->n - hi) * sizeof w->v[0]);
     w->n -= hi - lo;
     ccol__sorted_reset(&w->order, w->n);
