@@ -1021,6 +1021,9 @@ open_seg(ccol_comm *c, slink *l)
         return -1;
     }
     h = hdr_of(l);
+    if (atomic_load_explicit(&h->magic, memory_order_acquire) == SEG_MAGIC &&
+        !pid_alive(atomic_load(&h->creator)))
+        l->gone_creator = atomic_load(&h->creator);
     if (atomic_load_explicit(&h->magic, memory_order_acquire) != SEG_MAGIC ||
         !pid_alive(atomic_load(&h->creator))) {
         close(fd);
@@ -1094,11 +1097,36 @@ claim(ccol_comm *c, slink *l)
     return CCOL_OK;
 }
 
-/* A rank whose control line is still free. */
+/* A rank that has not joined: its control line is still free, or the
+ * process that claimed it is gone without leaving (killed while the job
+ * was joining: its restart takes the line over, claim) or has not stored
+ * its pid yet. A rank that left or failed counts as joined: the job's
+ * first operation names it. */
 static bool
 unclaimed(const void *ud, int r)
 {
-    return atomic_load(&ccol__shm_ctl(ud, r)->state) == CCOL__RANK_FREE;
+    rank_ctl *k = ccol__shm_ctl(ud, r);
+    uint32_t state = atomic_load(&k->state);
+
+    return state == CCOL__RANK_FREE ||
+           (state == CCOL__RANK_JOINED && !pid_alive(atomic_load(&k->pid)));
+}
+
+/* Ranks whose lines are free, counted without a system call; when there
+ * are none, the claimants are checked alive (once per poll, at the end of
+ * the join only), so a job never forms around a rank that died while
+ * joining, which would fail it as soon as it started. */
+static int
+count_missing(const slink *l, int size)
+{
+    int missing = 0;
+
+    for (int r = 0; r < size; r++)
+        missing += atomic_load(&ccol__shm_ctl(l, r)->state) ==
+                   CCOL__RANK_FREE;
+    for (int r = 0; r < size && missing == 0; r++)
+        missing += unclaimed(l, r);
+    return missing;
 }
 
 /* Waits until every rank joined. 1 when the segment must be reopened
@@ -1109,11 +1137,7 @@ await_all(ccol_comm *c, slink *l, int64_t deadline)
     int64_t pause = 100000, next_check = ccol__now_ns() + 5000000;
 
     for (;;) {
-        int missing = 0;
-        for (int r = 0; r < c->size; r++)
-            missing += atomic_load(&ccol__shm_ctl(l, r)->state) ==
-                       CCOL__RANK_FREE;
-        if (missing == 0)
+        if (count_missing(l, c->size) == 0)
             return 0;
         if (c->rank != 0 && ccol__now_ns() >= next_check) {
             if (seg_replaced(l))
@@ -1130,6 +1154,25 @@ await_all(ccol_comm *c, slink *l, int64_t deadline)
         if (pause < 2000000)
             pause *= 2;
     }
+}
+
+/* The join's deadline passed with no live segment to join: rank 0 never
+ * made one, or the one it made is left by a rank 0 that is gone. */
+static ccol_status
+no_segment(ccol_comm *c, const slink *l)
+{
+    if (l->gone_creator > 0)
+        return ccol__seterr(&c->err, CCOL_ERR_TIMEOUT,
+                            "shm segment %s: rank %d (pid %d), which created "
+                            "it, is gone and no new one was made within "
+                            "%.3g s (missing: %d)",
+                            l->path, ccol__gr(c, 0), l->gone_creator,
+                            c->timeout_s, ccol__gr(c, 0));
+    return ccol__seterr(&c->err, CCOL_ERR_TIMEOUT,
+                        "shm segment %s: rank %d did not create it within "
+                        "%.3g s (missing: %d)",
+                        l->path, ccol__gr(c, 0), c->timeout_s,
+                        ccol__gr(c, 0));
 }
 
 /* Maps the segment (creating it on rank 0) and waits for every rank. */
@@ -1152,11 +1195,7 @@ join(ccol_comm *c, slink *l, int64_t deadline)
             return c->err.code;
         if (got == 0) {
             if (ccol__past(deadline))
-                return ccol__seterr(&c->err, CCOL_ERR_TIMEOUT,
-                                    "shm segment %s: rank %d did not create "
-                                    "it within %.3g s (missing: %d)",
-                                    l->path, ccol__gr(c, 0), c->timeout_s,
-                                    ccol__gr(c, 0));
+                return no_segment(c, l);
             nap(pause);
             if (pause < 2000000)
                 pause *= 2;

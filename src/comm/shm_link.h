@@ -52,6 +52,7 @@ typedef struct ccol__shm_link {
     int fd;              /* the segment, kept open to check its size;
                             -1 for memory of this process (inproc) */
     int64_t sized_at;    /* monotonic time of the last size check */
+    int gone_creator;    /* pid of a rank 0 found gone while joining, 0 */
     int guard;           /* 1 + its slot in shm_guard.c's table, 0 if
                             not guarded */
     bool cut;            /* found truncated: nothing in it is touched */

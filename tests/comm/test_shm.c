@@ -434,10 +434,12 @@ CCOL_TEST(rank_claimed_twice_is_refused)
     waitpid(r1, &st, 0);
 }
 
-/* Forks a rank of `name` that exits 0 once it joined and passed a
- * barrier with the others, 1 otherwise. */
+/* Forks a rank of `name` (deadline `secs`) that exits 0 once it joined
+ * and passed a barrier with the others; else 2 when its error contains
+ * `want` (NULL: never), 1 otherwise. */
 static pid_t
-spawn_member(const char *name, int rank, int size)
+spawn_member_t(const char *name, int rank, int size, double secs,
+               const char *want)
 {
     pid_t pid;
 
@@ -445,16 +447,36 @@ spawn_member(const char *name, int rank, int size)
     fflush(stderr);
     pid = fork();
     if (pid == 0) {
-        ccol_comm_params p = shm_params(name, rank, size, 20);
+        ccol_comm_params p = shm_params(name, rank, size, secs);
         ccol_comm *c = NULL;
         int ok = ccol_comm_create(&p, &c) == CCOL_OK &&
                  ccol_barrier(c) == CCOL_OK;
+        const char *msg = ccol_comm_errmsg(c);
+        if (!ok && want != NULL && strstr(msg, want) != NULL)
+            _exit(2);
         if (!ok)
-            fprintf(stderr, "rank %d: %s\n", rank, ccol_comm_errmsg(c));
+            fprintf(stderr, "rank %d: %s\n", rank, msg);
         ccol_comm_destroy(c);
         _exit(ok ? 0 : 1);
     }
     return pid;
+}
+
+static pid_t
+spawn_member(const char *name, int rank, int size)
+{
+    return spawn_member_t(name, rank, size, 20, NULL);
+}
+
+/* Exit status of child pid, -1 unless it exited. */
+static int
+exit_status(pid_t pid)
+{
+    int st;
+
+    if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+        return -1;
+    return WEXITSTATUS(st);
 }
 
 /* A rank killed while the job was still joining starts again: its new
@@ -472,15 +494,50 @@ CCOL_TEST(rank_restarted_while_joining_takes_its_line_back)
     usleep(300000); /* it claimed its line and waits for rank 2 */
     kill(r1, SIGKILL);
     waitpid(r1, &st, 0);
-    r1 = spawn_member(name, 1, 3); /* the restart */
+    /* Rank 2 joins first: every line is claimed, but the job must not
+     * form around the dead claimant of line 1; it waits for the restart. */
     r2 = spawn_member(name, 2, 3);
-    CHECK(waitpid(r0, &st, 0) == r0 && WIFEXITED(st) &&
-          WEXITSTATUS(st) == 0);
-    CHECK(waitpid(r1, &st, 0) == r1 && WIFEXITED(st) &&
-          WEXITSTATUS(st) == 0);
-    CHECK(waitpid(r2, &st, 0) == r2 && WIFEXITED(st) &&
-          WEXITSTATUS(st) == 0);
+    usleep(300000);
+    r1 = spawn_member(name, 1, 3); /* the restart */
+    CHECK(exit_status(r0) == 0);
+    CHECK(exit_status(r1) == 0);
+    CHECK(exit_status(r2) == 0);
     CHECK(!seg_exists(name)); /* everyone joined: rank 0 dropped it */
+}
+
+/* A rank killed while joining and never restarted: the others time out
+ * at the join's deadline naming it as missing. */
+CCOL_TEST(rank_killed_while_joining_is_named_at_the_deadline)
+{
+    char name[64];
+    pid_t r0, r1, r2;
+    int st;
+
+    snprintf(name, sizeof name, "killed-%d", (int)getpid());
+    r0 = spawn_member_t(name, 0, 3, 2, "missing: 1");
+    wait_for_segment(name);
+    r1 = spawn_member_t(name, 1, 3, 2, NULL);
+    usleep(300000);
+    kill(r1, SIGKILL);
+    waitpid(r1, &st, 0);
+    r2 = spawn_member_t(name, 2, 3, 1.5, "missing: 1");
+    CHECK(exit_status(r0) == 2);
+    CHECK(exit_status(r2) == 2);
+}
+
+/* Rank 0 gives up before the job formed: a rank still joining says that
+ * the rank 0 that created the segment is gone, not that it never made one. */
+CCOL_TEST(rank_0_gone_before_the_job_formed_is_named)
+{
+    char name[64];
+    pid_t r0, r1;
+
+    snprintf(name, sizeof name, "gone0-%d", (int)getpid());
+    r0 = spawn_member_t(name, 0, 3, 0.5, "missing: 2");
+    wait_for_segment(name);
+    r1 = spawn_member_t(name, 1, 3, 1.5, "which created it, is gone");
+    CHECK(exit_status(r0) == 2);
+    CHECK(exit_status(r1) == 2);
 }
 
 /* Bytes of memory a job's segment holds (its allocated blocks). */
@@ -992,6 +1049,8 @@ CCOL_TEST(a_rank_arriving_at_the_deadline_gets_one_story)
 
 CCOL_TEST_MAIN(CCOL_T(environment_selects_shm),
                CCOL_T(rank_restarted_while_joining_takes_its_line_back),
+               CCOL_T(rank_killed_while_joining_is_named_at_the_deadline),
+               CCOL_T(rank_0_gone_before_the_job_formed_is_named),
                CCOL_T(failed_create_leaves_no_name),
                CCOL_T(segment_memory_grows_with_the_ranks_that_join),
                CCOL_T(tree_fallback_names_what_the_slots_saw),
