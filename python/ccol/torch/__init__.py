@@ -18,6 +18,8 @@ One file per concern:
 - ``_guard.py``: the guard hook (never lets an exception into torch's C++);
 - ``_agree.py``, ``_sites.py``: torch.compile's other cross-rank agreements
   (SPMD graph check, partitioner, estimates, autotuning);
+- ``_once.py``: compile once per job (one rank compiles each graph, the
+  others load its artifact through torch's cache);
 - ``_graph.py``: ccol's own check of each Dynamo graph (one 8-byte
   agreement; a divergence located to its first differing node);
 - ``_codec.py``: Dynamo's state as checked JSON, never pickles;
@@ -49,9 +51,10 @@ _lock = threading.Lock()
 _job = None     # the enabled _state.Job, or None
 _kept = None    # the job joined by join() (or kept by disable()), or None
 
-__all__ = ["decode_state", "disable", "enable", "enable_from_env",
+__all__ = ["compile_once_counts", "decode_state", "disable", "enable", "enable_from_env",
            "enabled", "encode_state", "exchange_seconds", "exchanges",
-           "frame_name", "join", "local", "missing_hook_points"]
+           "frame_name", "join", "local", "missing_hook_points",
+           "missing_once_hook_points"]
 
 
 def missing_hook_points():
@@ -59,10 +62,21 @@ def missing_hook_points():
     ([] when it can run on it)."""
     from ._compile import HOOK_POINTS
     from ._graph import HOOK_POINTS as GRAPH_HOOK_POINTS
+    return _missing(HOOK_POINTS + GRAPH_HOOK_POINTS + (
+        ("torch._C._dynamo.eval_frame", "set_guard_complete_hook"),
+        ("torch.distributed", "TCPStore")))
+
+
+def missing_once_hook_points():
+    """The hook points compile_once needs that the installed torch lacks
+    ([] when it can run on it)."""
+    from ._once import HOOK_POINTS
+    return _missing(HOOK_POINTS)
+
+
+def _missing(points):
     missing = []
-    for module, attr in HOOK_POINTS + GRAPH_HOOK_POINTS + (
-            ("torch._C._dynamo.eval_frame", "set_guard_complete_hook"),
-            ("torch.distributed", "TCPStore")):
+    for module, attr in points:
         try:
             obj = importlib.import_module(module)
             for part in attr.split("."):
@@ -72,8 +86,10 @@ def missing_hook_points():
     return missing
 
 
-def _check_torch():
+def _check_torch(compile_once=False):
     missing = missing_hook_points()
+    if compile_once:
+        missing += missing_once_hook_points()
     if missing:
         import torch
         raise RuntimeError(
@@ -105,7 +121,7 @@ def _joined_once(timeout):
 
 
 def enable(timeout=None, guard_collectives=True, comm=None, patience=None,
-           graph_check=None):
+           graph_check=None, compile_once=None):
     """Routes torch.compile's compiler collectives through ccol.
 
     Call before the first compile. The job is joined now (join()) unless
@@ -114,14 +130,18 @@ def enable(timeout=None, guard_collectives=True, comm=None, patience=None,
     1800) is how long a rank that is alive but still compiling is waited
     for; `graph_check` ("warn", "error" or "off"; default
     CCOL_TORCH_GRAPH_CHECK, else "warn") is what a Dynamo graph that
-    differs between ranks does. A one-rank job changes nothing. Returns
-    the Comm in use.
+    differs between ranks does; `compile_once` (default
+    CCOL_TORCH_COMPILE_ONCE, else off) makes one rank compile each graph
+    that every rank compiles alike and the others load it (_once.py). A
+    one-rank job changes nothing. Returns the Comm in use.
     """
     if comm is not None and not isinstance(comm, ccol.Comm):
         raise TypeError(f"comm must be a ccol.Comm, not "
                         f"{type(comm).__name__}")
     graph_check = _graph_policy(graph_check)
-    _check_torch()
+    if compile_once is None:
+        compile_once = _env.switch("CCOL_TORCH_COMPILE_ONCE", False)
+    _check_torch(bool(compile_once))
     global _job
     with _lock:
         if _job is not None:
@@ -130,6 +150,7 @@ def enable(timeout=None, guard_collectives=True, comm=None, patience=None,
         joined = (_join.Joined(comm, "the Comm given to enable()")
                   if comm is not None else _joined_once(timeout))
         job = _new_job(joined.comm, guard_collectives, patience, graph_check)
+        job.compile_once = bool(compile_once)
         job.joined = joined
         if joined.comm.size > 1:
             _install(job)
@@ -146,13 +167,15 @@ def enable_from_env():
     guards = _env.switch("CCOL_TORCH_GUARDS", True)
     timeout = _env.seconds("CCOL_TIMEOUT", 300.0)
     graph_check = _graph_policy(None)
+    once = _env.switch("CCOL_TORCH_COMPILE_ONCE", False)
     _, size, _ = _env.launcher()
-    _check_torch()
+    _check_torch()  # compile_once's hook points at join: torch is mid-import
     global _job
     with _lock:
         if _job is not None or size < 2:
             return
         job = _new_job(None, guards, None, graph_check)
+        job.compile_once = once
         job._connect = lambda: _joined_once(timeout)
         job.on_join.append(_joined)
         _install(job)
@@ -190,8 +213,14 @@ def _install(job):
 
 
 def _joined(job):
-    """Once the job is joined: trace, liveness, the deadline, the log."""
+    """Once the job is joined: trace, liveness, the deadline, the log,
+    and compile_once's hooks (its hook points are checked here under
+    CCOL_TORCH=1: torch is still being imported when that arms)."""
     from . import _live, _trace
+    if job.compile_once and job.once is None:
+        _check_torch(True)
+        from . import _once
+        _once.install(job)
     comm, joined = job._comm, job.joined
     _trace.start(job)
     deadline = comm.timeout
@@ -209,6 +238,9 @@ def _joined(job):
              comm.transport, joined.where if joined else "?", comm.rank,
              deadline, watched, "on" if job.guard_collectives else "off")
     log.debug("ccol.torch: graph check %s", job.graph_check)
+    if job.compile_once:
+        log.info("ccol.torch: compile_once on: one rank compiles each graph "
+                 "every rank compiles alike, the others load it")
 
 
 def disable():
@@ -234,6 +266,9 @@ def disable():
 
 def _uninstall(job):
     from . import _compile, _graph, _guard, _sites
+    if job.once is not None:
+        from . import _once
+        _once.uninstall(job)
     _sites.uninstall(job)
     _guard.uninstall(job)
     _graph.uninstall(job)
@@ -272,3 +307,16 @@ def exchanges():
 def exchange_seconds():
     """Seconds spent in compile exchanges so far."""
     return _job.exchange_ns / 1e9 if _job is not None else 0.0
+
+
+def compile_once_counts():
+    """What compile_once did on this rank so far: graphs it compiled
+    itself ("compiled"), loaded from their owner ("loaded"), compiled
+    itself because the ranks' keys differed ("divergent") or because the
+    owner did not deliver ("fallbacks"), and the bytes it sent and
+    received. All zero while compile_once is off."""
+    job = _job
+    if job is None or job.once is None:
+        from ._once import Counts
+        return Counts().as_dict()
+    return job.once.counts.as_dict()

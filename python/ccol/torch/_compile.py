@@ -137,6 +137,9 @@ def _compile_wrapper(job, upstream):
         try:
             result = upstream(code, *args, **kwargs)
         except BaseException as e:
+            if job.once is not None:
+                from . import _once
+                _once.settle(job.once, e)
             _trace.compile_end(job, False, e)
             err = _ccol_error_in(e)
             if err is None:

@@ -24,6 +24,8 @@ _MAX_WORLD = 1 << 20
 GRAPH_CHECKS = ("warn", "error", "off")
 # CCOL_TORCH_EXCHANGE's values (_compile.py), the default first
 EXCHANGES = ("reduce", "gather")
+# CCOL_TORCH_ONCE_FAULT's values (_once.py; for tests only)
+ONCE_FAULTS = ("", "raise", "kill", "corrupt")
 
 
 def invalid(msg):
@@ -120,6 +122,8 @@ def check():
     """Every variable ccol.torch reads, checked as CCOL_TORCH=1 starts."""
     switch("CCOL_TORCH", False)
     switch("CCOL_TORCH_GUARDS", True)
+    switch("CCOL_TORCH_COMPILE_ONCE", False)
+    choice("CCOL_TORCH_ONCE_FAULT", ONCE_FAULTS, "")
     seconds("CCOL_TIMEOUT", 300.0)
     seconds("CCOL_TORCH_PATIENCE", 1800.0)
     choice("CCOL_TORCH_GRAPH_CHECK", GRAPH_CHECKS, GRAPH_CHECKS[0])

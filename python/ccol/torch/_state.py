@@ -50,6 +50,8 @@ class Job:
         self.pending = None       # an error caught where torch's C++ calls us
         self.activity = "running"  # what this rank is doing (heartbeat)
         self.on_join = []         # called with the job once joined
+        self.compile_once = False  # _once.py: one rank compiles each graph
+        self.once = None          # _once.Once while compile_once is on
         self._local = threading.local()
 
     @property

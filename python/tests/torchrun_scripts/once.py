@@ -1,0 +1,98 @@
+"""A small model compiled with Inductor; run under torchrun with
+CCOL_TORCH=1 (and CCOL_TORCH_COMPILE_ONCE=1 to share the compiles).
+
+    torchrun ... once.py [--odd-rank R] [--steps K]
+
+Every rank builds the same model from the same seed and calls it on the
+same batch, forward and backward; --odd-rank R makes rank R's model
+compute gelu where the others compute relu (rank-dependent model code: a
+different graph, so a different cache key). Each rank then prints
+CCOL_RESULT with the SHA-256 of its output and gradients (bit for bit),
+compile_once_counts() and torch's own cache counters. Under
+ONCE_CACHE_ROOT=DIR each rank's TORCHINDUCTOR_CACHE_DIR is DIR/rank-<r>
+(separate cold caches, as on separate hosts).
+"""
+
+import argparse
+import hashlib
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common as c  # noqa: E402
+
+
+def build(odd):
+    import torch
+
+    class Block(torch.nn.Module):
+        """Two linear layers and a norm; forward is in this file, so Dynamo
+        compiles it as a frame of its own."""
+
+        def __init__(self, d=32):
+            super().__init__()
+            self.a = torch.nn.Linear(d, 2 * d)
+            self.b = torch.nn.Linear(2 * d, d)
+            self.n = torch.nn.LayerNorm(d)
+
+        def forward(self, x):
+            h = self.a(x)
+            h = torch.nn.functional.gelu(h) if odd else torch.relu(h)
+            return self.n(x + self.b(h))
+    return Block()
+
+
+def digest(*tensors):
+    h = hashlib.sha256()
+    for t in tensors:
+        h.update(t.detach().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def counters():
+    from torch._dynamo.utils import counters as cs
+    return {"fx_miss": int(cs["inductor"]["fxgraph_cache_miss"]),
+            "fx_hit": int(cs["inductor"]["fxgraph_cache_hit"]),
+            "aot_miss": int(cs["aot_autograd"]["autograd_cache_miss"]),
+            "aot_hit": int(cs["aot_autograd"]["autograd_cache_hit"])}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--odd-rank", type=int, default=-1)
+    ap.add_argument("--steps", type=int, default=1)
+    args = ap.parse_args()
+    c.setup_logging()
+    c.emit("PID", pid=os.getpid())
+    root = os.environ.get("ONCE_CACHE_ROOT")
+    if root:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(
+            root, f"rank-{c.RANK}")
+    import torch
+    import ccol.torch
+
+    torch.manual_seed(1234)
+    model = build(c.RANK == args.odd_rank)
+    step = torch.compile(model, backend="inductor")
+    x = torch.randn(8, 32, generator=torch.Generator().manual_seed(7))
+    t0 = time.monotonic()
+    try:
+        for _ in range(args.steps):
+            model.zero_grad()
+            out = step(x)
+            out.sum().backward()
+        compile_s = time.monotonic() - t0
+        grads = [p.grad for p in model.parameters()]
+        c.emit("RESULT", out=digest(out, *grads), compile_s=compile_s,
+               once=ccol.torch.compile_once_counts(), counters=counters(),
+               **c.ccol_state())
+    except BaseException as e:
+        c.report_error(e, t0)
+        raise
+    finally:
+        c.emit("FINALLY")
+
+
+if __name__ == "__main__":
+    main()
