@@ -51,9 +51,9 @@ _lock = threading.Lock()
 _job = None     # the enabled _state.Job, or None
 _kept = None    # the job joined by join() (or kept by disable()), or None
 
-__all__ = ["compile_once_counts", "decode_state", "disable", "enable", "enable_from_env",
-           "enabled", "encode_state", "exchange_seconds", "exchanges",
-           "frame_name", "join", "local", "missing_hook_points",
+__all__ = ["compile_once_counts", "decode_state", "disable", "enable",
+           "enable_from_env", "enabled", "encode_state", "exchange_seconds",
+           "exchanges", "frame_name", "join", "local", "missing_hook_points",
            "missing_once_hook_points"]
 
 

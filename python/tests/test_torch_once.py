@@ -1,0 +1,162 @@
+"""compile_once in real torchrun jobs: one rank compiles each graph with
+Inductor, the others load its artifact.
+
+Each job runs torchrun_scripts/once.py (a small block, forward and
+backward, Inductor on the CPU) with CCOL_TORCH=1, each rank with its own
+cold TORCHINDUCTOR_CACHE_DIR (as on separate hosts). The ranks count what
+they compiled (ccol.torch.compile_once_counts(), torch's own cache
+counters) and print the SHA-256 of their output and gradients. A cold
+Inductor compile takes 10-20 s on this machine, so the jobs are few and
+small.
+"""
+
+import re
+
+import pytest
+
+from test_torchrun import (FAIL_MONITOR_S, _py, results, run_job,
+                           summary_exitcodes, tail)
+
+torch = pytest.importorskip("torch")
+
+DEADLINE = 150
+
+
+@pytest.fixture(autouse=True)
+def _needs_hook_points():
+    import ccol.torch
+    missing = ccol.torch.missing_once_hook_points()
+    if missing:
+        pytest.skip(f"torch {torch.__version__} lacks compile_once's hook "
+                    f"points: {', '.join(missing)}")
+
+
+def once_job(tmp_path, nproc=2, once=True, args=(), monitor=None, **env):
+    return run_job(tmp_path, "once.py", args=args, nproc=nproc,
+                   launch="standalone", monitor=monitor, deadline=DEADLINE,
+                   CCOL_TORCH=1, CCOL_TORCH_COMPILE_ONCE=int(once),
+                   ONCE_CACHE_ROOT=tmp_path / "caches", **env)
+
+
+def exactly_one_compiles(res):
+    """One graph (forward and backward in one AOTAutograd entry): one rank
+    compiled it, with Inductor, and every other rank loaded it."""
+    owners = [r for r in res if r["once"]["compiled"]]
+    assert len(owners) == 1, [r["once"] for r in res]
+    for r in res:
+        o, cs = r["once"], r["counters"]
+        if r is owners[0]:
+            assert cs["fx_miss"] == 2 and cs["aot_miss"] == 1, r
+            assert o["bytes_sent"] > 0, o
+        else:
+            assert o == dict(o, compiled=0, loaded=1, divergent=0,
+                             fallbacks=0), o
+            assert cs["fx_miss"] == 0 and cs["aot_hit"] == 1, r
+            assert o["bytes_received"] == owners[0]["once"]["bytes_sent"]
+    return owners[0]["rank"]
+
+
+@pytest.mark.timeout(2 * DEADLINE + 30)
+def test_two_ranks_one_compiles_outputs_bit_identical(tmp_path):
+    with once_job(tmp_path / "on") as job:
+        job.finish()
+        on = results(job, 2)
+    exactly_one_compiles(on)
+    with once_job(tmp_path / "off", once=False) as job:
+        job.finish()
+        off = results(job, 2)
+    for r in off:
+        assert r["once"]["compiled"] == 0 and r["counters"]["fx_miss"] == 2
+    digests = {r["out"] for r in on + off}
+    assert len(digests) == 1, [(r["rank"], r["out"]) for r in on + off]
+
+
+@pytest.mark.timeout(DEADLINE + 30)
+def test_three_ranks_one_compiles(tmp_path):
+    with once_job(tmp_path, nproc=3) as job:
+        job.finish()
+        res = results(job, 3)
+    exactly_one_compiles(res)
+    assert len({r["out"] for r in res}) == 1
+
+
+@pytest.mark.timeout(DEADLINE + 30)
+def test_rank_with_other_model_code_compiles_its_own(tmp_path):
+    with once_job(tmp_path, args=("--odd-rank", "1")) as job:
+        job.finish()
+        res = results(job, 2)
+        out = job.output
+    for r in res:
+        assert r["once"] == dict(r["once"], compiled=1, loaded=0,
+                                 divergent=1, fallbacks=0), r
+    assert res[0]["out"] != res[1]["out"]
+    named = re.findall(r"compile_once: compile 1 of forward \(.*once\.py:\d+"
+                       r"\): ranks 1 have another cache key than rank 0",
+                       out)
+    assert len(named) == 2, tail(out)
+
+
+@pytest.mark.timeout(DEADLINE + 30)
+@pytest.mark.parametrize("fault", ["kill", "raise"])
+def test_failed_owner_others_compile_themselves(tmp_path, fault):
+    with once_job(tmp_path, monitor=FAIL_MONITOR_S * 5,
+                  CCOL_TORCH_ONCE_FAULT=fault) as job:
+        codes = job.finish(expect_ok=False)
+        out = job.output
+        got = {e["rank"]: e for e in job.events("RESULT")}
+    assert codes != [0], tail(out)
+    assert len(got) == 1, tail(out)
+    (survivor, res), = got.items()
+    owner = 1 - survivor
+    if fault == "kill":
+        assert summary_exitcodes(out).get(owner) == -9, tail(out)
+    assert res["once"] == dict(res["once"], compiled=1, loaded=0,
+                               fallbacks=1), res
+    assert res["counters"]["fx_miss"] == 2, res
+    warn = re.search(rf"(?:WARNING|W\d{{4}}) .*compile_once: compile 1 of "
+                     rf"forward .*: the owner, rank {owner}, did not "
+                     rf"deliver \((.*)\); "
+                     rf"rank {survivor} compiles it itself", out)
+    assert warn, tail(out)
+    why = warn.group(1)
+    if fault == "kill":
+        assert f"rank {owner}" in why and "PeerError" in why, why
+    else:
+        assert "its compile raised" in why, why
+    assert res["compile_s"] < 90, res
+
+
+@pytest.mark.timeout(DEADLINE + 30)
+def test_corrupt_artifact_is_discarded_and_compiled_locally(tmp_path):
+    with once_job(tmp_path, CCOL_TORCH_ONCE_FAULT="corrupt") as job:
+        job.finish()
+        res = results(job, 2)
+        out = job.output
+    owner = next(r["rank"] for r in res if r["once"]["bytes_sent"])
+    other = res[1 - owner]
+    assert other["once"] == dict(other["once"], compiled=1, loaded=0,
+                                 fallbacks=1), other
+    assert other["counters"]["aot_hit"] == 0, other
+    assert re.search(rf"the owner, rank {owner}, did not deliver \(a corrupt "
+                     r"artifact: the SHA-256 of the artifact differs", out), \
+        tail(out)
+    assert res[0]["out"] == res[1]["out"]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name,value", [("CCOL_TORCH_COMPILE_ONCE", "2"),
+                                        ("CCOL_TORCH_COMPILE_ONCE", "yes"),
+                                        ("CCOL_TORCH_ONCE_FAULT", "flip")])
+def test_bad_compile_once_value_fails_at_startup(name, value):
+    out = _py("import torch\nimport ccol.torch\nprint('STARTED')",
+              CCOL_TORCH=1, RANK=0, WORLD_SIZE=2, **{name: value})
+    assert out.returncode != 0 and "STARTED" not in out.stdout, (
+        f"{name}={value} was accepted: {out.stdout}{out.stderr}")
+    assert f"{name}={value!r}" in out.stderr, out.stderr
+
+
+def test_compile_once_counts_are_zero_while_off():
+    import ccol.torch
+    assert ccol.torch.compile_once_counts() == {
+        "compiled": 0, "loaded": 0, "divergent": 0, "fallbacks": 0,
+        "bytes_sent": 0, "bytes_received": 0}
