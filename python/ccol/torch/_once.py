@@ -125,14 +125,20 @@ def uninstall(job):
 
 # ---- the agreement on the key ------------------------------------------
 
-def _key_of(args):
-    """torch's AOTAutograd cache key for this compile, or None where torch
-    would bypass its cache (then nothing can be shared)."""
+def _key_of(load, args, kwargs):
+    """torch's AOTAutograd cache key for this compile, computed as try_load
+    computes it, or None where torch would bypass its cache (then nothing
+    can be shared). torch 2.14 adds act_input_paths to both."""
+    import inspect
     from torch._functorch._aot_autograd.autograd_cache import \
         autograd_cache_key
-    mod, fargs, aot_config, extra = args[:4]
     try:
-        return autograd_cache_key(mod, fargs, aot_config, extra)[0]
+        got = inspect.signature(load).bind(*args, **kwargs).arguments
+        extra = [got.get("compiler_config_extra")]
+        if "act_input_paths" in got:
+            extra.append(got["act_input_paths"])
+        return autograd_cache_key(got["mod"], got["args"], got["aot_config"],
+                                  *extra)[0]
     except Exception as e:  # noqa: BLE001 - torch bypasses its cache too
         log.debug("compile_once: no cache key (%s): compiled here", e)
         return None
@@ -148,7 +154,7 @@ def _try_load(once, load, args, kwargs):
     job = once.job
     if job.local or job.comm.size < 2:
         return load(*args, **kwargs)
-    key = _key_of(args)
+    key = _key_of(load, args, kwargs)
     mine = [key or "", key is not None and _have(key)]
     graph = _graph_name(job)
     got = _agree.agree(job, SITE, graph, mine)
