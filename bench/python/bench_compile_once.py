@@ -155,6 +155,12 @@ def run(a, n):
     for m in MODES:
         print(f"{m:<6}{med[m]:>16.1f}  "
               + " ".join(f"{phase(r):.1f}" for r in got[m]))
+    for m in MODES:
+        print(f"first step per rank, {m} (last round): " + " ".join(
+            f"{r['times'][0][1] - r['times'][0][0]:.1f}"
+            + ("*" if r["once"]["compiled"] and m == "once" else "")
+            for r in got[m][-1]) + ("  (* the owner)" if m == "once"
+                                    else ""))
     print(f"ratio once/off: {med['once'] / med['off']:.3f}")
     print(f"graphs compiled by an owner: {graphs}, loaded by others: "
           f"{loaded}; bytes/artifact: "
