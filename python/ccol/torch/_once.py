@@ -159,7 +159,11 @@ def _try_load(once, load, args, kwargs):
     graph = _graph_name(job)
     got = _agree.agree(job, SITE, graph, mine)
     keys = [g[0] for g in got]
-    if key is None or any(k != keys[0] for k in keys) or not keys[0]:
+    if not any(keys):
+        log.info("compile_once: %s: torch bypasses its cache for this graph "
+                 "on every rank, so every rank compiles it", graph)
+        return _compiled_here(once, load, args, kwargs)
+    if key is None or any(k != keys[0] for k in keys):
         _diverged(once, graph, keys)
         return _compiled_here(once, load, args, kwargs)
     if all(g[1] for g in got):
