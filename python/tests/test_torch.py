@@ -15,7 +15,7 @@ import torch
 
 import ccol
 import conformance
-from conftest import RankError, free_port, ok, run_ranks
+from conftest import RankError, free_port, ok, rerun_if_hung, run_ranks
 
 
 def _env(port):
@@ -158,14 +158,16 @@ CASES = [(_scenario_tensor, 2), (_scenario_tensor, 3),
          (_scenario_speculation, 2), (_scenario_empty_graph_break, 3)]
 
 
+@pytest.mark.timeout(900)  # upstream (run again if it hangs), then ccol
 @pytest.mark.parametrize("scenario, n", CASES,
                          ids=[f"{c.__name__[10:]}-{n}" for c, n in CASES])
 def test_same_decisions_as_upstream(scenario, n):
     results = {}
-    for mode in ("upstream", "ccol"):
-        gport, cport = free_port(), free_port()
-        results[mode] = ok(run_ranks(n, scenario, n, mode, gport, cport,
-                                     own_comm=True, deadline=120))
+    results["upstream"] = rerun_if_hung(lambda: ok(run_ranks(
+        n, scenario, n, "upstream", free_port(), free_port(), own_comm=True,
+        deadline=60)))
+    results["ccol"] = ok(run_ranks(n, scenario, n, "ccol", free_port(),
+                                   free_port(), own_comm=True, deadline=120))
     assert results["ccol"] == results["upstream"]
     for graphs in results["ccol"]:
         assert graphs == results["ccol"][0]  # same on every rank
@@ -213,13 +215,16 @@ def _scenario_guard_miss(rank, size, mode, gport, cport):
     return be.graphs
 
 
+@pytest.mark.timeout(900)  # upstream (run again if it hangs), then ccol
 @pytest.mark.parametrize("n", [2, 3])
 def test_guard_collective_recompiles_in_lockstep(n):
     results = {}
-    for mode in ("upstream", "ccol"):
-        results[mode] = ok(run_ranks(n, _scenario_guard_miss, n, mode,
-                                     free_port(), free_port(), own_comm=True,
-                                     deadline=120))
+    results["upstream"] = rerun_if_hung(lambda: ok(run_ranks(
+        n, _scenario_guard_miss, n, "upstream", free_port(), free_port(),
+        own_comm=True, deadline=60)))
+    results["ccol"] = ok(run_ranks(n, _scenario_guard_miss, n, "ccol",
+                                   free_port(), free_port(), own_comm=True,
+                                   deadline=120))
     assert results["ccol"] == results["upstream"]
     for graphs in results["ccol"]:
         assert len(graphs) == 2  # every rank compiled twice, together

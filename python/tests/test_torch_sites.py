@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ccol
-from conftest import RankError, free_port, ok, run_ranks
+from conftest import RankError, free_port, ok, rerun_if_hung, run_ranks
 
 
 def _setup(rank, size, gport, cport, mode, timeout=10):
@@ -50,6 +50,14 @@ def _teardown():
     a gloo group down right after use sometimes deadlocks inside torch)."""
     import ccol.torch
     ccol.torch.disable()
+
+
+def _upstream(n, fn, *rest):
+    """Upstream's results, the reference: fn on n ranks with
+    all_gather_object over gloo (run again if it hangs, rerun_if_hung)."""
+    return rerun_if_hung(lambda: ok(run_ranks(
+        n, fn, n, free_port(), free_port(), "upstream", *rest,
+        own_comm=True, deadline=60)))
 
 
 def _in_compile(frame_id, fn, *args):
@@ -114,12 +122,10 @@ def _spmd(rank, size, gport, cport, mode, divergent, policy):
     return got[0], seqs
 
 
-@pytest.mark.timeout(300)  # two multi-rank jobs: upstream, then ccol
+@pytest.mark.timeout(900)  # upstream (run again if it hangs), then ccol
 @pytest.mark.parametrize("n", [2, 3])
 def test_spmd_check_equal_graphs_same_as_upstream(n):
-    gport, cport = free_port(), free_port()
-    up = ok(run_ranks(n, _spmd, n, gport, cport, "upstream", False, "error",
-                      own_comm=True, deadline=120))
+    up = _upstream(n, _spmd, False, "error")
     on = ok(run_ranks(n, _spmd, n, free_port(), free_port(), "ccol", False,
                       "error", own_comm=True, deadline=120))
     assert [g for g, _ in up] == [g for g, _ in on] == [True] * n
@@ -151,11 +157,9 @@ def test_divergent_graph_names_first_node_and_line_on_every_rank(n):
     assert "z = y * 2" in msg and "z = y + 1" in msg, msg
 
 
-@pytest.mark.timeout(300)  # two multi-rank jobs: upstream, then ccol
+@pytest.mark.timeout(900)  # upstream (run again if it hangs), then ccol
 def test_divergent_graph_warns_like_upstream_with_warn_policy():
-    gport, cport = free_port(), free_port()
-    up = ok(run_ranks(2, _spmd, 2, gport, cport, "upstream", True, "warn",
-                      own_comm=True, deadline=120))
+    up = _upstream(2, _spmd, True, "warn")
     on = ok(run_ranks(2, _spmd, 2, free_port(), free_port(), "ccol", True,
                       "warn", own_comm=True, deadline=120))
     assert [g for g, _ in up] == [g for g, _ in on] == [False, False]
@@ -200,11 +204,10 @@ def _partitioner(rank, size, gport, cport, mode):
     return [str(n.target) for n in out], seqs
 
 
-@pytest.mark.timeout(300)  # two multi-rank jobs: upstream, then ccol
+@pytest.mark.timeout(900)  # upstream (run again if it hangs), then ccol
 @pytest.mark.parametrize("n", [2, 3])
 def test_partitioner_same_decision_as_upstream(n):
-    up = ok(run_ranks(n, _partitioner, n, free_port(), free_port(),
-                      "upstream", own_comm=True, deadline=120))
+    up = _upstream(n, _partitioner)
     on = ok(run_ranks(n, _partitioner, n, free_port(), free_port(), "ccol",
                       own_comm=True, deadline=120))
     assert [o for o, _ in on] == [o for o, _ in up]
@@ -281,14 +284,13 @@ def _align(rank, size, gport, cport, mode):
     return out, seqs
 
 
-@pytest.mark.timeout(300)  # two multi-rank jobs: upstream, then ccol
+@pytest.mark.timeout(900)  # upstream (run again if it hangs), then ccol
 @pytest.mark.parametrize("n", [2, 3])
 @pytest.mark.parametrize("site,fn", [("estimates.comms", _comms),
                                      ("estimates.overlap", _overlap),
                                      ("estimates.align", _align)])
 def test_estimates_same_as_upstream(n, site, fn):
-    up = ok(run_ranks(n, fn, n, free_port(), free_port(), "upstream",
-                      own_comm=True, deadline=120))
+    up = _upstream(n, fn)
     on = ok(run_ranks(n, fn, n, free_port(), free_port(), "ccol",
                       own_comm=True, deadline=120))
     assert [o for o, _ in on] == [o for o, _ in up]
@@ -327,11 +329,10 @@ def _autotune(rank, size, gport, cport, mode):
     return out, seqs
 
 
-@pytest.mark.timeout(300)  # two multi-rank jobs: upstream, then ccol
+@pytest.mark.timeout(900)  # upstream (run again if it hangs), then ccol
 @pytest.mark.parametrize("n", [2, 3])
 def test_autotune_same_choices_as_upstream(n):
-    up = ok(run_ranks(n, _autotune, n, free_port(), free_port(), "upstream",
-                      own_comm=True, deadline=120))
+    up = _upstream(n, _autotune)
     on = ok(run_ranks(n, _autotune, n, free_port(), free_port(), "ccol",
                       own_comm=True, deadline=120))
     assert [o for o, _ in on] == [o for o, _ in up]
@@ -667,3 +668,34 @@ def test_agreements_are_in_the_trace_and_named_by_the_report(tmp_path,
     assert ("spmd_check.fingerprint #1 (" in agreed[0]) == diverge, \
         rep.stdout
     assert "agreements outside a compile" not in rep.stdout, rep.stdout
+
+
+def test_rerun_if_hung_reruns_hangs_only():
+    """The reference runs' retry: a hang is run again (at most 3 runs in
+    all), any other failure is raised at once."""
+    calls = []
+
+    def hangs_twice():
+        calls.append(1)
+        if len(calls) < 3:
+            pytest.fail("ranks [1] of 2 did not finish within 1 s (a hang)")
+        return "done"
+    assert rerun_if_hung(hangs_twice) == "done" and len(calls) == 3
+
+    calls.clear()
+
+    def always_hangs():
+        calls.append(1)
+        pytest.fail("ranks [0] of 2 did not finish within 1 s (a hang)")
+    with pytest.raises(pytest.fail.Exception, match="a hang"):
+        rerun_if_hung(always_hangs)
+    assert len(calls) == 3
+
+    calls.clear()
+
+    def fails():
+        calls.append(1)
+        pytest.fail("rank 1 raised PeerError")
+    with pytest.raises(pytest.fail.Exception, match="PeerError"):
+        rerun_if_hung(fails)
+    assert len(calls) == 1
