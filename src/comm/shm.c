@@ -1001,6 +1001,8 @@ open_seg(ccol_comm *c, slink *l)
     struct stat sb;
     seg_hdr *h;
     ccol_status st;
+    bool ready;
+    int creator;
 
     if (fd < 0 && errno == ENOENT)
         return 0;
@@ -1021,11 +1023,11 @@ open_seg(ccol_comm *c, slink *l)
         return -1;
     }
     h = hdr_of(l);
-    if (atomic_load_explicit(&h->magic, memory_order_acquire) == SEG_MAGIC &&
-        !pid_alive(atomic_load(&h->creator)))
-        l->gone_creator = atomic_load(&h->creator);
-    if (atomic_load_explicit(&h->magic, memory_order_acquire) != SEG_MAGIC ||
-        !pid_alive(atomic_load(&h->creator))) {
+    ready = atomic_load_explicit(&h->magic, memory_order_acquire) == SEG_MAGIC;
+    creator = atomic_load(&h->creator);
+    if (!ready || !pid_alive(creator)) {
+        if (ready)
+            l->gone_creator = creator; /* named if no new one comes */
         close(fd);
         unmap(l); /* not ready yet, or stale: rank 0 will replace it */
         return 0;
