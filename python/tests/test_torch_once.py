@@ -160,3 +160,50 @@ def test_compile_once_counts_are_zero_while_off():
     assert ccol.torch.compile_once_counts() == {
         "compiled": 0, "loaded": 0, "divergent": 0, "fallbacks": 0,
         "bytes_sent": 0, "bytes_received": 0}
+
+
+def test_hostile_artifacts_are_corrupt_never_another_error():
+    """Bytes from another rank are untrusted: every malformed message is a
+    Corrupt (the receiver compiles for itself), never another exception."""
+    import json
+    import struct
+
+    from ccol.torch import _once
+    key = "k1"
+    good = _once._pack(key, [("fxgraph/a/b", b"kernel"), ("aot/x", b"e")])
+    assert _once._unpack(good, key)[1] == [("fxgraph/a/b", b"kernel"),
+                                           ("aot/x", b"e")]
+    assert _once._unpack(_once._pack(key, failure="boom"), key) == ("boom",
+                                                                    [])
+
+    def with_head(head, body=b""):
+        h = json.dumps(head).encode()
+        return (_once.MAGIC + struct.pack("<II", _once.VERSION, len(h)) + h
+                + body)
+
+    import hashlib
+    digest = hashlib.sha256(b"x").hexdigest()
+    hostile = [
+        b"", b"CCOLONC", b"NOTONCE!" + bytes(8), good[:20], good[:-1],
+        good[:-1] + bytes([good[-1] ^ 1]),
+        _once.MAGIC + struct.pack("<II", 9, 2) + b"{}",
+        _once.MAGIC + struct.pack("<II", _once.VERSION, 1 << 30),
+        _once.MAGIC + struct.pack("<II", _once.VERSION, 3) + b"{x}",
+        with_head([1, 2]), with_head({"key": "other"}), with_head({"key": key}),
+        with_head({"key": key, "length": "1", "sha256": digest}, b"x"),
+        with_head({"key": key, "length": 1, "sha256": digest, "files": 7},
+                  b"x"),
+        with_head({"key": key, "length": 1, "sha256": digest,
+                   "files": [["a", 1]]}, b"x"),
+        with_head({"key": key, "length": 1, "sha256": digest,
+                   "files": [[None, 1, digest]]}, b"x"),
+        with_head({"key": key, "length": 1, "sha256": digest,
+                   "files": [["../../etc/x", 1, digest]]}, b"x"),
+        with_head({"key": key, "length": 1, "sha256": digest,
+                   "files": [["/etc/x", 1, digest]]}, b"x"),
+        with_head({"key": key, "length": 1, "sha256": digest,
+                   "files": [["a", 2, digest]]}, b"x"),
+    ]
+    for blob in hostile:
+        with pytest.raises(_once.Corrupt):
+            _once._unpack(blob, key)

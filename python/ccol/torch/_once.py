@@ -330,7 +330,7 @@ class Corrupt(Exception):
 
 def _unpack(blob, key):
     """(failure, [(relative path, bytes)]) from the owner's message; Corrupt
-    for anything that does not check out."""
+    for anything that does not check out, malformed headers included."""
     n = len(MAGIC) + 8
     if len(blob) < n or blob[:len(MAGIC)] != MAGIC:
         raise Corrupt("not a compile_once message")
@@ -338,14 +338,17 @@ def _unpack(blob, key):
     if version != VERSION or n + hlen > len(blob):
         raise Corrupt(f"version {version} or header length {hlen} is off")
     try:
-        head = json.loads(blob[n:n + hlen])
-    except ValueError as e:
-        raise Corrupt(f"unreadable header: {e}") from None
+        return _contents(json.loads(blob[n:n + hlen]), blob[n + hlen:], key)
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise Corrupt(f"malformed header: {type(e).__name__}: {e}") from None
+
+
+def _contents(head, body, key):
+    """_unpack's reading of the JSON header and the files' bytes."""
     if head.get("key") != key:
         raise Corrupt("the artifact is for another cache key")
     if head.get("failure"):
-        return head["failure"], []
-    body = blob[n + hlen:]
+        return str(head["failure"]), []
     if len(body) != head["length"]:
         raise Corrupt(f"{len(body)} bytes received, {head['length']} sent")
     if hashlib.sha256(body).hexdigest() != head["sha256"]:
