@@ -441,6 +441,28 @@ def test_a_survivor_names_the_rank_another_survivor_found_stalled():
     assert got.__cause__ is seen
 
 
+def test_a_survivor_of_a_ctrl_c_raises_at_once():
+    """Rank 1 was interrupted (Ctrl-C) in a collective: it tells the others
+    so, and rank 0 raises the engine's error naming it without waiting for
+    a finding rank 1 never had (torchrun stops the survivors within its
+    monitor interval of rank 1's exit)."""
+    store = _Store()
+    job0, live0 = _liveness(store, rank=0)
+    job1, live1 = _liveness(store, rank=1)
+    job0.live, job1.live = live0, live1
+    job1.fail(KeyboardInterrupt())
+    assert isinstance(job1.pending, ccol.InterruptedError)
+    seen = ccol.PeerError("rank 1 was interrupted by its caller during "
+                          "exchange for compile 1 of f and left the job")
+    t0 = time.monotonic()
+    assert _live.explain(job0, seen) is seen
+    assert time.monotonic() - t0 < 0.5
+    live0._failures()
+    assert isinstance(job0.pending, ccol.PeerError)
+    assert "rank 1 was interrupted (Ctrl-C) and left the job" in \
+        str(job0.pending)
+
+
 def test_pairing_lets_ranks_return_from_different_lines_but_not_break():
     from ccol.torch import _compile
 

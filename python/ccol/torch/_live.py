@@ -246,8 +246,8 @@ def explain(job, err):
     if live is None or m is None or not isinstance(err, ccol.Error):
         return err
     got = live.failure_of(int(m.group(1)))
-    if got is None:
-        return err
+    if got is None or got[0] == "InterruptedError":
+        return err  # a Ctrl-C there: the error already says so
     cls, code = {"TimeoutError": (ccol.TimeoutError, "TIMEOUT"),
                  "DivergedError": (ccol.DivergedError, "DIVERGED")}.get(
         got[0], (ccol.PeerError, "PEER"))

@@ -92,6 +92,8 @@ class Job:
             return
         if isinstance(err, KeyboardInterrupt):
             self.pending = err if deferred else interrupted()
+            if self.live is not None:  # the others need not wait to learn
+                self.live.publish_failure(interrupted_here(self.live.rank))
             log.error("ccol.torch: interrupted (Ctrl-C)")
             return
         self.pending = err
@@ -110,6 +112,13 @@ class Job:
     def event(self, name, **fields):
         if self.trace is not None:
             self.trace.event(name, **fields)
+
+
+def interrupted_here(rank):
+    """What an interrupted rank tells the others (_live.py)."""
+    import ccol
+    return error(ccol.InterruptedError, "INTERRUPTED",
+                 f"rank {rank} was interrupted (Ctrl-C) and left the job")
 
 
 def interrupted():
