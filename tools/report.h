@@ -77,6 +77,26 @@ typedef struct tool_rep_agree {
     long comp;      /* its compile's position in compiles, -1 for none */
 } tool_rep_agree;
 
+/* What one rank did with one graph under ccol.torch's compile once (a
+ * `once` event, docs/trace-format.md). */
+enum {
+    TOOL_ONCE_SENT = 0, /* the owner compiled it and sent its files */
+    TOOL_ONCE_FAILED,   /* the owner sent why there are no files */
+    TOOL_ONCE_LOADED,   /* loaded the owner's files */
+    TOOL_ONCE_FALLBACK, /* the owner did not deliver: compiled it here */
+    TOOL_ONCE_DIVERGENT, /* the ranks' keys differ: compiled its own */
+    TOOL_ONCE_NKINDS
+};
+
+typedef struct tool_rep_once {
+    char *frame;    /* malloc'd "compile 1 of f (a.py:3)" */
+    char *error;    /* malloc'd failure or reason, or NULL */
+    int outcome;    /* TOOL_ONCE_* */
+    int64_t owner;  /* the owner's rank, -1 when none was named */
+    int64_t bytes;  /* bytes sent or received */
+    int64_t dur_ns; /* time in the broadcast (and, loaded, the load) */
+} tool_rep_once;
+
 /* One compile of a frame on one rank. */
 typedef struct tool_rep_compile {
     char *frame;        /* malloc'd frame name (code id) */
@@ -126,6 +146,9 @@ typedef struct tool_rep_rank {
     uint64_t agreements;   /* agree events, also those past the cap */
     uint64_t agree_failed; /* of which failed */
     int64_t agree_ns;      /* their total duration */
+    tool_rep_once *onces;   /* compile once events in file order, capped */
+    size_t nonces, caponces;
+    uint64_t once_events;   /* once events, also those past the cap */
     char *recompile_frame;  /* malloc'd frame of the last recompile event */
     char *recompile_reason; /* malloc'd its reason, until a compile takes it */
 } tool_rep_rank;
@@ -294,6 +317,39 @@ const char *tool_report_state(int state);
 /* Writes "N ranks traced (world size W), F files, E events" to out (at
  * most len bytes) and returns the seconds the traces span. */
 double tool_report_counts(const tool_report *r, char *out, size_t len);
+
+/* ---- report_once.c ---- */
+
+/* The outcome names of `once` events, indexed by TOOL_ONCE_*. */
+extern const char *const tool_once_outcomes[TOOL_ONCE_NKINDS];
+
+/* One graph under compile once, over all ranks. */
+typedef struct tool_rep_oncerow {
+    const char *frame;  /* borrowed graph name */
+    int64_t owner;      /* the owner named by the first event, or -1 */
+    int64_t bytes;      /* the largest artifact sent or received */
+    int64_t owner_ns;   /* the owner's time in the broadcast */
+    int *ranks[TOOL_ONCE_NKINDS]; /* malloc'd ranks per outcome */
+    size_t n[TOOL_ONCE_NKINDS];   /* their number */
+    size_t cap[TOOL_ONCE_NKINDS]; /* allocated */
+    const char *error;  /* borrowed first failure or reason, or NULL */
+} tool_rep_oncerow;
+
+/* Gathers the once events by graph, in order of first appearance (at most
+ * 256 graphs; *more counts the others). Returns their number (*out
+ * malloc'd, free with tool_report_oncerows_free). */
+size_t tool_report_oncerows(const tool_report *r, tool_rep_oncerow **out,
+                            size_t *more);
+void tool_report_oncerows_free(tool_rep_oncerow *rows, size_t n);
+
+/* Adds a warning for every graph that some rank compiled itself because
+ * the owner did not deliver, or whose keys differed between ranks. */
+void tool_report_check_once(tool_report *r);
+
+/* One line describing a row: "rank 0 compiled it and sent it (2028343 B,
+ * 0.012 s to send); loaded on rank 1" (malloc'd, NULL when out of
+ * memory). */
+char *tool_report_once_says(const tool_rep_oncerow *row);
 
 /* ---- report_text.c, report_html.c ---- */
 

@@ -362,6 +362,7 @@ tool_report_analyze(tool_report *r)
     check_decisions(r);
     check_sequences(r);
     check_stops(r);
+    tool_report_check_once(r);
 }
 
 /* ---- rows of the frames table ---- */

@@ -631,6 +631,83 @@ on_agree(line *l)
     keep_agree(rk, &a, &s);
 }
 
+/* ---- compile once ---- */
+
+/* The owner field of a once event: a rank, or -1 when missing or null;
+ * false after an error. */
+static bool
+owner_field(line *l, int64_t *owner)
+{
+    json_t *v = json_object_get(l->o, "owner");
+
+    *owner = -1;
+    if (v == NULL || json_is_null(v))
+        return true;
+    if (!count_field(l, "owner", true, owner))
+        return false;
+    if (*owner < TOOL_REPORT_MAX_RANKS)
+        return true;
+    error_at(l->r, l->name, l->no, "once: owner %lld is not a rank",
+             (long long)*owner);
+    return false;
+}
+
+/* Keeps a copy of the checked event `o` with its strings `frame` and
+ * `err` (NULL: none) in the rank's list, unless the list is full (then it
+ * is only counted). */
+static void
+keep_once(tool_rep_rank *rk, const tool_rep_once *o, const char *frame,
+          const char *err)
+{
+    tool_rep_once *v, *k;
+
+    rk->once_events++;
+    if (rk->nonces >= TOOL_REPORT_MAX_AGREES)
+        return;
+    v = ccol__grow(rk->onces, &rk->caponces, rk->nonces + 1, sizeof *v, 8);
+    if (v == NULL)
+        return;
+    rk->onces = v;
+    k = &v[rk->nonces];
+    *k = *o;
+    k->frame = dup_cut(frame, 1000);
+    k->error = err != NULL ? dup_cut(err, 2000) : NULL;
+    if (k->frame == NULL || (err != NULL && k->error == NULL)) {
+        free(k->frame);
+        free(k->error);
+        return;
+    }
+    rk->nonces++;
+}
+
+/* What one rank did with one graph under compile once: kept for the
+ * report's compile once table, and a span on the timeline. */
+static void
+on_once(line *l)
+{
+    tool_rep_once o = { 0 };
+    const char *frame = str_field(l, "frame", true), *outcome, *err;
+
+    outcome = frame != NULL ? str_field(l, "outcome", true) : NULL;
+    if (outcome == NULL || !owner_field(l, &o.owner) ||
+        !count_field(l, "bytes", false, &o.bytes) ||
+        !count_field(l, "dur_ns", false, &o.dur_ns) ||
+        !opt_str(l, "error", &err))
+        return;
+    for (o.outcome = 0; o.outcome < TOOL_ONCE_NKINDS; o.outcome++)
+        if (strcmp(outcome, tool_once_outcomes[o.outcome]) == 0)
+            break;
+    if (o.outcome == TOOL_ONCE_NKINDS) {
+        error_at(l->r, l->name, l->no, "once: unknown outcome '%.60s'",
+                 outcome);
+        return;
+    }
+    add_mark(l, TOOL_MARK_COLLECTIVE, o.dur_ns, "compile once of %s: %s, "
+             "%lld B, %.3f ms%s%s", frame, outcome, (long long)o.bytes,
+             (double)o.dur_ns / 1e6, err ? ": " : "", err ? err : "");
+    keep_once(l->rk, &o, frame, err);
+}
+
 /* One compile's span, for finding the compile around a time. */
 typedef struct span {
     int64_t begin; /* begin_ns */
@@ -750,6 +827,7 @@ static const struct {
     { "error", on_error },
     { "collective", on_collective },
     { "agree", on_agree },
+    { "once", on_once },
 };
 
 /* Folds one checked line into its rank. Other events (open, observe,
@@ -1007,6 +1085,11 @@ free_rank(tool_rep_rank *rk)
         free(rk->agrees[i].error);
     }
     free(rk->agrees);
+    for (size_t i = 0; i < rk->nonces; i++) {
+        free(rk->onces[i].frame);
+        free(rk->onces[i].error);
+    }
+    free(rk->onces);
     free(rk->compiles);
     free(rk->marks);
     free(rk->file);

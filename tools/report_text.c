@@ -248,6 +248,31 @@ text_outside(const tool_report *r, FILE *f)
     tool_report_sites_free(sites, n);
 }
 
+/* One line per graph under ccol.torch's compile once. */
+static void
+text_once(const tool_report *r, FILE *f)
+{
+    tool_rep_oncerow *rows;
+    size_t more, n = tool_report_oncerows(r, &rows, &more);
+
+    if (n > 0)
+        fprintf(f, "\ncompile once (per graph: the owner and what the "
+                   "others did):\n");
+    for (size_t i = 0; i < n; i++) {
+        char *says = tool_report_once_says(&rows[i]);
+
+        fputs("  ", f);
+        put_safe(f, rows[i].frame, 300);
+        fputs(": ", f);
+        put_safe(f, says != NULL ? says : "", 5000);
+        fputc('\n', f);
+        free(says);
+    }
+    if (more > 0)
+        fprintf(f, "  ... and %zu events of other graphs\n", more);
+    tool_report_oncerows_free(rows, n);
+}
+
 void
 tool_report_text(const tool_report *r, FILE *f)
 {
@@ -260,4 +285,5 @@ tool_report_text(const tool_report *r, FILE *f)
     text_summary(r, f);
     text_frames(r, f);
     text_outside(r, f);
+    text_once(r, f);
 }

@@ -32,10 +32,10 @@ def _needs_hook_points():
 
 
 def once_job(tmp_path, nproc=2, once=True, args=(), monitor=None, **env):
+    env.setdefault("ONCE_CACHE_ROOT", tmp_path / "caches")
     return run_job(tmp_path, "once.py", args=args, nproc=nproc,
                    launch="standalone", monitor=monitor, deadline=DEADLINE,
-                   CCOL_TORCH=1, CCOL_TORCH_COMPILE_ONCE=int(once),
-                   ONCE_CACHE_ROOT=tmp_path / "caches", **env)
+                   CCOL_TORCH=1, CCOL_TORCH_COMPILE_ONCE=int(once), **env)
 
 
 def exactly_one_compiles(res):
@@ -71,13 +71,66 @@ def test_two_ranks_one_compiles_outputs_bit_identical(tmp_path):
     assert len(digests) == 1, [(r["rank"], r["out"]) for r in on + off]
 
 
-@pytest.mark.timeout(DEADLINE + 30)
-def test_three_ranks_one_compiles(tmp_path):
-    with once_job(tmp_path, nproc=3) as job:
-        job.finish()
-        res = results(job, 3)
-    exactly_one_compiles(res)
+@pytest.mark.timeout(3 * DEADLINE + 30)
+def test_three_ranks_one_compiles_and_warm_caches_load_their_own(tmp_path):
+    """Cold, one rank compiles and two load. Then the owner is chosen among
+    the ranks that lack the entry: one rank lacking it compiles alone
+    (nothing sent, no fallback); two lacking it share one compile while the
+    rank that has it loads its own."""
+    import shutil
+    caches = tmp_path / "caches"
+
+    def job(name):
+        with once_job(tmp_path / name, nproc=3,
+                      ONCE_CACHE_ROOT=caches) as j:
+            j.finish()
+            assert "did not deliver" not in j.output, tail(j.output)
+            return results(j, 3)
+    res = job("cold")
+    first = exactly_one_compiles(res)
     assert len({r["out"] for r in res}) == 1
+    cold = (first + 1) % 3
+    shutil.rmtree(caches / f"rank-{cold}")
+    for r in job("one-cold"):
+        want = dict(compiled=int(r["rank"] == cold), loaded=0, fallbacks=0,
+                    bytes_sent=0, bytes_received=0)
+        assert r["once"] == dict(r["once"], **want), r
+        assert r["counters"]["aot_hit"] == int(r["rank"] != cold), r
+    for r in (first, cold):
+        shutil.rmtree(caches / f"rank-{r}")
+    res2 = job("two-cold")
+    warm = res2[(first + 2) % 3]
+    assert warm["once"] == dict(warm["once"], compiled=0, loaded=0,
+                                fallbacks=0), warm
+    assert warm["counters"] == dict(warm["counters"], aot_hit=1,
+                                    fx_miss=0), warm
+    pair = [res2[first], res2[cold]]
+    assert sorted(r["once"]["compiled"] for r in pair) == [0, 1], pair
+    assert sorted(r["once"]["loaded"] for r in pair) == [0, 1], pair
+    assert len({r["out"] for r in res + res2}) == 1
+
+
+@pytest.mark.timeout(DEADLINE + 30)
+def test_under_ccol_run_one_compiles(tmp_path):
+    """The same job launched by `ccol run` (no torch store: the ranks join
+    at ccol's own rendezvous): one rank compiles, the other loads."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import ccol_tool
+    from test_torchrun import job_env, script
+    env = job_env(tmp_path, CCOL_TORCH=1, CCOL_TORCH_COMPILE_ONCE=1,
+                  CCOL_TIMEOUT=60, ONCE_CACHE_ROOT=tmp_path / "caches")
+    out = subprocess.run([ccol_tool(), "run", "-n", "2", "--", sys.executable,
+                          script("once.py")], capture_output=True, text=True,
+                         timeout=DEADLINE, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    res = sorted((json.loads(m) for m in re.findall(
+        r"CCOL_RESULT (\{.*\})", out.stdout)), key=lambda r: r["rank"])
+    assert [r["rank"] for r in res] == [0, 1], out.stdout + out.stderr
+    exactly_one_compiles(res)
+    assert res[0]["out"] == res[1]["out"]
 
 
 @pytest.mark.timeout(DEADLINE + 30)
@@ -97,10 +150,12 @@ def test_rank_with_other_model_code_compiles_its_own(tmp_path):
 
 
 @pytest.mark.timeout(DEADLINE + 30)
-@pytest.mark.parametrize("fault", ["kill", "raise"])
+@pytest.mark.parametrize("fault", ["kill", "stop", "raise"])
 def test_failed_owner_others_compile_themselves(tmp_path, fault):
     with once_job(tmp_path, monitor=FAIL_MONITOR_S * 5,
                   CCOL_TORCH_ONCE_FAULT=fault) as job:
+        if fault == "stop":
+            kill_the_stopped_owner(job)
         codes = job.finish(expect_ok=False)
         out = job.output
         got = {e["rank"]: e for e in job.events("RESULT")}
@@ -108,7 +163,7 @@ def test_failed_owner_others_compile_themselves(tmp_path, fault):
     assert len(got) == 1, tail(out)
     (survivor, res), = got.items()
     owner = 1 - survivor
-    if fault == "kill":
+    if fault in ("kill", "stop"):
         assert summary_exitcodes(out).get(owner) == -9, tail(out)
     assert res["once"] == dict(res["once"], compiled=1, loaded=0,
                                fallbacks=1), res
@@ -121,9 +176,32 @@ def test_failed_owner_others_compile_themselves(tmp_path, fault):
     why = warn.group(1)
     if fault == "kill":
         assert f"rank {owner}" in why and "PeerError" in why, why
+    elif fault == "stop":
+        assert f"rank {owner} stopped responding" in why and \
+            "PeerError" in why, why
     else:
         assert "its compile raised" in why, why
     assert res["compile_s"] < 90, res
+
+
+def kill_the_stopped_owner(job):
+    """A stopped owner never exits, so torchrun would wait for it forever:
+    once the other rank has its result, the owner (stopped, as /proc says)
+    is killed as an operator would."""
+    import os
+    import signal
+    import time
+    end = time.monotonic() + DEADLINE
+    while not job.events("RESULT") and time.monotonic() < end:
+        time.sleep(0.2)
+    done = job.events("RESULT")
+    assert done, "no rank finished beside the stopped owner:\n" + \
+        tail(job.output)
+    pid = job.event("PID", 1 - done[0]["rank"])["pid"]
+    with open(f"/proc/{pid}/stat") as f:
+        state = f.read().rsplit(")", 1)[1].split()[0]
+    assert state in "Tt", f"the owner (pid {pid}) is {state}, not stopped"
+    os.kill(pid, signal.SIGKILL)
 
 
 @pytest.mark.timeout(DEADLINE + 30)

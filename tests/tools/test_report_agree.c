@@ -6,11 +6,14 @@
  * agreements, bad agree lines and the per-rank cap. The text output must
  * list each agreement under the compile it belongs to, with its cost, and
  * the HTML must hold the same; the command itself is run once on files.
+ * Also ccol.torch's compile once (`once` events): one line per graph, a
+ * warning for a rank that compiled alone, bad once lines named.
  */
 #include "harness.h"
 
 #include "report_analyze.c"
 #include "report_html.c"
+#include "report_once.c"
 #include "report_read.c"
 #include "report_text.c"
 
@@ -454,6 +457,106 @@ CCOL_TEST(test_row_capped)
     tool_report_free(&r);
 }
 
+/* A once event at `ms`; `error` NULL for none. */
+static void
+once(tfile *t, int64_t ms, const char *graph, const char *outcome, int owner,
+     int bytes, const char *error)
+{
+    ev(t, ms,
+       "\"event\":\"once\",\"frame\":\"%s\",\"outcome\":\"%s\","
+       "\"owner\":%d,\"key\":\"k\",\"bytes\":%d,\"files\":3,"
+       "\"dur_ns\":2000000,\"error\":%s%s%s",
+       graph, outcome, owner, bytes, error ? "\"" : "",
+       error ? error : "null", error ? "\"" : "");
+}
+
+/* Three ranks, three graphs: one shared (rank 1 owns it), one whose
+ * owner failed (rank 2 compiled alone), one with divergent keys. */
+CCOL_TEST(test_compile_once)
+{
+    tool_report r = { 0 };
+    char *text, *html;
+    tfile t;
+
+    for (int k = 0; k < 3; k++) {
+        topen(&t, k);
+        once(&t, 1, "compile 1 of f (a.py:3)", k == 1 ? "sent" : "loaded", 1,
+             2048, NULL);
+        once(&t, 2, "compile 1 of g (a.py:9)", k == 0 ? "failed" :
+             k == 2 ? "fallback" : "loaded", 0, k == 1 ? 10 : 0,
+             k == 0 ? "its compile raised RuntimeError: x" : NULL);
+        ev(&t, 3, "\"event\":\"once\",\"frame\":\"compile 2 of f\","
+           "\"outcome\":\"divergent\",\"ranks\":[2],\"key\":null");
+        tfeed(&r, &t);
+    }
+    text = text_of(&r);
+    html = html_of(&r);
+    CHECK_EQ(r.errors.n, 0);
+    CHECK_CONTAINS(text, "\ncompile once (per graph: the owner and what "
+                         "the others did):\n  compile 1 of f (a.py:3): rank 1 "
+                         "compiled it and sent it (2048 B, 0.002 s to send); "
+                         "loaded on ranks 0, 2\n");
+    CHECK_CONTAINS(text, "  compile 1 of g (a.py:9): rank 0, the owner, sent "
+                         "no files; loaded on rank 1; compiled alone (the "
+                         "owner did not deliver) on rank 2: its compile "
+                         "raised RuntimeError: x\n");
+    CHECK_CONTAINS(text, "  compile 2 of f: compiled its own (the keys "
+                         "differ) on ranks 0-2\n");
+    CHECK_CONTAINS(text, "WARNING: compile once of compile 1 of g (a.py:9): "
+                         "rank 2 compiled it alone: the owner, rank 0, did "
+                         "not deliver (its compile raised RuntimeError: x)");
+    CHECK_CONTAINS(text, "WARNING: compile once of compile 2 of f: the cache "
+                         "keys differ between ranks (reported by ranks 0-2)");
+    CHECK(strstr(text, "compile once of compile 1 of f (a.py:3):") == NULL);
+    CHECK_CONTAINS(html, "<section id=\"once\"><h2>Compile once</h2>");
+    CHECK_CONTAINS(html, "<tr><td><code>compile 1 of f (a.py:3)</code></td>"
+                         "<td class=\"n\">1</td><td class=\"n\">2048</td>");
+    free(text);
+    free(html);
+    tool_report_free(&r);
+}
+
+/* Bad once lines are errors naming file, line and field; nothing is
+ * kept from them. */
+CCOL_TEST(test_compile_once_bad_lines)
+{
+    static const char *const bad[] = {
+        "\"event\":\"once\",\"outcome\":\"sent\"",
+        "\"event\":\"once\",\"frame\":\"f\",\"outcome\":\"won\"",
+        "\"event\":\"once\",\"frame\":\"f\",\"outcome\":\"sent\","
+        "\"owner\":-1",
+        "\"event\":\"once\",\"frame\":\"f\",\"outcome\":\"sent\","
+        "\"owner\":99999",
+        "\"event\":\"once\",\"frame\":\"f\",\"outcome\":\"sent\","
+        "\"bytes\":\"2\"",
+        "\"event\":\"once\",\"frame\":\"f\",\"outcome\":\"sent\","
+        "\"error\":7",
+    };
+    static const char *const says[] = {
+        "rank-0.jsonl:1: once: field 'frame' must be a string",
+        "rank-0.jsonl:2: once: unknown outcome 'won'",
+        "rank-0.jsonl:3: once: field 'owner' is negative (-1)",
+        "rank-0.jsonl:4: once: owner 99999 is not a rank",
+        "rank-0.jsonl:5: once: field 'bytes' must be an integer",
+        "rank-0.jsonl:6: once: field 'error' must be a string",
+    };
+    tool_report r = { 0 };
+    char *text;
+    tfile t;
+
+    topen(&t, 0);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ev(&t, 1, "%s", bad[i]);
+    tfeed(&r, &t);
+    text = text_of(&r);
+    CHECK_EQ(r.ranks[0].nonces, 0);
+    for (size_t i = 0; i < sizeof says / sizeof says[0]; i++)
+        CHECK_CONTAINS(text, says[i]);
+    CHECK(strstr(text, "compile once (") == NULL);
+    free(text);
+    tool_report_free(&r);
+}
+
 /* Writes t's bytes to dir/rank-<r>.jsonl. */
 static void
 twrite(const char *dir, tfile *t)
@@ -531,4 +634,5 @@ CCOL_TEST_MAIN(CCOL_T(test_agreements_listed_under_their_compile),
                CCOL_T(test_divergent_agreement_named),
                CCOL_T(test_bad_agree_lines), CCOL_T(test_hostile_agreements),
                CCOL_T(test_agreements_capped), CCOL_T(test_row_capped),
-               CCOL_T(test_command))
+               CCOL_T(test_compile_once),
+               CCOL_T(test_compile_once_bad_lines), CCOL_T(test_command))

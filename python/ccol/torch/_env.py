@@ -25,7 +25,7 @@ GRAPH_CHECKS = ("warn", "error", "off")
 # CCOL_TORCH_EXCHANGE's values (_compile.py), the default first
 EXCHANGES = ("reduce", "gather")
 # CCOL_TORCH_ONCE_FAULT's values (_once.py; for tests only)
-ONCE_FAULTS = ("", "raise", "kill", "corrupt")
+ONCE_FAULTS = ("", "raise", "kill", "stop", "corrupt")
 
 
 def invalid(msg):

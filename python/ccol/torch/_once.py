@@ -9,8 +9,11 @@ each backend compile that goes through AOTAutograd's cache is made once:
    AOTAutograd calls before it compiles a graph for Inductor. The ranks
    agree on torch's own cache key for the graph (an all-gather at site
    ``once.key``, paired like every ccol.torch agreement).
-2. Where every rank has the same key, the owner is sha256(key) % size, so a
-   job compiling many graphs spreads them over its ranks. The owner looks
+2. Where every rank has the same key and at least two ranks lack the entry
+   in their own cache, the owner is one of those, sha256(key) picking which,
+   so a job compiling many graphs spreads them over its ranks (where one
+   rank alone lacks it, that rank compiles and nothing is sent; a rank that
+   has it loads its own). The owner looks
    the key up and compiles as usual (its cache is filled), then broadcasts
    every file its compile added to its cache directory: the AOTAutograd
    entry, the FX graph entries and the kernels (.cpp, .so, .py). Each
@@ -166,12 +169,15 @@ def _try_load(once, load, args, kwargs):
     if key is None or any(k != keys[0] for k in keys):
         _diverged(once, graph, keys)
         return _compiled_here(once, load, args, kwargs)
-    if all(g[1] for g in got):
-        return load(*args, **kwargs)  # every rank has it already
-    owner = int(hashlib.sha256(key.encode()).hexdigest(), 16) % \
-        job.comm.size
+    lacking = [r for r, g in enumerate(got) if not g[1]]
+    if len(lacking) < 2:
+        return _compiled_here(once, load, args, kwargs)  # nothing to share
+    owner = lacking[int(hashlib.sha256(key.encode()).hexdigest(), 16) %
+                    len(lacking)]
     if owner == job.comm.rank:
         return _own(once, load, args, kwargs, key, graph)
+    if mine[1]:
+        return _bystander(once, load, args, kwargs, graph, owner)
     return _receive(once, load, args, kwargs, key, graph, owner)
 
 
@@ -234,7 +240,7 @@ def _stage2(once, upstream, args, kwargs):
         return upstream(*args, **kwargs)
     key, graph, before = owed
     try:
-        _inject(once, "raise", "kill")
+        _inject(once, "raise", "kill", "stop")
         out = upstream(*args, **kwargs)
     except BaseException as e:
         _send(once, key, graph, failure=f"its compile raised "
@@ -261,9 +267,11 @@ def _inject(once, *which):
         return
     fault, once.fault = once.fault, ""
     log.warning("compile_once: test fault %r at the owner", fault)
-    if fault == "kill":
+    if fault in ("kill", "stop"):
         import signal
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL if fault == "kill" else
+                signal.SIGSTOP)
+        return  # stopped: compiles on if ever continued
     raise RuntimeError("compile_once test fault: the owner's compile "
                        "raised")
 
@@ -446,6 +454,18 @@ def _receive(once, load, args, kwargs, key, graph, owner):
             return got
         failure = "torch's cache lookup rejected the artifact"
     return _fallback(once, load, args, kwargs, key, graph, owner, failure)
+
+
+def _bystander(once, load, args, kwargs, graph, owner):
+    """A rank whose cache has the entry takes part in the owner's broadcast
+    (a collective), drops what it gets and loads its own."""
+    try:
+        _bcast(once.job, None, owner, graph)
+    except ccol.Error as e:
+        log.warning("compile_once: %s: the owner, rank %d, did not deliver "
+                    "(%s: %s); rank %d has its own", graph, owner,
+                    type(e).__name__, e, once.job.comm.rank)
+    return _compiled_here(once, load, args, kwargs)
 
 
 def _fallback(once, load, args, kwargs, key, graph, owner, failure):
