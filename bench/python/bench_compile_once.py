@@ -9,9 +9,17 @@ torch.distributed.run --nproc_per_node N`, every rank with CCOL_TORCH=1 and
 its own fresh TORCHINDUCTOR_CACHE_DIR (cold caches, as on separate hosts),
 in two modes, the order alternating from round to round:
 
-  off   CCOL_TORCH_COMPILE_ONCE=0: every rank compiles every graph;
-  once  CCOL_TORCH_COMPILE_ONCE=1: one rank compiles each graph, the others
-        load its artifact (ccol.torch's _once.py).
+  off       CCOL_TORCH_COMPILE_ONCE=0: every rank compiles every graph;
+  once      CCOL_TORCH_COMPILE_ONCE=1: one rank compiles each graph, the
+            others load its artifact (ccol.torch's _once.py);
+  upstream  (torch 2.14 and later, where torch.compiler.config has
+            compile_on_one_rank) torch alone, as upstream offers it:
+            compile_on_one_rank on, rank 0 runs its first step, saves its
+            caches with torch.compiler.save_cache_artifacts() and sends them
+            to the others over gloo (broadcast_object_list), which load
+            them with load_cache_artifacts() and then run their first step
+            (cache hits). compile_on_one_rank by itself moves nothing
+            between ranks; this is the nearest upstream equivalent.
 
 The compile phase is the wall time from the earliest rank starting its
 first step to the last rank ending it (the first step is where every graph
@@ -38,7 +46,7 @@ import time
 
 HERE = os.path.abspath(__file__)
 TAG = "BENCH_ONCE "
-MODES = ("off", "once")
+MODES = ("off", "once")      # "upstream" added where torch has it
 
 
 # ---------------------------------------------------------------- worker --
@@ -59,29 +67,62 @@ def make_model(torch):
     return Tiny()
 
 
+def upstream_share(torch, rank, first_step):
+    """The upstream mode's first step: rank 0 compiles and sends its cache
+    artifacts over gloo; the others load them, then run it (hits)."""
+    import torch.distributed as dist
+    dist.init_process_group("gloo")
+    box = [None]
+    if rank == 0:
+        first_step()
+        box = [torch.compiler.save_cache_artifacts()[0]]
+    dist.broadcast_object_list(box, src=0)
+    if rank != 0:
+        torch.compiler.load_cache_artifacts(box[0])
+        first_step()
+    return len(box[0])
+
+
 def worker(a):
     rank = os.environ["RANK"]
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(a.cache, "r" + rank)
     import torch
     import ccol.torch
+    if a.mode == "upstream":
+        torch.compiler.config.compile_on_one_rank = True
     torch.manual_seed(0)
     model = make_model(torch)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     step = torch.compile(model, backend="inductor")
     g = torch.Generator().manual_seed(1)
     tokens = torch.randint(0, 256, (8, 32), generator=g)
-    times = []
-    for _ in range(a.steps):
-        t0 = time.time()
+    times, sent = [], 0
+
+    def one_step():
         opt.zero_grad()
         loss = torch.nn.functional.cross_entropy(
             step(tokens).flatten(0, 1), tokens.flatten())
         loss.backward()
         opt.step()
+        return loss
+    for k in range(a.steps):
+        t0 = time.time()
+        if k == 0 and a.mode == "upstream":
+            got = []
+            sent = upstream_share(torch, int(rank),
+                                  lambda: got.append(one_step()))
+            loss = got[0]
+        else:
+            loss = one_step()
         times.append((t0, time.time()))
+    once = ccol.torch.compile_once_counts()
+    if a.mode == "upstream" and rank == "0":
+        once.update(compiled=1, bytes_sent=sent)
+    import resource
+    ru = resource.getrusage(resource.RUSAGE_SELF)
     out = {"rank": int(rank), "times": times,
-           "loss": loss.detach().double().item().hex(),
-           "once": ccol.torch.compile_once_counts(),
+           "cpu_s": round(ru.ru_utime + ru.ru_stime, 2),
+           "loss": loss.detach().double().item().hex(), "once": once,
            "torch": torch.__version__}
     sys.stdout.write(TAG + json.dumps(out) + "\n")
     sys.stdout.flush()
@@ -101,7 +142,8 @@ def clean_env(mode):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("CCOL_", "TORCHINDUCTOR_", "TORCHELASTIC_"))
            and k not in drop}
-    env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", CCOL_TORCH="1",
+    env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
+               CCOL_TORCH="0" if mode == "upstream" else "1",
                CCOL_TORCH_COMPILE_ONCE="1" if mode == "once" else "0")
     return env
 
@@ -112,7 +154,7 @@ def launch(a, n, mode):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node",
            str(n), "--nnodes", "1", "--master_addr", "127.0.0.1",
            "--master_port", str(free_port()), HERE, "--worker", "--steps",
-           str(a.steps), "--cache", cache]
+           str(a.steps), "--cache", cache, "--mode", mode]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True,
                            env=clean_env(mode), timeout=a.timeout)
@@ -135,37 +177,49 @@ def phase(rows):
             - min(r["times"][0][0] for r in rows))
 
 
+def modes():
+    """off and once, and upstream where this torch has compile_on_one_rank."""
+    import torch
+    cfg = getattr(torch.compiler, "config", None)
+    return MODES + (("upstream",) if hasattr(cfg, "compile_on_one_rank")
+                    else ())
+
+
 def run(a, n):
-    got = {m: [] for m in MODES}
+    ms = modes()
+    got = {m: [] for m in ms}
     for k in range(a.rounds):
-        for mode in (MODES if k % 2 == 0 else MODES[::-1]):
+        for mode in (ms if k % 2 == 0 else ms[::-1]):
             got[mode].append(launch(a, n, mode))
-    med = {m: statistics.median(phase(rows) for rows in got[m])
-           for m in MODES}
-    rows = got["once"][-1]
-    graphs = sum(r["once"]["compiled"] for r in rows)
-    sent = sum(r["once"]["bytes_sent"] for r in rows)
-    loaded = sum(r["once"]["loaded"] for r in rows)
-    same = all(r["loss"] == o["loss"] for rs, os_ in zip(got["once"],
-                                                         got["off"])
-               for r, o in zip(rs, os_))
-    print(f"\n== {n} ranks, torch {rows[0]['torch']}, CPU, Inductor, cold "
-          f"caches per rank: median of {a.rounds} round(s)")
-    print(f"{'mode':<6}{'compile phase s':>16}  rounds")
-    for m in MODES:
-        print(f"{m:<6}{med[m]:>16.1f}  "
+    med = {m: statistics.median(phase(rows) for rows in got[m]) for m in ms}
+    print(f"\n== {n} ranks, torch {got['once'][0][0]['torch']}, CPU, "
+          f"Inductor, cold caches per rank: median of {a.rounds} round(s)")
+    print(f"{'mode':<9}{'compile phase s':>16}  rounds")
+    for m in ms:
+        print(f"{m:<9}{med[m]:>16.1f}  "
               + " ".join(f"{phase(r):.1f}" for r in got[m]))
-    for m in MODES:
+    for m in ms:
+        print(f"own CPU s per rank, {m} (last round): " + " ".join(
+            f"{r['cpu_s']:.1f}" for r in got[m][-1]))
+    for m in ms:
         print(f"first step per rank, {m} (last round): " + " ".join(
             f"{r['times'][0][1] - r['times'][0][0]:.1f}"
-            + ("*" if r["once"]["compiled"] and m == "once" else "")
-            for r in got[m][-1]) + ("  (* the owner)" if m == "once"
-                                    else ""))
+            + ("*" if r["once"]["compiled"] and m != "off" else "")
+            for r in got[m][-1]) + ("  (* compiled)" if m != "off" else ""))
     print(f"ratio once/off: {med['once'] / med['off']:.3f}")
-    print(f"graphs compiled by an owner: {graphs}, loaded by others: "
-          f"{loaded}; bytes/artifact: "
-          f"{sent // graphs if graphs else 0}; losses bit-identical across "
-          f"modes: {'yes' if same else 'NO'}")
+    if "upstream" in ms:
+        print(f"ratio upstream/off: {med['upstream'] / med['off']:.3f}; "
+              f"once/upstream: {med['once'] / med['upstream']:.3f}")
+    for m in ms[1:]:
+        rows = got[m][-1]
+        graphs = sum(r["once"]["compiled"] for r in rows)
+        sent = sum(r["once"]["bytes_sent"] for r in rows)
+        same = all(r["loss"] == o["loss"] for rs, os_ in zip(got[m],
+                                                             got["off"])
+                   for r, o in zip(rs, os_))
+        print(f"{m}: graphs compiled by one rank: {graphs}; bytes sent per "
+              f"compiling rank: {sent // graphs if graphs else 0}; losses "
+              f"bit-identical with off: {'yes' if same else 'NO'}")
     sys.stdout.flush()
 
 
@@ -178,6 +232,8 @@ def main():
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--cache", help=argparse.SUPPRESS)
+    ap.add_argument("--mode", choices=MODES + ("upstream",),
+                    help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
         return worker(a)
