@@ -148,7 +148,6 @@ typedef struct tool_rep_rank {
     int64_t agree_ns;      /* their total duration */
     tool_rep_once *onces;   /* compile once events in file order, capped */
     size_t nonces, caponces;
-    uint64_t once_events;   /* once events, also those past the cap */
     char *recompile_frame;  /* malloc'd frame of the last recompile event */
     char *recompile_reason; /* malloc'd its reason, until a compile takes it */
 } tool_rep_rank;

@@ -661,7 +661,6 @@ keep_once(tool_rep_rank *rk, const tool_rep_once *o, const char *frame,
 {
     tool_rep_once *v, *k;
 
-    rk->once_events++;
     if (rk->nonces >= TOOL_REPORT_MAX_AGREES)
         return;
     v = ccol__grow(rk->onces, &rk->caponces, rk->nonces + 1, sizeof *v, 8);

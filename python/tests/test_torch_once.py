@@ -10,12 +10,22 @@ Inductor compile takes 10-20 s on this machine, so the jobs are few and
 small.
 """
 
+import hashlib
+import json
+import os
 import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
 
 import pytest
 
-from test_torchrun import (FAIL_MONITOR_S, _py, results, run_job,
-                           summary_exitcodes, tail)
+from conftest import ccol_tool
+from test_torchrun import (FAIL_MONITOR_S, _py, job_env, results, run_job,
+                           script, summary_exitcodes, tail)
 
 torch = pytest.importorskip("torch")
 
@@ -77,7 +87,6 @@ def test_three_ranks_one_compiles_and_warm_caches_load_their_own(tmp_path):
     the ranks that lack the entry: one rank lacking it compiles alone
     (nothing sent, no fallback); two lacking it share one compile while the
     rank that has it loads its own."""
-    import shutil
     caches = tmp_path / "caches"
 
     def job(name):
@@ -114,12 +123,6 @@ def test_three_ranks_one_compiles_and_warm_caches_load_their_own(tmp_path):
 def test_under_ccol_run_one_compiles(tmp_path):
     """The same job launched by `ccol run` (no torch store: the ranks join
     at ccol's own rendezvous): one rank compiles, the other loads."""
-    import json
-    import subprocess
-    import sys
-
-    from conftest import ccol_tool
-    from test_torchrun import job_env, script
     env = job_env(tmp_path, CCOL_TORCH=1, CCOL_TORCH_COMPILE_ONCE=1,
                   CCOL_TIMEOUT=60, ONCE_CACHE_ROOT=tmp_path / "caches")
     out = subprocess.run([ccol_tool(), "run", "-n", "2", "--", sys.executable,
@@ -188,9 +191,6 @@ def kill_the_stopped_owner(job):
     """A stopped owner never exits, so torchrun would wait for it forever:
     once the other rank has its result, the owner (stopped, as /proc says)
     is killed as an operator would."""
-    import os
-    import signal
-    import time
     end = time.monotonic() + DEADLINE
     while not job.events("RESULT") and time.monotonic() < end:
         time.sleep(0.2)
@@ -243,9 +243,6 @@ def test_compile_once_counts_are_zero_while_off():
 def test_hostile_artifacts_are_corrupt_never_another_error():
     """Bytes from another rank are untrusted: every malformed message is a
     Corrupt (the receiver compiles for itself), never another exception."""
-    import json
-    import struct
-
     from ccol.torch import _once
     key = "k1"
     good = _once._pack(key, [("fxgraph/a/b", b"kernel"), ("aot/x", b"e")])
@@ -259,7 +256,6 @@ def test_hostile_artifacts_are_corrupt_never_another_error():
         return (_once.MAGIC + struct.pack("<II", _once.VERSION, len(h)) + h
                 + body)
 
-    import hashlib
     digest = hashlib.sha256(b"x").hexdigest()
     hostile = [
         b"", b"CCOLONC", b"NOTONCE!" + bytes(8), good[:20], good[:-1],

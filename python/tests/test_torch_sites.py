@@ -673,29 +673,25 @@ def test_agreements_are_in_the_trace_and_named_by_the_report(tmp_path,
 def test_rerun_if_hung_reruns_hangs_only():
     """The reference runs' retry: a hang is run again (at most 3 runs in
     all), any other failure is raised at once."""
-    calls = []
+    def failing(*errors):
+        """A run failing with each of `errors` in turn, then returning."""
+        calls = []
 
-    def hangs_twice():
-        calls.append(1)
-        if len(calls) < 3:
-            pytest.fail("ranks [1] of 2 did not finish within 1 s (a hang)")
-        return "done"
-    assert rerun_if_hung(hangs_twice) == "done" and len(calls) == 3
+        def run():
+            calls.append(1)
+            if len(calls) <= len(errors):
+                pytest.fail(errors[len(calls) - 1])
+            return "done"
+        return run, calls
 
-    calls.clear()
-
-    def always_hangs():
-        calls.append(1)
-        pytest.fail("ranks [0] of 2 did not finish within 1 s (a hang)")
+    hang = "ranks [1] of 2 did not finish within 1 s (a hang)"
+    run, calls = failing(hang, hang)
+    assert rerun_if_hung(run) == "done" and len(calls) == 3
+    run, calls = failing(hang, hang, hang)
     with pytest.raises(pytest.fail.Exception, match="a hang"):
-        rerun_if_hung(always_hangs)
+        rerun_if_hung(run)
     assert len(calls) == 3
-
-    calls.clear()
-
-    def fails():
-        calls.append(1)
-        pytest.fail("rank 1 raised PeerError")
+    run, calls = failing("rank 1 raised PeerError")
     with pytest.raises(pytest.fail.Exception, match="PeerError"):
-        rerun_if_hung(fails)
+        rerun_if_hung(run)
     assert len(calls) == 1
