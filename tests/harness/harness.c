@@ -159,7 +159,9 @@ run_one(const ccol_test_case *t)
     }
     st = wait_child(pid, t0 + limit);
     if (st == -1) {
-        printf("not ok %s (timed out after %.0f s: a hang)\n", t->name, limit);
+        printf("not ok %s (timed out after %.0f s: a hang, or a machine "
+               "too loaded for it: CCOL_TEST_TIMEOUT_MULT=%g scales every "
+               "limit)\n", t->name, limit, ccol_test_scale(1.0));
         return 1;
     }
     if (WIFEXITED(st) && WEXITSTATUS(st) == 77)
@@ -211,6 +213,10 @@ ccol_test_main(int argc, char **argv, const ccol_test_case *tests, size_t n)
         else
             failed++;
     }
+    if (failed)
+        printf("note: deadlines and limits scale with "
+               "CCOL_TEST_TIMEOUT_MULT (now %g); on a loaded machine try "
+               "CCOL_TEST_TIMEOUT_MULT=3\n", ccol_test_scale(1.0));
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
@@ -237,8 +243,11 @@ ccol_test_params(const ccol_test_job *job, int rank, ccol_comm_params *p)
                CCOL_COMM_PARAM_TRANSPORT | CCOL_COMM_PARAM_TIMEOUT;
     p->rank = rank;
     p->size = job->size;
+    /* Deadlines scale with CCOL_TEST_TIMEOUT_MULT like the tests' own
+     * limits, so a loaded machine stretches both alike. */
     if (!(job->params.mask & CCOL_COMM_PARAM_TIMEOUT))
-        p->timeout_s = job->timeout_s > 0 ? job->timeout_s : 10;
+        p->timeout_s = ccol_test_scale(job->timeout_s > 0 ? job->timeout_s
+                                                          : 10);
     if (job->transport == CCOL_TEST_INPROC) {
         p->transport = CCOL_TRANSPORT_INPROC;
         p->mask |= CCOL_COMM_PARAM_NAME;
