@@ -8,6 +8,7 @@
 #include "tools.h"
 
 #include "jit_job.h"
+#include "launch.h"
 #include "mpi_glue.h"
 #include "util.h"
 
@@ -313,31 +314,26 @@ check_program(const jit_opts *o)
 }
 
 /* With -n, the variables every rank will read (CCOL_TIMEOUT,
- * CCOL_TRANSPORT, CCOL_TOKEN) are checked once before any rank starts:
- * a bad one is a usage error. Rank, size and the rendezvous address are
- * the ones the ranks are given, so those of this process do not count. */
+ * CCOL_TRANSPORT, CCOL_TOKEN, CCOL_FAULT, CCOL_SPIN_US) are checked once
+ * before any rank starts: a bad one is a usage error, and so is
+ * CCOL_TRANSPORT=inproc (the ranks are processes). Rank, size and the
+ * rendezvous address are the ones the ranks are given, so those of this
+ * process do not count. */
 static int
 check_env(const jit_opts *o)
 {
-    ccol_comm_params p = { .mask = CCOL_COMM_PARAM_RANK |
-                                   CCOL_COMM_PARAM_SIZE |
-                                   CCOL_COMM_PARAM_TRANSPORT,
-                           .rank = 0, .size = 1,
-                           .transport = CCOL_TRANSPORT_DEFAULT };
-    ccol_comm *c = NULL;
-    ccol_status st;
+    tool_launch one_host = { .nlocal = o->nranks, .nnodes = 1 };
+    char bad[1024];
 
     if (o->nranks == 0)
         return 0; /* a joining rank reads them when it connects */
     unsetenv("MASTER_ADDR"); /* each rank is given its own */
     unsetenv("MASTER_PORT");
     jit_rank_env(o);
-    st = ccol_comm_create_env(&p, &c);
-    if (st != CCOL_OK)
-        fprintf(stderr, "ccol jit: %s\n",
-                c ? ccol_comm_errmsg(c) : ccol_status_str(st));
-    ccol_comm_destroy(c);
-    return st == CCOL_OK ? 0 : 2;
+    if (tool_launch_check_env(&one_host, bad, sizeof bad))
+        return 0;
+    fprintf(stderr, "ccol jit: %s\n", bad);
+    return 2;
 }
 
 /* Runs the parsed job and prints its summary; the exit status. */

@@ -926,6 +926,11 @@ cmd_run(int argc, char **argv)
                 strerror(errno));
         return 1;
     }
+    char bad[1024];
+    if (!tool_launch_check_env(&env, bad, sizeof bad)) {
+        fprintf(stderr, "ccol run: %s\n", bad);
+        return 2;
+    }
     if (!install_signals()) {
         fprintf(stderr, "ccol run: cannot install signal handlers: %s\n",
                 strerror(errno));

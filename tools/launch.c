@@ -3,6 +3,8 @@
  */
 #include "launch.h"
 
+#include "ccol.h"
+
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -75,6 +77,43 @@ tool_launch_env(const tool_launch *l)
            setenv_int("MASTER_PORT", l->port) &&
            setenv_int("GROUP_RANK", l->node_rank) &&
            setenv("CCOL_RUN", "1", 1) == 0;
+}
+
+bool
+tool_launch_check_env(const tool_launch *l, char *msg, size_t msglen)
+{
+    const char *t = getenv("CCOL_TRANSPORT");
+    /* One rank joining alone over inproc reads what every rank reads,
+     * CCOL_SPIN_US included, and needs no network. */
+    ccol_comm_params p = { .mask = CCOL_COMM_PARAM_RANK |
+                                   CCOL_COMM_PARAM_SIZE |
+                                   CCOL_COMM_PARAM_TRANSPORT |
+                                   CCOL_COMM_PARAM_NAME,
+                           .rank = 0, .size = 1,
+                           .transport = CCOL_TRANSPORT_INPROC,
+                           .name = "ccol-launch-check" };
+    ccol_comm *c = NULL;
+    ccol_status st;
+
+    if (t != NULL && strcmp(t, "inproc") == 0) {
+        snprintf(msg, msglen, "CCOL_TRANSPORT='inproc' joins threads of "
+                 "one process, but these ranks are processes: use shm or "
+                 "tcp (or leave it unset: shm on one host, tcp across "
+                 "hosts)");
+        return false;
+    }
+    if (t != NULL && strcmp(t, "shm") == 0 && l->nnodes > 1) {
+        snprintf(msg, msglen, "CCOL_TRANSPORT='shm' needs every rank on "
+                 "one host, but the job has %d nodes: use tcp (or leave it "
+                 "unset)", l->nnodes);
+        return false;
+    }
+    st = ccol_comm_create_env(&p, &c);
+    if (st != CCOL_OK)
+        snprintf(msg, msglen, "%s",
+                 c ? ccol_comm_errmsg(c) : ccol_status_str(st));
+    ccol_comm_destroy(c);
+    return st == CCOL_OK;
 }
 
 bool

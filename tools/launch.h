@@ -32,6 +32,17 @@ typedef struct tool_launch {
  */
 bool tool_launch_env(const tool_launch *l);
 
+/*
+ * Checks, once before any rank starts, the CCOL_* variables libccol reads
+ * in every rank as it joins (CCOL_TIMEOUT, CCOL_TRANSPORT, CCOL_TOKEN,
+ * CCOL_FAULT, CCOL_SPIN_US), with the environment the ranks will have
+ * (after tool_launch_env). The ranks of a launcher are processes, so
+ * CCOL_TRANSPORT=inproc (threads of one process) is refused, and so is
+ * shm for a job across hosts. True when they are good; else false with
+ * the message, naming the variable, in msg.
+ */
+bool tool_launch_check_env(const tool_launch *l, char *msg, size_t msglen);
+
 /* Sets RANK and LOCAL_RANK of local rank `local` (0..nlocal-1); for the
  * rank's own process, after the fork. */
 bool tool_launch_rank_env(const tool_launch *l, int local);

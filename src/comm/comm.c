@@ -278,9 +278,9 @@ ccol_comm_create(const ccol_comm_params *params, ccol_comm **out)
             st = ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
     }
     if (st == CCOL_OK)
-        st = ccol__fault_setup(c, (p->mask & CCOL_COMM_PARAM_FAULT)
-                                      ? p->fault
-                                      : getenv("CCOL_FAULT"));
+        st = (p->mask & CCOL_COMM_PARAM_FAULT)
+                 ? ccol__fault_setup(c, p->fault, NULL)
+                 : ccol__fault_setup(c, getenv("CCOL_FAULT"), "CCOL_FAULT");
     if (st == CCOL_OK)
         st = ccol__tree_setup(c);
     if (st == CCOL_OK) {

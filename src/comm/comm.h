@@ -330,7 +330,8 @@ ccol_status ccol__comm_fail(ccol_comm *c, ccol_status st, const char *fmt,
                             ...) CCOL__PRINTF(3, 4);
 
 /* fault.c: fault injection for tests and the fault campaign. */
-ccol_status ccol__fault_setup(ccol_comm *c, const char *spec);
+ccol_status ccol__fault_setup(ccol_comm *c, const char *spec,
+                              const char *from);
 /* Called when an operation starts (kill, stall, close faults). */
 void ccol__fault_on_op(ccol_comm *c);
 /* Sends a frame through the link, applying drop, delay, truncate and

@@ -104,9 +104,10 @@ parse_one(char *text, struct ccol__fault *f)
 }
 
 /* Parses the whole spec at creation: a typo is an INVALID_ARG then,
- * not a fault that silently never fires. */
+ * not a fault that silently never fires. `from` names the variable the
+ * spec came from (NULL: params.fault), so the message names it. */
 ccol_status
-ccol__fault_setup(ccol_comm *c, const char *spec)
+ccol__fault_setup(ccol_comm *c, const char *spec, const char *from)
 {
     char *copy, *save = NULL;
     int n = 0;
@@ -124,10 +125,10 @@ ccol__fault_setup(ccol_comm *c, const char *spec)
         if (!parse_one(one, &c->faults[n])) {
             free(copy);
             return ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
-                                "bad fault spec '%s': expected "
+                                "%s%sbad fault spec '%s': expected "
                                 "rank=R,op=K|msg=K,kind=drop|delay|truncate|"
                                 "corrupt|close|kill|stall[,ms=N]",
-                                spec);
+                                from ? from : "", from ? ": " : "", spec);
         }
         n++;
     }

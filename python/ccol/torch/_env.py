@@ -26,6 +26,9 @@ GRAPH_CHECKS = ("warn", "error", "off")
 EXCHANGES = ("reduce", "gather")
 # CCOL_TORCH_ONCE_FAULT's values (_once.py; for tests only)
 ONCE_FAULTS = ("", "raise", "kill", "stop", "corrupt")
+# CCOL_TRANSPORT's values under ccol.torch (_join.py): the ranks of a torch
+# job are processes, so libccol's inproc (threads of one process) is not one
+TRANSPORTS = ("tcp", "shm")
 
 
 def invalid(msg):
@@ -118,6 +121,57 @@ def launcher():
     return (0, 1, None) if found is None else found[:3]
 
 
+def transport():
+    """CCOL_TRANSPORT as ccol.torch takes it: "tcp", "shm", or "" (unset or
+    empty: shm within a host, tcp+shm across hosts). libccol's inproc and
+    anything else are errors naming the variable, the value and the
+    accepted values, worded as libccol words its own (src/comm/env.c)."""
+    v = os.environ.get("CCOL_TRANSPORT", "")
+    if v == "" or v in TRANSPORTS:
+        return v
+    use = (f"use {' or '.join(TRANSPORTS)} (or leave it unset: shm within "
+           "a host, tcp+shm across hosts)")
+    if v == "inproc":
+        raise invalid(f"CCOL_TRANSPORT='inproc' joins threads of one "
+                      f"process, but the ranks of a torch job are "
+                      f"processes: {use}")
+    raise invalid(f"CCOL_TRANSPORT={v!r} is not a transport of ccol.torch: "
+                  f"{use}")
+
+
+# What strtoll takes whole, as libccol parses integers (src/core/bytes.c)
+_STRTOLL = re.compile(r"[ \t\n\v\f\r]*[+-]?[0-9]+")
+
+
+def library():
+    """The variables libccol reads when the job is joined (at the first
+    compile under CCOL_TORCH=1), checked now with libccol's wording:
+    CCOL_SPIN_US, CCOL_HIER, CCOL_HOST (src/comm/comm.c, hier.c) and
+    CCOL_FAULT (parsed by libccol itself, through a one-rank Comm that
+    needs no network)."""
+    v = os.environ.get("CCOL_SPIN_US", "")
+    if v and not (_STRTOLL.fullmatch(v) and 0 <= int(v) <= 1000000):
+        raise invalid(f"CCOL_SPIN_US={v!r} is not a number of microseconds "
+                      "in [0, 1000000]")
+    v = os.environ.get("CCOL_HIER", "")
+    if v not in ("", "0", "1"):
+        raise invalid(f"CCOL_HIER={v[:32]!r} is not 1 (per-host hierarchy "
+                      "across hosts, the default) or 0 (flat tcp)")
+    v = os.environ.get("CCOL_HOST", "")
+    if v and (len(v) > 200 or "#" in v or
+              any(not 0x21 <= ord(ch) <= 0x7e for ch in v)):
+        raise invalid(f"CCOL_HOST={v[:64]!r} is not a host name (1 to 200 "
+                      "printable characters, no spaces or '#')")
+    v = os.environ.get("CCOL_FAULT", "")
+    if v:
+        try:
+            ccol.Comm(0, 1, timeout=1).close()
+        except ccol.InvalidError as e:
+            msg = str(e)
+            raise invalid(msg if "CCOL_FAULT" in msg
+                          else f"CCOL_FAULT: {msg}") from None
+
+
 def check():
     """Every variable ccol.torch reads, checked as CCOL_TORCH=1 starts."""
     switch("CCOL_TORCH", False)
@@ -128,4 +182,6 @@ def check():
     seconds("CCOL_TORCH_PATIENCE", 1800.0)
     choice("CCOL_TORCH_GRAPH_CHECK", GRAPH_CHECKS, GRAPH_CHECKS[0])
     choice("CCOL_TORCH_EXCHANGE", EXCHANGES, EXCHANGES[0])
+    transport()
+    library()
     launcher()

@@ -11,7 +11,10 @@ second well-known port:
 2. rank 0 picks the transport: shm when every rank is on its host (named by
    a random nonce, so two jobs or two rounds never share a segment), tcp
    otherwise (rank 0 listens on the address it reaches the store from, on
-   a port the kernel gave it, and publishes it);
+   a port the kernel gave it, and publishes it; libccol makes it tcp+shm
+   when hosts run several ranks). Rank 0's CCOL_TRANSPORT overrides that:
+   tcp is tcp even on one host, shm is shm or, for ranks on several
+   hosts, an error naming the hosts that every rank raises;
 3. every rank creates its ccol.Comm from that plan.
 
 An elastic restart is a new rendezvous round: the prefix holds the run id
@@ -155,14 +158,31 @@ def _free_port(addr):
         return s.getsockname()[1]
 
 
+def _spread(hosts):
+    """Where the ranks are, for a message: each host and its ranks."""
+    ranks = {}
+    for r, h in enumerate(hosts):
+        ranks.setdefault(h, []).append(str(r))
+    return "; ".join(f"{h}: ranks {', '.join(rs)}" for h, rs in ranks.items())
+
+
 def _plan(store, p, size):
-    """Rank 0: shm when every rank shares its host, tcp otherwise. Without
-    CCOL_TOKEN the plan carries a fresh job token: only processes that can
-    read the launcher's store (the job's own) learn it, so a stranger who
-    merely reaches ccol's port cannot join."""
+    """Rank 0: CCOL_TRANSPORT when set (checked by _env.transport()), else
+    shm when every rank shares its host and tcp otherwise. shm asked for
+    across hosts is a plan carrying the error, so every rank raises it.
+    Without CCOL_TOKEN the plan carries a fresh job token: only processes
+    that can read the launcher's store (the job's own) learn it, so a
+    stranger who merely reaches ccol's port cannot join."""
     hosts = [json.loads(store.get(f"{p}/host/{r}"))["host"]
              for r in range(size)]
-    if all(h == hosts[0] for h in hosts):
+    one_host = all(h == hosts[0] for h in hosts)
+    asked = _env.transport()
+    if asked == "shm" and not one_host:
+        return {"error": f"CCOL_TRANSPORT='shm' needs every rank on one "
+                         f"host, but the ranks are on {len(set(hosts))} "
+                         f"hosts ({_spread(hosts)}): use tcp or leave it "
+                         "unset (tcp+shm across hosts)"}
+    if one_host and asked != "tcp":
         plan = {"transport": "shm", "name": "torch-" + secrets.token_hex(8)}
     else:
         addr = _reach_address(store)
@@ -208,6 +228,8 @@ def _meet(store, prefix, where, rank, size, timeout):
                           f"never published its plan within {timeout:g} s",
                left)
     plan = json.loads(store.get(f"{prefix}/plan"))
+    if "error" in plan:
+        raise _env.invalid(str(plan["error"]))
     pids = {r: json.loads(store.get(k)) for r, k in enumerate(keys)}
     left_s = max(deadline - time.monotonic(), 0.5)
     comm = _create(plan, rank, size, left_s)
@@ -229,9 +251,13 @@ def _create(plan, rank, size, timeout):
 def join(timeout=None):
     """Joins the job this process is a rank of and returns the Joined
     job: through torch's store when there is one, else from the
-    launcher's environment (ccol.Comm.from_env)."""
+    launcher's environment (ccol.Comm.from_env). CCOL_TRANSPORT and
+    libccol's other variables are checked first, on every rank, so a
+    malformed one is an error here and never a rank left waiting."""
     if timeout is None:
         timeout = _env.seconds("CCOL_TIMEOUT", 300.0)
+    _env.transport()
+    _env.library()
     found = find_store(timeout)
     if found is None:
         comm = ccol.Comm.from_env(timeout=timeout)
