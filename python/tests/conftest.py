@@ -27,7 +27,24 @@ import ccol
 # used before a fork is not there in the forked rank.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 _CTX = mp.get_context("fork")
-_SCALE = float(os.environ.get("CCOL_TEST_TIMEOUT_MULT", "1"))
+
+
+def _timeout_mult():
+    """CCOL_TEST_TIMEOUT_MULT, a positive number (unset or empty: 1);
+    anything else stops the run at start-up naming the variable."""
+    v = os.environ.get("CCOL_TEST_TIMEOUT_MULT", "")
+    try:
+        f = float(v) if v else 1.0
+    except ValueError:
+        f = 0.0
+    if not 0 < f <= 1000:
+        raise pytest.UsageError(
+            f"CCOL_TEST_TIMEOUT_MULT={v!r} is not a positive number (it "
+            "multiplies every test deadline, like 2 or 3)")
+    return f
+
+
+_SCALE = _timeout_mult()
 
 
 def free_port():
@@ -195,3 +212,18 @@ def pytest_terminal_summary(terminalreporter):
                 terminalreporter.write_line(
                     f"conformance, {title}, {variant}: " + ", ".join(
                         f"{v} {k}" for k, v in counts.items()))
+
+
+# ---- progress: each test's name and time as it ends (with -v) ----
+
+def pytest_report_teststatus(report, config):
+    """In verbose runs, a finished test's line carries its time, so a long
+    run shows what it is doing and what each part costs."""
+    if report.when != "call" or config.option.verbose <= 0:
+        return None
+    secs = f"({report.duration:.1f} s)"
+    if report.passed:
+        return "passed", ".", f"PASSED {secs}"
+    if report.failed:
+        return "failed", "F", f"FAILED {secs}"
+    return None

@@ -14,11 +14,12 @@ import sys
 
 import pytest
 
+from conftest import _SCALE
+
 pytest.importorskip("torch")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.join(HERE, "..", "..", "bench", "python", "bench_compile.py")
-_SCALE = float(os.environ.get("CCOL_TEST_TIMEOUT_MULT", "1"))
 JOB_DEADLINE = 90 * _SCALE  # one torchrun job (normally 20-30 s)
 
 # the sites the bench turns on (estimates.overlap with its CPU stand-ins)

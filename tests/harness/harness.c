@@ -68,11 +68,25 @@ ccol_test_skip(const char *why)
     _exit(77);
 }
 
+/* CCOL_TEST_TIMEOUT_MULT as a positive number; 0 when malformed (the
+ * runner refuses to start then, naming it). Unset or empty is 1. */
+static double
+timeout_mult(void)
+{
+    const char *m = getenv("CCOL_TEST_TIMEOUT_MULT");
+    char *end = NULL;
+    double f;
+
+    if (m == NULL || *m == '\0')
+        return 1.0;
+    f = strtod(m, &end);
+    return *end == '\0' && f > 0 && f <= 1000 ? f : 0;
+}
+
 double
 ccol_test_scale(double seconds)
 {
-    const char *m = getenv("CCOL_TEST_TIMEOUT_MULT");
-    double f = m ? atof(m) : 1.0;
+    double f = timeout_mult();
     return seconds * (f > 0 ? f : 1.0);
 }
 
@@ -198,6 +212,12 @@ ccol_test_main(int argc, char **argv, const ccol_test_case *tests, size_t n)
 
     setvbuf(stdout, NULL, _IOLBF, 0);
     signal(SIGPIPE, SIG_IGN);
+    if (timeout_mult() == 0) {
+        fprintf(stderr, "CCOL_TEST_TIMEOUT_MULT='%s' is not a positive "
+                "number (it multiplies every test deadline, like 2 or 3)\n",
+                getenv("CCOL_TEST_TIMEOUT_MULT"));
+        return 2;
+    }
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--list") == 0) {
             for (size_t k = 0; k < n; k++)
