@@ -4,7 +4,10 @@
  * (compiles, exchanges, guards, decisions, ccol.torch's agreements and
  * the compiles they belong to, the collective sequence), finds
  * where ranks diverge, and renders the result as text or as one
- * self-contained HTML file. Trace files are untrusted: a bad line is an
+ * self-contained HTML file. Frames of torch, ccol and the standard
+ * library are shown under the user frame that reached them, paths are
+ * shortened to what differs, and an interrupt (Ctrl-C) is named by what
+ * the rank was doing when it landed. Trace files are untrusted: a bad line is an
  * error naming file and line, and the rest is still reported.
  */
 #ifndef CCOL_REPORT_H
@@ -103,6 +106,8 @@ typedef struct tool_rep_compile {
     uint64_t index;     /* per-frame compile index */
     char *reason;       /* malloc'd, may be NULL */
     char *where;        /* malloc'd "file:line" of the frame's code, or NULL */
+    char *user;         /* malloc'd user frame that reached it (compile_begin's
+                         * `user`), or NULL when the trace does not say */
     int64_t begin_ns;   /* wall clock of compile_begin */
     int64_t end_ns;     /* of compile_end, 0 while open */
     int state;          /* 0 open, 1 ok, 2 failed */
@@ -112,6 +117,15 @@ typedef struct tool_rep_compile {
     size_t nagrees;    /* agreements that belong to it */
     int64_t agree_ns;  /* their total duration */
 } tool_rep_compile;
+
+/* Where an interrupt landed: what the rank was doing. */
+enum {
+    TOOL_LANDED_NONE = 0,   /* no interrupt */
+    TOOL_LANDED_COMPILE,    /* in a compile, outside its collectives */
+    TOOL_LANDED_COLLECTIVE, /* in a collective */
+    TOOL_LANDED_USER,       /* in the user's code, outside any compile */
+    TOOL_LANDED_UNKNOWN     /* the trace cannot tell */
+};
 
 /* Everything read about one rank. */
 typedef struct tool_rep_rank {
@@ -132,7 +146,15 @@ typedef struct tool_rep_rank {
     uint64_t nbreaks;     /* graph breaks */
     uint64_t neager;      /* eager fallbacks */
     uint64_t nerrors;     /* error events */
-    char *last_error;     /* malloc'd message of the last error event */
+    char *last_error;     /* malloc'd message of the last error event that
+                           * is not an interrupt */
+    uint64_t ninterrupts; /* error events of an interrupt (Ctrl-C) */
+    int landed;           /* where the first interrupt landed: TOOL_LANDED_* */
+    char *landed_what;    /* malloc'd what ran there ("compile 1 of f (a.py:3)",
+                           * "the exchange for compile 1 of f"), or NULL */
+    char *landed_at;      /* malloc'd the frame it landed in, or NULL */
+    char *failed_coll;    /* malloc'd the collective that failed in the
+                           * event just before, or NULL */
     char last_event[72];  /* name of the latest event (by wall clock) */
     int64_t pid;          /* process id of the first line (0: none) */
     int64_t other_pid;    /* another process id seen in the file, or 0 */
@@ -163,6 +185,8 @@ typedef struct tool_report {
     tool_strs errors;      /* "file:line: what is wrong" */
     size_t nerrors_dropped; /* errors past the cap */
     tool_strs warnings;    /* divergences, after analyze */
+    char *common;           /* malloc'd directory prefix of the user's paths,
+                             * stripped when shown (after analyze), or NULL */
 } tool_report;
 
 /* ---- report_read.c ---- */
@@ -242,6 +266,15 @@ typedef struct tool_rep_ragree {
     int last;          /* the rank counted last (counts each rank once) */
 } tool_rep_ragree;
 
+/* Why some ranks of a row compiled: one reason and the ranks that gave
+ * it. */
+typedef struct tool_rep_reason {
+    char *text; /* malloc'd reason */
+    int *ranks; /* malloc'd ranks, ascending */
+    size_t n;   /* their number */
+    size_t cap; /* allocated */
+} tool_rep_reason;
+
 /* One row of the frames table: the ranks that made the same decisions
  * for one frame and compile index, with their witnesses and the
  * agreements made during that compile. */
@@ -253,7 +286,13 @@ typedef struct tool_rep_row {
     char *decisions;    /* malloc'd "L['x'].size(0), ..." or "all static" */
     tool_strs why;      /* distinct explanations of those ranks, in order */
     tool_strs changes;  /* distinct state changes of those ranks */
-    tool_strs reasons;  /* distinct reasons those ranks compiled */
+    tool_rep_reason *reasons; /* distinct reasons those ranks compiled,
+                               * each with its ranks (at most 16) */
+    size_t nreasons;    /* their number */
+    size_t capreasons;  /* allocated */
+    const char *user;   /* borrowed user frame that reached it, or NULL */
+    bool internal;      /* the frame is torch's, ccol's or the standard
+                         * library's, not the user's */
     int *ranks;         /* malloc'd ranks, ascending */
     size_t n;           /* their number */
     size_t cap;         /* ranks allocated */
@@ -316,6 +355,49 @@ const char *tool_report_state(int state);
 /* Writes "N ranks traced (world size W), F files, E events" to out (at
  * most len bytes) and returns the seconds the traces span. */
 double tool_report_counts(const tool_report *r, char *out, size_t len);
+
+/* The order to show rows in: user frames in order of appearance; the
+ * internal frames reached from one user frame together, where the first
+ * of them appears. Fills order[0..n). */
+void tool_report_order(const tool_rep_row *rows, size_t n, size_t *order);
+
+/* Are two rows reached from the same user frame (or both from one the
+ * trace does not name)? */
+bool tool_report_same_user(const tool_rep_row *a, const tool_rep_row *b);
+
+/* Does a row's reason need its ranks named: the row's ranks gave
+ * different reasons (or some gave none)? */
+bool tool_report_why_ranks(const tool_rep_row *row);
+
+/* The words for where rank i's first interrupt landed ("during compile 1
+ * of f (a.py:3), outside any collective (in Inductor at g (b.py:9))"),
+ * malloc'd; NULL when it was not interrupted. */
+char *tool_report_landed(const tool_rep_rank *rk);
+
+/* ---- report_paths.c ---- */
+
+/* Is the file at `path` (len bytes) torch's, ccol's or the standard
+ * library's by the path alone (docs/trace-format.md)? */
+bool tool_report_internal_path(const char *path, size_t len);
+
+/* Is the frame "function (file:line)" of compile c the user's? By its
+ * `user` field when the trace has one, else by the path. */
+bool tool_report_internal(const tool_rep_compile *c);
+
+/* Finds the directory prefix of the user's paths the report shows
+ * (r->common). tool_report_analyze() calls it. */
+void tool_report_common(tool_report *r);
+
+/* Called for each piece of a string: plain text (full NULL) or a path
+ * shortened to s[0..n), whose full text is full[0..fulln). */
+typedef void (*tool_piece_fn)(void *ctx, const char *s, size_t n,
+                              const char *full, size_t fulln);
+
+/* Cuts s (at most max bytes, then "...") into plain pieces and paths,
+ * each path shortened (tool_report_internal_path: from its package or
+ * the standard library's directory; the user's: without r->common). */
+void tool_report_pieces(const tool_report *r, const char *s, size_t max,
+                        tool_piece_fn fn, void *ctx);
 
 /* ---- report_once.c ---- */
 

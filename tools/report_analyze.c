@@ -5,8 +5,10 @@
  * sequences of collectives, ranks that stopped early, failed or left no
  * trace. Each finding is one warning line naming the ranks involved,
  * grouped ("ranks 0-6: ...; rank 7: ...") so 64 ranks stay readable.
+ * An interrupt (Ctrl-C) is named by where it landed, not as an error.
  * Also builds the rows of the frames table (with the agreements of each
- * compile) and the agreements outside any compile, by site.
+ * compile, why each rank compiled, and the user frame that reached a
+ * frame of torch) and the agreements outside any compile, by site.
  */
 #include "report.h"
 #include "../src/core/grow.h"
@@ -311,6 +313,85 @@ check_sequences(tool_report *r)
     groups_free(&g);
 }
 
+/* The compiler stage of a frame "function (file:line)" by its torch
+ * package directory, or NULL. */
+static const char *
+stage_of(const char *at)
+{
+    static const char *const dirs[][2] = {
+        { "/torch/_inductor/", "Inductor" },
+        { "/torch/_dynamo/", "Dynamo" },
+        { "/torch/_functorch/", "AOTAutograd" },
+    };
+
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
+        if (strstr(at, dirs[i][0]) != NULL)
+            return dirs[i][1];
+    return NULL;
+}
+
+char *
+tool_report_landed(const tool_rep_rank *rk)
+{
+    const char *what = rk->landed_what, *at = rk->landed_at;
+    const char *stage = at != NULL ? stage_of(at) : NULL;
+    char *s = NULL;
+    int n = -1;
+
+    if (rk->landed == TOOL_LANDED_COMPILE)
+        n = asprintf(&s, "during %s, outside any collective%s%s%s%s%s",
+                     what ? what : "a compile", at ? " (" : "",
+                     stage ? "in " : "", stage ? stage : "",
+                     at ? (stage ? " at " : "at ") : "", at ? at : "");
+    else if (rk->landed == TOOL_LANDED_COLLECTIVE)
+        n = asprintf(&s, "in a collective%s%s", what ? ": " : "",
+                     what ? what : "");
+    else if (rk->landed == TOOL_LANDED_USER)
+        n = asprintf(&s, "in the user's code, outside any compile%s%s",
+                     at ? " (at " : "", at ? at : "");
+    else if (rk->landed == TOOL_LANDED_UNKNOWN)
+        n = asprintf(&s, "(the trace does not say where)");
+    if (n < 0)
+        return NULL;
+    /* The parenthesis opened before `at`. */
+    if (at != NULL && rk->landed != TOOL_LANDED_COLLECTIVE &&
+        rk->landed != TOOL_LANDED_UNKNOWN) {
+        char *t = realloc(s, (size_t)n + 2);
+        if (t == NULL) {
+            free(s);
+            return NULL;
+        }
+        memcpy(t + n, ")", 2);
+        s = t;
+    }
+    return s;
+}
+
+/* Interrupted ranks, grouped by where the interrupt landed: "ranks 0, 1
+ * were interrupted (Ctrl-C) during compile 1 of f (a.py:3), outside any
+ * collective". */
+static void
+check_interrupts(tool_report *r)
+{
+    groups g = { 0 };
+    char who[512];
+
+    for (size_t i = 0; i < r->nranks; i++) {
+        char *w = r->ranks[i].ninterrupts > 0
+                      ? tool_report_landed(&r->ranks[i])
+                      : NULL;
+        if (w != NULL)
+            groups_add(&g, w, (int)i);
+        free(w);
+    }
+    for (size_t i = 0; i < g.n; i++) {
+        tool_report_ranks(who, sizeof who, g.v[i].ranks, g.v[i].n);
+        tool_strs_add(&r->warnings, "%s %s interrupted (Ctrl-C) %s", who,
+                      g.v[i].n == 1 ? "was" : "were", g.v[i].key);
+    }
+    groups_free(&g);
+}
+
 /* Ranks that died, failed, or stopped before the others. */
 static void
 check_stops(tool_report *r)
@@ -342,12 +423,14 @@ check_stops(tool_report *r)
                            "jobs write to this directory? Use a fresh one "
                            "per job",
                            i, (long long)rk->pid, (long long)rk->other_pid);
-        if (rk->nerrors > 0)
+        /* Interrupts are named by check_interrupts(), not as errors. */
+        if (rk->nerrors > rk->ninterrupts)
             tool_strs_add(&r->warnings,
                            "rank %zu reported %llu error%s; "
                            "last: %.400s",
-                           i, (unsigned long long)rk->nerrors,
-                           rk->nerrors == 1 ? "" : "s",
+                           i, (unsigned long long)(rk->nerrors -
+                                                   rk->ninterrupts),
+                           rk->nerrors - rk->ninterrupts == 1 ? "" : "s",
                            rk->last_error ? rk->last_error : "");
     }
 }
@@ -361,8 +444,10 @@ tool_report_analyze(tool_report *r)
     check_counts(r);
     check_decisions(r);
     check_sequences(r);
+    check_interrupts(r);
     check_stops(r);
     tool_report_check_once(r);
+    tool_report_common(r);
 }
 
 /* ---- rows of the frames table ---- */
@@ -380,6 +465,43 @@ find_row(tool_rep_row *rows, size_t n, const tool_rep_compile *c,
     return NULL;
 }
 
+/* Adds `rank` to the ranks that gave `reason` in a row (a new reason
+ * while there are fewer than 16). */
+static void
+row_reason(tool_rep_row *row, const char *reason, int rank)
+{
+    tool_rep_reason *g = NULL, *v;
+    int *rs;
+
+    for (size_t i = 0; i < row->nreasons && g == NULL; i++)
+        if (strcmp(row->reasons[i].text, reason) == 0)
+            g = &row->reasons[i];
+    if (g == NULL && row->nreasons < 16 &&
+        (v = ccol__grow(row->reasons, &row->capreasons, row->nreasons + 1,
+                        sizeof *v, 4)) != NULL) {
+        row->reasons = v;
+        g = &v[row->nreasons];
+        *g = (tool_rep_reason){ .text = strdup(reason) };
+        if (g->text == NULL)
+            return;
+        row->nreasons++;
+    }
+    if (g == NULL || (g->n > 0 && g->ranks[g->n - 1] == rank))
+        return;
+    rs = ccol__grow(g->ranks, &g->cap, g->n + 1, sizeof *rs, 8);
+    if (rs != NULL) {
+        g->ranks = rs;
+        rs[g->n++] = rank;
+    }
+}
+
+bool
+tool_report_why_ranks(const tool_rep_row *row)
+{
+    return row->nreasons > 1 ||
+           (row->nreasons == 1 && row->reasons[0].n < row->n);
+}
+
 /* Adds the witnesses, state changes, reason and rank of compile `c` to
  * its row. */
 static void
@@ -389,15 +511,18 @@ row_take(tool_rep_row *row, const tool_rep_compile *c, int rank)
 
     if (row->where == NULL)
         row->where = c->where;
+    if (row->n == 0) {
+        row->user = c->user;
+        row->internal = tool_report_internal(c);
+    }
     for (size_t k = 0; k < c->why.n && row->why.n < 64; k++)
         if (!tool_strs_has(&row->why, c->why.v[k]))
             tool_strs_add(&row->why, "%s", c->why.v[k]);
     for (size_t k = 0; k < c->changes.n && row->changes.n < 64; k++)
         if (!tool_strs_has(&row->changes, c->changes.v[k]))
             tool_strs_add(&row->changes, "%s", c->changes.v[k]);
-    if (c->reason != NULL && row->reasons.n < 16 &&
-        !tool_strs_has(&row->reasons, c->reason))
-        tool_strs_add(&row->reasons, "%s", c->reason);
+    if (c->reason != NULL)
+        row_reason(row, c->reason, rank);
     if (c->agree_ns > row->agree_ns)
         row->agree_ns = c->agree_ns;
     rs = ccol__grow(row->ranks, &row->cap, row->n + 1, sizeof *rs, 8);
@@ -526,6 +651,42 @@ tool_report_rows(const tool_report *r, tool_rep_row **out)
     return n;
 }
 
+bool
+tool_report_same_user(const tool_rep_row *a, const tool_rep_row *b)
+{
+    if (a->user == NULL || b->user == NULL)
+        return a->user == b->user;
+    return strcmp(a->user, b->user) == 0;
+}
+
+void
+tool_report_order(const tool_rep_row *rows, size_t n, size_t *order)
+{
+    size_t k = 0;
+    bool *done = calloc(n > 0 ? n : 1, sizeof *done);
+
+    if (done == NULL) { /* out of memory: the rows as they are */
+        for (size_t i = 0; i < n; i++)
+            order[i] = i;
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (done[i])
+            continue;
+        order[k++] = i;
+        done[i] = true;
+        if (!rows[i].internal)
+            continue;
+        for (size_t j = i + 1; j < n; j++)
+            if (!done[j] && rows[j].internal &&
+                tool_report_same_user(&rows[i], &rows[j])) {
+                order[k++] = j;
+                done[j] = true;
+            }
+    }
+    free(done);
+}
+
 void
 tool_report_rows_free(tool_rep_row *rows, size_t n)
 {
@@ -534,7 +695,11 @@ tool_report_rows_free(tool_rep_row *rows, size_t n)
         free(rows[i].ranks);
         tool_strs_free(&rows[i].why);
         tool_strs_free(&rows[i].changes);
-        tool_strs_free(&rows[i].reasons);
+        for (size_t k = 0; k < rows[i].nreasons; k++) {
+            free(rows[i].reasons[k].text);
+            free(rows[i].reasons[k].ranks);
+        }
+        free(rows[i].reasons);
         free(rows[i].agrees);
     }
     free(rows);
@@ -717,8 +882,10 @@ tool_report_status(const tool_report *r, size_t i)
         return "missing";
     if (r->ranks[i].truncated)
         return "died";
-    if (r->ranks[i].nerrors > 0)
+    if (r->ranks[i].nerrors > r->ranks[i].ninterrupts)
         return "failed";
+    if (r->ranks[i].ninterrupts > 0)
+        return "interrupted";
     if (r->ranks[i].closed)
         return "ok";
     for (size_t k = 0; k < r->nranks; k++)

@@ -6,7 +6,9 @@
  * summary, the frames with their decisions, witnesses and agreements, and
  * the agreements made outside any compile. All text
  * from trace files is HTML-escaped. Timeline marks are capped per rank to
- * bound the page size.
+ * bound the page size. Paths are shortened (report_paths.c), each with
+ * its full text in a tooltip; the frames of torch, ccol and the standard
+ * library are listed under the user frame that reached them.
  */
 #include "report.h"
 
@@ -20,13 +22,11 @@
 #define TOP       30.0   /* space above the first row (axis labels) */
 #define MAX_MARKS 4000   /* timeline marks drawn per rank */
 
-/* Writes s HTML-escaped (at most max bytes, then "..."). */
+/* Writes s[0..n) HTML-escaped. */
 static void
-esc(FILE *f, const char *s, size_t max)
+esc_n(FILE *f, const char *s, size_t n)
 {
-    size_t i = 0;
-
-    for (; s[i] != '\0' && i < max; i++) {
+    for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c == '&')
             fputs("&amp;", f);
@@ -45,8 +45,60 @@ esc(FILE *f, const char *s, size_t max)
         else
             fputc(c, f);
     }
-    if (s[i] != '\0')
+}
+
+/* Writes s HTML-escaped (at most max bytes, then "..."). */
+static void
+esc(FILE *f, const char *s, size_t max)
+{
+    size_t n = strnlen(s, max);
+
+    esc_n(f, s, n);
+    if (s[n] != '\0')
         fputs("...", f);
+}
+
+/* A piece of text: a shortened path in a span with its full text as the
+ * tooltip. */
+static void
+html_piece(void *ctx, const char *s, size_t n, const char *full,
+           size_t fulln)
+{
+    FILE *f = ctx;
+
+    if (full == NULL) {
+        esc_n(f, s, n);
+        return;
+    }
+    fputs("<span class=\"path\" title=\"", f);
+    esc_n(f, full, fulln);
+    fputs("\">", f);
+    esc_n(f, s, n);
+    fputs("</span>", f);
+}
+
+/* Writes s as esc() does, its paths shortened with tooltips. */
+static void
+esc_paths(const tool_report *r, FILE *f, const char *s, size_t max)
+{
+    tool_report_pieces(r, s, max, html_piece, f);
+}
+
+/* A piece of text inside an SVG <title> (no markup there): shortened. */
+static void
+title_piece(void *ctx, const char *s, size_t n, const char *full,
+            size_t fulln)
+{
+    (void)full;
+    (void)fulln;
+    esc_n(ctx, s, n);
+}
+
+/* Writes s as esc() does, its paths shortened, for an SVG tooltip. */
+static void
+esc_title(const tool_report *r, FILE *f, const char *s, size_t max)
+{
+    tool_report_pieces(r, s, max, title_piece, f);
 }
 
 static const char css[] =
@@ -62,8 +114,16 @@ static const char css[] =
     ".good{background:#e8f6e8;border-left:6px solid #2a2;padding:8px 12px}"
     "tr.div td{background:#fff4e0}.why{font-family:monospace;color:#555;"
     "font-size:12px;white-space:pre-wrap}.st-ok{color:#2a2}.st-died,.st-failed,.st-stopped,"
-    ".st-missing{color:#c00;font-weight:700}code{font-size:13px}"
-    "td code{overflow-wrap:anywhere}"
+    ".st-missing,.st-interrupted{color:#c00;font-weight:700}code{font-size:13px}"
+    /* Long names wrap at spaces and, only when one word is wider than the
+     * page allows, inside it: never one character per line in a table
+     * column squeezed to its narrowest. */
+    "code,.why,.loc,.warn,.fail{overflow-wrap:break-word;word-break:normal}"
+    "#frames td:first-child{min-width:14em}"
+    ".path{white-space:nowrap}"
+    "tr.user td{background:#f6f6fb;font-weight:600}"
+    "tr.internal td:first-child{padding-left:28px}"
+    ".tag{font-size:11px;color:#666;font-weight:400}"
     ".legend span{display:inline-block;margin-right:14px}"
     ".sw{display:inline-block;width:12px;height:12px;margin-right:4px;"
     "vertical-align:-2px}.nw{white-space:nowrap}"
@@ -89,6 +149,14 @@ html_head(const tool_report *r, const char *title, FILE *f)
             css);
     esc(f, title, 300);
     fprintf(f, "</h1>\n<p id=\"meta\">%s over %.3f s.</p>\n", counts, span);
+    if (r->common != NULL) {
+        fputs("<p id=\"paths\">Paths: the user's files relative to <code>",
+              f);
+        esc(f, r->common, 1000);
+        fputs("</code>, packages' files from their package directory, the "
+              "standard library's from its directory; hover a path for all "
+              "of it.</p>\n", f);
+    }
     if (r->t0 > 0) {
         time_t secs = (time_t)(r->t0 / 1000000000);
         struct tm tm;
@@ -108,7 +176,7 @@ html_warnings(const tool_report *r, FILE *f)
         fputs("<p class=\"good\">No divergence between ranks found.</p>\n", f);
     for (size_t i = 0; i < r->warnings.n; i++) {
         fputs("<div class=\"warn\">&#9888; ", f);
-        esc(f, r->warnings.v[i], 4000);
+        esc_paths(r, f, r->warnings.v[i], 4000);
         fputs("</div>\n", f);
     }
     fputs("</section>\n", f);
@@ -257,7 +325,7 @@ svg_compiles(const tool_report *r, const tool_rep_rank *k, double y, FILE *f)
                 "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
                 "height=\"12\" fill=\"%s\" opacity=\"0.75\"><title>compile ",
                 x0, y + 5, x1 - x0 < 1.5 ? 1.5 : x1 - x0, fill);
-        esc(f, cp->frame, 200);
+        esc_title(r, f, cp->frame, 200);
         fprintf(f, " (compile %llu) %s%s%.3f ms", (unsigned long long)cp->index,
                 cp->state == 1   ? "ok"
                 : cp->state == 2 ? "failed"
@@ -265,7 +333,7 @@ svg_compiles(const tool_report *r, const tool_rep_rank *k, double y, FILE *f)
                 ", ", (double)(end - cp->begin_ns) / 1e6);
         if (cp->reason) {
             fputs(": ", f);
-            esc(f, cp->reason, 300);
+            esc_title(r, f, cp->reason, 300);
         }
         if (cp->nagrees > 0)
             fprintf(f, "; %zu agreement%s, %.3f ms", cp->nagrees,
@@ -295,7 +363,7 @@ svg_marks(const tool_report *r, const tool_rep_rank *k, double y, FILE *f)
             fprintf(f, "<path d=\"M%.1f %.1f l-4 -6 h8 z\" fill=\"%s\">", x0,
                     y + 8, col);
         fputs("<title>", f);
-        esc(f, mk->label ? mk->label : mark_name[mk->kind], 400);
+        esc_title(r, f, mk->label ? mk->label : mark_name[mk->kind], 400);
         fputs(mk->kind == TOOL_MARK_EXCHANGE ||
                       mk->kind == TOOL_MARK_COLLECTIVE
                   ? "</title></rect>\n"
@@ -351,7 +419,8 @@ html_timeline(const tool_report *r, FILE *f)
 /* One agreement of a row: "site #n: B, ms", how many of the row's ranks
  * made it when not all, and the error of a failed one. */
 static void
-html_ragree(const tool_rep_row *row, const tool_rep_ragree *g, FILE *f)
+html_ragree(const tool_report *r, const tool_rep_row *row,
+            const tool_rep_ragree *g, FILE *f)
 {
     fputs("<div class=\"agr\"><code>", f);
     esc(f, g->site, 200);
@@ -361,7 +430,7 @@ html_ragree(const tool_rep_row *row, const tool_rep_ragree *g, FILE *f)
         fprintf(f, " (%zu of %zu ranks)", g->n, row->n);
     if (g->nfailed > 0) {
         fputs("<div class=\"fail\">FAILED for ", f);
-        esc(f, g->frame, 300);
+        esc_paths(r, f, g->frame, 300);
         if (g->nfailed < row->n)
             fprintf(f, " on %zu of %zu ranks", g->nfailed, row->n);
         fputs(": ", f);
@@ -373,7 +442,7 @@ html_ragree(const tool_rep_row *row, const tool_rep_ragree *g, FILE *f)
 
 /* The agreements cell of a frames row, with the row's total first. */
 static void
-html_row_agrees(const tool_rep_row *row, FILE *f)
+html_row_agrees(const tool_report *r, const tool_rep_row *row, FILE *f)
 {
     fputs("<td>", f);
     if (row->nagrees > 0)
@@ -382,7 +451,7 @@ html_row_agrees(const tool_rep_row *row, FILE *f)
                 row->nagrees + row->agrees_more,
                 (double)row->agree_ns / 1e6);
     for (size_t k = 0; k < row->nagrees; k++)
-        html_ragree(row, &row->agrees[k], f);
+        html_ragree(r, row, &row->agrees[k], f);
     if (row->agrees_more > 0)
         fprintf(f, "<div class=\"agr\">... and %zu more</div>",
                 row->agrees_more);
@@ -399,26 +468,66 @@ html_lines(const tool_strs *l, FILE *f)
     }
 }
 
+/* Why the ranks of a row compiled: the reason when they agree, else each
+ * reason after its ranks. */
+static void
+html_why(const tool_report *r, const tool_rep_row *row, FILE *f)
+{
+    bool name = tool_report_why_ranks(row);
+    char who[512];
+
+    for (size_t k = 0; k < row->nreasons; k++) {
+        if (name) {
+            tool_report_ranks(who, sizeof who, row->reasons[k].ranks,
+                              row->reasons[k].n);
+            fprintf(f, "<b>%s:</b> ", who);
+        }
+        esc_paths(r, f, row->reasons[k].text, 600);
+        fputs("<br>", f);
+    }
+}
+
+/* The header row of the frames of torch, ccol and the standard library
+ * that one user frame reached. */
+static void
+html_user_row(const tool_report *r, const tool_rep_row *row, bool show,
+              FILE *f)
+{
+    fprintf(f, "<tr class=\"user\"><td colspan=\"%d\"><code>",
+            show ? 9 : 8);
+    if (row->user != NULL)
+        esc_paths(r, f, row->user, 300);
+    else
+        fputs("(a user frame the trace does not name)", f);
+    fputs("</code> called into:</td></tr>\n", f);
+}
+
 /* One row of the frames table, with the agreements cell if `show`. */
 static void
-html_frame_row(const tool_rep_row *row, bool show, FILE *f)
+html_frame_row(const tool_report *r, const tool_rep_row *row, bool show,
+               FILE *f)
 {
     char who[512];
 
     tool_report_ranks(who, sizeof who, row->ranks, row->n);
-    fprintf(f, "<tr%s><td><code>", row->diverged ? " class=\"div\"" : "");
-    esc(f, row->frame, 300);
+    fprintf(f, "<tr class=\"%s%s\"><td><code>",
+            row->internal ? "internal" : "frame",
+            row->diverged ? " div" : "");
+    esc_paths(r, f, row->frame, 300);
+    fputs("</code>", f);
+    if (row->internal)
+        fputs(" <span class=\"tag\">(not the user's code)</span>", f);
     if (row->where != NULL) {
-        fputs("</code><br><span class=\"loc\">", f);
-        esc(f, row->where, 300);
-        fputs("</span><code>", f);
+        fputs("<br><span class=\"loc\">", f);
+        esc_paths(r, f, row->where, 300);
+        fputs("</span>", f);
     }
     fprintf(f,
-            "</code></td><td class=\"n\">%llu</td><td>%s%s</td>"
+            "</td><td class=\"n\">%llu</td><td>%s%s</td>"
             "<td>%s</td><td class=\"why\">",
             (unsigned long long)row->index, row->diverged ? "&#9888; " : "",
             who, tool_report_state(row->state));
-    html_lines(&row->reasons, f);
+    html_why(r, row, f);
     fputs("</td><td><code>", f);
     esc(f, row->decisions, 4000);
     fputs("</code></td><td class=\"why\">", f);
@@ -427,7 +536,7 @@ html_frame_row(const tool_rep_row *row, bool show, FILE *f)
     html_lines(&row->why, f);
     fputs("</td>", f);
     if (show)
-        html_row_agrees(row, f);
+        html_row_agrees(r, row, f);
     fputs("</tr>\n", f);
 }
 
@@ -436,10 +545,15 @@ static void
 html_frames(const tool_report *r, FILE *f)
 {
     tool_rep_row *rows;
-    size_t n = tool_report_rows(r, &rows);
+    size_t n = tool_report_rows(r, &rows), *order;
     bool show = tool_report_agreements(r) > 0;
+    const tool_rep_row *prev = NULL;
 
-    fputs("<section id=\"frames\"><h2>Frames and decisions</h2>\n<table>"
+    fputs("<section id=\"frames\"><h2>Frames and decisions</h2>\n"
+          "<p>The frames of torch, ccol and the standard library are listed "
+          "under the user frame that reached them; where the ranks compiled "
+          "for different reasons, each reason follows its ranks.</p>\n"
+          "<table>"
           "<tr><th>frame</th><th>compile</th><th>ranks</th><th>state</th>"
           "<th>why it compiled</th>"
           "<th>dynamic decisions</th><th>state changes</th>"
@@ -450,15 +564,26 @@ html_frames(const tool_report *r, FILE *f)
               "ranks)</th>",
               f);
     fputs("</tr>\n", f);
-    for (size_t i = 0; i < n; i++)
-        html_frame_row(&rows[i], show, f);
+    order = malloc((n > 0 ? n : 1) * sizeof *order);
+    if (order != NULL)
+        tool_report_order(rows, n, order);
+    for (size_t k = 0; order != NULL && k < n; k++) {
+        const tool_rep_row *row = &rows[order[k]];
+        if (row->internal &&
+            (prev == NULL || !prev->internal ||
+             !tool_report_same_user(prev, row)))
+            html_user_row(r, row, show, f);
+        html_frame_row(r, row, show, f);
+        prev = row;
+    }
     fputs("</table></section>\n", f);
+    free(order);
     tool_report_rows_free(rows, n);
 }
 
 /* One row of the outside-a-compile table. */
 static void
-html_site(const tool_rep_site *s, FILE *f)
+html_site(const tool_report *r, const tool_rep_site *s, FILE *f)
 {
     char who[512];
 
@@ -473,13 +598,13 @@ html_site(const tool_rep_site *s, FILE *f)
             "%.3f ms</td><td class=\"why\">",
             s->most, (double)s->total_ns / 1e6, (double)s->median_ns / 1e6);
     for (size_t k = 0; k < s->graphs.n; k++) {
-        esc(f, s->graphs.v[k], 300);
+        esc_paths(r, f, s->graphs.v[k], 300);
         fputs("<br>", f);
     }
     fprintf(f, "</td><td class=\"n\">%zu</td><td>", s->nfailed);
     for (size_t k = 0; k < s->errors.n; k++) {
         fputs("<div class=\"fail\">", f);
-        esc(f, s->errors.v[k], 1000);
+        esc_paths(r, f, s->errors.v[k], 1000);
         fputs("</div>", f);
     }
     fputs("</td></tr>\n", f);
@@ -502,7 +627,7 @@ html_outside(const tool_report *r, FILE *f)
               "<th>first failures</th></tr>\n",
               f);
     for (size_t i = 0; i < n; i++)
-        html_site(&sites[i], f);
+        html_site(r, &sites[i], f);
     if (n > 0)
         fputs("</table>\n", f);
     if (more > 0)
@@ -534,13 +659,13 @@ html_once(const tool_report *r, FILE *f)
                      rows[i].n[TOOL_ONCE_DIVERGENT] > 0;
 
         fputs("<tr><td><code>", f);
-        esc(f, rows[i].frame, 300);
+        esc_paths(r, f, rows[i].frame, 300);
         fputs("</code></td><td class=\"n\">", f);
         if (rows[i].owner >= 0)
             fprintf(f, "%lld", (long long)rows[i].owner);
         fprintf(f, "</td><td class=\"n\">%lld</td><td%s>",
                 (long long)rows[i].bytes, alone ? " class=\"fail\"" : "");
-        esc(f, says != NULL ? says : "", 5000);
+        esc_paths(r, f, says != NULL ? says : "", 5000);
         fputs("</td></tr>\n", f);
         free(says);
     }

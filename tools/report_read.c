@@ -2,8 +2,9 @@
  * report_read.c - reads trace files (docs/trace-format.md) into the report
  * model: splits lines, checks each one (a JSON object, version 1, rank,
  * event, clock), and folds the events of each rank into compiles, counts,
- * timeline marks, agreements and the collective sequence; then attaches
- * each agreement to the compile that was running when it ended. Every
+ * timeline marks, agreements and the collective sequence, and notes where
+ * an interrupt landed; then attaches each agreement to the compile that
+ * was running when it ended. Every
  * problem is an error "file:line: what"; the line is skipped and reading
  * goes on.
  */
@@ -160,6 +161,10 @@ rank_slot(tool_report *r, int rank)
     return &r->ranks[rank];
 }
 
+static bool opt_str(line *l, const char *key, const char **out);
+static void failed_coll(line *l, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* ---- compiles and marks ---- */
 
 const tool_rep_compile *
@@ -258,17 +263,21 @@ event_compile(line *l)
 static void
 on_compile_begin(line *l)
 {
-    const char *frame, *reason;
+    const char *frame, *reason, *user;
     int64_t index;
     tool_rep_compile *c;
 
     if (!frame_index(l, &frame, &index))
         return;
     reason = str_field(l, "reason", false);
+    if (!opt_str(l, "user", &user))
+        user = NULL; /* an error named the line; the compile still counts */
     c = add_compile(l->rk, frame, (uint64_t)index);
     if (c == NULL)
         return;
     c->begin_ns = l->t;
+    free(c->user);
+    c->user = user != NULL ? strdup(user) : NULL;
     free(c->reason);
     c->reason = NULL;
     /* A recompile says why in the recompile event before it (the guard
@@ -388,6 +397,9 @@ on_exchange(line *l)
         !int_field(l, "dur_ns", false, &dur))
         return;
     coll = bool_field(l, "collective", true);
+    if (!bool_field(l, "ok", true))
+        failed_coll(l, "the exchange for compile %lld of %s", (long long)index,
+                    frame);
     add_mark(l, TOOL_MARK_EXCHANGE, dur,
              "%s exchange %s (compile %lld): %lld B sent, %lld B received, "
              "%.3f ms%s",
@@ -413,6 +425,8 @@ on_guard(line *l)
 
     if (frame == NULL || !int_field(l, "dur_ns", false, &dur))
         return;
+    if (!bool_field(l, "ok", true))
+        failed_coll(l, "the guard collective at %s", frame);
     if (all)
         l->rk->nhits++;
     else
@@ -448,19 +462,98 @@ on_compiler(line *l, int kind, uint64_t *count)
              reason ? ": " : "", reason ? reason : "");
 }
 
+/* Notes that the collective this event reports failed (for an interrupt
+ * that follows: it landed in that collective). */
+static void
+failed_coll(line *l, const char *fmt, ...)
+{
+    va_list ap;
+    char *s = NULL;
+
+    va_start(ap, fmt);
+    if (vasprintf(&s, fmt, ap) < 0)
+        s = NULL;
+    va_end(ap);
+    free(l->rk->failed_coll);
+    l->rk->failed_coll = s;
+}
+
+/* Is an error event an interrupt (Ctrl-C)? Its code says so. */
+static bool
+interrupt_code(const char *code)
+{
+    return code != NULL && (strcmp(code, "INTERRUPTED") == 0 ||
+                            strcmp(code, "KeyboardInterrupt") == 0);
+}
+
+/* The open compile of a rank (begun, not ended), the latest begun. */
+static const tool_rep_compile *
+open_compile(const tool_rep_rank *rk)
+{
+    for (size_t i = rk->ncomp; i-- > 0;)
+        if (rk->compiles[i].state == 0)
+            return &rk->compiles[i];
+    return NULL;
+}
+
+/*
+ * Where the rank's first interrupt landed: the error's `during` (and
+ * `at`), written by ccol.torch; else, for older traces, a collective when
+ * the event before it reported a failed collective, the compile that was
+ * open, or the user's code.
+ */
+static void
+on_interrupt(line *l)
+{
+    static const char *const words[] = { "compile", "collective",
+                                         "user code" };
+    tool_rep_rank *rk = l->rk;
+    const char *during, *at;
+    const tool_rep_compile *c = open_compile(rk);
+
+    rk->ninterrupts++;
+    if (rk->landed != TOOL_LANDED_NONE)
+        return;
+    if (!opt_str(l, "during", &during) || !opt_str(l, "at", &at))
+        during = at = NULL;
+    rk->landed = TOOL_LANDED_UNKNOWN;
+    for (int k = 0; during != NULL && k < 3; k++)
+        if (strcmp(during, words[k]) == 0)
+            rk->landed = TOOL_LANDED_COMPILE + k;
+    if (during == NULL)
+        rk->landed = rk->failed_coll != NULL ? TOOL_LANDED_COLLECTIVE
+                     : c != NULL             ? TOOL_LANDED_COMPILE
+                                             : TOOL_LANDED_USER;
+    if (rk->landed == TOOL_LANDED_COLLECTIVE && rk->failed_coll != NULL) {
+        rk->landed_what = rk->failed_coll;
+        rk->failed_coll = NULL;
+    } else if (rk->landed == TOOL_LANDED_COMPILE && c != NULL &&
+               asprintf(&rk->landed_what, "compile %llu of %s",
+                        (unsigned long long)c->index, c->frame) < 0) {
+        rk->landed_what = NULL;
+    }
+    rk->landed_at = at != NULL ? strdup(at) : NULL;
+}
+
 static void
 on_error(line *l)
 {
     const char *code = str_field(l, "code", false);
     const char *msg = str_field(l, "message", false);
+    char *text = NULL;
 
     l->rk->nerrors++;
+    if (asprintf(&text, "%s%s%s", code ? code : "", code && msg ? ": " : "",
+                 msg ? msg : "") < 0)
+        text = NULL;
+    add_mark(l, TOOL_MARK_ERROR, 0, "error %s", text ? text : "");
+    if (interrupt_code(code)) {
+        on_interrupt(l);
+        free(text);
+        return;
+    }
     free(l->rk->last_error);
-    if (asprintf(&l->rk->last_error, "%s%s%s", code ? code : "",
-                 code && msg ? ": " : "", msg ? msg : "") < 0)
-        l->rk->last_error = NULL;
-    add_mark(l, TOOL_MARK_ERROR, 0, "error %s",
-             l->rk->last_error ? l->rk->last_error : "");
+    l->rk->last_error = text;
 }
 
 static void
@@ -620,6 +713,9 @@ on_agree(line *l)
     rk->agreements++;
     rk->agree_failed += !a.ok;
     rk->agree_ns = tool_report_add_ns(rk->agree_ns, a.dur_ns);
+    if (!a.ok)
+        failed_coll(l, "the agreement %s #%lld for %s", s.site,
+                    (long long)a.aseq, s.frame);
     add_mark(l, TOOL_MARK_COLLECTIVE, a.dur_ns,
              "agreement %s #%lld for %s: %lld B sent, %lld B received, "
              "%.3f ms%s%s",
@@ -835,6 +931,13 @@ static void
 dispatch(line *l)
 {
     const char *e = l->event;
+
+    /* A failed collective is remembered for the error event right after
+     * it (an interrupt that landed there); any other event forgets it. */
+    if (strcmp(e, "error") != 0) {
+        free(l->rk->failed_coll);
+        l->rk->failed_coll = NULL;
+    }
 
     for (size_t i = 0; i < sizeof handlers / sizeof handlers[0]; i++)
         if (strcmp(e, handlers[i].event) == 0) {
@@ -1072,6 +1175,7 @@ free_rank(tool_rep_rank *rk)
         free(rk->compiles[i].frame);
         free(rk->compiles[i].reason);
         free(rk->compiles[i].where);
+        free(rk->compiles[i].user);
         tool_strs_free(&rk->compiles[i].dynamic);
         tool_strs_free(&rk->compiles[i].why);
         tool_strs_free(&rk->compiles[i].changes);
@@ -1093,6 +1197,9 @@ free_rank(tool_rep_rank *rk)
     free(rk->marks);
     free(rk->file);
     free(rk->last_error);
+    free(rk->landed_what);
+    free(rk->landed_at);
+    free(rk->failed_coll);
     free(rk->recompile_frame);
     free(rk->recompile_reason);
     tool_strs_free(&rk->seq);
@@ -1104,6 +1211,7 @@ tool_report_free(tool_report *r)
     for (size_t i = 0; i < r->nranks; i++)
         free_rank(&r->ranks[i]);
     free(r->ranks);
+    free(r->common);
     tool_strs_free(&r->errors);
     tool_strs_free(&r->warnings);
     memset(r, 0, sizeof *r);

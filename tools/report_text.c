@@ -2,29 +2,53 @@
  * report_text.c - `ccol report DIR --text`: the same summary, frames (with
  * the agreements made during each compile), agreements outside a compile
  * and warnings as the HTML report, for a terminal. Text from trace files
- * is untrusted, so control bytes are shown as '?'.
+ * is untrusted, so control bytes are shown as '?'. Paths are shortened
+ * (report_paths.c); the header says to what.
  */
 #include "report.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* Prints s with control bytes replaced, at most `max` bytes; a newline
- * (a source snippet under a message) continues on an indented line. */
+/* Prints s[0..n) with control bytes replaced; a newline (a source
+ * snippet under a message) continues on an indented line. */
 static void
-put_safe(FILE *f, const char *s, size_t max)
+put_n(FILE *f, const char *s, size_t n)
 {
-    size_t i = 0;
-
-    for (; s[i] != '\0' && i < max; i++) {
+    for (size_t i = 0; i < n; i++) {
         if (s[i] == '\n') {
             fputs("\n    ", f);
             continue;
         }
         fputc((unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i], f);
     }
-    if (s[i] != '\0')
+}
+
+/* Prints s, at most `max` bytes (then "..."), as put_n does. */
+static void
+put_safe(FILE *f, const char *s, size_t max)
+{
+    size_t n = strnlen(s, max);
+
+    put_n(f, s, n);
+    if (s[n] != '\0')
         fputs("...", f);
+}
+
+static void
+text_piece(void *ctx, const char *s, size_t n, const char *full,
+           size_t fulln)
+{
+    (void)full;
+    (void)fulln;
+    put_n(ctx, s, n);
+}
+
+/* Prints s as put_safe does, with its paths shortened. */
+static void
+put_text(const tool_report *r, FILE *f, const char *s, size_t max)
+{
+    tool_report_pieces(r, s, max, text_piece, f);
 }
 
 static void
@@ -34,18 +58,28 @@ text_header(const tool_report *r, FILE *f)
     double secs = tool_report_counts(r, counts, sizeof counts);
 
     fprintf(f, "ccol report: %s, %.3f s\n", counts, secs);
+    if (r->common != NULL) {
+        fputs("paths: the user's files relative to ", f);
+        put_safe(f, r->common, 1000);
+        fputs(", packages' files from their package directory, the "
+              "standard library's from its directory\n", f);
+    }
 }
 
+/* A titled list; `r` shortens paths (NULL: shown as they are). */
 static void
-text_list(FILE *f, const char *title, const tool_strs *l, size_t extra,
-          const char *prefix)
+text_list(const tool_report *r, FILE *f, const char *title,
+          const tool_strs *l, size_t extra, const char *prefix)
 {
     if (l->n == 0)
         return;
     fprintf(f, "\n%s (%zu):\n", title, l->n + extra);
     for (size_t i = 0; i < l->n; i++) {
         fprintf(f, "  %s", prefix);
-        put_safe(f, l->v[i], 2000);
+        if (r != NULL)
+            put_text(r, f, l->v[i], 2000);
+        else
+            put_safe(f, l->v[i], 2000);
         fputc('\n', f);
     }
     if (extra > 0)
@@ -117,11 +151,12 @@ text_summary(const tool_report *r, FILE *f)
  * largest payload and the longest duration of the row's ranks), then one
  * line per failed one with its error. */
 static void
-text_row_agrees(FILE *f, const tool_rep_row *row)
+text_row_agrees(const tool_report *r, FILE *f, const tool_rep_row *row,
+                const char *in)
 {
     if (row->nagrees == 0)
         return;
-    fprintf(f, "      agreements (%zu, %.3f ms on the slowest rank):",
+    fprintf(f, "%s    agreements (%zu, %.3f ms on the slowest rank):", in,
             row->nagrees + row->agrees_more, ms(row->agree_ns));
     for (size_t k = 0; k < row->nagrees; k++) {
         const tool_rep_ragree *g = &row->agrees[k];
@@ -140,10 +175,10 @@ text_row_agrees(FILE *f, const tool_rep_row *row)
         const tool_rep_ragree *g = &row->agrees[k];
         if (g->nfailed == 0)
             continue;
-        fputs("      FAILED ", f);
+        fprintf(f, "%s    FAILED ", in);
         put_safe(f, g->site, 200);
         fprintf(f, " #%lld for ", (long long)g->aseq);
-        put_safe(f, g->frame, 300);
+        put_text(r, f, g->frame, 300);
         if (g->nfailed < row->n)
             fprintf(f, " on %zu of %zu ranks", g->nfailed, row->n);
         fputs(": ", f);
@@ -152,52 +187,99 @@ text_row_agrees(FILE *f, const tool_rep_row *row)
     }
 }
 
+/* Why the ranks of a row compiled: one line when they agree, else one
+ * line per reason with its ranks ("why: rank 1: recompile: ..."). */
+static void
+text_why(const tool_report *r, FILE *f, const tool_rep_row *row,
+         const char *in)
+{
+    bool name = tool_report_why_ranks(row);
+    char who[512];
+
+    for (size_t k = 0; k < row->nreasons; k++) {
+        fprintf(f, "%s    why: ", in);
+        if (name) {
+            tool_report_ranks(who, sizeof who, row->reasons[k].ranks,
+                              row->reasons[k].n);
+            fprintf(f, "%s: ", who);
+        }
+        put_text(r, f, row->reasons[k].text, 500);
+        fputc('\n', f);
+    }
+}
+
+/* One row of the frames list, indented by `in`. */
+static void
+text_row(const tool_report *r, FILE *f, const tool_rep_row *row,
+         const char *in)
+{
+    char who[512];
+
+    tool_report_ranks(who, sizeof who, row->ranks, row->n);
+    fprintf(f, "%s%s", in, row->diverged ? "! " : "");
+    put_text(r, f, row->frame, 200);
+    if (row->where != NULL) {
+        fputs(" at ", f);
+        put_text(r, f, row->where, 300);
+    }
+    fprintf(f, " (compile %llu, %s) %s: ", (unsigned long long)row->index,
+            tool_report_state(row->state), who);
+    put_safe(f, row->decisions, 2000);
+    fputc('\n', f);
+    text_why(r, f, row, in);
+    for (size_t k = 0; k < row->changes.n; k++) {
+        fprintf(f, "%s    changed ", in);
+        put_safe(f, row->changes.v[k], 500);
+        fputc('\n', f);
+    }
+    for (size_t k = 0; k < row->why.n; k++) {
+        fprintf(f, "%s    ", in);
+        put_safe(f, row->why.v[k], 500);
+        fputc('\n', f);
+    }
+    text_row_agrees(r, f, row, in);
+}
+
+/* The frames: the user's, and under the user frame that reached them
+ * the frames of torch, ccol and the standard library. */
 static void
 text_frames(const tool_report *r, FILE *f)
 {
     tool_rep_row *rows;
     size_t n = tool_report_rows(r, &rows);
-    char who[512];
+    size_t *order = malloc((n > 0 ? n : 1) * sizeof *order);
+    const tool_rep_row *prev = NULL;
 
-    if (n > 0)
-        fprintf(f, "\nframes:\n");
-    for (size_t i = 0; i < n; i++) {
-        tool_report_ranks(who, sizeof who, rows[i].ranks, rows[i].n);
-        fprintf(f, "  %s", rows[i].diverged ? "! " : "");
-        put_safe(f, rows[i].frame, 200);
-        if (rows[i].where != NULL) {
-            fputs(" at ", f);
-            put_safe(f, rows[i].where, 300);
-        }
-        fprintf(f,
-                " (compile %llu, %s) %s: ", (unsigned long long)rows[i].index,
-                tool_report_state(rows[i].state), who);
-        put_safe(f, rows[i].decisions, 2000);
-        fputc('\n', f);
-        for (size_t k = 0; k < rows[i].reasons.n; k++) {
-            fprintf(f, "      why: ");
-            put_safe(f, rows[i].reasons.v[k], 500);
-            fputc('\n', f);
-        }
-        for (size_t k = 0; k < rows[i].changes.n; k++) {
-            fprintf(f, "      changed ");
-            put_safe(f, rows[i].changes.v[k], 500);
-            fputc('\n', f);
-        }
-        for (size_t k = 0; k < rows[i].why.n; k++) {
-            fprintf(f, "      ");
-            put_safe(f, rows[i].why.v[k], 500);
-            fputc('\n', f);
-        }
-        text_row_agrees(f, &rows[i]);
+    if (n > 0 && order != NULL) {
+        fprintf(f, "\nframes (torch's, ccol's and the standard library's "
+                   "under the user frame that reached them):\n");
+        tool_report_order(rows, n, order);
     }
+    for (size_t k = 0; order != NULL && k < n; k++) {
+        const tool_rep_row *row = &rows[order[k]];
+        if (row->internal &&
+            (prev == NULL || !prev->internal ||
+             !tool_report_same_user(prev, row))) {
+            fputs("  ", f);
+            if (row->user != NULL) {
+                put_text(r, f, row->user, 300);
+                fputs(" called into:\n", f);
+            } else {
+                fputs("(a user frame the trace does not name) called "
+                      "into:\n", f);
+            }
+        }
+        text_row(r, f, row, row->internal ? "    " : "  ");
+        prev = row;
+    }
+    free(order);
     tool_report_rows_free(rows, n);
 }
 
 /* One site's agreements outside a compile: how many per rank, on which
  * ranks, the largest total of one rank, the median, graphs and errors. */
 static void
-text_site(FILE *f, const tool_rep_site *s)
+text_site(const tool_report *r, FILE *f, const tool_rep_site *s)
 {
     char who[512], each[48];
 
@@ -215,12 +297,12 @@ text_site(FILE *f, const tool_rep_site *s)
     fputs("\n      graphs: ", f);
     for (size_t k = 0; k < s->graphs.n; k++) {
         fputs(k > 0 ? ", " : "", f);
-        put_safe(f, s->graphs.v[k], 300);
+        put_text(r, f, s->graphs.v[k], 300);
     }
     fputc('\n', f);
     for (size_t k = 0; k < s->errors.n; k++) {
         fputs("      FAILED ", f);
-        put_safe(f, s->errors.v[k], 1000);
+        put_text(r, f, s->errors.v[k], 1000);
         fputc('\n', f);
     }
 }
@@ -237,7 +319,7 @@ text_outside(const tool_report *r, FILE *f)
                 "\nagreements outside a compile (per site: agreements per "
                 "rank, the largest total of one rank, the median):\n");
     for (size_t i = 0; i < n; i++)
-        text_site(f, &sites[i]);
+        text_site(r, f, &sites[i]);
     if (more > 0)
         fprintf(f, "  ... and %zu more at other sites\n", more);
     if (unlisted > 0)
@@ -262,9 +344,9 @@ text_once(const tool_report *r, FILE *f)
         char *says = tool_report_once_says(&rows[i]);
 
         fputs("  ", f);
-        put_safe(f, rows[i].frame, 300);
+        put_text(r, f, rows[i].frame, 300);
         fputs(": ", f);
-        put_safe(f, says != NULL ? says : "", 5000);
+        put_text(r, f, says != NULL ? says : "", 5000);
         fputc('\n', f);
         free(says);
     }
@@ -280,8 +362,8 @@ tool_report_text(const tool_report *r, FILE *f)
     /* Divergence first, as the HTML report shows it (docs/trace-format.md). */
     if (r->warnings.n == 0)
         fprintf(f, "\nno divergence between ranks found\n");
-    text_list(f, "warnings", &r->warnings, 0, "WARNING: ");
-    text_list(f, "errors", &r->errors, r->nerrors_dropped, "");
+    text_list(r, f, "warnings", &r->warnings, 0, "WARNING: ");
+    text_list(NULL, f, "errors", &r->errors, r->nerrors_dropped, "");
     text_summary(r, f);
     text_frames(r, f);
     text_outside(r, f);

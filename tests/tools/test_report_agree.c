@@ -14,6 +14,7 @@
 #include "report_analyze.c"
 #include "report_html.c"
 #include "report_once.c"
+#include "report_paths.c"
 #include "report_read.c"
 #include "report_text.c"
 

@@ -358,12 +358,15 @@ test_real_jit() {
         d=$TMP/jit-$mode
         jit real_jit $mode "$TMP/a.json" "$d" || return
         has real_jit "$OUT" "no divergence between ranks found" || return
-        has real_jit "$OUT" "f at $TMP/prog.tl:1 (compile 2, ok) ranks 0-2: L['x'].size(0)" ||
+        # Paths are shown without the directory the program's files share.
+        has real_jit "$OUT" "paths: the user's files relative to $TMP/," ||
+            return
+        has real_jit "$OUT" "f at prog.tl:1 (compile 2, ok) ranks 0-2: L['x'].size(0)" ||
             return
         # Each frame says where its code is: the def, the print.
-        has real_jit "$OUT" "resume_in_f_at_3 at $TMP/prog.tl:3 (compile 1, ok)" ||
+        has real_jit "$OUT" "resume_in_f_at_3 at prog.tl:3 (compile 1, ok)" ||
             return
-        grep -q "<span class=\"loc\">$TMP/prog.tl:3</span>" "$d.html" ||
+        grep -q "<span class=\"loc\"><span class=\"path\" title=\"$TMP/prog.tl\">prog.tl</span>:3</span>" "$d.html" ||
             { bad real_jit "$mode: the HTML does not show where frames are"; return; }
         grep -q '"event":"graph_break"' "$d/rank-2.jsonl" ||
             { bad real_jit "$mode: no graph_break event"; return; }
@@ -396,7 +399,7 @@ PYEOF2
         { bad real_jit "the HTML does not show the recompile reason"; return; }
     jit real_jit lockstep "$TMP/b.json" "$TMP/jit-lock-b" || return
     has real_jit "$OUT" "no divergence between ranks found" || return
-    has real_jit "$OUT" "f at $TMP/prog.tl:1 (compile 2, ok) ranks 0-2: L['x'].size(0)" || return
+    has real_jit "$OUT" "f at prog.tl:1 (compile 2, ok) ranks 0-2: L['x'].size(0)" || return
     has real_jit "$OUT" "changed L['x']: tensor size=[4, 3] stride=[S(1), 1] -> tensor size=[?, 3] stride=[S(1), 1]" ||
         return
     has real_jit "$OUT" "L['x'].size(0) dynamic: 4 on rank 0, 5 on rank 1" ||
