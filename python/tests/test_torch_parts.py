@@ -46,7 +46,8 @@ def test_launcher_errors_are_those_of_comm_from_env(monkeypatch, env):
     ("CCOL_TORCH", "2"), ("CCOL_TORCH", "yes"), ("CCOL_TORCH_GUARDS", "on"),
     ("CCOL_TORCH_PATIENCE", "-1"), ("CCOL_TIMEOUT", "soon"),
     ("CCOL_TIMEOUT", "0x10"), ("CCOL_TIMEOUT", "1e-9"),
-    ("CCOL_TIMEOUT", "inf"), ("CCOL_TORCH_PATIENCE", " 5")])
+    ("CCOL_TIMEOUT", "inf"), ("CCOL_TORCH_PATIENCE", " 5"),
+    ("CCOL_TORCH_RUN_PATIENCE", "0"), ("CCOL_TORCH_RUN_PATIENCE", "5m")])
 def test_a_malformed_variable_is_named_with_its_value(monkeypatch, name,
                                                       value):
     monkeypatch.setenv(name, value)
@@ -228,26 +229,101 @@ def test_a_rank_whose_heartbeat_stops_is_named(monkeypatch):
         live.watch()
 
 
-def test_a_busy_rank_is_waited_for_and_a_running_one_is_late(monkeypatch):
+def test_a_busy_rank_is_waited_for_by_what_it_does(monkeypatch):
+    """Past the deadline (0.2 s) a compiling rank and a running one are
+    still waited for, each up to its own limit; a rank waiting in another
+    ccol collective is late at the deadline."""
     said = []
     monkeypatch.setattr(_live, "FIRST_PROGRESS_S", 0.0)
     monkeypatch.setattr(_live.log, "warning",
                         lambda fmt, *a: said.append(fmt % a))
     store = _Store()
     job, live = _liveness(store, deadline=0.2)
+    job.run_patience, job.run_patience_from = 0.6, "CCOL_TORCH_RUN_PATIENCE"
     live._beat()
     live.begin_wait("in exchange for compile 1 of f")
-    for n in range(1, 4):               # compiling: never late
+    for n in range(1, 4):               # compiling: not at the deadline
         _beat(store, 1, n, "compiling f (a.py:1)")
         time.sleep(0.1)
         live.watch()
     assert said and said[0].startswith(
-        "waiting for rank 1, compiling f (a.py:1), 0 s")
+        "in exchange for compile 1 of f: rank 1 is compiling f (a.py:1), "
+        "waited 0 s of 1800 s"), said
+    for n in range(4, 8):               # running: not at the deadline
+        _beat(store, 1, n, "running")
+        time.sleep(0.1)
+        live.watch()
+    assert said[-1].startswith("in exchange for compile 1 of f: rank 1 is "
+                               "running (not compiling), waited 0 s of "
+                               "0.6 s"), said
+    time.sleep(0.4)  # its run patience counts from when it began to run
     _beat(store, 1, 9, "running")
     with pytest.raises(ccol.TimeoutError,
-                       match="rank 1 did not arrive within 0.2 s; it is "
-                             "alive but running"):
+                       match=r"rank 1 did not arrive within 0.6 s; it is "
+                             r"alive and running \(not compiling\), and the "
+                             r"run patience \(CCOL_TORCH_RUN_PATIENCE\) ran "
+                             r"out: set CCOL_TORCH_RUN_PATIENCE or "
+                             r"enable\(run_patience=...\)"):
         live.watch()
+
+
+def test_a_rank_in_another_collective_is_late_at_the_deadline():
+    store = _Store()
+    job, live = _liveness(store, deadline=0.2)
+    live._beat()
+    live.begin_wait("in exchange for compile 1 of f")
+    _beat(store, 1, 1, "in guard collective at g (a.py:2)")
+    live.watch()
+    time.sleep(0.3)
+    _beat(store, 1, 2, "in guard collective at g (a.py:2)")
+    with pytest.raises(ccol.TimeoutError,
+                       match=r"rank 1 did not arrive within 0.2 s; it is in "
+                             r"guard collective at g \(a.py:2\) \(another "
+                             r"ccol collective\), and the deadline "
+                             r"\(CCOL_TIMEOUT\) ran out"):
+        live.watch()
+
+
+def test_a_rank_compiling_past_the_compile_patience_is_named():
+    store = _Store()
+    job, live = _liveness(store, deadline=0.1)
+    job.patience = live.patience = 0.3
+    live._beat()
+    live.begin_wait("in guard collective at f (a.py:1)")
+    _beat(store, 1, 1, "compiling f (a.py:1)")
+    live.watch()
+    time.sleep(0.4)
+    _beat(store, 1, 2, "compiling f (a.py:1)")
+    with pytest.raises(ccol.TimeoutError,
+                       match=r"it is still compiling f \(a.py:1\), and the "
+                             r"compile patience \(CCOL_TORCH_PATIENCE\) ran "
+                             r"out: set CCOL_TORCH_PATIENCE"):
+        live.watch()
+
+
+def test_the_run_patience_is_the_process_group_timeout():
+    """Unset, the run patience is the default process group's timeout
+    (read from its backends' options), else torch's default (30 min); the
+    Comm's deadline covers the longest limit."""
+    import datetime
+    import torch.distributed as dist
+    from conftest import free_port
+    store = _Store()
+    job, live = _liveness(store, deadline=0.2)
+    assert _live.run_patience(job) == (
+        1800.0, "torch's default process-group timeout")
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0,
+        world_size=1, timeout=datetime.timedelta(seconds=4321))
+    try:
+        assert _live.run_patience(job) == (
+            4321.0, "the default process group's timeout")
+        assert live.cover()[0] == 4321.0
+        assert live.comm.timeout == 4321.0 + _live.GRACE_S
+    finally:
+        dist.destroy_process_group()
+    job.run_patience, job.run_patience_from = 7.0, "enable(run_patience=...)"
+    assert _live.run_patience(job) == (7.0, "enable(run_patience=...)")
 
 
 def test_a_rank_running_past_a_recompile_is_a_divergence():

@@ -423,8 +423,12 @@ def check_failed_job(job, bad, world, kinds, max_elapsed):
 def test_failing_rank_is_named_on_every_survivor(tmp_path, case, kinds,
                                                  max_elapsed):
     world = 3
+    # A stalled rank is alive and running (not compiling): waited for the
+    # run patience (test_torch_drift.py), here as short as the deadline.
+    env = {"CCOL_TORCH_RUN_PATIENCE": 5} if case == "stall" else {}
     with run_job(tmp_path, "fail.py", [case], nproc=world,
-                 monitor=FAIL_MONITOR_S, CCOL_TORCH=1, CCOL_TIMEOUT=5) as job:
+                 monitor=FAIL_MONITOR_S, CCOL_TORCH=1, CCOL_TIMEOUT=5,
+                 **env) as job:
         check_failed_job(job, 1, world, kinds, max_elapsed)
 
 

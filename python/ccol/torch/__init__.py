@@ -121,16 +121,20 @@ def _joined_once(timeout):
 
 
 def enable(timeout=None, guard_collectives=True, comm=None, patience=None,
-           graph_check=None, compile_once=None):
+           graph_check=None, compile_once=None, run_patience=None):
     """Routes torch.compile's compiler collectives through ccol.
 
     Call before the first compile. The job is joined now (join()) unless
     `comm` is given; `timeout` is the deadline of a collective with every
     rank alive; `patience` (seconds, default CCOL_TORCH_PATIENCE, else
     1800) is how long a rank that is alive but still compiling is waited
-    for; `graph_check` ("warn", "error" or "off"; default
-    CCOL_TORCH_GRAPH_CHECK, else "warn") is what a Dynamo graph that
-    differs between ranks does; `compile_once` (default
+    for; `run_patience` (seconds, default CCOL_TORCH_RUN_PATIENCE, else the
+    default process group's timeout, else torch's default of 1800) is how
+    long a rank that is alive and running the user's code between compiled
+    calls (a checkpoint, an evaluation) is waited for (docs/torch.md,
+    "Ranks that drift apart at run time"); `graph_check` ("warn", "error"
+    or "off"; default CCOL_TORCH_GRAPH_CHECK, else "warn") is what a Dynamo
+    graph that differs between ranks does; `compile_once` (default
     CCOL_TORCH_COMPILE_ONCE, else off) makes one rank compile each graph
     that every rank compiles alike and the others load it (_once.py). A
     one-rank job changes nothing. Returns the Comm in use.
@@ -139,6 +143,7 @@ def enable(timeout=None, guard_collectives=True, comm=None, patience=None,
         raise TypeError(f"comm must be a ccol.Comm, not "
                         f"{type(comm).__name__}")
     graph_check = _graph_policy(graph_check)
+    _check_patience(run_patience, "run_patience")
     if compile_once is None:
         compile_once = _env.switch("CCOL_TORCH_COMPILE_ONCE", False)
     _check_torch(bool(compile_once))
@@ -149,7 +154,8 @@ def enable(timeout=None, guard_collectives=True, comm=None, patience=None,
         from . import _join
         joined = (_join.Joined(comm, "the Comm given to enable()")
                   if comm is not None else _joined_once(timeout))
-        job = _new_job(joined.comm, guard_collectives, patience, graph_check)
+        job = _new_job(joined.comm, guard_collectives, patience, graph_check,
+                       run_patience)
         job.compile_once = bool(compile_once)
         job.joined = joined
         if joined.comm.size > 1:
@@ -193,14 +199,31 @@ def _graph_policy(value):
     return value
 
 
-def _new_job(comm, guards, patience, graph_check):
+def _check_patience(value, name):
+    """A number of seconds in (0, 1e7] (what a Comm's deadline takes), or
+    None."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds, not "
+                        f"{type(value).__name__}")
+    if not 0 < value <= 1e7:
+        raise ValueError(f"{name}={value!r}: use seconds in (0, 1e7]")
+
+
+def _new_job(comm, guards, patience, graph_check, run_patience=None):
     from ._state import Job
     if patience is None:
         patience = _env.seconds("CCOL_TORCH_PATIENCE", 1800.0)
+    run_from = "enable(run_patience=...)"
+    if run_patience is None:  # None still: the process group's timeout
+        run_patience = _env.seconds("CCOL_TORCH_RUN_PATIENCE", None)
+        run_from = "CCOL_TORCH_RUN_PATIENCE"
     exchange = _env.choice("CCOL_TORCH_EXCHANGE", _env.EXCHANGES,
                            _env.EXCHANGES[0])
     return Job(comm, bool(guards), patience=patience,
-               graph_check=graph_check, exchange=exchange)
+               graph_check=graph_check, exchange=exchange,
+               run_patience=run_patience, run_patience_from=run_from)
 
 
 def _install(job):
@@ -229,10 +252,11 @@ def _joined(job):
         job.live = _live.Liveness(joined, job)
         job.live.start()
         if hasattr(comm, "set_watch"):
-            comm.timeout = max(comm.timeout, job.patience)
+            run, source = job.live.cover()
             comm.set_watch(job.live.watch, _live.WATCH_S)
-            watched = (f", compile patience {job.patience:g} s, dead or "
-                       f"stopped ranks named within {_live.DEAD_S:g} s")
+            watched = (f", compile patience {job.patience:g} s, run "
+                       f"patience {run:g} s ({source}), dead or stopped "
+                       f"ranks named within {_live.DEAD_S:g} s")
     log.info("ccol.torch: joined %d ranks over %s through %s (rank %d; "
              "deadline %g s%s; guard collectives %s)", comm.size,
              comm.transport, joined.where if joined else "?", comm.rank,

@@ -180,6 +180,7 @@ def check():
     choice("CCOL_TORCH_ONCE_FAULT", ONCE_FAULTS, "")
     seconds("CCOL_TIMEOUT", 300.0)
     seconds("CCOL_TORCH_PATIENCE", 1800.0)
+    seconds("CCOL_TORCH_RUN_PATIENCE", 1800.0)
     choice("CCOL_TORCH_GRAPH_CHECK", GRAPH_CHECKS, GRAPH_CHECKS[0])
     choice("CCOL_TORCH_EXCHANGE", EXCHANGES, EXCHANGES[0])
     transport()

@@ -18,6 +18,11 @@ Each guard collective carries where the compiled code is called from (the
 first frame up the stack outside torch and ccol), so a rank evaluating on
 its own while the others train is a prompt ccol.DivergedError naming both
 call sites, never a silent pairing. ccol.torch.local() scopes such calls.
+
+A rank that spends a while between compiled calls (a checkpoint, an
+evaluation) keeps the others waiting here: it is alive and running, so they
+wait for it as long as the job's process group would (the run patience,
+_live.py), never just the ordinary deadline.
 """
 
 import os

@@ -1,22 +1,37 @@
 """Slow is not dead: liveness of the ranks through torch's store.
 
-A rank that is compiling (autotuning, a cold cache) may keep the others
-waiting far longer than the communicator's deadline, and that is fine; a
-rank that died or was stopped is not. So while a torch job is joined
-through a c10d store:
+A rank that is compiling (autotuning, a cold cache) or running the user's
+code between compiled calls (a checkpoint, an evaluation on rank 0) may
+keep the others waiting far longer than the communicator's deadline, and
+that is fine; a rank that died or was stopped is not. So while a torch job
+is joined through a c10d store:
 
 - every rank runs a daemon thread that writes a heartbeat to the store
   every BEAT_S seconds: a counter, what the rank is doing ("compiling f
   (train.py:12)", "in exchange for compile 2 of f", "running"), its count
   of compiled-code calls and of compile exchanges;
-- the collectives of ccol.torch wait up to the compile patience
-  (CCOL_TORCH_PATIENCE, default 30 minutes), and while they wait the
-  communicator's watch reads the others' heartbeats: a rank whose counter
-  has not moved for DEAD_S seconds (dead, SIGSTOPped, its machine gone) is
-  a ccol.PeerError naming it within seconds; a rank that is compiling is
-  waited for, with a progress line at growing intervals; a rank alive but
-  doing anything else is named as late at the ordinary deadline
-  (CCOL_TIMEOUT);
+- while a ccol.torch collective waits, the communicator's watch reads the
+  others' heartbeats, and each rank not yet in the collective is waited
+  for according to what it is doing:
+  - its counter has not moved for DEAD_S seconds (dead, SIGSTOPped, its
+    machine gone): a ccol.PeerError naming it within seconds;
+  - compiling: waited for up to the compile patience (CCOL_TORCH_PATIENCE,
+    enable(patience=...), default 30 minutes);
+  - running (the user's code, between compiled calls): waited for as long
+    as the job's own process group would wait, the run patience
+    (CCOL_TORCH_RUN_PATIENCE, enable(run_patience=...), else the default
+    process group's timeout, else torch's default process-group timeout,
+    30 minutes): ranks drifting apart at run time are the job's business,
+    not a ccol failure;
+  - waiting in another ccol collective: named at the ordinary deadline
+    (CCOL_TIMEOUT): the two ranks wait for each other;
+  past its limit the rank is a ccol.TimeoutError naming it, the limit that
+  ran out and how to raise it. Each limit counts the time the rank has
+  spent doing that since this rank began to wait. A WARNING at growing
+  intervals (from CCOL_TIMEOUT or 10 s, whichever comes first) names the
+  ranks waited for, what they do, and how long of how long;
+- the communicator's own deadline is set past the longest of these limits
+  (cover()), so the watch, not the communicator, names the rank;
 - a rank in a compile exchange that sees another rank run past the point
   where it recompiles (more compiled calls, no exchange: a rank-dependent
   recompile without guard collectives) raises ccol.DivergedError naming
@@ -28,7 +43,6 @@ through a c10d store:
 Heartbeats compare counters, never clocks, so skew between hosts does not
 matter.
 """
-
 import atexit
 import json
 import threading
@@ -43,6 +57,74 @@ BEAT_S = 0.5     # heartbeat period
 DEAD_S = 5.0     # no heartbeat for this long: the rank is dead or stopped
 WATCH_S = 0.5    # how often a waiting rank reads the heartbeats
 FIRST_PROGRESS_S = 10.0
+GRACE_S = 5.0    # the communicator's deadline past the longest limit
+PATIENCE_S = 1800.0  # the compile patience when none is given
+_MAX_TIMEOUT_S = 1e7  # the longest deadline a Comm takes
+
+# What an awaited rank is doing, from its heartbeat's "doing"
+COMPILING, RUNNING, WAITING = "compiling", "running", "waiting"
+_MAX_NAMED = 8   # ranks named one by one in a progress line
+
+
+def kind(doing):
+    """COMPILING, WAITING (in another ccol collective) or RUNNING (the
+    user's code: anything else)."""
+    if doing.startswith("compiling"):
+        return COMPILING
+    if doing.startswith("in "):
+        return WAITING
+    return RUNNING
+
+
+def run_patience(job):
+    """(seconds, what sets it): how long a rank running the user's code
+    between compiled calls is waited for. enable(run_patience=...) or
+    CCOL_TORCH_RUN_PATIENCE when given; else as long as the job's own
+    default process group waits; else torch's default process-group
+    timeout (30 minutes)."""
+    if job.run_patience is not None:
+        return job.run_patience, job.run_patience_from
+    got = process_group_timeout()
+    if got is not None:
+        return got, "the default process group's timeout"
+    return _torch_default_timeout(), "torch's default process-group timeout"
+
+
+def process_group_timeout():
+    """Seconds the default process group waits in a collective (the
+    longest of its backends': gloo and NCCL keep it in their options,
+    torch 2.13 and 2.14 alike); None when torch.distributed is not
+    initialised, or its internals differ and the backend's default cannot
+    be told either."""
+    import sys
+    c10d = sys.modules.get("torch.distributed.distributed_c10d")
+    try:
+        pg = c10d.GroupMember.WORLD if c10d is not None else None
+    except Exception:  # noqa: BLE001 - internals differ
+        return None
+    if pg is None:
+        return None
+    found = []
+    for dev in getattr(pg, "_device_types", ()):
+        try:
+            found.append(pg._get_backend(dev).options._timeout.total_seconds())
+        except Exception:  # noqa: BLE001 - no such backend or option
+            continue
+    if not found:
+        try:
+            found.append(c10d._get_default_timeout(
+                c10d.get_backend(pg)).total_seconds())
+        except Exception:  # noqa: BLE001 - internals differ
+            return None
+    return max(found)
+
+
+def _torch_default_timeout():
+    try:
+        from torch.distributed.constants import default_pg_timeout
+        return default_pg_timeout.total_seconds()
+    except Exception:  # noqa: BLE001 - no torch.distributed
+        return 1800.0
 
 
 class Liveness:
@@ -51,12 +133,21 @@ class Liveness:
     def __init__(self, joined, job):
         self.store, self.p = joined.store, joined.prefix
         self.pids = joined.pids
+        self.comm = joined.comm
         self.rank, self.size = joined.comm.rank, joined.comm.size
         self.job = job
-        self.deadline = joined.comm.timeout  # for ranks not compiling
+        # the ordinary deadline, for ranks waiting in another collective
+        # (kept on the job joined: cover() raises the Comm's)
+        self.deadline = getattr(joined, "deadline", None) or \
+            joined.comm.timeout
+        joined.deadline = self.deadline
+        self.patience = job.patience if job.patience is not None \
+            else PATIENCE_S
         self.doing = job.activity
         self.beats = 0
         self.seen = {}          # rank -> (heartbeat counter, when it moved)
+        self.since = {}         # rank -> (kind, since when) in this wait
+        self.limits = None      # kind -> (seconds, name, knob), per wait
         self.wait_start = None  # when the current wait began
         self.next_progress = FIRST_PROGRESS_S
         self.published = False  # this rank's failure was told
@@ -77,6 +168,18 @@ class Liveness:
         if self.thread.is_alive() and \
                 self.thread is not threading.current_thread():
             self.thread.join(2 * BEAT_S)
+
+    def cover(self, run=None):
+        """Sets the communicator's deadline past the longest wait the watch
+        allows (the ordinary deadline, the compile patience, the run
+        patience), so the watch names the rank and the limit, and returns
+        the run patience (seconds, what sets it)."""
+        got = run_patience(self.job) if run is None else run
+        want = min(max(self.deadline, self.patience, got[0]) + GRACE_S,
+                   _MAX_TIMEOUT_S)
+        if self.comm.timeout < want:
+            self.comm.timeout = want
+        return got
 
     # ---- this rank's heartbeat ----
 
@@ -137,10 +240,15 @@ class Liveness:
     # ---- the watch while this rank waits ----
 
     def begin_wait(self, doing):
+        """Called before every ccol.torch collective (the guard collective
+        on each compiled call too): kept to a few assignments."""
         self.before_wait = self.doing
         self.doing = doing
         self.wait_start = time.monotonic()
-        self.next_progress = FIRST_PROGRESS_S
+        self.next_progress = min(FIRST_PROGRESS_S, self.deadline)
+        self.limits = None
+        if self.since:
+            self.since.clear()
 
     def end_wait(self):
         self.doing = self.before_wait  # still compiling, after an exchange
@@ -155,10 +263,11 @@ class Liveness:
 
     def watch(self):
         """Called by the communicator while a collective waits: raises for
-        a dead, stopped or late rank and for a rank that ran past this
-        rank's recompile, after telling the others why (they see this rank
-        leave the collective, and name the cause from the store); logs
-        progress for busy ones."""
+        a dead or stopped rank, for one waited for past the limit of what
+        it is doing, and for a rank that ran past this rank's recompile,
+        after telling the others why (they see this rank leave the
+        collective, and name the cause from the store); logs progress for
+        the ranks it waits for."""
         try:
             self._watch()
         except ccol.Error as e:
@@ -177,23 +286,79 @@ class Liveness:
             elif now - moved > DEAD_S:
                 raise peer_error(self._dead(r, b, now - moved))
             self._check_skip(r, b)
-        self._late(beats, now)
-        self._progress(beats, now)
-
-    def _late(self, beats, now):
-        """Past the deadline, a rank that is alive but neither compiling
-        nor in this collective is late: named as a timeout. A compiling one
-        is waited for up to the patience (the communicator's own
-        deadline)."""
-        if self.wait_start is None or now - self.wait_start <= self.deadline:
+        if self.wait_start is None:
             return
+        awaited = self._awaited(beats, now)
+        self._late(awaited)
+        self._progress(awaited, now)
+
+    def _limits(self):
+        """kind -> (seconds, the limit's name, the knobs that set it), read
+        once per wait (the default process group may come after the
+        join: its timeout is read here, and the Comm's deadline raised to
+        cover it for the collectives to come)."""
+        if self.limits is None:
+            run, source = self.cover()
+            self.limits = {
+                COMPILING: (self.patience, "the compile patience "
+                            "(CCOL_TORCH_PATIENCE)",
+                            "CCOL_TORCH_PATIENCE or enable(patience=...)"),
+                RUNNING: (run, f"the run patience ({source})",
+                          "CCOL_TORCH_RUN_PATIENCE or "
+                          "enable(run_patience=...)"),
+                WAITING: (self.deadline, "the deadline (CCOL_TIMEOUT)",
+                          "CCOL_TIMEOUT or enable(timeout=...)")}
+        return self.limits
+
+    def _awaited(self, beats, now):
+        """[(rank, doing, kind, seconds waited for it doing that)] for the
+        ranks not yet in this collective. A rank's time counts from when
+        this rank began to wait, or from when it was seen to change from
+        compiling to running (or back): a long compile does not use up the
+        run patience, nor a long checkpoint the compile patience."""
+        out = []
         for r, b in sorted(beats.items()):
-            if r != self.rank and b["doing"] != self.doing and \
-                    not b["doing"].startswith("compiling"):
-                raise timeout_error(
-                    f"{self.doing}: rank {r} did not arrive within "
-                    f"{self.deadline:g} s; it is alive but {b['doing']} "
-                    "(not compiling)")
+            if r == self.rank or b["doing"] == self.doing:
+                self.since.pop(r, None)
+                continue
+            k = kind(b["doing"])
+            was, t = self.since.get(r, (None, self.wait_start))
+            if was != k:
+                t = self.wait_start if was is None else now
+                self.since[r] = (k, t)
+            out.append((r, b["doing"], k, now - t))
+        return out
+
+    def _late(self, awaited):
+        """A rank waited for past the limit of what it is doing: named as a
+        timeout, with the limit that ran out and how to raise it."""
+        for r, doing, k, spent in awaited:
+            limit, name, knob = self._limits()[k]
+            if spent <= limit:
+                continue
+            what = {COMPILING: f"it is still {doing}",
+                    RUNNING: f"it is alive and {doing} (not compiling)",
+                    WAITING: f"it is {doing} (another ccol collective)"}[k]
+            raise timeout_error(
+                f"{self.doing}: rank {r} did not arrive within {limit:g} s; "
+                f"{what}, and {name} ran out: set {knob} to wait longer")
+
+    def _progress(self, awaited, now):
+        waited = now - self.wait_start
+        if waited < self.next_progress:
+            return
+        self.next_progress *= 2
+        groups = {}
+        for r, doing, k, spent in awaited:
+            g = groups.setdefault((doing, k), [[], 0.0])
+            g[0].append(r)
+            g[1] = max(g[1], spent)
+        parts = [f"{_ranks(rs)} {'is' if len(rs) == 1 else 'are'} "
+                 f"{doing}{' (not compiling)' if k == RUNNING else ''}, "
+                 f"waited {spent:.0f} s of {self._limits()[k][0]:g} s"
+                 for (doing, k), (rs, spent) in groups.items()]
+        log.warning("%s: %s", self.doing, "; ".join(parts) or
+                    f"waiting for the other ranks, {waited:.0f} s")
 
     def _dead(self, r, b, quiet):
         pid = self.pids.get(r, {}).get("pid", "?")
@@ -221,18 +386,14 @@ class Liveness:
                 f"{b['x']} exchanges; a rank-dependent recompile: turn on "
                 "guard collectives, CCOL_TORCH_GUARDS=1)")
 
-    def _progress(self, beats, now):
-        if self.wait_start is None:
-            return
-        waited = now - self.wait_start
-        if waited < self.next_progress:
-            return
-        self.next_progress *= 2
-        others = [f"rank {r}, {b['doing']}" for r, b in sorted(beats.items())
-                  if r != self.rank and b["doing"] != self.doing]
-        log.warning("waiting for %s, %.0f s (%s)",
-                    "; ".join(others) or "the other ranks", waited,
-                    self.doing)
+
+def _ranks(rs):
+    """'rank 3' or 'ranks 0, 2, 5' (the first few, and how many more)."""
+    if len(rs) == 1:
+        return f"rank {rs[0]}"
+    named = ", ".join(str(r) for r in rs[:_MAX_NAMED])
+    more = len(rs) - _MAX_NAMED
+    return f"ranks {named}" + (f" and {more} more" if more > 0 else "")
 
 
 def explain(job, err):

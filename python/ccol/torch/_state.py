@@ -26,7 +26,8 @@ class Job:
     first use for CCOL_TORCH=1)."""
 
     def __init__(self, comm, guard_collectives, connect=None, patience=None,
-                 graph_check="warn", exchange="reduce"):
+                 graph_check="warn", exchange="reduce", run_patience=None,
+                 run_patience_from=None):
         self._comm = comm
         self._connect = connect   # joins the job at first use
         self.joined = None        # _join.Joined once joined
@@ -36,6 +37,10 @@ class Job:
         self.graph_check = graph_check  # _graph.py's policy
         self.exchange_mode = exchange  # "reduce" or "gather" (_compile.py)
         self.patience = patience
+        # seconds a rank running between compiled calls is waited for, and
+        # what set it; None: the job's process group's timeout (_live.py)
+        self.run_patience = run_patience
+        self.run_patience_from = run_patience_from
         self.compiles = {}        # frame -> compile index of its last exchange
         self.exchanges = 0
         self.exchange_ns = 0      # time spent in compile exchanges
