@@ -399,3 +399,21 @@ def test_ccol_transport_is_honoured_under_torchrun(tmp_path, value, expect,
         joins = joined_lines(job)
     assert len(joins) == 2 and {t for _, t in joins} == {expect}, (
         f"join lines {joins}, expected over {expect}:\n" + tail(job.output))
+
+
+def test_test_timeout_mult_is_refused_by_both_runners():
+    """The suite's own multiplier: a malformed value stops the C runner and
+    pytest at start-up, naming it, instead of running with limits of 1."""
+    env = dict(os.environ, CCOL_TEST_TIMEOUT_MULT="abc")
+    c_runner = os.path.join(os.path.dirname(ccol_tool()), "test_core")
+    if not os.access(c_runner, os.X_OK):
+        pytest.skip(f"no C test runner at {c_runner} (CCOL_TOOL's build)")
+    runs = [[c_runner],
+            [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+             "--collect-only", os.path.join(HERE, "test_stubs.py")]]
+    for cmd in runs:
+        got = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                             timeout=CASE_S)
+        assert got.returncode != 0, cmd
+        assert "CCOL_TEST_TIMEOUT_MULT='abc'" in got.stdout + got.stderr, \
+            (cmd, tail(got.stdout + got.stderr))
