@@ -552,3 +552,19 @@ def test_pairing_lets_ranks_return_from_different_lines_but_not_break():
                              "break"):
         _compile.check_pairing([head("CALL at line 2"),
                                 head("RETURN_VALUE at line 5")])
+
+
+def test_own_interrupt_is_named_by_what_the_rank_was_doing():
+    """A Ctrl-C inside a compile (Inductor's C++ build, say) is raised as
+    it is, then this rank's later calls say it was interrupted while
+    compiling, not "in a collective"."""
+    job = Job(None, guard_collectives=True)
+    job.doing("compiling loss (train.py:56)")
+    job.fail(KeyboardInterrupt(), deferred=True)
+    job.doing("running")
+    assert isinstance(job.take_pending(), KeyboardInterrupt)
+    later = job.take_pending()
+    assert isinstance(later, ccol.InterruptedError)
+    assert "interrupted (Ctrl-C) while compiling loss (train.py:56)" in \
+        str(later)
+    assert "collective" not in str(later)

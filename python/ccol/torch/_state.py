@@ -54,6 +54,7 @@ class Job:
         self.lockstep_miss = None  # ranks that missed when this one hit
         self.pending = None       # an error caught where torch's C++ calls us
         self.activity = "running"  # what this rank is doing (heartbeat)
+        self.interrupted_while = "running"  # the activity a Ctrl-C hit
         self.on_join = []         # called with the job once joined
         self.compile_once = False  # _once.py: one rank compiles each graph
         self.once = None          # _once.Once while compile_once is on
@@ -96,7 +97,8 @@ class Job:
         if self.pending is not None:
             return
         if isinstance(err, KeyboardInterrupt):
-            self.pending = err if deferred else interrupted()
+            self.interrupted_while = self.activity
+            self.pending = err if deferred else interrupted(self.activity)
             if self.live is not None:  # the others need not wait to learn
                 self.live.publish_failure(interrupted_here(self.live.rank))
             log.error("ccol.torch: interrupted (Ctrl-C)")
@@ -111,7 +113,7 @@ class Job:
         stays failed with ccol.InterruptedError."""
         err = self.pending
         if isinstance(err, KeyboardInterrupt):
-            self.pending = interrupted()
+            self.pending = interrupted(self.interrupted_while)
         return err
 
     def event(self, name, **fields):
@@ -126,8 +128,13 @@ def interrupted_here(rank):
                  f"rank {rank} was interrupted (Ctrl-C) and left the job")
 
 
-def interrupted():
+def interrupted(doing):
+    """This rank's own Ctrl-C, named by what the rank was doing when it
+    landed (a compile, an exchange, the user's code), not assumed to be a
+    collective."""
     import ccol
+    if doing == "running":
+        doing = "running (not compiling)"
     return error(ccol.InterruptedError, "INTERRUPTED",
-                 "ccol.torch: this rank was interrupted (Ctrl-C) in a "
-                 "collective; its communicator is closed")
+                 f"ccol.torch: this rank was interrupted (Ctrl-C) while "
+                 f"{doing}; its communicator is closed")
