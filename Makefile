@@ -1,12 +1,14 @@
 # Convenience front end over CMake. The README's two commands:
 #   make demo   build and run the demonstration job on 4 local ranks
-#   make test   build and run the whole test suite: the C suite (CTest),
-#               then the Python package's (pytest, in .venv)
+#   make test   build and run the test suite: the C suite (CTest), then the
+#               Python package's quick cases (pytest, in .venv, on two
+#               workers); every part runs, and a summary ends the run
 # Other targets: make build, make ctest, make python (build the package
-# into .venv), make pytest, make asan (C suite under ASan+UBSan),
-# make fuzz, make install PREFIX=/usr/local, make clean, make conformance
-# (the long differential run against PyTorch; the suite runs a bounded one),
-# make test-torch214 (ccol.torch's tests again on torch 2.14.1, in .venv214).
+# into .venv), make pytest, make test-slow (the Python suite's long cases),
+# make asan (C suite under ASan+UBSan), make fuzz, make install
+# PREFIX=/usr/local, make clean, make conformance (the long differential run
+# against PyTorch; the suite runs a bounded one), make test-torch214
+# (ccol.torch's tests again on torch 2.14.1, in .venv214).
 MAKEFLAGS += --no-print-directory
 BUILD ?= build
 JOBS ?= 2
@@ -18,9 +20,14 @@ PY214 := $(VENV214)/bin/python
 # the torch tests, and the exchange reduction against the other torch's fold
 TORCH_TESTS = python/tests/test_torch*.py python/tests/test_conformance_fold.py
 PYTEST_FLAGS ?=
+# pytest on two workers (pytest-xdist), each test's name and time printed
+# as it ends, the ten slowest listed at the end
+PYTEST_WORKERS ?= 2
+PYTEST := -m pytest -v -p no:cacheprovider -n $(PYTEST_WORKERS) --dist load \
+	--durations=10
 
-.PHONY: all deps build demo test ctest python pytest conformance asan fuzz install \
-	clean python214 test-torch214
+.PHONY: all deps build demo test ctest python pytest test-slow conformance asan \
+	fuzz install clean python214 test-torch214
 
 all: build
 
@@ -34,7 +41,11 @@ build: deps
 demo: build
 	$(BUILD)/ccol demo
 
-test: ctest pytest
+# Every part runs whatever the one before it did; tests/run_parts.sh ends
+# with each part's time and verdict.
+test: build python
+	@tests/run_parts.sh "C suite (ctest)=$(MAKE) ctest" \
+		"Python suite, quick cases (pytest)=$(MAKE) pytest"
 
 ctest: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
@@ -48,7 +59,14 @@ python:
 		--config-settings=cmake.define.CCOL_WERROR=ON .
 
 pytest: build python
-	CCOL_TOOL=$(abspath $(BUILD))/ccol $(PY) -m pytest $(PYTEST_FLAGS) python/tests
+	CCOL_TOOL=$(abspath $(BUILD))/ccol $(PY) $(PYTEST) -m "not slow" \
+		$(PYTEST_FLAGS) python/tests
+
+# The long cases (marked slow: cold Inductor compiles on several ranks, the
+# benchmarks' quick runs, the long conformance modes); CI runs them too.
+test-slow: build python
+	CCOL_TOOL=$(abspath $(BUILD))/ccol $(PY) $(PYTEST) -m slow \
+		$(PYTEST_FLAGS) python/tests
 
 # The other torch release ccol.torch supports: the same package, its torch
 # tests (python/tests/test_torch*.py) on torch 2.14.1.
@@ -59,7 +77,8 @@ python214:
 		--config-settings=cmake.define.CCOL_WERROR=ON .
 
 test-torch214: build python214
-	CCOL_TOOL=$(abspath $(BUILD))/ccol $(PY214) -m pytest $(PYTEST_FLAGS) $(TORCH_TESTS)
+	CCOL_TOOL=$(abspath $(BUILD))/ccol $(PY214) $(PYTEST) $(PYTEST_FLAGS) \
+		$(TORCH_TESTS)
 
 # Many more random cases of the PyTorch-oracle tests; prints the figures.
 conformance: build python

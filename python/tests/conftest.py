@@ -205,6 +205,25 @@ def conformance_figures(title):
     return _FIGURES.setdefault(title, defaultdict(Counter))
 
 
+def pytest_sessionfinish(session):
+    """On a pytest-xdist worker: hands the figures to the controller, which
+    prints them (the workers' own summaries are not shown)."""
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None:
+        out["ccol_figures"] = {t: {v: dict(c) for v, c in vs.items()}
+                               for t, vs in _FIGURES.items()}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """On the pytest-xdist controller: adds a worker's figures."""
+    got = getattr(node, "workeroutput", {}).get("ccol_figures", {})
+    for title, variants in got.items():
+        mine = conformance_figures(title)
+        for variant, counts in variants.items():
+            mine[variant].update(counts)
+
+
 def pytest_terminal_summary(terminalreporter):
     for title, variants in _FIGURES.items():
         for variant, counts in variants.items():

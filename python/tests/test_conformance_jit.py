@@ -160,11 +160,14 @@ def test_one_process():
 CONFIGS = [(2, "compile"), (3, "compile"), (2, "lockstep"), (3, "lockstep")]
 if LONG:
     CONFIGS += [(4, "compile"), (4, "lockstep")]
+# lockstep's runs are the long ones: kept for `make test-slow`
+_PARAMS = [pytest.param(n, m, id=f"{m}-{n}",
+                        marks=[pytest.mark.slow] if m == "lockstep" else [])
+           for n, m in CONFIGS]
 
 
 @pytest.mark.timeout(1200 if LONG else 120)
-@pytest.mark.parametrize("n, mode", CONFIGS,
-                         ids=[f"{m}-{n}" for n, m in CONFIGS])
+@pytest.mark.parametrize("n, mode", _PARAMS)
 def test_ranks(n, mode):
     _report(f"{n} ranks {mode}", _compare(n, mode, _cases(n)))
 

@@ -66,6 +66,7 @@ def exactly_one_compiles(res):
     return owners[0]["rank"]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(2 * DEADLINE + 30)
 def test_two_ranks_one_compiles_outputs_bit_identical(tmp_path):
     with once_job(tmp_path / "on") as job:
@@ -81,6 +82,7 @@ def test_two_ranks_one_compiles_outputs_bit_identical(tmp_path):
     assert len(digests) == 1, [(r["rank"], r["out"]) for r in on + off]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(3 * DEADLINE + 30)
 def test_three_ranks_one_compiles_and_warm_caches_load_their_own(tmp_path):
     """Cold, one rank compiles and two load. Then the owner is chosen among
@@ -136,6 +138,7 @@ def test_under_ccol_run_one_compiles(tmp_path):
     assert res[0]["out"] == res[1]["out"]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(DEADLINE + 30)
 def test_rank_with_other_model_code_compiles_its_own(tmp_path):
     with once_job(tmp_path, args=("--odd-rank", "1")) as job:
@@ -152,6 +155,7 @@ def test_rank_with_other_model_code_compiles_its_own(tmp_path):
     assert len(named) == 2, tail(out)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(DEADLINE + 30)
 @pytest.mark.parametrize("fault", ["kill", "stop", "raise"])
 def test_failed_owner_others_compile_themselves(tmp_path, fault):
@@ -204,6 +208,7 @@ def kill_the_stopped_owner(job):
     os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(DEADLINE + 30)
 def test_corrupt_artifact_is_discarded_and_compiled_locally(tmp_path):
     with once_job(tmp_path, CCOL_TORCH_ONCE_FAULT="corrupt") as job:

@@ -795,6 +795,7 @@ def _run_hf_bert(body, patches=None, inductor=None):
                         comm_timeout=BERT_COMM_TIMEOUT))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(BERT_INDUCTOR_TIMEOUT)
 def test_hf_bert_ddp_inductor():
     # upstream: test_hf_bert_ddp_inductor (config.patch(optimize_ddp=True,
@@ -804,6 +805,7 @@ def test_hf_bert_ddp_inductor():
                  inductor={"fallback_random": True})
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(BERT_INDUCTOR_TIMEOUT)
 def test_hf_bert_ddp_inductor_static_graph():
     # upstream: test_hf_bert_ddp_inductor_static_graph (as above)
@@ -827,6 +829,7 @@ def test_hf_bert_ddp_aot_eager_static_graph():
                  patches={"optimize_ddp": True})
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(BERT_INDUCTOR_TIMEOUT)
 def test_hf_bert_fsdp():
     # upstream: test_hf_bert_fsdp (config.patch(enable_compiler_collectives=
@@ -836,6 +839,7 @@ def test_hf_bert_fsdp():
                            "fallback_random": True})
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(BERT_INDUCTOR_TIMEOUT)
 def test_hf_bert_fsdp_activation_checkpointing():
     # upstream: test_hf_bert_fsdp_activation_checkpointing (config.patch(

@@ -733,6 +733,7 @@ def test_two_hosts_in_network_namespaces(tmp_path):
 
 # ---- the benchmark --------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_bench_ddp_quick_prints_ratio_table():
     out = subprocess.run([PY, BENCH, "--quick"], capture_output=True,
