@@ -54,8 +54,10 @@ extern "C" {
      CCOL_VERSION_PATCH)
 
 /* Version of the bytes ranks exchange. Ranks with different protocol
- * versions refuse each other with CCOL_ERR_VERSION. Version 2: labels of
- * up to CCOL_LABEL_MAX bytes travel whole (version 1 cut them at 43). */
+ * versions refuse each other with CCOL_ERR_VERSION. Version 3: a 72-byte
+ * frame header, labels of up to CCOL_LABEL_MAX bytes travel whole, and
+ * tcp connections of a job with a token authenticate both ways and tag
+ * every frame (docs/comm.md "Frames" has the layout and the history). */
 #define CCOL_PROTOCOL_VERSION 3
 
 /*
@@ -149,11 +151,19 @@ CCOL_API void ccol_log_stderr(void *ud, ccol_log_level level,
  */
 typedef struct ccol_comm ccol_comm;
 
+/*
+ * The transports. ccol_comm_transport() names the one in use: "local" (a
+ * single rank), "inproc", "tcp", "shm", "tcp+shm" (a tcp job whose hosts
+ * run several ranks each: shared memory within a host and tcp between one
+ * leader per host, chosen by ccol itself; CCOL_HIER=0 keeps flat tcp) or
+ * "oob" (ccol_comm_create_oob, and the MPI adapter built on it).
+ */
 typedef enum ccol_transport {
     CCOL_TRANSPORT_DEFAULT = 0, /* tcp for size > 1, else a local comm */
     CCOL_TRANSPORT_INPROC = 1,  /* threads of one process are the ranks */
-    CCOL_TRANSPORT_TCP = 2,     /* processes on one or many hosts */
-    CCOL_TRANSPORT_OOB = 3,     /* reserved: the caller's communicator */
+    CCOL_TRANSPORT_TCP = 2,     /* processes on one or many hosts
+                                   (tcp+shm where hosts run several) */
+    CCOL_TRANSPORT_OOB = 3,     /* reserved: ccol_comm_create_oob */
     CCOL_TRANSPORT_SHM = 4      /* processes of one host, shared memory */
 } ccol_transport;
 
@@ -303,7 +313,8 @@ CCOL_API ccol_status ccol_comm_status(const ccol_comm *comm);
 CCOL_API int ccol_comm_rank(const ccol_comm *comm);
 CCOL_API int ccol_comm_size(const ccol_comm *comm);
 
-/* The name of the transport in use: "local", "inproc", "tcp" or "oob". */
+/* The name of the transport in use: "local", "inproc", "tcp", "shm",
+ * "tcp+shm" or "oob" (see ccol_transport). */
 CCOL_API const char *ccol_comm_transport(const ccol_comm *comm);
 
 /* The deadline of each operation, in seconds. */

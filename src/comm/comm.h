@@ -3,11 +3,19 @@
  *
  * Layers, bottom up:
  *   frame.c    the 72-byte frame header every message carries, its encoding
- *              and validation (magic, version, token digest, communicator id,
- *              sequence number, operation and fingerprint, length, checksums);
- *   link       a transport moves whole frames between two ranks: inproc.c
- *              (in-memory queues between threads), tcp.c (sockets) and
- *              shm.c (byte rings in a shared-memory segment);
+ *              and validation (magic, version, token digest or tag,
+ *              communicator id, sequence number, operation and fingerprint,
+ *              length, checksums);
+ *   link       a transport moves whole frames between two ranks (the
+ *              ccol__link_ops table below, one per transport): inproc.c
+ *              (in-memory queues between threads), tcp.c with tcp_io.c,
+ *              tcp_auth.c (the token's handshake and frame tags),
+ *              tcp_server.c and tcp_rendezvous.c (rank 0's listener and the
+ *              join), shm.c (byte rings in a shared-memory segment, with
+ *              shm_guard.c against a segment truncated from outside),
+ *              hier.c ("tcp+shm": shm within a host, tcp between host
+ *              leaders) and oob.c (every operation over the caller's
+ *              all-gather);
  *   tree.c     one collective algorithm over links for every operation:
  *              contributions travel up a tree to rank 0 (a star for small
  *              sizes, a k-ary tree above a threshold), rank 0 computes the
@@ -16,7 +24,14 @@
  *              path instead: every rank publishes its contribution in a
  *              slot and computes the result from all slots itself (large
  *              contributions still take tree.c);
- *   comm.c     the public operations, creation, poisoning, error messages.
+ *   comm.c     the public operations, creation, poisoning, error messages;
+ *              env.c reads the launcher's environment, fault.c injects the
+ *              faults of CCOL_FAULT (docs/reliability.md).
+ *
+ * The names ccol_comm_transport() returns are the tables' `name` fields
+ * ("inproc", "tcp", "shm", "tcp+shm", "oob"; "local" for one rank):
+ * tests/unit/test_maps.sh checks that include/ccol.h and docs/comm.md name
+ * the same ones.
  */
 #ifndef CCOL_COMM_H
 #define CCOL_COMM_H
