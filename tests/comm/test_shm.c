@@ -941,6 +941,7 @@ impure_fail_body(ccol_comm *c, int rank, void *arg)
 
 CCOL_TEST(slot_failures_are_agreed)
 {
+    char want[160];
     ccol_outcome *o = run_verdicts(2, 5, 0, count_diverge_body);
     expect_agreed(o, 2, -1, CCOL_ERR_DIVERGED,
                   "ranks diverged: rank 1 is in guard g "
@@ -952,9 +953,11 @@ CCOL_TEST(slot_failures_are_agreed)
     CHECK_CONTAINS(o->msg[0], "died");
     CHECK(o->took[0] < ccol_test_scale(1.0));
     o = run_verdicts(3, 1, 0, stalled_body);
-    expect_agreed(o, 3, -1, CCOL_ERR_TIMEOUT,
-                  "step 2 (barrier #2) timed out after 1 s; missing rank: 1 "
-                  "(last seen in step 1 (barrier #1))");
+    /* the deadline is scaled by CCOL_TEST_TIMEOUT_MULT, and so is its text */
+    snprintf(want, sizeof want, "step 2 (barrier #2) timed out after %.3g s; "
+             "missing rank: 1 (last seen in step 1 (barrier #1))",
+             ccol_test_scale(1));
+    expect_agreed(o, 3, -1, CCOL_ERR_TIMEOUT, want);
     CHECK(o->took[0] < ccol_test_scale(1.0 + 1.0));
     o = run_verdicts(3, 5, 0, pure_fail_body);
     expect_agreed(o, 3, -1, CCOL_ERR_PEER,
