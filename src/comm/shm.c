@@ -24,7 +24,10 @@
  * rings for a short budget (CCOL_SPIN_US, default 100 us; pausing between
  * polls for the first 5 us, then calling sched_yield, from the start when
  * there are more ranks than processors),
- * then sets its sleeping flag and sleeps in futex(2) on its doorbell. A
+ * then sets its sleeping flag and sleeps in futex(2) on its doorbell; it
+ * sleeps at once when the ranks it waits for were last seen on its own
+ * processor, except for probes now and then that let the scheduler move
+ * them apart again (ccol__shm_sleep_at_once). A
  * producer rings the doorbell (and makes the system call) only when the
  * consumer's flag says it sleeps. Sleepers wake every 10 ms to check that
  * the peers they wait for are alive (a pidfd, or kill(pid, 0) without
@@ -446,8 +449,8 @@ spin_reset(const slink *l, spin_state *s, int64_t deadline)
  * is the cheapest hand-off (7 us here, against 17 for yielding back and
  * forth). With more ranks than processors sharing is the rule and
  * yielding spins win by far, so this only applies without `yield`. */
-static bool
-peers_here(const slink *l, const int *peers, int n, int cpu)
+bool
+ccol__shm_peers_here(const slink *l, const int *peers, int n, int cpu)
 {
     if (l->yield || cpu <= 0 || n == 0)
         return false;
@@ -456,6 +459,46 @@ peers_here(const slink *l, const int *peers, int n, int cpu)
                                  memory_order_relaxed) != cpu)
             return false;
     return true;
+}
+
+/* The co-location rule with its probes (see shm_link.h): together, sleep
+ * at once but for a probe of CCOL__PROBE_NS after each gap; the gap
+ * doubles with every probe after which the ranks are still together. */
+bool
+ccol__shm_sleep_at_once(ccol__shm_probe *p, bool here, int64_t now)
+{
+    if (!here) { /* apart: no rule, and a later co-location starts over */
+        p->gap = 0;
+        p->end = 0;
+        return false;
+    }
+    if (p->end != 0 && now < p->end)
+        return false; /* probing: spin as usual */
+    if (p->end != 0) { /* the probe is over, the ranks still together */
+        p->end = 0;
+        p->gap *= 2;
+        if (p->gap > CCOL__PROBE_GAP_MAX_NS)
+            p->gap = CCOL__PROBE_GAP_MAX_NS;
+        p->next = now + p->gap;
+    } else if (p->gap == 0) { /* just found together */
+        p->gap = CCOL__PROBE_GAP_NS;
+        p->next = now + p->gap;
+    }
+    if (now < p->next)
+        return true;
+    p->end = now + CCOL__PROBE_NS;
+    return false;
+}
+
+/* The co-location rule for this wait, probes included. */
+static bool
+sleep_at_once(slink *l, const int *peers, int n, int cpu)
+{
+    bool here = ccol__shm_peers_here(l, peers, n, cpu);
+
+    if (!here && l->probe.gap == 0)
+        return false; /* the usual case, without reading the clock */
+    return ccol__shm_sleep_at_once(&l->probe, here, ccol__now_ns());
 }
 
 /* Lets one poll interval pass; false once the budget is spent. With more
@@ -498,14 +541,14 @@ ccol__shm_wait(ccol_comm *c, slink *l, const int *peers, const int *n,
         atomic_store_explicit(&me->cpu, cpu, memory_order_relaxed);
     l->progress = false;
     spin_reset(l, &s, deadline);
-    s.on = s.on && !peers_here(l, peers, *n, cpu);
+    s.on = s.on && !sleep_at_once(l, peers, *n, cpu);
     for (;;) {
         if ((p = fn(c, l, arg)) != 0)
             return p > 0 ? CCOL_OK : c->err.code;
         if (l->progress) {
             l->progress = false;
             spin_reset(l, &s, deadline);
-            s.on = s.on && !peers_here(l, peers, *n, cpu);
+            s.on = s.on && !sleep_at_once(l, peers, *n, cpu);
         }
         if (s.on) {
             if ((s.it & 63) == 63 &&
@@ -513,7 +556,7 @@ ccol__shm_wait(ccol_comm *c, slink *l, const int *peers, const int *n,
                 return c->err.code;
             if ((s.it & 63) == 63 && peers_gone(c, l, peers, *n, false))
                 break;
-            if ((s.it & 63) == 63 && peers_here(l, peers, *n, cpu))
+            if ((s.it & 63) == 63 && sleep_at_once(l, peers, *n, cpu))
                 s.on = false;
             else if (spin_step(&s))
                 continue;

@@ -30,6 +30,16 @@ typedef struct ccol__rank_ctl {
                                   0 before its first wait */
 } ccol__rank_ctl;
 
+/* When a waiter whose peers share its processor sleeps at once, and when
+ * it spins anyway to give the scheduler a chance to move them apart (see
+ * ccol__shm_sleep_at_once). All zero before the peers are first found on
+ * this rank's processor. */
+typedef struct ccol__shm_probe {
+    int64_t gap;  /* from the end of one probe to the next */
+    int64_t next; /* monotonic time the next probe starts */
+    int64_t end;  /* the current probe ends, 0 outside a probe */
+} ccol__shm_probe;
+
 /* What this rank keeps per tree neighbour: the rings to and from it. */
 typedef struct ccol__shm_nbr {
     int rank;          /* the neighbour */
@@ -63,6 +73,7 @@ typedef struct ccol__shm_link {
     bool yield;          /* more ranks than processors */
     int64_t spin_ns;     /* spin budget before sleeping */
     bool progress;       /* a poll moved bytes: spin again */
+    ccol__shm_probe probe; /* the co-location rule's probes */
     int gone;            /* the last peer found gone */
     int nn;              /* tree neighbours: parent first, then children */
     ccol__shm_nbr *nb;   /* their ring state */
@@ -125,6 +136,26 @@ ccol_status ccol__shm_slot_run(ccol_comm *c, ccol__shm_link *l,
 ccol__rank_ctl *ccol__shm_ctl(const ccol__shm_link *l, int r);
 /* Tells rank r there is news for it; a system call only if it sleeps. */
 void ccol__shm_bell(ccol__shm_link *l, int r);
+/* Whether every one of the n ranks in `peers` was last seen waiting on
+ * this rank's processor `cpu` (numbered from 1, as the control lines keep
+ * it), while ranks have a processor each (not l->yield); false when `cpu`
+ * is unknown (0 or less). */
+bool ccol__shm_peers_here(const ccol__shm_link *l, const int *peers, int n,
+                          int cpu);
+/* Whether a waiter sleeps at once at monotonic time `now`, given whether
+ * every rank it waits for was last seen on its own processor (`here`).
+ * Together, it sleeps at once, except for probes of CCOL__PROBE_NS during
+ * which it spins as usual: both ranks runnable on one processor are what
+ * makes the scheduler move one to a free processor, while ranks that
+ * take turns sleeping never look like load. The first probe comes
+ * CCOL__PROBE_GAP_NS after the ranks are found together, each one that
+ * ends with them still together doubles the gap (up to
+ * CCOL__PROBE_GAP_MAX_NS), and finding them apart starts over. */
+#define CCOL__PROBE_NS 20000000LL
+#define CCOL__PROBE_GAP_NS 20000000LL
+#define CCOL__PROBE_GAP_MAX_NS 1280000000LL
+bool ccol__shm_sleep_at_once(ccol__shm_probe *p, bool here, int64_t now);
+
 /* Blocks until `fn` reports, one of the *n ranks in `peers` (read again at
  * every check: the poll may shrink the list) leaves or dies (PEER, message
  * in c->err, the rank in l->gone), or `deadline` passes (CCOL_ERR_TIMEOUT,
