@@ -14,10 +14,13 @@ One file per concern:
   across hosts;
 - ``_live.py``: heartbeats, so a busy rank is waited for and a dead or
   stopped one is named within seconds;
+- ``_hooks.py``: every hook ccol.torch places in torch, declared as data,
+  placed (now or at its module's import) and restored by one registry;
 - ``_compile.py``: the compiler collective's hooks;
 - ``_guard.py``: the guard hook (never lets an exception into torch's C++);
-- ``_agree.py``, ``_sites.py``: torch.compile's other cross-rank agreements
-  (SPMD graph check, partitioner, estimates, autotuning);
+- ``_agree.py``, ``_sites.py``, ``_site_table.py``: torch.compile's other
+  cross-rank agreements (SPMD graph check, partitioner, estimates,
+  autotuning), the sites listed as data in ``_site_table.py``;
 - ``_once.py``: compile once per job (one rank compiles each graph, the
   others load its artifact through torch's cache);
 - ``_graph.py``: ccol's own check of each Dynamo graph (one 8-byte
@@ -279,24 +282,12 @@ def disable():
     if job is None:
         return
     from . import _trace
-    if job.saved:
-        _uninstall(job)
+    job.hooks.restore()  # every hook, last placed first (_hooks.py)
     _trace.close(job)
     if job.live is not None:
         job.live.close()
         if job._comm is not None and hasattr(job._comm, "set_watch"):
             job._comm.set_watch(None)
-
-
-def _uninstall(job):
-    from . import _compile, _graph, _guard, _sites
-    if job.once is not None:
-        from . import _once
-        _once.uninstall(job)
-    _sites.uninstall(job)
-    _guard.uninstall(job)
-    _graph.uninstall(job)
-    _compile.uninstall(job)
 
 
 @contextlib.contextmanager

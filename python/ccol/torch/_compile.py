@@ -31,6 +31,7 @@ import ccol
 from . import _decisions, _fold, _live, _trace
 from ._codec import (COMPILE, check_kinds, decode_state, diverged_error,
                      encode_state, peer_error)
+from ._hooks import Hook
 from ._log import log
 
 HOOK_POINTS = (
@@ -48,19 +49,13 @@ def frame_name(code):
     return f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
 
 
-def install(job):
-    from torch._dynamo import convert_frame
-    from torch._dynamo.output_graph import OutputGraph
-
-    upstream_pg = convert_frame.get_compile_pg
-    upstream_run = OutputGraph.run_compiler_collective
-    upstream_compile = convert_frame._compile
-    job.saved.update(pg=upstream_pg, run=upstream_run,
-                     compile=upstream_compile)
-
+def _get_compile_pg(job, upstream, module):
     def get_compile_pg():
         return None if job.local else job.group
+    return get_compile_pg
 
+
+def _run_compiler_collective(job, upstream_run, module):
     def run_compiler_collective(self):
         tx = self.root_tx
         ds = tx.distributed_state if tx is not None else None
@@ -71,19 +66,12 @@ def install(job):
             tx.speculation_log.clear()
             from torch._dynamo import exc
             raise exc.CompileCollectiveRestartAnalysis
-
-    convert_frame.get_compile_pg = get_compile_pg
-    OutputGraph.run_compiler_collective = run_compiler_collective
-    convert_frame._compile = _compile_wrapper(job, upstream_compile)
-    _keep_recompile_reasons(job, convert_frame)
+    return run_compiler_collective
 
 
-def _keep_recompile_reasons(job, convert_frame):
+def _keep_recompile_reasons(job, upstream, module):
     """Keeps Dynamo's own words for why a frame recompiles (its first
     failed guard) for the trace's recompile event."""
-    upstream = convert_frame.get_and_maybe_log_recompilation_reasons
-    job.saved["reasons"] = upstream
-
     def reasons(*args, **kwargs):
         got = upstream(*args, **kwargs)
         job.recompile_reason = f"guard failed: {got[0]}" if got else None
@@ -95,17 +83,24 @@ def _keep_recompile_reasons(job, convert_frame):
                 f"{'s' if len(missed) > 1 else ''} {ranks} missed, so every "
                 "rank recompiles together")
         return got
-    convert_frame.get_and_maybe_log_recompilation_reasons = reasons
+    return reasons
 
 
-def uninstall(job):
-    from torch._dynamo import convert_frame
-    from torch._dynamo.output_graph import OutputGraph
-    convert_frame.get_compile_pg = job.saved.pop("pg")
-    OutputGraph.run_compiler_collective = job.saved.pop("run")
-    convert_frame._compile = job.saved.pop("compile")
-    convert_frame.get_and_maybe_log_recompilation_reasons = \
-        job.saved.pop("reasons")
+# The hooks, in the order they are placed (_hooks.py restores them in the
+# reverse order).
+HOOKS = (
+    Hook("torch._dynamo.convert_frame", "get_compile_pg", _get_compile_pg),
+    Hook("torch._dynamo.output_graph", "run_compiler_collective",
+         _run_compiler_collective, owner="OutputGraph"),
+    Hook("torch._dynamo.convert_frame", "_compile",
+         lambda job, upstream, module: _compile_wrapper(job, upstream)),
+    Hook("torch._dynamo.convert_frame",
+         "get_and_maybe_log_recompilation_reasons", _keep_recompile_reasons),
+)
+
+
+def install(job):
+    job.hooks.install(HOOKS)
 
 
 def _ccol_error_in(e):

@@ -29,6 +29,7 @@ import re
 from . import _agree
 from ._codec import diverged_error, peer_error
 from ._env import GRAPH_CHECKS as POLICIES
+from ._hooks import Hook
 from ._log import log
 from ._sites import _shapes, graph_key, source_line
 
@@ -162,11 +163,7 @@ def check(job, gm):
     log.warning("%s", msg)
 
 
-def install(job):
-    from torch._dynamo.output_graph import OutputGraph
-    upstream = OutputGraph.call_user_compiler
-    job.saved["call_user_compiler"] = upstream
-
+def _call_user_compiler(job, upstream, module):
     def call_user_compiler(self, gm, example_inputs):
         tx = self.root_tx
         ds = getattr(tx, "distributed_state", None) if tx else None
@@ -174,9 +171,14 @@ def install(job):
                 and ds.compile_pg is job.group):
             check(job, gm)
         return upstream(self, gm, example_inputs)
-    OutputGraph.call_user_compiler = call_user_compiler
+    return call_user_compiler
 
 
-def uninstall(job):
-    from torch._dynamo.output_graph import OutputGraph
-    OutputGraph.call_user_compiler = job.saved.pop("call_user_compiler")
+HOOKS = (
+    Hook("torch._dynamo.output_graph", "call_user_compiler",
+         _call_user_compiler, owner="OutputGraph"),
+)
+
+
+def install(job):
+    job.hooks.install(HOOKS)

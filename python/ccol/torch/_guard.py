@@ -35,6 +35,7 @@ import ccol
 
 from . import _live
 from ._codec import GUARD, check_kinds, diverged_error, peer_error
+from ._hooks import Hook
 
 _SKIP = (os.path.dirname(torch.__file__), os.path.dirname(ccol.__file__))
 _SITE_MAX = 300
@@ -51,14 +52,16 @@ def call_site():
     return f"{c.co_name} ({c.co_filename}:{f.f_lineno})"[:_SITE_MAX]
 
 
+# torch's guard-complete hook is set through a setter that returns the hook
+# it replaces (there is no attribute to read): a setter hook (_hooks.py).
+HOOKS = (
+    Hook("torch._C._dynamo.eval_frame", "set_guard_complete_hook",
+         lambda job, upstream, module: make_hook(job), setter=True),
+)
+
+
 def install(job):
-    from torch._C._dynamo.eval_frame import set_guard_complete_hook
-    job.saved["guard"] = set_guard_complete_hook(make_hook(job))
-
-
-def uninstall(job):
-    from torch._C._dynamo.eval_frame import set_guard_complete_hook
-    set_guard_complete_hook(job.saved.pop("guard"))
+    job.hooks.install(HOOKS)
 
 
 def make_hook(job):

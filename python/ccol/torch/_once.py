@@ -46,6 +46,7 @@ import time
 import ccol
 
 from . import _agree, _env
+from ._hooks import Hook
 from ._log import log
 
 HOOK_POINTS = (
@@ -86,44 +87,42 @@ class Once:
         self.counts = Counts()
         self.fault = _env.choice("CCOL_TORCH_ONCE_FAULT", _env.ONCE_FAULTS, "")
         self.owed = threading.local()  # (key, graph, before) the owner owes
-        self.saved_lazy = None
 
 
 # ---- install ------------------------------------------------------------
 
-def install(job):
-    """Wraps try_load and aot_stage2_compile; compiles backward graphs with
-    their forward graph while installed."""
-    from torch._functorch import aot_autograd
-    from torch._functorch import config as fconfig
-    from torch._functorch._aot_autograd.autograd_cache import \
-        AOTAutogradCache
-    once = job.once = Once(job)
-    upstream_load = AOTAutogradCache.__dict__["try_load"]
-    upstream_stage2 = aot_autograd.aot_stage2_compile
-    job.saved.update(once_load=upstream_load, once_stage2=upstream_stage2)
-    once.saved_lazy = fconfig.force_non_lazy_backward_lowering
-    fconfig.force_non_lazy_backward_lowering = True
-    load = upstream_load.__func__
+def _try_load_hook(job, upstream, module):
+    load = upstream.__func__  # a staticmethod of AOTAutogradCache
+    once = job.once
 
     def try_load(mod, args, aot_config, *rest, **kwargs):
         return _try_load(once, load, (mod, args, aot_config) + rest, kwargs)
+    return staticmethod(try_load)
+
+
+def _stage2_hook(job, upstream, module):
+    once = job.once
 
     def aot_stage2_compile(*args, **kwargs):
-        return _stage2(once, upstream_stage2, args, kwargs)
-
-    AOTAutogradCache.try_load = staticmethod(try_load)
-    aot_autograd.aot_stage2_compile = aot_stage2_compile
+        return _stage2(once, upstream, args, kwargs)
+    return aot_stage2_compile
 
 
-def uninstall(job):
-    from torch._functorch import aot_autograd
-    from torch._functorch import config as fconfig
-    from torch._functorch._aot_autograd.autograd_cache import \
-        AOTAutogradCache
-    AOTAutogradCache.try_load = job.saved.pop("once_load")
-    aot_autograd.aot_stage2_compile = job.saved.pop("once_stage2")
-    fconfig.force_non_lazy_backward_lowering = job.once.saved_lazy
+# Backward graphs are compiled with their forward graph while installed;
+# then try_load and aot_stage2_compile are wrapped.
+HOOKS = (
+    Hook("torch._functorch.config", "force_non_lazy_backward_lowering",
+         lambda job, upstream, module: True),
+    Hook("torch._functorch._aot_autograd.autograd_cache", "try_load",
+         _try_load_hook, owner="AOTAutogradCache"),
+    Hook("torch._functorch.aot_autograd", "aot_stage2_compile",
+         _stage2_hook),
+)
+
+
+def install(job):
+    job.once = Once(job)
+    job.hooks.install(HOOKS)
 
 
 # ---- the agreement on the key ------------------------------------------

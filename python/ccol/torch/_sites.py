@@ -1,35 +1,29 @@
 """torch.compile's other compile-time agreements, through ccol.
 
 Besides the compiler collective and the guard collective (_compile.py,
-_guard.py), torch.compile agrees across ranks while it compiles at these
-sites, each upstream an all_gather_object of a pickle on a c10d group (the
-same in torch 2.13 and 2.14):
+_guard.py), torch.compile agrees across ranks while it compiles at the
+sites listed in _site_table.SITES (site names, torch function, what it
+gathers; docs/torch.md's table "Every other compile-time agreement" is
+checked against it), each upstream an all_gather_object of a pickle on a
+c10d group (the same in torch 2.13 and 2.14).
 
-| site (ccol's name) | torch function (wrapped) | gathers |
-|---|---|---|
-| spmd_check.hash, spmd_check.fingerprint | torch._inductor.fx_passes.spmd_check.spmd_check | the graph's structure hash, then (on a mismatch) each rank's node fingerprints |
-| partitioner.inputs, partitioner.saved, partitioner.sizes | torch._functorch.partitioners._sync_decision_cross_ranks | the joint graph's hash, the saved values' names, then an all_reduce(MAX) of their sizes |
-| estimates.comms | torch._inductor.comms.align_runtime_estimations_across_all_distributed_ranks | the scheduler nodes' runtime estimates |
-| estimates.overlap | overlap_scheduling.OverlapScheduler._align_compute_nodes_runtime_estimations_across_all_distributed_ranks | the compute (and benchmarked collective) estimates |
-| estimates.align | overlap_scheduling.align_estimations_across_ranks (no caller inside torch 2.13/2.14) | a node -> estimate map |
-| autotune.gemm | torch._inductor.distributed_autotune._sync | each rank's GEMM autotuning winners |
-
-How, and why it is narrow. Each torch function above is wrapped (the name
-its callers look up at call time is replaced, and restored by uninstall).
-The wrapper opens a *site scope* on this thread (the job, ccol's name for
-each gather in order, the graph key) and runs torch's own function
-unchanged; so every decision is made by torch's own code from the values a
-gather gives it. Inside that scope, and only there, the gather goes through
-_agree.agree instead of c10d: object_list is filled in place (index = rank)
-exactly as upstream's all_gather_object fills it. Three of the sites import
-torch.distributed inside the function (`import torch.distributed as dist`),
-which reads the attribute of the torch package, so there is no per-module
-name to replace: `torch.distributed.all_gather_object` itself is replaced
-by a function that, outside a site scope (every other caller, every other
-thread, inside ccol.torch.local()), calls torch's with the arguments it was
-given and nothing else. The partitioner also all_reduces the sizes on the
-default group, and `dist.all_reduce` must stay torch's own (Dynamo maps it
-into graphs by identity), so for the partitioner only its module's global
+How, and why it is narrow. Each site's torch function is wrapped (the name
+its callers look up at call time is replaced through the hook registry,
+_hooks.py, which restores it at disable()). The wrapper opens a *site
+scope* on this thread (the job, ccol's name for each gather in order, the
+graph key) and runs torch's own function unchanged; so every decision is
+made by torch's own code from the values a gather gives it. Inside that
+scope, and only there, the gather goes through _agree.agree instead of
+c10d: object_list is filled in place (index = rank) exactly as upstream's
+all_gather_object fills it. Three of the sites import torch.distributed
+inside the function (`import torch.distributed as dist`), which reads the
+attribute of the torch package, so there is no per-module name to replace:
+`torch.distributed.all_gather_object` itself is replaced by a function
+that, outside a site scope (every other caller, every other thread, inside
+ccol.torch.local()), calls torch's with the arguments it was given and
+nothing else. The partitioner also all_reduces the sizes on the default
+group, and `dist.all_reduce` must stay torch's own (Dynamo maps it into
+graphs by identity), so for the partitioner only its module's global
 `torch` is replaced by a copy of the torch module whose `distributed` is a
 copy of torch.distributed with all_gather_object and all_reduce redirected
 in the same scoped way (the copies fall back to the real modules for any
@@ -40,8 +34,9 @@ ranks it does not have.
 A hook point a torch release lacks is simply not hooked there (DEBUG
 log); none of them is required (missing_hook_points() does not list them).
 Modules imported later (Inductor's are, at the first compile) are hooked
-when they are imported, by a finder on sys.meta_path that runs after their
-code; uninstall removes it and restores every name it replaced.
+when they are imported, by the registry's finder on sys.meta_path, which
+runs after their code; disable() removes it and restores every name
+replaced that is still ccol's.
 
 The graph key of an agreement is Dynamo's compile id of the graph being
 compiled ("graph 0/1") and, inside a compile exchange's compile, the frame
@@ -56,23 +51,18 @@ where torch warns and goes on).
 """
 
 import contextlib
-import importlib.machinery
 import re
-import sys
 import threading
 import types
 
 from . import _agree
 from ._codec import diverged_error, peer_error
+from ._hooks import Hook, Registry
 from ._log import log
+from ._site_table import (AUTOTUNE, COMMS, OVERLAP, PARTITIONERS,  # noqa: F401
+                          SITES, SPMD)
 
 _tls = threading.local()
-
-SPMD = "torch._inductor.fx_passes.spmd_check"
-PARTITIONERS = "torch._functorch.partitioners"
-COMMS = "torch._inductor.comms"
-OVERLAP = "torch._inductor.fx_passes.overlap_scheduling"
-AUTOTUNE = "torch._inductor.distributed_autotune"
 
 
 # ---- the site scope ------------------------------------------------------
@@ -460,118 +450,67 @@ class AutotuneScope(Scope):
 
 # ---- installing -------------------------------------------------------------
 
-def _sites(job):
-    """module -> [(owner path, attribute, make replacement from upstream)]"""
-    def partitioner_torch(module, upstream):
-        import torch
-        import torch.distributed as dist
-        if upstream is not torch:
-            return None
-        gather = getattr(dist.all_gather_object, "ccol_upstream",
-                         dist.all_gather_object)
-        ddist = _module_copy(dist, {
-            "all_gather_object": make_all_gather_object(gather),
-            "all_reduce": make_all_reduce(dist.all_reduce)})
-        return _module_copy(torch, {"distributed": ddist})
-
-    def wrap(make_scope, after=None):
-        return lambda module, upstream: _wrap(job, upstream, make_scope,
-                                              after)
-
-    return {
-        SPMD: [("", "spmd_check",
-                wrap(lambda job, *a, **k: SpmdScope(
-                    job, a[0] if a else k["gm"]),
-                     _spmd_after))],
-        PARTITIONERS: [
-            ("", "torch", partitioner_torch),
-            ("", "_sync_decision_cross_ranks",
-             wrap(_simple("partitioner.inputs", "partitioner.saved",
-                          reduces=("partitioner.sizes",))))],
-        COMMS: [("", "align_runtime_estimations_across_all_distributed_ranks",
-                 wrap(_simple("estimates.comms")))],
-        OVERLAP: [
-            ("OverlapScheduler",
-             "_align_compute_nodes_runtime_estimations_across_all_"
-             "distributed_ranks", wrap(_simple("estimates.overlap"))),
-            ("", "align_estimations_across_ranks",
-             wrap(_simple("estimates.align")))],
-        AUTOTUNE: [("", "_sync", lambda module, upstream: _wrap(
-            job, upstream, lambda job, *a, **k: AutotuneScope(job, module)))],
-    }
+def _spmd_scope(job, module, *a, **k):
+    return SpmdScope(job, a[0] if a else k["gm"])
 
 
-class _State:
-    def __init__(self, job):
-        self.job = job
-        self.sites = _sites(job)
-        self.patched = []       # (owner, attr, upstream, ours)
-        self.hooked = []        # ccol names of hooked torch functions
-        self.finder = None
-        self.lock = threading.Lock()
-
-    def patch(self, owner, attr, ours, upstream):
-        setattr(owner, attr, ours)
-        self.patched.append((owner, attr, upstream, ours))
-
-    def hook_module(self, name, module):
-        with self.lock:
-            for owner_path, attr, make in self.sites.get(name, ()):
-                owner = module
-                for part in filter(None, owner_path.split(".")):
-                    owner = getattr(owner, part, None)
-                where = f"{name}.{owner_path + '.' if owner_path else ''}" \
-                        f"{attr}"
-                upstream = (owner.__dict__.get(attr)
-                            if isinstance(owner, type)
-                            else getattr(owner, attr, None))
-                if upstream is None:
-                    log.debug("ccol.torch: this torch has no %s; that "
-                              "agreement is not hooked", where)
-                    continue
-                ours = make(module, upstream)
-                if ours is None:
-                    log.debug("ccol.torch: %s is not what ccol expects; "
-                              "that agreement is not hooked", where)
-                    continue
-                self.patch(owner, attr, ours, upstream)
-                self.hooked.append(where)
+def _autotune_scope(job, module, *a, **k):
+    return AutotuneScope(job, module)
 
 
-class _Finder:
-    """Hooks a site's module once its code has run, when it is imported
-    after install (Inductor's modules are, at the first compile)."""
+def _partitioner_torch(job, upstream, module):
+    """The partitioner's global `torch`: a copy whose `distributed` gathers
+    and reduces through ccol inside a site scope."""
+    import torch
+    import torch.distributed as dist
+    if upstream is not torch:
+        return None
+    gather = getattr(dist.all_gather_object, "ccol_upstream",
+                     dist.all_gather_object)
+    ddist = _module_copy(dist, {
+        "all_gather_object": make_all_gather_object(gather),
+        "all_reduce": make_all_reduce(dist.all_reduce)})
+    return _module_copy(torch, {"distributed": ddist})
 
-    def __init__(self, state, names):
-        self.state = state
-        self.waiting = set(names)
 
-    def find_spec(self, name, path=None, target=None):
-        if name not in self.waiting:
-            return None
-        for f in list(sys.meta_path):
-            find = getattr(f, "find_spec", None)
-            if f is self or find is None:
-                continue
-            spec = find(name, path, target)
-            if spec is not None:
-                break
+def _agreement(module, attr, make, owner=""):
+    return Hook(module, attr, make, owner=owner, required=False,
+                what="agreement", group="sites")
+
+
+# A site's scope and what runs after torch's function, by its first
+# gather's name (a site not listed: a plain Scope of its names), and the
+# hooks placed just before its own.
+SCOPES = {"spmd_check.hash": (_spmd_scope, _spmd_after),
+          "autotune.gemm": (_autotune_scope, None)}
+BEFORE = {"partitioner.inputs": (
+    _agreement(PARTITIONERS, "torch", _partitioner_torch),)}
+
+
+def _site_hook(site):
+    make_scope, after = SCOPES.get(site.gathers[0], (None, None))
+
+    def make(job, upstream, module):
+        if make_scope is None:
+            scope_of = _simple(*site.gathers, reduces=site.reduces)
         else:
-            return None
-        loader = spec.loader
-        if not isinstance(loader, (importlib.machinery.SourceFileLoader,
-                                   importlib.machinery.SourcelessFileLoader)):
-            log.debug("ccol.torch: %s is loaded by %r; its agreements are "
-                      "not hooked", name, loader)
-            return spec
-        run = loader.exec_module
+            def scope_of(job, *a, **k):
+                return make_scope(job, module, *a, **k)
+        return _wrap(job, upstream, scope_of, after)
+    return _agreement(site.module, site.attr, make, owner=site.owner)
 
-        def exec_module(module):
-            run(module)
-            self.waiting.discard(name)
-            self.state.hook_module(name, module)
-        loader.exec_module = exec_module  # this module's own loader only
-        return spec
+
+def _declared():
+    out = [Hook("torch.distributed", "all_gather_object",
+                lambda job, upstream, module:
+                make_all_gather_object(upstream), group="gather")]
+    for site in SITES:
+        out.extend(BEFORE.get(site.gathers[0], ()))
+        out.append(_site_hook(site))
+    return tuple(out)
+
+
+HOOKS = _declared()
 
 
 def install(job):
@@ -581,50 +520,37 @@ def install(job):
         log.debug("ccol.torch: torch.distributed is not available; no "
                   "compile-time agreement site to hook")
         return
-    state = _State(job)
-    job.saved["sites"] = state
-    upstream = dist.all_gather_object
-    state.patch(dist, "all_gather_object", make_all_gather_object(upstream),
-                upstream)
-    later = []
-    for name in state.sites:
-        module = sys.modules.get(name)
-        if module is not None:
-            state.hook_module(name, module)
-        else:
-            later.append(name)
-    if later:
-        state.finder = _Finder(state, later)
-        sys.meta_path.insert(0, state.finder)
+    later = job.hooks.install(HOOKS)
     log.debug("ccol.torch: compile-time agreements hooked: %s; at import: "
-              "%s", ", ".join(state.hooked) or "none",
+              "%s", ", ".join(job.hooks.hooked("sites")) or "none",
               ", ".join(later) or "none")
-
-
-def uninstall(job):
-    """Restores every name install replaced (unless someone replaced it
-    again since) and removes the import finder."""
-    state = job.saved.pop("sites", None)
-    if state is None:
-        return
-    with state.lock:
-        if state.finder is not None:
-            state.finder.waiting.clear()
-            if state.finder in sys.meta_path:
-                sys.meta_path.remove(state.finder)
-        for owner, attr, upstream, ours in reversed(state.patched):
-            now = (owner.__dict__.get(attr) if isinstance(owner, type)
-                   else getattr(owner, attr, None))
-            if now is ours:
-                setattr(owner, attr, upstream)
-            else:
-                log.debug("ccol.torch: %s.%s was replaced again after "
-                          "ccol; left as it is", getattr(owner, "__name__",
-                                                         owner), attr)
-        state.patched.clear()
 
 
 def hooked(job):
     """The torch functions whose agreements go through ccol now."""
-    state = job.saved.get("sites")
-    return list(state.hooked) if state is not None else []
+    return job.hooks.hooked("sites")
+
+
+class _State:
+    """One module's agreement hooks placed through a registry of their own,
+    from rows of `sites` (module -> [(owner path, attribute, make(module,
+    upstream))]): how a torch lacking a point is met, on its own."""
+
+    def __init__(self, job):
+        self.job = job
+        self.registry = Registry(job)
+        self.sites = {}
+
+    def hook_module(self, name, module):
+        self.registry.hook_module(name, module, [
+            _agreement(name, attr, lambda job, up, mod, make=make:
+                       make(mod, up), owner=owner)
+            for owner, attr, make in self.sites.get(name, ())])
+
+    @property
+    def hooked(self):
+        return self.registry.hooked("sites")
+
+    @property
+    def patched(self):
+        return list(self.registry.placed)

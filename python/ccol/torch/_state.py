@@ -4,6 +4,7 @@ the error waiting to be raised, and the local scope."""
 import threading
 
 from ._codec import error
+from ._hooks import Registry
 from ._log import log
 
 
@@ -47,7 +48,7 @@ class Job:
         self.exchange_calls = 0   # compiled calls when the last exchange began
         self.calls = 0            # compiled-code calls (guard hook)
         self.guards = 0
-        self.saved = {}
+        self.hooks = Registry(self)  # _hooks.py: what ccol replaced
         self.trace = None         # a ccol.Trace under CCOL_TRACE
         self.current = None       # (frame, index) of the compile in progress
         self.recompile_reason = None  # why the next compile recompiles
