@@ -33,7 +33,8 @@ import time
 import ccol
 
 from . import _live
-from ._codec import AGREE, check_kinds, diverged_error, peer_error
+from ._codec import AGREE, check_kinds
+from ._errors import diverged_error, peer_error
 
 WIRE_VERSION = 1
 MAX_DEPTH = 64               # nesting of lists, tuples and dicts

@@ -10,30 +10,10 @@ import math
 
 import ccol
 
-
-# status name -> ccol_status int, as libccol numbers them
-_STATUS = {ccol.status_name(s): s for s in range(-32, 1)}
-
-
-def error(cls, code, msg):
-    """A ccol exception made in Python, with `code` and `status` set as
-    libccol's own carry them."""
-    e = cls(msg)
-    e.code, e.status = code, _STATUS.get(code, -1)
-    e.ccol_message = msg
-    return e
-
-
-def peer_error(msg):
-    return error(ccol.PeerError, "PEER", msg)
-
-
-def diverged_error(msg):
-    return error(ccol.DivergedError, "DIVERGED", msg)
-
-
-def timeout_error(msg):
-    return error(ccol.TimeoutError, "TIMEOUT", msg)
+# The exception factory is _errors.py; error and timeout_error stay
+# importable from here too.
+from ._errors import (diverged_error, error, peer_error,  # noqa: F401
+                      timeout_error)
 
 
 # An atom is an int, a float, {"dyn": 1}, {"unset": 1} or (strides only)

@@ -29,8 +29,8 @@ import time
 import ccol
 
 from . import _decisions, _fold, _live, _trace
-from ._codec import (COMPILE, check_kinds, decode_state, diverged_error,
-                     encode_state, peer_error)
+from ._codec import COMPILE, check_kinds, decode_state, encode_state
+from ._errors import diverged_error, peer_error
 from ._hooks import Hook
 from ._log import log
 

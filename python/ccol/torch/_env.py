@@ -12,7 +12,7 @@ import re
 
 import ccol
 
-from ._codec import error
+from ._errors import error
 
 # (rank variable, size variable, launcher) in libccol's order
 _SETS = (("RANK", "WORLD_SIZE", "torchrun"),

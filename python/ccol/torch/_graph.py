@@ -27,11 +27,11 @@ import hashlib
 import re
 
 from . import _agree
-from ._codec import diverged_error, peer_error
+from ._errors import diverged_error, peer_error
 from ._env import GRAPH_CHECKS as POLICIES
 from ._hooks import Hook
 from ._log import log
-from ._sites import _shapes, graph_key, source_line
+from ._sites import _shapes, graph_key, graphs_differ, source_line
 
 HOOK_POINTS = (
     ("torch._dynamo.output_graph", "OutputGraph.call_user_compiler"),
@@ -125,24 +125,19 @@ def _describe(rows, i):
 
 
 def divergence(key, rows):
-    """The same message on every rank, from every rank's node rows."""
+    """The same message on every rank, from every rank's node rows (in
+    _sites.py's wording for torch's SPMD check)."""
     differ = [r for r in range(1, len(rows))
               if [x[0] for x in rows[r]] != [x[0] for x in rows[0]]]
     if not differ:
         return (f"torch.compile graph check: the graph digests of {key} "
                 "differ between ranks, but no tensor node in the first "
                 f"{MAX_ROWS} differs")
-    parts = []
-    for r in differ[:4]:
+
+    def first(r):
         i = _first_difference(rows[0], rows[r])
-        parts.append(f"rank {r} first differs at tensor node {i}: rank 0 "
-                     f"has {_describe(rows[0], i)}; rank {r} has "
-                     f"{_describe(rows[r], i)}")
-    more = f"; and {len(differ) - 4} more ranks" if len(differ) > 4 else ""
-    who = (f"ranks {', '.join(map(str, differ))} differ" if len(differ) > 1
-           else f"rank {differ[0]} differs")
-    return (f"torch.compile graph check: the graphs of {key} differ "
-            f"between ranks: {who} from rank 0. " + "; ".join(parts) + more)
+        return i, _describe(rows[0], i), _describe(rows[r], i)
+    return graphs_differ("graph check", key, differ, "tensor node", first)
 
 
 def check(job, gm):

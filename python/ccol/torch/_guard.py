@@ -34,7 +34,8 @@ import torch
 import ccol
 
 from . import _live
-from ._codec import GUARD, check_kinds, diverged_error, peer_error
+from ._codec import GUARD, check_kinds
+from ._errors import diverged_error, peer_error
 from ._hooks import Hook
 
 _SKIP = (os.path.dirname(torch.__file__), os.path.dirname(ccol.__file__))

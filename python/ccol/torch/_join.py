@@ -36,7 +36,7 @@ from datetime import timedelta
 import ccol
 
 from . import _env
-from ._codec import peer_error, timeout_error
+from ._errors import peer_error, timeout_error
 
 _POLL_S = 0.02
 

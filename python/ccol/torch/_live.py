@@ -50,7 +50,7 @@ import time
 
 import ccol
 
-from ._codec import diverged_error, error, peer_error, timeout_error
+from ._errors import diverged_error, error, peer_error, timeout_error
 from ._log import log
 
 BEAT_S = 0.5     # heartbeat period

@@ -56,7 +56,7 @@ import threading
 import types
 
 from . import _agree
-from ._codec import diverged_error, peer_error
+from ._errors import diverged_error, peer_error
 from ._hooks import Hook, Registry
 from ._log import log
 from ._site_table import (AUTOTUNE, COMMS, OVERLAP, PARTITIONERS,  # noqa: F401
@@ -367,6 +367,25 @@ def _describe(row):
     return f"{target} {shapes} at {src or '(no source line)'}"
 
 
+def graphs_differ(check, key, differ, node, first):
+    """The wording of both graph checks (torch's SPMD check here, ccol's in
+    _graph.py), the same on every rank: `check` found that the graphs of
+    `key` differ on the ranks `differ`; for each of the first four,
+    first(rank) is (index, rank 0's node, that rank's node) of their first
+    differing `node`, each described."""
+    parts = []
+    for r in differ[:4]:
+        i, a, b = first(r)
+        parts.append(f"rank {r} first differs at {node} {i}: rank 0 has "
+                     f"{a}; rank {r} has {b}")
+    more = (f"; and {len(differ) - 4} more ranks"
+            if len(differ) > 4 else "")
+    who = (f"ranks {', '.join(map(str, differ))} differ"
+           if len(differ) > 1 else f"rank {differ[0]} differs")
+    return (f"torch.compile {check}: the graphs of {key} differ between "
+            f"ranks: {who} from rank 0. " + "; ".join(parts) + more)
+
+
 def spmd_divergence(key, fingerprints, rows):
     """The same message on every rank: for each rank whose graph differs
     from rank 0's, its first differing call_function node beside rank 0's."""
@@ -378,24 +397,14 @@ def spmd_divergence(key, fingerprints, rows):
         return (f"torch.compile SPMD check: the structure hashes of {key} "
                 "differ between ranks, but no call_function node differs "
                 "in target or metadata")
-    parts = []
-    for r in differ[:4]:
-        fa, fb = fingerprints[0], fingerprints[r]
+
+    def first(r):
         ra, rb = rows[0], rows[r]
-        i = first_difference(fa, fb, ra, rb)
-        a = ra[i] if i < len(ra) else None
-        b = rb[i] if i < len(rb) else None
-        parts.append(f"rank {r} first differs at call_function node {i}: "
-                     f"rank 0 has {_describe(a)}; rank {r} has "
-                     f"{_describe(b)}")
-    more = (f"; and {len(differ) - 4} more ranks"
-            if len(differ) > 4 else "")
-    return (f"torch.compile SPMD check: the graphs of {key} differ between "
-            f"ranks: "
-            + (f"ranks {', '.join(map(str, differ))} differ"
-               if len(differ) > 1 else f"rank {differ[0]} differs")
-            + " from rank 0. "
-            + "; ".join(parts) + more)
+        i = first_difference(fingerprints[0], fingerprints[r], ra, rb)
+        return (i, _describe(ra[i] if i < len(ra) else None),
+                _describe(rb[i] if i < len(rb) else None))
+    return graphs_differ("SPMD check", key, differ, "call_function node",
+                         first)
 
 
 def _spmd_after(s, upstream, args, kwargs):

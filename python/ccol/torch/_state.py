@@ -3,7 +3,7 @@ the error waiting to be raised, and the local scope."""
 
 import threading
 
-from ._codec import error
+from ._errors import error
 from ._hooks import Registry
 from ._log import log
 
