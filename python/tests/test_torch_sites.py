@@ -444,7 +444,15 @@ def _passthrough(rank, size, gport, cport):
     from torch._functorch import partitioners
     from torch._inductor.fx_passes import spmd_check
     import sys
-    late = "torch._inductor.distributed_autotune" not in sys.modules
+    import torch._inductor
+    # This rank is forked from a test process that may have imported the
+    # module already (an earlier test in the same pytest worker): forget
+    # it, so that its import after enable() takes the finder's path.
+    name = "torch._inductor.distributed_autotune"
+    if sys.modules.pop(name, None) is not None and \
+            hasattr(torch._inductor, "distributed_autotune"):
+        delattr(torch._inductor, "distributed_autotune")
+    late = name not in sys.modules
     upstream = (dist.all_gather_object, spmd_check.spmd_check,
                 partitioners.torch, partitioners._sync_decision_cross_ranks)
     _setup(rank, size, gport, cport, "ccol")
