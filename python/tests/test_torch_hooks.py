@@ -143,7 +143,6 @@ def test_a_hook_replaced_after_ccol_is_left_alone():
 _LATE = """
 import sys
 import ccol.torch
-from ccol.torch import _sites
 from ccol.torch._state import Job
 import torch.distributed as dist
 name = "torch._inductor.distributed_autotune"
@@ -153,7 +152,7 @@ ccol.torch._install(job)
 assert name in job.hooks.waiting
 from torch._inductor import distributed_autotune as da
 upstream = da._sync.__wrapped__
-assert da._sync.ccol_site and name + "._sync" in _sites.hooked(job)
+assert da._sync.ccol_site and name + "._sync" in job.hooks.hooked("sites")
 job.hooks.restore()
 assert da._sync is upstream and not getattr(da._sync, "ccol_site", False)
 print("ok")

@@ -1,5 +1,5 @@
-"""torch.compile's other compile-time agreements through ccol (_sites.py,
-_agree.py), on real torch 2.13 (CPU).
+"""torch.compile's other compile-time agreements through ccol (_sites.py and
+the modules it installs from, _agree.py), on real torch 2.13 (CPU).
 
 Each site is driven through torch's own function with the inputs it would
 get while compiling (the GPU-only ones too: distributed autotuning, the
@@ -14,7 +14,9 @@ first differing node and source line on every rank.
 import json
 import math
 import os
+import sys
 import time
+import types
 
 import pytest
 import torch
@@ -36,7 +38,7 @@ def _setup(rank, size, gport, cport, mode, timeout=10):
         comm = ccol.Comm(rank, size, transport="tcp", port=cport,
                          timeout=timeout)
         ccol.torch.enable(comm=comm, guard_collectives=False)
-        assert dist.all_gather_object.__module__ == "ccol.torch._sites"
+        assert dist.all_gather_object.__module__ == "ccol.torch._redirect"
 
 
 def _agreements():
@@ -458,7 +460,7 @@ def _passthrough(rank, size, gport, cport):
     _setup(rank, size, gport, cport, "ccol")
     # a site module imported after enable() is hooked at its import
     from torch._inductor import distributed_autotune as da
-    hooked = ccol.torch._sites.hooked(ccol.torch._job)
+    hooked = ccol.torch._job.hooks.hooked("sites")
     assert getattr(da._sync, "ccol_site", False)
     out = [None] * size
     dist.all_gather_object(out, {"r": rank, "t": (1, 2)})  # not a site: c10d
@@ -483,18 +485,34 @@ def test_outside_a_site_gathers_stay_upstream_and_disable_restores():
         assert any(h.endswith("._sync") for h in hooked)
 
 
-def test_a_torch_without_a_site_is_not_hooked_there():
+def test_a_torch_without_a_site_is_not_hooked_there(monkeypatch):
+    """A torch module lacking a site's function, or the class holding it,
+    is left alone by the registry: nothing placed, nothing awaited, no
+    replacement made, the module unchanged."""
     from ccol.torch import _sites
+    from ccol.torch._site_table import Site
     from ccol.torch._state import Job
 
-    class Mod:
-        __name__ = "fake"
+    name = "ccol_test_sites_fake"
+    fake = types.ModuleType(name)
+    fake.kept = object()
+    monkeypatch.setitem(sys.modules, name, fake)
+    before = dict(vars(fake))
+    made = []
+
+    def make(job, upstream, module):
+        made.append(upstream)
+        return lambda *a: None
     job = Job(None, False)
-    state = _sites._State(job)
-    state.sites = {"fake": [("", "missing_fn", lambda m, u: None),
-                            ("Nope", "x", lambda m, u: None)]}
-    state.hook_module("fake", Mod())
-    assert state.hooked == [] and state.patched == []
+    later = job.hooks.install((
+        _sites._site_hook(Site(("fake.a",), name, "", "missing_fn", "-")),
+        _sites._site_hook(Site(("fake.b",), name, "Nope", "x", "-")),
+        _sites._agreement(name, "absent", make)))
+    assert later == [] and not job.hooks.waiting
+    assert job.hooks.hooked() == [] and job.hooks.placed == []
+    assert made == [] and vars(fake) == before
+    job.hooks.restore()
+    assert vars(fake) == before
 
 
 # ---- the codec --------------------------------------------------------------

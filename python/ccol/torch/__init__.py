@@ -20,7 +20,10 @@ One file per concern:
 - ``_guard.py``: the guard hook (never lets an exception into torch's C++);
 - ``_agree.py``, ``_sites.py``, ``_site_table.py``: torch.compile's other
   cross-rank agreements (SPMD graph check, partitioner, estimates,
-  autotuning), the sites listed as data in ``_site_table.py``;
+  autotuning), the sites listed as data in ``_site_table.py`` and hooked by
+  ``_sites.py``; ``_scope.py`` (the site scope), ``_redirect.py`` (the
+  collectives redirected inside it), ``_spmd.py`` and ``_autotune.py``
+  (the wire forms of those two sites, the SPMD divergence located);
 - ``_once.py``: compile once per job (one rank compiles each graph, the
   others load its artifact through torch's cache);
 - ``_graph.py``: ccol's own check of each Dynamo graph (one 8-byte

@@ -2,9 +2,10 @@
 
 torch.compile makes several small cross-rank agreements while it compiles
 (the SPMD graph check, the partitioner's saved-values decision, runtime
-estimate alignment, distributed GEMM autotuning; _sites.py lists them).
-Upstream each is an all_gather_object of a pickle on a c10d group: no
-pairing, the group's long timeout, and unpickling what another rank sent.
+estimate alignment, distributed GEMM autotuning; _site_table.py lists
+them). Upstream each is an all_gather_object of a pickle on a c10d group:
+no pairing, the group's long timeout, and unpickling what another rank
+sent.
 agree(job, site, key, value) is their common replacement: an all-gather
 over job.comm that returns every rank's value (index = rank).
 

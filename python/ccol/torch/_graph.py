@@ -31,7 +31,8 @@ from ._errors import diverged_error, peer_error
 from ._env import GRAPH_CHECKS as POLICIES
 from ._hooks import Hook
 from ._log import log
-from ._sites import _shapes, graph_key, graphs_differ, source_line
+from ._scope import graph_key
+from ._spmd import graphs_differ, shapes_of, source_line
 
 HOOK_POINTS = (
     ("torch._dynamo.output_graph", "OutputGraph.call_user_compiler"),
@@ -85,7 +86,7 @@ def nodes(gm):
         target = _target(n)
         key = f"{n.op} {target} " + ",".join(
             f"{str(t.dtype).replace('torch.', '')}/{t.dim()}" for t in ts)
-        row = [n.op, target, _shapes(val)[:_STR_MAX],
+        row = [n.op, target, shapes_of(val)[:_STR_MAX],
                source_line(n.meta.get("stack_trace"))]
         out.append((key, row))
     return out
@@ -126,7 +127,7 @@ def _describe(rows, i):
 
 def divergence(key, rows):
     """The same message on every rank, from every rank's node rows (in
-    _sites.py's wording for torch's SPMD check)."""
+    _spmd.py's wording for torch's SPMD check)."""
     differ = [r for r in range(1, len(rows))
               if [x[0] for x in rows[r]] != [x[0] for x in rows[0]]]
     if not differ:

@@ -6,7 +6,8 @@ table ("Every other compile-time agreement") is checked
 Each site is a torch function that gathers across ranks while it compiles,
 upstream an all_gather_object of a pickle on a c10d group (the same in torch
 2.13 and 2.14). Adding one: a row here, its scope in _sites.SCOPES when a
-plain Scope of its names is not enough, and the row the test prints into
+plain Scope of its names is not enough (a Scope subclass of its own, as
+_spmd.py and _autotune.py have), and the row the test prints into
 docs/torch.md's table.
 """
 
