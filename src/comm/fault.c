@@ -20,7 +20,7 @@
  * is replaced by a shutdown (the rank leaves without publishing), a
  * corrupt one carries a length no slot can hold.
  */
-#include "comm.h"
+#include "fault.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -39,7 +39,7 @@ typedef enum fkind {
     F_STALL
 } fkind;
 
-struct ccol__fault {
+struct fault {
     int rank;      /* misbehaving rank */
     uint64_t op;   /* operation number, 0 if msg is used */
     uint64_t msg;  /* frame number, 0 if op is used */
@@ -48,13 +48,22 @@ struct ccol__fault {
     bool fired;
 };
 
+/* The parsed faults of one communicator and what they count. */
+struct ccol__faults {
+    int rank;           /* this rank: only its faults fire */
+    int size;           /* for messages */
+    struct fault *f;    /* the faults */
+    int n;              /* their number */
+    uint64_t nsent;     /* messages sent, for msg-numbered faults */
+};
+
 static const char *const kinds[] = { "drop",  "delay", "truncate", "corrupt",
                                      "close", "kill",  "stall" };
 
 /* Sets one key of a fault from its text; false for an unknown key or a
  * bad value. */
 static bool
-set_field(struct ccol__fault *f, const char *key, const char *val)
+set_field(struct fault *f, const char *key, const char *val)
 {
     long long v;
     if (strcmp(key, "kind") == 0) {
@@ -82,7 +91,7 @@ set_field(struct ccol__fault *f, const char *key, const char *val)
 
 /* Parses one fault "k=v,k=v" (modified in place). */
 static bool
-parse_one(char *text, struct ccol__fault *f)
+parse_one(char *text, struct fault *f)
 {
     char *save = NULL;
     bool have_kind = false;
@@ -107,43 +116,52 @@ parse_one(char *text, struct ccol__fault *f)
  * not a fault that silently never fires. `from` names the variable the
  * spec came from (NULL: params.fault), so the message names it. */
 ccol_status
-ccol__fault_setup(ccol_comm *c, const char *spec, const char *from)
+ccol__fault_setup(ccol__faults **out, int rank, int size, const char *spec,
+                  const char *from, ccol__err *err)
 {
     char *copy, *save = NULL;
-    int n = 0;
+    ccol__faults *fs;
 
+    *out = NULL;
     if (spec == NULL || spec[0] == '\0')
         return CCOL_OK;
     copy = ccol__strdup(spec);
-    c->faults = calloc(strlen(spec) / 2 + 1, sizeof *c->faults);
-    if (copy == NULL || c->faults == NULL) {
+    fs = calloc(1, sizeof *fs);
+    if (fs != NULL)
+        fs->f = calloc(strlen(spec) / 2 + 1, sizeof *fs->f);
+    if (copy == NULL || fs == NULL || fs->f == NULL) {
         free(copy);
-        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
+        ccol__fault_free(fs);
+        return ccol__seterr(err, CCOL_ERR_NO_MEMORY, "out of memory");
     }
+    fs->rank = rank;
+    fs->size = size;
     for (char *one = strtok_r(copy, ";", &save); one != NULL;
          one = strtok_r(NULL, ";", &save)) {
-        if (!parse_one(one, &c->faults[n])) {
+        if (!parse_one(one, &fs->f[fs->n])) {
             free(copy);
-            return ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
+            ccol__fault_free(fs);
+            return ccol__seterr(err, CCOL_ERR_INVALID_ARG,
                                 "%s%sbad fault spec '%s': expected "
                                 "rank=R,op=K|msg=K,kind=drop|delay|truncate|"
                                 "corrupt|close|kill|stall[,ms=N]",
                                 from ? from : "", from ? ": " : "", spec);
         }
-        n++;
+        fs->n++;
     }
     free(copy);
-    c->nfaults = n;
+    *out = fs;
     return CCOL_OK;
 }
 
 /* Drops the parsed faults. */
 void
-ccol__fault_free(ccol_comm *c)
+ccol__fault_free(ccol__faults *fs)
 {
-    free(c->faults);
-    c->faults = NULL;
-    c->nfaults = 0;
+    if (fs == NULL)
+        return;
+    free(fs->f);
+    free(fs);
 }
 
 /* Sleeps through signals: a stall must last as long as asked. */
@@ -156,12 +174,12 @@ sleep_ms(long ms)
 }
 
 /* Finds an unfired fault of this rank matching the op or frame number. */
-static struct ccol__fault *
-match(ccol_comm *c, bool by_op, uint64_t n)
+static struct fault *
+match(ccol__faults *fs, bool by_op, uint64_t n)
 {
-    for (int i = 0; i < c->nfaults; i++) {
-        struct ccol__fault *f = &c->faults[i];
-        if (f->fired || f->rank != c->rank)
+    for (int i = 0; i < fs->n; i++) {
+        struct fault *f = &fs->f[i];
+        if (f->fired || f->rank != fs->rank)
             continue;
         if ((by_op && f->op == n) || (!by_op && f->msg == n))
             return f;
@@ -173,30 +191,31 @@ match(ccol_comm *c, bool by_op, uint64_t n)
  * kill as a crash, stall as a hung rank, close as a rank whose
  * connections break. */
 void
-ccol__fault_on_op(ccol_comm *c)
+ccol__fault_on_op(ccol__faults *fs, ccol__link *l, uint64_t seq,
+                  double timeout_s)
 {
-    struct ccol__fault *f;
+    struct fault *f;
 
-    if (c->nfaults == 0 || (f = match(c, true, c->seq)) == NULL)
+    if (fs == NULL || (f = match(fs, true, seq)) == NULL)
         return;
     if (f->kind != F_KILL && f->kind != F_STALL && f->kind != F_CLOSE)
         return; /* per-frame faults wait for the first frame of the op */
     f->fired = true;
     ccol__log(CCOL_LOG_WARN, "comm", "rank %d/%d: injected fault: %s at "
-              "operation %llu", c->rank, c->size, kinds[f->kind],
-              (unsigned long long)c->seq);
+              "operation %llu", fs->rank, fs->size, kinds[f->kind],
+              (unsigned long long)seq);
     if (f->kind == F_KILL)
         raise(SIGKILL);
     else if (f->kind == F_STALL)
-        sleep_ms(f->ms >= 0 ? f->ms : (long)(c->timeout_s * 2000));
-    else if (c->ops != NULL && c->ops->shutdown != NULL)
-        c->ops->shutdown(c);
+        sleep_ms(f->ms >= 0 ? f->ms : (long)(timeout_s * 2000));
+    else if (l != NULL && l->ops->shutdown != NULL)
+        l->ops->shutdown(l);
 }
 
 /* Applies a per-frame fault; returns the status of the (maybe) send. */
 static ccol_status
-apply(ccol_comm *c, struct ccol__fault *f, int peer, const uint8_t *frame,
-      size_t len)
+apply(ccol__link *l, struct fault *f, int peer, const uint8_t *frame,
+      size_t len, double timeout_s, ccol__err *err)
 {
     uint8_t *bad;
     ccol_status st;
@@ -207,37 +226,37 @@ apply(ccol_comm *c, struct ccol__fault *f, int peer, const uint8_t *frame,
         return CCOL_OK;
     case F_DELAY:
         sleep_ms(f->ms >= 0 ? f->ms : 200);
-        return c->ops->send(c, peer, frame, len);
+        return l->ops->send(l, peer, frame, len, timeout_s, err);
     case F_TRUNCATE:
-        st = c->ops->send(c, peer, frame, len / 2);
-        if (c->ops->shutdown != NULL)
-            c->ops->shutdown(c);
+        st = l->ops->send(l, peer, frame, len / 2, timeout_s, err);
+        if (l->ops->shutdown != NULL)
+            l->ops->shutdown(l);
         return st;
     default: /* F_CORRUPT: flip a payload byte, or a header byte */
         bad = malloc(len);
         if (bad == NULL)
-            return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
+            return ccol__seterr(err, CCOL_ERR_NO_MEMORY, "out of memory");
         memcpy(bad, frame, len);
         bad[len > CCOL__HDR_SIZE ? len - 1 : 20] ^= 0x5a;
-        st = c->ops->send(c, peer, bad, len);
+        st = l->ops->send(l, peer, bad, len, timeout_s, err);
         free(bad);
         return st;
     }
 }
 
 /* Counts one more message and finds the per-message fault that matches
- * it (by message number, else by operation), or NULL. */
-static struct ccol__fault *
-match_message(ccol_comm *c)
+ * it (by message number, else by operation `seq`), or NULL. */
+static struct fault *
+match_message(ccol__faults *fs, uint64_t seq)
 {
-    struct ccol__fault *f = NULL;
+    struct fault *f = NULL;
 
-    c->nsent++;
-    if (c->nfaults > 0) {
-        f = match(c, false, c->nsent);
-        if (f == NULL)
-            f = match(c, true, c->seq);
-    }
+    if (fs == NULL)
+        return NULL;
+    fs->nsent++;
+    f = match(fs, false, fs->nsent);
+    if (f == NULL)
+        f = match(fs, true, seq);
     if (f == NULL || f->kind == F_KILL || f->kind == F_STALL ||
         f->kind == F_CLOSE)
         return NULL; /* operation faults fire in ccol__fault_on_op */
@@ -246,30 +265,31 @@ match_message(ccol_comm *c)
 
 /* Every frame of every engine goes through here. */
 ccol_status
-ccol__fault_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
+ccol__fault_send(ccol__link *l, int peer, const uint8_t *frame, size_t len,
+                 uint64_t seq, double timeout_s, ccol__err *err)
 {
-    struct ccol__fault *f = match_message(c);
+    struct fault *f = match_message(l->faults, seq);
 
     if (f == NULL)
-        return c->ops->send(c, peer, frame, len);
+        return l->ops->send(l, peer, frame, len, timeout_s, err);
     ccol__log(CCOL_LOG_WARN, "comm", "rank %d/%d: injected fault: %s of "
-              "frame %llu to rank %d", c->rank, c->size, kinds[f->kind],
-              (unsigned long long)c->nsent, peer);
-    return apply(c, f, peer, frame, len);
+              "frame %llu to rank %d", l->faults->rank, l->faults->size,
+              kinds[f->kind], (unsigned long long)l->faults->nsent, peer);
+    return apply(l, f, peer, frame, len, timeout_s, err);
 }
 
 /* The slot counterpart of ccol__fault_send. */
 int
-ccol__fault_publish(ccol_comm *c)
+ccol__fault_publish(ccol__link *l, uint64_t seq)
 {
-    struct ccol__fault *f = match_message(c);
+    struct fault *f = match_message(l->faults, seq);
 
     if (f == NULL)
         return CCOL__FAULT_NONE;
     f->fired = true;
     ccol__log(CCOL_LOG_WARN, "comm", "rank %d/%d: injected fault: %s of "
-              "message %llu (a shm slot)", c->rank, c->size, kinds[f->kind],
-              (unsigned long long)c->nsent);
+              "message %llu (a shm slot)", l->faults->rank, l->faults->size,
+              kinds[f->kind], (unsigned long long)l->faults->nsent);
     switch (f->kind) {
     case F_DROP:
         return CCOL__FAULT_DROP;

@@ -1,36 +1,39 @@
 /*
  * frame.c - the frame header every message between ranks carries, with its
- * encoder and a defensive decoder. Layout in comm.h. Bytes from other ranks
+ * encoder and a defensive decoder. Layout in frame.h. Bytes from other ranks
  * are untrusted: the decoder checks magic, header checksum, version and the
  * payload bound before anything is allocated, and ccol__frame_check() checks
  * the job token digest, communicator id, sender and payload checksum.
  */
-#include "comm.h"
+#include "frame.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Fills a header from the communicator's current state: the sequence
- * number and label are those of the operation in progress, so every frame
- * says which operation it belongs to and what the caller called it. */
+/* Fills a header for operation `seq`: every frame says which operation it
+ * belongs to and what the caller called it. */
 void
-ccol__hdr_init(const ccol_comm *c, ccol__hdr *h, uint16_t kind, uint16_t op,
-               uint64_t arg, int64_t started)
+ccol__hdr_init(ccol__hdr *h, const ccol__ident *id, uint16_t kind,
+               uint16_t op, uint64_t seq, uint64_t arg, int64_t started,
+               const char *label, size_t label_len)
 {
     memset(h, 0, sizeof *h);
     h->version = CCOL_PROTOCOL_VERSION;
     h->kind = kind;
-    h->from = (uint32_t)c->rank;
+    h->from = (uint32_t)id->rank;
     h->op = op;
-    h->token = c->token;
-    h->comm_id = c->comm_id;
-    h->seq = c->seq;
+    h->token = id->token;
+    h->comm_id = id->comm_id;
+    h->seq = seq;
     h->arg = arg;
     h->started = started;
-    h->label_len = (uint16_t)c->label_len;
-    memcpy(h->label, c->label, c->label_len + 1);
+    if (label_len > CCOL__LABEL_MAX)
+        label_len = CCOL__LABEL_MAX;
+    h->label_len = (uint16_t)label_len;
+    memcpy(h->label, label, label_len);
+    h->label[label_len] = '\0';
 }
 
 /* Header, payload and label in one buffer, so a transport writes a frame
@@ -185,31 +188,32 @@ ccol__seen_note(ccol__seen *s, uint16_t op, uint64_t seq, uint64_t arg,
     }
 }
 
-/* The checks that need the communicator: a frame of another job (token,
+/* The checks that need to know the ranks: a frame of another job (token,
  * communicator id), a sender lying about its rank, a payload damaged on
  * the way. Each names the rank the frame came from. */
 ccol_status
-ccol__frame_check(ccol_comm *c, int from, const ccol__msg *m)
+ccol__frame_check(const ccol__ident *id, int from, const ccol__msg *m,
+                  ccol__err *err)
 {
-    int who = ccol__gr(c, from); /* the sender's rank in the whole job */
+    int who = ccol__id_gr(id, from); /* the sender's rank in the job */
 
-    if (m->h.token != c->token)
-        return ccol__seterr(&c->err, CCOL_ERR_PEER,
+    if (m->h.token != id->token)
+        return ccol__seterr(err, CCOL_ERR_PEER,
                             "rank %d presented a different job token "
                             "(CCOL_TOKEN differs)",
                             who);
-    if (m->h.comm_id != c->comm_id)
-        return ccol__seterr(&c->err, CCOL_ERR_PEER,
+    if (m->h.comm_id != id->comm_id)
+        return ccol__seterr(err, CCOL_ERR_PEER,
                             "rank %d sent a frame of communicator %016" PRIx64
                             ", expected %016" PRIx64,
-                            who, m->h.comm_id, c->comm_id);
+                            who, m->h.comm_id, id->comm_id);
     if (m->h.from != (uint32_t)who)
-        return ccol__seterr(&c->err, CCOL_ERR_PEER,
+        return ccol__seterr(err, CCOL_ERR_PEER,
                             "a frame from rank %d claims to come from rank "
                             "%" PRIu32,
                             who, m->h.from);
     if (ccol__crc32c(0, m->payload, ccol__hdr_body(&m->h)) != m->h.pcrc)
-        return ccol__seterr(&c->err, CCOL_ERR_PEER,
+        return ccol__seterr(err, CCOL_ERR_PEER,
                             "rank %d sent a corrupt payload (checksum "
                             "mismatch in %s #%" PRIu64 ")",
                             who, ccol__op_name(m->h.op), m->h.seq);

@@ -8,18 +8,18 @@
  * checks. A rank that destroys its communicator is marked as departed and
  * every rank waiting for it fails at once instead of at the deadline.
  *
- * Waiting follows the spin-then-block policy of the shm transport
- * (CCOL_SPIN_US): a receiver first polls its inbox's event counter without
+ * Waiting follows the spin-then-block policy of link.h (CCOL_SPIN_US): a receiver first polls its inbox's event counter without
  * the lock for the spin budget, then sleeps on its condition variable, so
  * threads that arrive close together hand frames over without a wake-up.
  *
- * Within the tree threshold the operations take the one-hop slots of the
- * shm transport instead (shm_slot.c): the group lays out control lines,
- * verdict and slots as a segment in private memory, and each rank has its
- * own view of it. The inboxes then carry only the frames of contributions
- * over a slot.
+ * Within the tree threshold the operations take the one-hop slots
+ * (slots.h) instead: the group lays out their board in private memory,
+ * and each rank has its own view of it. The inboxes then carry only the
+ * frames of contributions over a slot.
  */
-#include "shm_link.h"
+#include "inproc.h"
+
+#include "slots.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -54,16 +54,16 @@ typedef struct group {
     pthread_mutex_t mu;
     int threshold;          /* tree shape of the first joiner, which */
     int fanout;             /* every rank must share */
-    uint8_t *seg;           /* within the threshold: control lines,
-                               verdict and slots laid out as a shm
-                               segment (shm_slot.c runs the operations) */
+    uint8_t *seg;           /* within the threshold: the board of the
+                               slots (slots.h) */
 } group;
 
 typedef struct ilink {
+    ccol__link base;  /* first: the link (link.h) */
     group *g;
     int64_t spin_ns;  /* spin budget of a wait */
     bool yield;       /* threads outnumber processors */
-    ccol__shm_link sl; /* this rank's view of g->seg */
+    ccol__slots sl;   /* this rank's view of g->seg */
 } ilink;
 
 static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -98,21 +98,21 @@ group_free(group *g)
 /* A group for `size` ranks; condition variables on the monotonic clock,
  * as deadlines are monotonic. */
 static group *
-group_new(const ccol_comm *c, const char *name)
+group_new(const ccol__link_cfg *cfg, const char *name)
 {
     group *g = calloc(1, sizeof *g);
     pthread_condattr_t ca;
-    int size = c->size;
+    int size = cfg->id.size;
 
     if (g == NULL)
         return NULL;
     g->size = size;
-    g->token = c->token;
-    g->threshold = c->threshold;
-    g->fanout = c->fanout;
-    if (size <= c->threshold) {
-        size_t bytes = ccol__shm_slots_bytes(size);
-        g->seg = aligned_alloc(CCOL__SHM_LINE, bytes);
+    g->token = cfg->id.token;
+    g->threshold = cfg->threshold;
+    g->fanout = cfg->fanout;
+    if (size <= cfg->threshold) {
+        size_t bytes = ccol__slots_bytes(size, true);
+        g->seg = aligned_alloc(CCOL__LINE, bytes);
         if (g->seg == NULL) {
             free(g);
             return NULL;
@@ -142,7 +142,8 @@ group_new(const ccol_comm *c, const char *name)
 
 /* Finds or creates the group and claims this rank's slot. */
 static ccol_status
-group_join(ccol_comm *c, const char *name, group **out)
+group_join(const ccol__link_cfg *cfg, const char *name, group **out,
+           ccol__err *err)
 {
     group *g;
     ccol_status st = CCOL_OK;
@@ -152,37 +153,37 @@ group_join(ccol_comm *c, const char *name, group **out)
         if (strcmp(g->name, name) == 0)
             break;
     if (g == NULL) {
-        g = group_new(c, name);
+        g = group_new(cfg, name);
         if (g == NULL) {
             pthread_mutex_unlock(&registry_mu);
-            return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
+            return ccol__seterr(err, CCOL_ERR_NO_MEMORY, "out of memory");
         }
         g->next = registry;
         registry = g;
     }
     pthread_mutex_lock(&g->mu);
-    if (g->size != c->size)
-        st = ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
+    if (g->size != cfg->id.size)
+        st = ccol__seterr(err, CCOL_ERR_INVALID_ARG,
                           "inproc group '%s': rank %d says the world size is "
                           "%d, the group was created with size %d",
-                          name, c->rank, c->size, g->size);
-    else if (g->token != c->token)
-        st = ccol__seterr(&c->err, CCOL_ERR_PEER,
+                          name, cfg->id.rank, cfg->id.size, g->size);
+    else if (g->token != cfg->id.token)
+        st = ccol__seterr(err, CCOL_ERR_PEER,
                           "inproc group '%s': rank %d presented a different "
-                          "job token", name, c->rank);
-    else if (g->threshold != c->threshold || g->fanout != c->fanout)
-        st = ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
+                          "job token", name, cfg->id.rank);
+    else if (g->threshold != cfg->threshold || g->fanout != cfg->fanout)
+        st = ccol__seterr(err, CCOL_ERR_INVALID_ARG,
                           "inproc group '%s': rank %d uses tree threshold "
                           "%d and fanout %d, the group was created with %d "
                           "and %d",
-                          name, c->rank, c->threshold, c->fanout,
+                          name, cfg->id.rank, cfg->threshold, cfg->fanout,
                           g->threshold, g->fanout);
-    else if (g->present[c->rank] || g->departed[c->rank])
-        st = ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
+    else if (g->present[cfg->id.rank] || g->departed[cfg->id.rank])
+        st = ccol__seterr(err, CCOL_ERR_INVALID_ARG,
                           "inproc group '%s': rank %d joined twice "
-                          "(duplicate rank)", name, c->rank);
+                          "(duplicate rank)", name, cfg->id.rank);
     if (st == CCOL_OK) {
-        g->present[c->rank] = true;
+        g->present[cfg->id.rank] = true;
         g->joined++;
         g->refs++;
         for (int r = 0; r < g->size; r++)
@@ -224,53 +225,56 @@ absent(const void *ud, int r)
 
 /* Waits (mutex held) until every rank joined or the deadline passed. */
 static ccol_status
-await_all(ccol_comm *c, group *g, int64_t deadline)
+await_all(const ccol__link_cfg *cfg, group *g, int64_t deadline,
+          ccol__err *err)
 {
     while (g->joined < g->size) {
-        if (wait_turn(g, c->rank, deadline) && g->joined < g->size) {
+        if (wait_turn(g, cfg->id.rank, deadline) && g->joined < g->size) {
             char where[160];
             snprintf(where, sizeof where, "inproc group '%s'", g->name);
-            return ccol__join_timeout(c, where, absent, g);
+            return ccol__missed_join(err, &cfg->id, where, cfg->timeout_s,
+                                     absent, g);
         }
     }
     return CCOL_OK;
 }
 
-static void inproc_destroy(ccol_comm *c);
-
 /* Queues a copy of the frame on the peer's inbox and signals it. The
  * copy makes the frame the receiver's to decode and free, as if it came
  * off a socket; a departed peer or a shut-down sender is an error. */
 static ccol_status
-inproc_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
+inproc_send(ccol__link *lk, int peer, const uint8_t *frame, size_t len,
+            double timeout_s, ccol__err *err)
 {
-    group *g = ((ilink *)c->link)->g;
+    group *g = ((ilink *)lk)->g; /* inboxes have no bound: never waits */
+    int me = lk->id.rank;
     qframe *q = malloc(sizeof *q);
     uint8_t *copy = malloc(len);
 
+    (void)timeout_s;
     if (q == NULL || copy == NULL) {
         free(q);
         free(copy);
-        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
+        return ccol__seterr(err, CCOL_ERR_NO_MEMORY, "out of memory");
     }
     memcpy(copy, frame, len);
     q->next = NULL;
-    q->from = c->rank;
+    q->from = me;
     q->data = copy;
     q->len = len;
     pthread_mutex_lock(&g->mu);
-    if (g->departed[c->rank]) {
+    if (g->departed[me]) {
         pthread_mutex_unlock(&g->mu);
         free(copy);
         free(q);
-        return ccol__seterr(&c->err, CCOL_ERR_CLOSED,
+        return ccol__seterr(err, CCOL_ERR_CLOSED,
                             "this rank's connections were shut down");
     }
     if (g->departed[peer]) {
         pthread_mutex_unlock(&g->mu);
         free(copy);
         free(q);
-        return ccol__seterr(&c->err, CCOL_ERR_PEER,
+        return ccol__seterr(err, CCOL_ERR_PEER,
                             "rank %d has left (its communicator was "
                             "destroyed)",
                             peer);
@@ -280,7 +284,7 @@ inproc_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
     else
         g->head[peer] = q;
     g->tail[peer] = q;
-    c->sent += len;
+    lk->sent += len;
     atomic_fetch_add_explicit(&g->events[peer], 1, memory_order_release);
     pthread_cond_signal(&g->cv[peer]);
     pthread_mutex_unlock(&g->mu);
@@ -328,7 +332,8 @@ departed_peer(const group *g, const int *peers, int n)
 
 /* Decodes a dequeued frame with the same checks as bytes off a socket. */
 static ccol_status
-decode_frame(ccol_comm *c, qframe *f, ccol__msg *msg)
+decode_frame(const ccol__ident *id, qframe *f, ccol__msg *msg,
+             ccol__err *err)
 {
     char why[160];
     uint8_t *copy = NULL;
@@ -336,25 +341,25 @@ decode_frame(ccol_comm *c, qframe *f, ccol__msg *msg)
     ccol_status st;
 
     if (f->len < CCOL__HDR_SIZE)
-        return ccol__seterr(&c->err, CCOL_ERR_PEER,
+        return ccol__seterr(err, CCOL_ERR_PEER,
                             "rank %d sent a truncated frame", f->from);
-    st = ccol__hdr_decode(f->data, c->max_payload, &msg->h, why, sizeof why);
+    st = ccol__hdr_decode(f->data, id->max_payload, &msg->h, why, sizeof why);
     if (st != CCOL_OK)
-        return ccol__seterr(&c->err, st, "rank %d sent a bad frame: %s",
+        return ccol__seterr(err, st, "rank %d sent a bad frame: %s",
                             f->from, why);
     body = ccol__hdr_body(&msg->h);
     if (body != f->len - CCOL__HDR_SIZE)
-        return ccol__seterr(&c->err, CCOL_ERR_PEER,
+        return ccol__seterr(err, CCOL_ERR_PEER,
                             "rank %d sent a frame whose length field is "
                             "wrong", f->from);
     if (body > 0) {
         copy = malloc(body);
         if (copy == NULL)
-            return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
+            return ccol__seterr(err, CCOL_ERR_NO_MEMORY, "out of memory");
         memcpy(copy, f->data + CCOL__HDR_SIZE, body);
     }
     ccol__msg_take_body(msg, copy);
-    st = ccol__frame_check(c, f->from, msg);
+    st = ccol__frame_check(id, f->from, msg, err);
     if (st != CCOL_OK) {
         free(msg->payload);
         msg->payload = NULL;
@@ -400,23 +405,24 @@ spin(group *g, const ilink *l, int me, int64_t spin_end, int64_t deadline)
  * spin on the inbox's event counter (without the lock), then the
  * condition variable; a departed peer fails the wait at once, naming it. */
 static ccol_status
-inproc_recv(ccol_comm *c, const int *peers, int n, int64_t deadline,
-            int *from, ccol__msg *msg)
+inproc_recv(ccol__link *lk, const int *peers, int n, int64_t deadline,
+            int *from, ccol__msg *msg, ccol__err *err)
 {
-    ilink *l = c->link;
+    ilink *l = (ilink *)lk;
     group *g = l->g;
+    int me = lk->id.rank;
     qframe *f;
     ccol_status st;
     int64_t spin_end = 0;
     bool spun = false; /* the spin budget is used up */
 
     pthread_mutex_lock(&g->mu);
-    while ((f = dequeue(g, c->rank, peers, n)) == NULL) {
+    while ((f = dequeue(g, me, peers, n)) == NULL) {
         int gone = departed_peer(g, peers, n);
         if (gone >= 0) {
             pthread_mutex_unlock(&g->mu);
             *from = gone;
-            return ccol__seterr(&c->err, CCOL_ERR_PEER,
+            return ccol__seterr(err, CCOL_ERR_PEER,
                                 "rank %d left (destroyed its communicator) "
                                 "while this rank waited for it",
                                 gone);
@@ -426,11 +432,11 @@ inproc_recv(ccol_comm *c, const int *peers, int n, int64_t deadline,
         if (l->spin_ns > 0 && !spun) {
             /* Look again after spinning either way: a frame queued while
              * the lock was released has already been signalled. */
-            spun = !spin(g, l, c->rank, spin_end, deadline);
+            spun = !spin(g, l, me, spin_end, deadline);
             continue;
         }
-        if (wait_turn(g, c->rank, deadline) &&
-            (f = dequeue(g, c->rank, peers, n)) == NULL) {
+        if (wait_turn(g, me, deadline) &&
+            (f = dequeue(g, me, peers, n)) == NULL) {
             pthread_mutex_unlock(&g->mu);
             return CCOL_ERR_TIMEOUT;
         }
@@ -439,24 +445,24 @@ inproc_recv(ccol_comm *c, const int *peers, int n, int64_t deadline,
     }
     pthread_mutex_unlock(&g->mu);
     *from = f->from;
-    c->received += f->len;
-    st = decode_frame(c, f, msg);
+    lk->received += f->len;
+    st = decode_frame(&lk->id, f, msg, err);
     free(f->data);
     free(f);
     return st;
 }
 
-/* Marks this rank departed (mutex held), in the group and in the slots'
- * control lines, and wakes everyone: peers waiting for it fail at once. */
+/* Marks this rank departed (mutex held), in the group and on the slots'
+ * board, and wakes everyone: peers waiting for it fail at once. */
 static void
-depart(ccol_comm *c, ilink *l)
+depart(ilink *l)
 {
     group *g = l->g;
 
-    g->departed[c->rank] = true;
+    g->departed[l->base.id.rank] = true;
     l->sl.closed = true;
-    if (l->sl.slots != NULL)
-        ccol__shm_depart(&l->sl, c->rank, c->size);
+    if (l->sl.slot != NULL)
+        ccol__slots_depart(&l->sl);
     for (int r = 0; r < g->size; r++) {
         atomic_fetch_add(&g->events[r], 1);
         pthread_cond_broadcast(&g->cv[r]);
@@ -466,51 +472,52 @@ depart(ccol_comm *c, ilink *l)
 /* Within the tree threshold the operations run through the slots, as
  * over shm; above it, the tree engine over the inboxes. */
 static ccol_status
-inproc_run(ccol_comm *c, ccol__coll *op)
+inproc_run(ccol__link *lk, ccol__coll *op, bool *ran, ccol__err *err)
 {
-    ilink *l = c->link;
+    ilink *l = (ilink *)lk;
 
-    return l->sl.slots != NULL ? ccol__shm_slot_run(c, &l->sl, op)
-                               : ccol__tree_run(c, op);
+    if (l->sl.slot != NULL)
+        return ccol__slots_run(&l->sl, lk, op, ran, err);
+    *ran = false;
+    return CCOL_OK;
 }
 
 /* Marks this rank as departed, as if its thread had died: peers waiting
  * for it fail at once. */
 static void
-inproc_shutdown(ccol_comm *c)
+inproc_shutdown(ccol__link *lk)
 {
-    group *g = ((ilink *)c->link)->g;
+    group *g = ((ilink *)lk)->g;
+
     pthread_mutex_lock(&g->mu);
-    depart(c, c->link);
+    depart((ilink *)lk);
     pthread_mutex_unlock(&g->mu);
 }
-
-static const ccol__link_ops inproc_ops = CCOL__LINK_OPS(inproc, inproc_run);
 
 /* Leaves the group: marks this rank departed (its peers' waits fail
  * naming it), wakes everyone, and frees the group with its last rank.
  *
- * In a forked child (c->foreign) the group is a copy whose threads did
+ * In a forked child (foreign) the group is a copy whose threads did
  * not survive the fork, and its mutexes (the registry's too) may have
  * been held by one of them at that instant: locking them could hang for
  * ever. Nothing in the copy is seen by the parent, so the child frees
  * its own link only and leaks the group (the registry keeps it). */
 static void
-inproc_destroy(ccol_comm *c)
+inproc_destroy(ccol__link *lk)
 {
-    ilink *l = c->link;
+    ilink *l = (ilink *)lk;
     group *g;
     bool last;
 
     if (l == NULL)
         return;
     g = l->g;
-    if (c->foreign)
+    if (lk->foreign)
         goto out_free_link;
     pthread_mutex_lock(&registry_mu);
     pthread_mutex_lock(&g->mu);
-    g->present[c->rank] = false;
-    depart(c, l);
+    g->present[lk->id.rank] = false;
+    depart(l);
     last = --g->refs == 0;
     pthread_mutex_unlock(&g->mu);
     if (last) {
@@ -522,57 +529,70 @@ inproc_destroy(ccol_comm *c)
     }
     pthread_mutex_unlock(&registry_mu);
 out_free_link:
-    free(l->sl.views); /* the slots' per-operation arrays */
+    ccol__slots_release(&l->sl); /* the slots' per-operation arrays */
     free(l);
-    c->link = NULL;
 }
 
+static const ccol__link_ops inproc_ops = {
+    .name = "inproc", .run = inproc_run, .send = inproc_send,
+    .recv = inproc_recv, .ready = NULL, .destroy = inproc_destroy,
+    .shutdown = inproc_shutdown
+};
+
 /* This rank's view of the group's slots: every rank is this process, so
- * liveness is the departure flag alone (no pidfds). */
-static ccol_status
-attach_slots(ccol_comm *c, ilink *l)
+ * liveness is the departure flag alone (no pidfds), and the memory is
+ * this process's (no guard). */
+static void
+attach_slots(ilink *l)
 {
-    ccol__shm_link *sl = &l->sl;
     ccol__rank_ctl *me;
 
-    ccol__shm_locate(sl, l->g->seg, c->size, true);
-    sl->spin_ns = l->spin_ns;
-    sl->yield = l->yield;
-    sl->gone = -1;
-    sl->fd = -1; /* memory of this process: nothing to truncate */
-    sl->claimed = true;
-    me = ccol__shm_ctl(sl, c->rank);
+    ccol__slots_locate(&l->sl, l->g->seg, &l->base.id, true);
+    l->sl.spin_ns = l->spin_ns;
+    l->sl.yield = l->yield;
+    me = ccol__slots_ctl(&l->sl, l->base.id.rank);
     atomic_store(&me->pid, (int32_t)getpid());
     atomic_store(&me->state, CCOL__RANK_JOINED);
-    return CCOL_OK;
 }
 
 /* Joins the group `name` (created by the first rank to arrive) and
  * waits until all ranks joined. */
 ccol_status
-ccol__inproc_attach(ccol_comm *c, const char *name)
+ccol__inproc_attach(const ccol__link_cfg *cfg, const ccol__shape *shape,
+                    const char *name, ccol__link **out, ccol__err *err)
 {
     ilink *l = calloc(1, sizeof *l);
     group *g = NULL;
     ccol_status st;
 
+    (void)shape; /* every rank of a group reaches every other */
+    *out = NULL;
     if (l == NULL)
-        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
-    st = group_join(c, name, &g);
+        return ccol__seterr(err, CCOL_ERR_NO_MEMORY, "out of memory");
+    st = group_join(cfg, name, &g, err);
     if (st != CCOL_OK) {
         free(l);
         return st;
     }
+    ccol__link_init(&l->base, &inproc_ops, cfg);
     l->g = g;
-    c->link = l;
-    c->ops = &inproc_ops;
-    st = ccol__spin_setup(c, &l->spin_ns, &l->yield);
+    l->sl.id = &l->base.id;
+    st = ccol__spin_setup(cfg->id.size, &l->spin_ns, &l->yield, err);
     if (st == CCOL_OK && g->seg != NULL)
-        st = attach_slots(c, l);
-    if (st != CCOL_OK)
+        attach_slots(l);
+    if (st == CCOL_OK) {
+        pthread_mutex_lock(&g->mu);
+        st = await_all(cfg, g,
+                       ccol__now_ns() + (int64_t)(cfg->timeout_s * 1e9), err);
+        pthread_mutex_unlock(&g->mu);
+    }
+    if (st != CCOL_OK && st != CCOL_ERR_TIMEOUT) {
+        inproc_destroy(&l->base);
         return st;
-    pthread_mutex_lock(&g->mu);
-    st = await_all(c, g, ccol__now_ns() + (int64_t)(c->timeout_s * 1e9));
-    pthread_mutex_unlock(&g->mu);
+    }
+    /* A join that timed out keeps this rank's place in the group until
+     * the caller destroys the link: a late rank then finds it there, and
+     * a second rank of the same number is a duplicate. */
+    *out = &l->base;
     return st;
 }

@@ -3,8 +3,11 @@
  * non-blocking TCP sockets (TCP_NODELAY). recv() sleeps in poll() over the
  * sockets of the peers it is asked about, never busy-polls, reads one whole
  * frame from the first ready peer (rotating which peer is looked at first,
- * so a chatty peer cannot starve the others) and validates it. Rendezvous
- * and authentication live in tcp_rendezvous.c and tcp_server.c.
+ * so a chatty peer cannot starve the others) and validates it; ready()
+ * looks at the same sockets without waiting. Rendezvous and authentication
+ * live in tcp_rendezvous.c and tcp_server.c; the attach here returns the
+ * link, and a job grouped by host comes back with its host plan for the
+ * caller to build the tcp+shm link (hier.h) on.
  */
 #include "tcp_link.h"
 
@@ -76,18 +79,16 @@ link_new(int size)
     return t;
 }
 
-/* The socket to `peer`, or -1 with c->err set when there is none. */
+/* The socket to `peer`, or -1 with err set when there is none. */
 static int
-peer_fd(ccol_comm *c, int peer)
+peer_fd(const ccol__tcp *t, int peer, ccol__err *err)
 {
-    const ccol__tcp *t = c->link;
-
     if (peer >= 0 && peer < t->size && t->fd[peer] >= 0)
         return t->fd[peer];
-    ccol__seterr(&c->err, CCOL_ERR_INTERNAL,
+    ccol__seterr(err, CCOL_ERR_INTERNAL,
                  "rank %d has no tcp connection to rank %d (not a "
                  "neighbour in the tree)",
-                 c->rank, peer);
+                 t->base.id.rank, peer);
     return -1;
 }
 
@@ -108,13 +109,14 @@ sealed(ccol__tcp_key *k, const uint8_t *frame, size_t len, uint8_t **copy)
     return *copy;
 }
 
-/* Writes a whole frame to the peer's socket within the deadline; a
- * closed or reset connection names the peer. */
+/* Writes a whole frame to the peer's socket within the operation's
+ * deadline; a closed or reset connection names the peer. */
 static ccol_status
-tcp_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
+tcp_send(ccol__link *l, int peer, const uint8_t *frame, size_t len,
+         double timeout_s, ccol__err *err)
 {
-    int fd = peer_fd(c, peer), err = 0;
-    const ccol__tcp *t = c->link;
+    ccol__tcp *t = (ccol__tcp *)l;
+    int fd = peer_fd(t, peer, err), e = 0;
     const uint8_t *out;
     uint8_t *copy;
     ccol__tcp_io io;
@@ -123,70 +125,71 @@ tcp_send(ccol_comm *c, int peer, const uint8_t *frame, size_t len)
         return CCOL_ERR_INTERNAL;
     out = sealed(&t->key[peer], frame, len, &copy);
     if (out == NULL)
-        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY,
+        return ccol__seterr(err, CCOL_ERR_NO_MEMORY,
                             "out of memory for a frame to rank %d", peer);
-    io = ccol__tcp_write(fd, out, len, ccol__tcp_deadline(c->timeout_s), &err);
+    io = ccol__tcp_write(fd, out, len, ccol__tcp_deadline(timeout_s), &e);
     free(copy);
     if (io == CCOL__IO_OK) {
-        c->sent += len;
+        l->sent += len;
         return CCOL_OK;
     }
     if (io == CCOL__IO_TIMEOUT)
-        return ccol__seterr(&c->err, CCOL_ERR_TIMEOUT,
+        return ccol__seterr(err, CCOL_ERR_TIMEOUT,
                             "sending to rank %d timed out after %.1f s (it "
                             "stopped reading)",
-                            peer, c->timeout_s);
-    return ccol__seterr(&c->err, CCOL_ERR_PEER,
+                            peer, timeout_s);
+    return ccol__seterr(err, CCOL_ERR_PEER,
                         "lost the connection to rank %d (%s)", peer,
-                        strerror(err));
+                        strerror(e));
 }
 
 /* With a token, a frame read from `peer` must carry the connection's next
  * tag; its token field then reads as the job's for ccol__frame_check. */
 static ccol_status
-authentic(ccol_comm *c, int peer, const uint8_t *raw, ccol__msg *msg)
+authentic(ccol__tcp *t, int peer, const uint8_t *raw, ccol__msg *msg,
+          ccol__err *err)
 {
-    ccol__tcp_key *k = &((ccol__tcp *)c->link)->key[peer];
+    ccol__tcp_key *k = &t->key[peer];
 
     if (!k->on)
         return CCOL_OK;
     if (!ccol__tcp_open(k, raw, msg->payload, ccol__hdr_body(&msg->h)))
-        return ccol__seterr(&c->err, CCOL_ERR_PEER,
+        return ccol__seterr(err, CCOL_ERR_PEER,
                             "a frame from rank %d fails authentication with "
                             "the job token: bytes were changed on the way, "
                             "or a process outside the job wrote into the "
                             "connection",
                             peer);
-    msg->h.token = c->token;
+    msg->h.token = t->base.id.token;
     return CCOL_OK;
 }
 
 /* Reads and validates one frame from `peer`, whose socket is readable.
  * CCOL_ERR_TIMEOUT (no message) when nothing was there after all. */
 static ccol_status
-read_from(ccol_comm *c, int peer, int64_t deadline, int *from, ccol__msg *msg)
+read_from(ccol__tcp *t, int peer, int64_t deadline, int *from, ccol__msg *msg,
+          ccol__err *err)
 {
-    const ccol__tcp *t = c->link;
     uint8_t raw[CCOL__HDR_SIZE];
     char why[256];
     ccol_status st;
 
-    st = ccol__tcp_read_frame(t->fd[peer], c->max_payload, deadline, false, msg,
-                              raw, why, sizeof why);
+    st = ccol__tcp_read_frame(t->fd[peer], t->base.id.max_payload, deadline,
+                              false, msg, raw, why, sizeof why);
     if (st == CCOL_ERR_TIMEOUT)
         return st;
     *from = peer;
     if (st != CCOL_OK)
-        return ccol__seterr(&c->err, st, "rank %d %s", peer, why);
-    st = authentic(c, peer, raw, msg);
+        return ccol__seterr(err, st, "rank %d %s", peer, why);
+    st = authentic(t, peer, raw, msg, err);
     if (st == CCOL_OK)
-        st = ccol__frame_check(c, peer, msg);
+        st = ccol__frame_check(&t->base.id, peer, msg, err);
     if (st != CCOL_OK) {
         free(msg->payload);
         msg->payload = NULL;
         return st;
     }
-    c->received += CCOL__HDR_SIZE + (uint64_t)ccol__hdr_body(&msg->h);
+    t->base.received += CCOL__HDR_SIZE + (uint64_t)ccol__hdr_body(&msg->h);
     return CCOL_OK;
 }
 
@@ -208,17 +211,17 @@ pick_ready(ccol__tcp *t, int n)
 /* Waits with poll(2) on the wanted peers' sockets for one whole frame;
  * nothing busy-polls, sockets sleep in the kernel until bytes come. */
 static ccol_status
-tcp_recv(ccol_comm *c, const int *peers, int n, int64_t deadline, int *from,
-         ccol__msg *msg)
+tcp_recv(ccol__link *l, const int *peers, int n, int64_t deadline, int *from,
+         ccol__msg *msg, ccol__err *err)
 {
-    ccol__tcp *t = c->link;
+    ccol__tcp *t = (ccol__tcp *)l;
 
     if (n < 1 || n > t->size)
-        return ccol__seterr(&c->err, CCOL_ERR_INTERNAL,
+        return ccol__seterr(err, CCOL_ERR_INTERNAL,
                             "tcp recv from %d peers of %d", n, t->size);
     for (int i = 0; i < n; i++) {
-        t->pf[i] =
-            (struct pollfd){ .fd = peer_fd(c, peers[i]), .events = POLLIN };
+        t->pf[i] = (struct pollfd){ .fd = peer_fd(t, peers[i], err),
+                                    .events = POLLIN };
         if (t->pf[i].fd < 0)
             return CCOL_ERR_INTERNAL;
     }
@@ -228,37 +231,59 @@ tcp_recv(ccol_comm *c, const int *peers, int n, int64_t deadline, int *from,
         ccol_status st;
 
         if (r < 0 && errno != EINTR)
-            return ccol__seterr(&c->err, CCOL_ERR_IO, "poll failed: %s",
+            return ccol__seterr(err, CCOL_ERR_IO, "poll failed: %s",
                                 strerror(errno));
         i = r > 0 ? pick_ready(t, n) : -1;
-        st = i >= 0 ? read_from(c, peers[i], deadline, from, msg)
+        st = i >= 0 ? read_from(t, peers[i], deadline, from, msg, err)
                     : CCOL_ERR_TIMEOUT;
         if (st != CCOL_ERR_TIMEOUT || ccol__past(deadline))
             return st;
     }
 }
 
+/* Whether one of the wanted peers' sockets has something to read (a
+ * frame, an end of file or an error), without waiting: the tcp+shm link
+ * looks here between its waits on the rings. A peer without a connection
+ * is never ready. */
+static bool
+tcp_ready(ccol__link *l, const int *peers, int n)
+{
+    ccol__tcp *t = (ccol__tcp *)l;
+
+    if (n < 1 || n > t->size)
+        return false;
+    for (int k = 0; k < n; k++) {
+        int p = peers[k];
+        t->pf[k] = (struct pollfd){
+            .fd = p >= 0 && p < t->size ? t->fd[p] : -1, .events = POLLIN };
+    }
+    return poll(t->pf, (nfds_t)n, 0) > 0;
+}
+
 /* Closes every connection: peers waiting on this rank see the close at
  * once and name it (not when a forked child's copy closes). */
 static void
-tcp_destroy(ccol_comm *c)
+tcp_destroy(ccol__link *l)
 {
-    link_free(c->link, c->foreign);
-    c->link = NULL;
+    link_free((ccol__tcp *)l, l->foreign);
 }
 
 /* Shuts every connection down as a crash would: peers see end-of-file at
  * once, and later sends and receives on this rank fail. */
 static void
-tcp_shutdown(ccol_comm *c)
+tcp_shutdown(ccol__link *l)
 {
-    const ccol__tcp *t = c->link;
+    const ccol__tcp *t = (const ccol__tcp *)l;
+
     for (int r = 0; r < t->size; r++)
         if (t->fd[r] >= 0)
             shutdown(t->fd[r], SHUT_RDWR);
 }
 
-static const ccol__link_ops tcp_ops = CCOL__LINK_OPS(tcp, NULL);
+static const ccol__link_ops tcp_ops = {
+    .name = "tcp", .run = NULL, .send = tcp_send, .recv = tcp_recv,
+    .ready = tcp_ready, .destroy = tcp_destroy, .shutdown = tcp_shutdown
+};
 
 /* Is addr one only this host reaches (127.0.0.0/8, ::1, localhost)? */
 static bool
@@ -271,11 +296,11 @@ loopback(const char *addr)
 /* A job without a token on an address other hosts reach can be joined by
  * anyone who reaches it: said once per process, at WARNING. */
 static void
-warn_no_token(const ccol_comm *c, const char *addr)
+warn_no_token(const ccol__link_cfg *cfg, const char *addr)
 {
     static atomic_flag said = ATOMIC_FLAG_INIT;
 
-    if (c->token_str != NULL || loopback(addr) ||
+    if (cfg->token_str != NULL || loopback(addr) ||
         atomic_flag_test_and_set(&said))
         return;
     ccol__log(CCOL_LOG_WARN, "comm",
@@ -283,47 +308,60 @@ warn_no_token(const ccol_comm *c, const char *addr)
               "any local or network user who reaches that port can join it "
               "or feed it data; set CCOL_TOKEN to the same secret on every "
               "rank (ccol.torch makes one up through the launcher's store)",
-              c->rank, c->size, addr);
+              cfg->id.rank, cfg->id.size, addr);
 }
 
-/* Rank 0 listens and hands out the tree; every other rank connects,
- * authenticates and learns its parent's address (tcp_rendezvous.c). */
-ccol_status
-ccol__tcp_attach(ccol_comm *c, const char *addr, int port)
+/* This rank's own settings, checked before it waits for anyone: the port,
+ * CCOL_HIER into *hier and a well-formed host identity. */
+static ccol_status
+check_settings(int port, bool *hier, ccol__err *err)
 {
-    ccol__tcp *t;
-    ccol__hier_plan plan = { 0 };
     char id[CCOL__TCP_HOST_MAX + 1];
-    bool hier;
     ccol_status st;
 
-    if (addr == NULL || addr[0] == '\0')
-        addr = "127.0.0.1";
     if (port <= 0 || port > 65535)
-        return ccol__seterr(&c->err, CCOL_ERR_INVALID_ARG,
+        return ccol__seterr(err, CCOL_ERR_INVALID_ARG,
                             "tcp port %d is out of range 1-65535 (set "
                             "params.port or MASTER_PORT)",
                             port);
-    /* this rank's own settings are checked before it waits for anyone */
-    st = ccol__hier_wanted(c, &hier);
+    st = ccol__host_wanted(hier, err);
     if (st == CCOL_OK)
-        st = ccol__hier_host_id(c, id, sizeof id);
+        st = ccol__host_id(id, sizeof id, err);
+    return st;
+}
+
+/* Rank 0 listens and hands out the tree; every other rank connects,
+ * authenticates and learns its parent's address (tcp_rendezvous.c). A
+ * job grouped by host comes back with its plan and the per-host shape:
+ * the caller makes the tcp+shm link of it. */
+ccol_status
+ccol__tcp_attach(const ccol__link_cfg *cfg, ccol__shape *shape,
+                 const char *addr, int port, ccol__host_plan *plan,
+                 ccol__link **out, ccol__err *err)
+{
+    ccol__tcp *t;
+    bool hier;
+    ccol_status st;
+
+    *out = NULL;
+    memset(plan, 0, sizeof *plan);
+    if (addr == NULL || addr[0] == '\0')
+        addr = "127.0.0.1";
+    st = check_settings(port, &hier, err);
     if (st != CCOL_OK)
         return st;
-    warn_no_token(c, addr);
-    t = link_new(c->size);
+    warn_no_token(cfg, addr);
+    t = link_new(cfg->id.size);
     if (t == NULL)
-        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY,
+        return ccol__seterr(err, CCOL_ERR_NO_MEMORY,
                             "out of memory for the tcp link");
-    st = ccol__tcp_rendezvous(c, t, addr, port, hier, &plan);
+    ccol__link_init(&t->base, &tcp_ops, cfg);
+    st = ccol__tcp_rendezvous(cfg, shape, t, addr, port, hier, plan, err);
     if (st != CCOL_OK) {
-        ccol__hier_plan_free(&plan);
+        ccol__host_plan_free(plan);
         link_free(t, false);
         return st;
     }
-    if (plan.nhosts > 0) /* a job across hosts: shm within each */
-        return ccol__hier_attach(c, &plan, t, &tcp_ops);
-    c->link = t;
-    c->ops = &tcp_ops;
+    *out = &t->base;
     return CCOL_OK;
 }

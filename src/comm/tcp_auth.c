@@ -33,12 +33,13 @@ static const char HELLO_LABEL[] = "ccol hello";
 static const char UP_LABEL[] = "ccol key: joiner to acceptor";
 static const char DOWN_LABEL[] = "ccol key: acceptor to joiner";
 
-/* HMAC-SHA-256(token, label || Ns || Nj || u32 rank). */
+/* HMAC-SHA-256(token, label || Ns || Nj || u32 rank); no token (NULL)
+ * keys with the empty string. */
 static void
-derive(const ccol_comm *c, const char *label, const uint8_t *ns,
+derive(const char *token, const char *label, const uint8_t *ns,
        const uint8_t *nj, uint32_t rank, uint8_t out[CCOL__TCP_MAC])
 {
-    const char *key = c->token_str ? c->token_str : "";
+    const char *key = token ? token : "";
     uint8_t r[4];
     ccol__hmac m;
 
@@ -67,23 +68,23 @@ ccol__tcp_random(uint8_t *p, size_t n)
 }
 
 void
-ccol__tcp_mac(const ccol_comm *c, const uint8_t *ns, const uint8_t *nj,
+ccol__tcp_mac(const char *token, const uint8_t *ns, const uint8_t *nj,
               uint32_t rank, uint8_t out[CCOL__TCP_MAC])
 {
-    derive(c, HELLO_LABEL, ns, nj, rank, out);
+    derive(token, HELLO_LABEL, ns, nj, rank, out);
 }
 
 void
-ccol__tcp_keys(const ccol_comm *c, const uint8_t *ns, const uint8_t *nj,
+ccol__tcp_keys(const char *token, const uint8_t *ns, const uint8_t *nj,
                uint32_t rank, bool acceptor, ccol__tcp_key *k)
 {
     uint8_t up[CCOL__TCP_MAC], down[CCOL__TCP_MAC];
 
     memset(k, 0, sizeof *k);
-    if (c->token_str == NULL)
+    if (token == NULL)
         return;
-    derive(c, UP_LABEL, ns, nj, rank, up);
-    derive(c, DOWN_LABEL, ns, nj, rank, down);
+    derive(token, UP_LABEL, ns, nj, rank, up);
+    derive(token, DOWN_LABEL, ns, nj, rank, down);
     ccol__hmac_init(&k->send, acceptor ? down : up, CCOL__TCP_MAC);
     ccol__hmac_init(&k->recv, acceptor ? up : down, CCOL__TCP_MAC);
     k->on = true;

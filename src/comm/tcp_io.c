@@ -429,19 +429,21 @@ ccol__tcp_name(int fd, bool peer, char *ip, size_t iplen, int *port)
     return true;
 }
 
-/* Sends one rendezvous frame. Only WELCOME carries the token digest:
- * before authentication a peer's frames are judged by their MAC alone. */
+/* Sends one rendezvous frame: before the first operation, so sequence
+ * number 0 and no label. Only WELCOME carries the token digest: before
+ * authentication a peer's frames are judged by their MAC alone. */
 ccol__tcp_io
-ccol__tcp_send_frame(const ccol_comm *c, int fd, uint16_t kind, uint64_t arg,
-                     const void *payload, size_t len, ccol__tcp_key *key,
-                     int64_t deadline, int *err)
+ccol__tcp_send_frame(const ccol__ident *id, int fd, uint16_t kind,
+                     uint64_t arg, const void *payload, size_t len,
+                     ccol__tcp_key *key, int64_t deadline, int *err)
 {
     ccol__hdr h;
     size_t flen;
     uint8_t *f;
     ccol__tcp_io io;
 
-    ccol__hdr_init(c, &h, kind, CCOL__OP_RENDEZVOUS, arg, ccol__wall_ns());
+    ccol__hdr_init(&h, id, kind, CCOL__OP_RENDEZVOUS, 0, arg,
+                   ccol__wall_ns(), "", 0);
     if (kind != CCOL__K_WELCOME)
         h.token = 0;
     f = ccol__frame_encode(&h, payload, len, &flen);

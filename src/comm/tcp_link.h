@@ -9,13 +9,19 @@
  *                    authenticate and validate every joining rank;
  *   tcp_rendezvous.c the joining side and the order of the whole
  *                    rendezvous;
- *   tcp.c            the link operations (send, recv, destroy).
+ *   tcp.c            the link operations (send, recv, ready, destroy,
+ *                    shutdown) and the attach.
+ * Nothing here knows the communicator: the rendezvous works from the
+ * link's configuration (identity, deadline, token) and the tree shape,
+ * and reports into the caller's error record.
  */
 #ifndef CCOL_TCP_LINK_H
 #define CCOL_TCP_LINK_H
 
-#include "comm.h"
-#include "hier.h"
+#include "hostplan.h"
+#include "link.h"
+#include "shape.h"
+#include "tcp.h"
 
 #include <poll.h>
 #include <stdbool.h>
@@ -37,8 +43,9 @@ typedef struct ccol__tcp_key {
     bool on;           /* frames are tagged */
 } ccol__tcp_key;
 
-/* The state of the tcp link of one communicator. */
+/* The state of one tcp link. */
 typedef struct ccol__tcp {
+    ccol__link base;   /* first: what every link is */
     int size;          /* entries in fd */
     int *fd;           /* per rank: data socket, -1 when not connected */
     ccol__tcp_key *key; /* per rank: the keys of that socket */
@@ -67,7 +74,7 @@ typedef struct ccol__tcp_member {
     uint32_t port; /* its listener, 0 if none */
     char host[64]; /* its host name (truncated) */
     char ip[64];   /* numeric address seen by us */
-    uint64_t hostkey; /* groups the ranks of one host (hier.h) */
+    uint64_t hostkey; /* groups the ranks of one host (hostplan.h) */
     ccol__tcp_key key; /* of its connection */
 } ccol__tcp_member;
 
@@ -112,12 +119,13 @@ ccol_status ccol__tcp_listen(const char *host, int port, int *fd,
                              int *bound_port, char *why, size_t whylen);
 /* Numeric address of the local (peer false) or remote end of fd. */
 bool ccol__tcp_name(int fd, bool peer, char *ip, size_t iplen, int *port);
-/* Encodes a rendezvous frame of this rank and writes it with the
- * deadline. CHALLENGE, HELLO and REFUSE go to peers not yet authenticated,
- * so they carry no token digest; a WELCOME is tagged with `key` when it
- * is on. */
-ccol__tcp_io ccol__tcp_send_frame(const ccol_comm *c, int fd, uint16_t kind,
-                                  uint64_t arg, const void *payload, size_t len,
+/* Encodes a rendezvous frame of this rank (identity id) and writes it
+ * with the deadline. CHALLENGE, HELLO and REFUSE go to peers not yet
+ * authenticated, so they carry no token digest; a WELCOME is tagged with
+ * `key` when it is on. */
+ccol__tcp_io ccol__tcp_send_frame(const ccol__ident *id, int fd,
+                                  uint16_t kind, uint64_t arg,
+                                  const void *payload, size_t len,
                                   ccol__tcp_key *key, int64_t deadline,
                                   int *err);
 
@@ -125,14 +133,15 @@ ccol__tcp_io ccol__tcp_send_frame(const ccol_comm *c, int fd, uint16_t kind,
 
 /* Fills p with n bytes from the kernel's random source. */
 bool ccol__tcp_random(uint8_t *p, size_t n);
-/* The answer a joining rank presents: HMAC-SHA-256 keyed by the token
- * over the acceptor's nonce ns, its own nonce nj and its rank. */
-void ccol__tcp_mac(const ccol_comm *c, const uint8_t *ns, const uint8_t *nj,
+/* The answer a joining rank presents: HMAC-SHA-256 keyed by the job
+ * token (NULL when none) over the acceptor's nonce ns, its own nonce nj
+ * and its rank. */
+void ccol__tcp_mac(const char *token, const uint8_t *ns, const uint8_t *nj,
                    uint32_t rank, uint8_t out[CCOL__TCP_MAC]);
 /* The keys of the connection of `rank` after a challenge ns answered with
  * nj, on the accepting side (`acceptor`) or the joining one; off without
- * a token. */
-void ccol__tcp_keys(const ccol_comm *c, const uint8_t *ns, const uint8_t *nj,
+ * a token (NULL). */
+void ccol__tcp_keys(const char *token, const uint8_t *ns, const uint8_t *nj,
                     uint32_t rank, bool acceptor, ccol__tcp_key *k);
 /* Tags an encoded frame (len bytes) as the next one this side writes:
  * sets its token field and header checksum. */
@@ -152,28 +161,34 @@ const char *ccol__tcp_hello_decode(const uint8_t *p, size_t len,
 /*
  * Accepts on the listening socket lfd until every rank in ranks[0..n-1]
  * has joined: sends each connection a CHALLENGE, checks its HELLO
- * (version, token, rank, world size, duplicates) and refuses strangers
- * without failing. `where` names this side in messages ("rank 0 at
- * 127.0.0.1:29500"). On success m[rank] describes each joined rank (m has
- * c->size entries). On failure every connection got a REFUSE with the
- * reason, is closed, and c->err says what went wrong.
+ * (version, token, rank, world size, duplicates) against cfg and refuses
+ * strangers without failing. `where` names this side in messages ("rank
+ * 0 at 127.0.0.1:29500"). On success m[rank] describes each joined rank
+ * (m has cfg->id.size entries). On failure every connection got a REFUSE
+ * with the reason, is closed, and err says what went wrong.
  */
-ccol_status ccol__tcp_serve(ccol_comm *c, int lfd, const int *ranks, int n,
-                            const char *where, int64_t deadline,
-                            ccol__tcp_member *m);
+ccol_status ccol__tcp_serve(const ccol__link_cfg *cfg, int lfd,
+                            const int *ranks, int n, const char *where,
+                            int64_t deadline, ccol__tcp_member *m,
+                            ccol__err *err);
 /* Replaces unprintable bytes of untrusted text in place. */
 void ccol__tcp_sanitize(char *s);
-/* Sends a REFUSE frame with the status and reason (best effort). */
-void ccol__tcp_refuse(const ccol_comm *c, int fd, ccol_status st,
+/* Sends a REFUSE frame of this rank (identity id) with the status and
+ * reason (best effort). */
+void ccol__tcp_refuse(const ccol__ident *id, int fd, ccol_status st,
                       const char *reason);
 
 /* ---- tcp_rendezvous.c ---- */
 
-/* Runs the whole rendezvous of c and fills the data sockets of t. Rank 0
- * groups the ranks by host when `hier` (hier.h) and every rank learns the
- * grouping into *plan: when plan->nhosts > 0, c's tree is the per-host
- * tree and t holds only the sockets between hosts. */
-ccol_status ccol__tcp_rendezvous(ccol_comm *c, ccol__tcp *t, const char *addr,
-                                 int port, bool hier, ccol__hier_plan *plan);
+/* Runs the whole rendezvous of this rank (cfg: identity, deadline, token,
+ * tree parameters) over `shape` and fills the data sockets of t. Rank 0
+ * groups the ranks by host when `hier` (hostplan.h) and every rank learns
+ * the grouping into *plan: when plan->nhosts > 0, *shape is the per-host
+ * tree and t holds only the sockets between hosts. On failure err says
+ * why. */
+ccol_status ccol__tcp_rendezvous(const ccol__link_cfg *cfg, ccol__shape *shape,
+                                 ccol__tcp *t, const char *addr, int port,
+                                 bool hier, ccol__host_plan *plan,
+                                 ccol__err *err);
 
 #endif /* CCOL_TCP_LINK_H */

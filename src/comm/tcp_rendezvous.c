@@ -1,5 +1,5 @@
 /*
- * tcp_rendezvous.c - how a communicator forms over tcp. Rank 0 listens on
+ * tcp_rendezvous.c - how a job's tcp links form. Rank 0 listens on
  * addr:port and serves the rendezvous (tcp_server.c). Every other rank
  * connects, retrying until the deadline so start order does not matter,
  * answers the token challenge with a challenge of its own (tcp_auth.c),
@@ -7,11 +7,15 @@
  * addresses of the ranks that have children. In star mode that first
  * connection carries the data; in tree mode each rank then connects to its
  * parent's listener and authenticates the same way, and each parent accepts
- * exactly its children. One deadline (c->timeout_s) bounds all of it.
+ * exactly its children. One deadline (the link's join timeout) bounds all
+ * of it.
  *
  * WELCOME payload from rank 0 (little-endian): u32 count, then per rank
- * with children: u32 rank, u32-length numeric address, u32 port. A parent's
- * WELCOME to its children is empty.
+ * with children: u32 rank, u32-length numeric address, u32 port, then the
+ * host plan (hostplan.h). A parent's WELCOME to its children is empty.
+ * When rank 0 groups the ranks by host, every rank rewrites its tree shape
+ * to the per-host tree here, and the caller of the attach builds the
+ * tcp+shm link over it.
  */
 #include "tcp_link.h"
 
@@ -24,13 +28,22 @@
 #define WHY_MAX   256
 #define NAME_MAX_ (CCOL__TCP_ADDR_MAX + 32)
 
+/* One rank's rendezvous: what it joins with and what it builds. */
+typedef struct rdv {
+    const ccol__link_cfg *cfg; /* deadline, token, tree parameters */
+    const ccol__ident *id;     /* this rank: &cfg->id */
+    ccol__shape *shape;        /* its tree, the per-host one once grouped */
+    ccol__tcp *t;              /* the link whose data sockets it fills */
+    ccol__err *err;            /* where a failure is reported */
+} rdv;
+
 /* Extra wait for a rendezvous result, so that when some rank never comes
  * the server's REFUSE naming it arrives before this rank gives up on its
  * own: 10% of the timeout, between 0.2 s and 2 s (as the tree engine). */
 static int64_t
-grace_ns(const ccol_comm *c)
+grace_ns(const rdv *j)
 {
-    double g = c->timeout_s / 10;
+    double g = j->cfg->timeout_s / 10;
 
     g = g < 0.2 ? 0.2 : g > 2.0 ? 2.0 : g;
     return (int64_t)(g * 1e9);
@@ -49,7 +62,7 @@ refuse_status(uint64_t arg)
 
 /* Turns a REFUSE from `name` into this rank's error. */
 static ccol_status
-refused(ccol_comm *c, const char *name, const ccol__msg *m)
+refused(rdv *j, const char *name, const ccol__msg *m)
 {
     char reason[600];
     size_t n = m->h.len < sizeof reason - 1 ? m->h.len : sizeof reason - 1;
@@ -59,9 +72,9 @@ refused(ccol_comm *c, const char *name, const ccol__msg *m)
     reason[n] = '\0';
     ccol__tcp_sanitize(reason);
     if (refuse_status(m->h.arg) == CCOL_ERR_TIMEOUT) /* names the server */
-        return ccol__seterr(&c->err, CCOL_ERR_TIMEOUT, "%s", reason);
-    return ccol__seterr(&c->err, refuse_status(m->h.arg),
-                        "%s refused rank %d: %s", name, c->rank, reason);
+        return ccol__seterr(j->err, CCOL_ERR_TIMEOUT, "%s", reason);
+    return ccol__seterr(j->err, refuse_status(m->h.arg),
+                        "%s refused rank %d: %s", name, j->id->rank, reason);
 }
 
 /*
@@ -69,7 +82,7 @@ refused(ccol_comm *c, const char *name, const ccol__msg *m)
  * (`what` names it in messages). A REFUSE becomes this rank's error.
  */
 static ccol_status
-expect(ccol_comm *c, int fd, const char *name, uint16_t kind, size_t max,
+expect(rdv *j, int fd, const char *name, uint16_t kind, size_t max,
        const char *what, int64_t deadline, ccol__msg *m, uint8_t *raw)
 {
     char why[WHY_MAX];
@@ -79,20 +92,20 @@ expect(ccol_comm *c, int fd, const char *name, uint16_t kind, size_t max,
                               sizeof why);
     if (st == CCOL_ERR_TIMEOUT)
         return ccol__seterr(
-            &c->err, st, "%s did not send %s within %.1f s%s", name, what,
-            c->timeout_s,
+            j->err, st, "%s did not send %s within %.1f s%s", name, what,
+            j->cfg->timeout_s,
             kind == CCOL__K_WELCOME ? " (is every rank started?)" : "");
     if (st != CCOL_OK)
-        return ccol__seterr(&c->err, st, "%s %s", name, why);
+        return ccol__seterr(j->err, st, "%s %s", name, why);
     if (ccol__crc32c(0, m->payload, ccol__hdr_body(&m->h)) != m->h.pcrc)
-        st = ccol__seterr(&c->err, CCOL_ERR_PEER,
+        st = ccol__seterr(j->err, CCOL_ERR_PEER,
                           "%s sent a corrupt payload during the rendezvous "
                           "(checksum mismatch)",
                           name);
     else if (m->h.kind == CCOL__K_REFUSE)
-        st = refused(c, name, m);
+        st = refused(j, name, m);
     else if (m->h.kind != kind)
-        st = ccol__seterr(&c->err, CCOL_ERR_PEER,
+        st = ccol__seterr(j->err, CCOL_ERR_PEER,
                           "%s sent a frame of kind %u instead of %s", name,
                           (unsigned)m->h.kind, what);
     if (st != CCOL_OK) {
@@ -105,7 +118,7 @@ expect(ccol_comm *c, int fd, const char *name, uint16_t kind, size_t max,
 /* Answers the challenge `ns` with this rank's HELLO, challenging back
  * with `nj`. */
 static ccol_status
-send_hello(ccol_comm *c, int fd, const char *name, const uint8_t *ns,
+send_hello(rdv *j, int fd, const char *name, const uint8_t *ns,
            const uint8_t *nj, int lport, int64_t deadline)
 {
     ccol__tcp_hello h;
@@ -115,25 +128,25 @@ send_hello(ccol_comm *c, int fd, const char *name, const uint8_t *ns,
     ccol__tcp_io io;
 
     memset(&h, 0, sizeof h);
-    h.rank = (uint32_t)c->rank;
-    h.size = (uint32_t)c->size;
+    h.rank = (uint32_t)j->id->rank;
+    h.size = (uint32_t)j->id->size;
     h.pid = (uint32_t)getpid();
     h.port = (uint32_t)lport;
-    if (ccol__hier_host_id(c, h.host, sizeof h.host) != CCOL_OK)
-        return c->err.code;
+    if (ccol__host_id(h.host, sizeof h.host, j->err) != CCOL_OK)
+        return j->err->code;
     memcpy(h.nonce, nj, CCOL__TCP_NONCE);
-    ccol__tcp_mac(c, ns, nj, h.rank, h.mac);
+    ccol__tcp_mac(j->cfg->token_str, ns, nj, h.rank, h.mac);
     p = ccol__tcp_hello_encode(&h, &len);
     if (p == NULL)
-        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY,
+        return ccol__seterr(j->err, CCOL_ERR_NO_MEMORY,
                             "out of memory in the rendezvous");
-    io = ccol__tcp_send_frame(c, fd, CCOL__K_HELLO, 0, p, len, NULL, deadline,
-                              &err);
+    io = ccol__tcp_send_frame(j->id, fd, CCOL__K_HELLO, 0, p, len, NULL,
+                              deadline, &err);
     free(p);
     if (io == CCOL__IO_OK)
         return CCOL_OK;
     return ccol__seterr(
-        &c->err, io == CCOL__IO_TIMEOUT ? CCOL_ERR_TIMEOUT : CCOL_ERR_PEER,
+        j->err, io == CCOL__IO_TIMEOUT ? CCOL_ERR_TIMEOUT : CCOL_ERR_PEER,
         "lost the connection to %s during the rendezvous "
         "(%s)",
         name, io == CCOL__IO_TIMEOUT ? "send timed out" : strerror(err));
@@ -141,7 +154,7 @@ send_hello(ccol_comm *c, int fd, const char *name, const uint8_t *ns,
 
 /* After a failed send: a REFUSE already waiting explains it better. */
 static ccol_status
-waiting_refusal(ccol_comm *c, int fd, const char *name, ccol_status st)
+waiting_refusal(rdv *j, int fd, const char *name, ccol_status st)
 {
     ccol__msg m;
     char why[WHY_MAX];
@@ -149,7 +162,7 @@ waiting_refusal(ccol_comm *c, int fd, const char *name, ccol_status st)
     if (ccol__tcp_read_frame(fd, CCOL__TCP_HS_MAX, 0, false, &m, NULL, why,
                              sizeof why) == CCOL_OK &&
         m.h.kind == CCOL__K_REFUSE)
-        st = refused(c, name, &m);
+        st = refused(j, name, &m);
     free(m.payload);
     return st;
 }
@@ -158,97 +171,98 @@ waiting_refusal(ccol_comm *c, int fd, const char *name, ccol_status st)
  * first frame: only a side that knows the token could make it for the
  * nonce this rank just chose. */
 static ccol_status
-check_welcome(ccol_comm *c, const char *name, ccol__tcp_key *key,
+check_welcome(rdv *j, const char *name, ccol__tcp_key *key,
               const uint8_t *raw, ccol__msg *w)
 {
     if (!key->on)
         return CCOL_OK;
     if (!ccol__tcp_open(key, raw, w->payload, ccol__hdr_body(&w->h)))
         return ccol__seterr(
-            &c->err, CCOL_ERR_PEER,
+            j->err, CCOL_ERR_PEER,
             "%s did not prove that it knows the job token: its WELCOME "
             "fails authentication (is another process listening on that "
             "port, or does CCOL_TOKEN differ?)",
             name);
-    w->h.token = c->token;
+    w->h.token = j->id->token;
     return CCOL_OK;
 }
 
 /* Answers the challenge read in `ch` and challenges back; fills *key. */
 static ccol_status
-answer(ccol_comm *c, int fd, const char *name, const ccol__msg *ch, int lport,
+answer(rdv *j, int fd, const char *name, const ccol__msg *ch, int lport,
        int64_t deadline, ccol__tcp_key *key)
 {
     uint8_t nj[CCOL__TCP_NONCE];
 
     if (ch->h.len != CCOL__TCP_NONCE)
-        return ccol__seterr(&c->err, CCOL_ERR_PEER,
+        return ccol__seterr(j->err, CCOL_ERR_PEER,
                             "%s sent a challenge of %u bytes, expected %d",
                             name, (unsigned)ch->h.len, CCOL__TCP_NONCE);
     if (!ccol__tcp_random(nj, sizeof nj))
-        return ccol__seterr(&c->err, CCOL_ERR_IO,
+        return ccol__seterr(j->err, CCOL_ERR_IO,
                             "rank %d has no random bytes for its challenge: "
                             "%s",
-                            c->rank, strerror(errno));
-    ccol__tcp_keys(c, ch->payload, nj, (uint32_t)c->rank, false, key);
-    return send_hello(c, fd, name, ch->payload, nj, lport, deadline);
+                            j->id->rank, strerror(errno));
+    ccol__tcp_keys(j->cfg->token_str, ch->payload, nj, (uint32_t)j->id->rank,
+                   false, key);
+    return send_hello(j, fd, name, ch->payload, nj, lport, deadline);
 }
 
 /*
  * Authenticates with `peer` over fd, both ways: challenge, HELLO, then
- * WELCOME (into *welcome, authenticated and checked against this
- * communicator) or REFUSE. *key gets the connection's keys.
+ * WELCOME (into *welcome, authenticated and checked against this rank's
+ * identity) or REFUSE. *key gets the connection's keys.
  */
 static ccol_status
-handshake(ccol_comm *c, int fd, int peer, const char *name, int lport,
+handshake(rdv *j, int fd, int peer, const char *name, int lport,
           int64_t deadline, ccol__msg *welcome, ccol__tcp_key *key)
 {
-    size_t max = CCOL__TCP_HS_MAX + (size_t)c->size * 84;
+    size_t max = CCOL__TCP_HS_MAX + (size_t)j->id->size * 84;
     uint8_t raw[CCOL__HDR_SIZE];
     ccol__msg ch;
     ccol_status st;
 
-    st = expect(c, fd, name, CCOL__K_CHALLENGE, CCOL__TCP_HS_MAX,
+    st = expect(j, fd, name, CCOL__K_CHALLENGE, CCOL__TCP_HS_MAX,
                 "its token challenge", deadline, &ch, NULL);
     if (st != CCOL_OK)
         return st;
-    st = answer(c, fd, name, &ch, lport, deadline, key);
+    st = answer(j, fd, name, &ch, lport, deadline, key);
     free(ch.payload);
     if (st != CCOL_OK)
-        return waiting_refusal(c, fd, name, st);
-    st = expect(c, fd, name, CCOL__K_WELCOME, max, "the rendezvous result",
-                deadline + grace_ns(c), welcome, raw);
+        return waiting_refusal(j, fd, name, st);
+    st = expect(j, fd, name, CCOL__K_WELCOME, max, "the rendezvous result",
+                deadline + grace_ns(j), welcome, raw);
     if (st == CCOL_OK)
-        st = check_welcome(c, name, key, raw, welcome);
+        st = check_welcome(j, name, key, raw, welcome);
     if (st == CCOL_OK)
-        st = ccol__frame_check(c, peer, welcome);
+        st = ccol__frame_check(j->id, peer, welcome, j->err);
     return st;
 }
 
 /* Connects to `name` at host:port before the deadline. */
 static ccol_status
-dial(ccol_comm *c, const char *name, const char *host, int port,
-     int64_t deadline, int *fd)
+dial(rdv *j, const char *name, const char *host, int port, int64_t deadline,
+     int *fd)
 {
     char why[WHY_MAX];
     ccol_status st;
 
     st = ccol__tcp_connect(host, port, deadline, fd, why, sizeof why);
     if (st == CCOL_ERR_TIMEOUT)
-        return ccol__seterr(&c->err, st,
+        return ccol__seterr(j->err, st,
                             "%s did not accept within %.1f s "
                             "(%s)",
-                            name, c->timeout_s, why);
+                            name, j->cfg->timeout_s, why);
     if (st != CCOL_OK)
-        return ccol__seterr(&c->err, st, "cannot connect to %s: %s", name, why);
+        return ccol__seterr(j->err, st, "cannot connect to %s: %s", name, why);
     return CCOL_OK;
 }
 
 /* Closes every joined member's socket. */
 static void
-close_members(const ccol_comm *c, ccol__tcp_member *m)
+close_members(const rdv *j, ccol__tcp_member *m)
 {
-    for (int r = 0; r < c->size; r++) {
+    for (int r = 0; r < j->id->size; r++) {
         if (m[r].fd >= 0)
             close(m[r].fd);
         m[r].fd = -1;
@@ -259,37 +273,36 @@ close_members(const ccol_comm *c, ccol__tcp_member *m)
  * the others (in tree mode rank 0 serves ranks that are not its
  * children; in a per-host job its children on its own host use shm). */
 static void
-adopt(const ccol_comm *c, ccol__tcp *t, ccol__tcp_member *m,
-      const ccol__hier_plan *plan)
+adopt(const rdv *j, ccol__tcp_member *m, const ccol__host_plan *plan)
 {
-    for (int i = 0; i < c->nchildren; i++) {
-        int r = c->children[i];
-        if (ccol__hier_local(c, plan, r))
+    for (int i = 0; i < j->shape->nchildren; i++) {
+        int r = j->shape->children[i];
+        if (ccol__host_plan_local(plan, j->id->rank, r))
             continue;
-        t->fd[r] = m[r].fd;
-        t->key[r] = m[r].key;
+        j->t->fd[r] = m[r].fd;
+        j->t->key[r] = m[r].key;
         m[r].fd = -1;
     }
-    close_members(c, m);
+    close_members(j, m);
 }
 
 /* Sends the WELCOME payload to every joined member, tagged as the first
  * frame of its connection. */
 static ccol_status
-send_welcomes(ccol_comm *c, ccol__tcp_member *m, const void *payload,
-              size_t len, int64_t deadline)
+send_welcomes(rdv *j, ccol__tcp_member *m, const void *payload, size_t len,
+              int64_t deadline)
 {
-    for (int r = 0; r < c->size; r++) {
+    for (int r = 0; r < j->id->size; r++) {
         int err = 0;
         ccol__tcp_io io;
 
         if (m[r].fd < 0)
             continue;
-        io = ccol__tcp_send_frame(c, m[r].fd, CCOL__K_WELCOME, 0, payload, len,
-                                  &m[r].key, deadline, &err);
+        io = ccol__tcp_send_frame(j->id, m[r].fd, CCOL__K_WELCOME, 0, payload,
+                                  len, &m[r].key, deadline, &err);
         if (io != CCOL__IO_OK)
             return ccol__seterr(
-                &c->err, CCOL_ERR_PEER,
+                j->err, CCOL_ERR_PEER,
                 "lost the connection to rank %d while "
                 "sending the rendezvous result (%s)",
                 r, io == CCOL__IO_ERR ? strerror(err) : "send timed out");
@@ -300,58 +313,61 @@ send_welcomes(ccol_comm *c, ccol__tcp_member *m, const void *payload,
 /* Rank 0: sends every rank the table of tree listeners and the host
  * table, keeps the connections of its children. */
 static ccol_status
-welcome_all(ccol_comm *c, ccol__tcp *t, ccol__tcp_member *m,
-            const ccol__hier_plan *plan, int64_t deadline)
+welcome_all(rdv *j, ccol__tcp_member *m, const ccol__host_plan *plan,
+            int64_t deadline)
 {
     ccol__buf b = { 0 };
     uint32_t n = 0;
+    int size = j->id->size;
     ccol_status st;
 
-    for (int r = 1; r < c->size; r++)
+    for (int r = 1; r < size; r++)
         n += m[r].port != 0;
     ccol__buf_u32(&b, n);
-    for (int r = 1; r < c->size; r++) {
+    for (int r = 1; r < size; r++) {
         if (m[r].port == 0)
             continue;
         ccol__buf_u32(&b, (uint32_t)r);
         ccol__buf_str(&b, m[r].ip);
         ccol__buf_u32(&b, m[r].port);
     }
-    ccol__hier_encode(c, plan, &b);
+    ccol__host_plan_encode(size, plan, &b);
     if (b.oom)
-        st = ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY,
+        st = ccol__seterr(j->err, CCOL_ERR_NO_MEMORY,
                           "out of memory for the rendezvous table");
     else
-        st = send_welcomes(c, m, b.p, b.len, deadline);
+        st = send_welcomes(j, m, b.p, b.len, deadline);
     ccol__buf_free(&b);
     if (st == CCOL_OK)
-        adopt(c, t, m, plan);
-    close_members(c, m);
+        adopt(j, m, plan);
+    close_members(j, m);
     return st;
 }
 
 /* Rank 0: groups the ranks by the host each named in its HELLO and, for
  * a per-host job, takes the per-host tree. */
 static ccol_status
-plan_hosts(ccol_comm *c, const ccol__tcp_member *m, bool hier,
-           ccol__hier_plan *plan)
+plan_hosts(rdv *j, const ccol__tcp_member *m, bool hier,
+           ccol__host_plan *plan)
 {
     char id[CCOL__TCP_HOST_MAX + 1], name[64];
-    uint64_t *keys = calloc((size_t)c->size, sizeof *keys);
+    int size = j->id->size;
+    uint64_t *keys = calloc((size_t)size, sizeof *keys);
     ccol_status st;
 
     if (keys == NULL)
-        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
-    st = ccol__hier_host_id(c, id, sizeof id);
+        return ccol__seterr(j->err, CCOL_ERR_NO_MEMORY, "out of memory");
+    st = ccol__host_id(id, sizeof id, j->err);
     if (st == CCOL_OK) {
-        keys[0] = ccol__hier_host_key(id, name, sizeof name);
-        for (int r = 1; r < c->size; r++)
+        keys[0] = ccol__host_key(id, name, sizeof name);
+        for (int r = 1; r < size; r++)
             keys[r] = m[r].hostkey;
-        st = ccol__hier_decide(c, keys, hier, plan);
+        st = ccol__host_plan_decide(size, j->cfg->threshold, keys, hier, plan,
+                                    j->err);
     }
     free(keys);
     if (st == CCOL_OK && plan->nhosts > 0)
-        st = ccol__hier_tree(c, plan);
+        st = ccol__host_plan_tree(j->shape, plan, j->err);
     return st;
 }
 
@@ -359,33 +375,34 @@ plan_hosts(ccol_comm *c, const ccol__tcp_member *m, bool hier,
  * the job is consistent and welcomes everyone with the address of its
  * tree parent. */
 static ccol_status
-root(ccol_comm *c, ccol__tcp *t, const char *addr, int port, int64_t deadline,
-     bool hier, ccol__hier_plan *plan)
+root(rdv *j, const char *addr, int port, int64_t deadline, bool hier,
+     ccol__host_plan *plan)
 {
     char where[NAME_MAX_], why[WHY_MAX];
     ccol__tcp_member *m;
-    int *ranks, lfd, bound;
+    int *ranks, lfd, bound, size = j->id->size;
     ccol_status st;
 
     snprintf(where, sizeof where, "rank 0 at %s:%d", addr, port);
     st = ccol__tcp_listen(addr, port, &lfd, &bound, why, sizeof why);
     if (st != CCOL_OK)
-        return ccol__seterr(&c->err, st, "rank 0 %s", why);
-    m = calloc((size_t)c->size, sizeof *m);
-    ranks = calloc((size_t)c->size, sizeof *ranks);
+        return ccol__seterr(j->err, st, "rank 0 %s", why);
+    m = calloc((size_t)size, sizeof *m);
+    ranks = calloc((size_t)size, sizeof *ranks);
     if (m == NULL || ranks == NULL) {
-        st = ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY,
+        st = ccol__seterr(j->err, CCOL_ERR_NO_MEMORY,
                           "out of memory for the rendezvous");
     } else {
-        for (int r = 1; r < c->size; r++)
+        for (int r = 1; r < size; r++)
             ranks[r - 1] = r;
-        st = ccol__tcp_serve(c, lfd, ranks, c->size - 1, where, deadline, m);
+        st = ccol__tcp_serve(j->cfg, lfd, ranks, size - 1, where, deadline, m,
+                             j->err);
     }
     close(lfd);
     if (st == CCOL_OK)
-        st = plan_hosts(c, m, hier, plan);
+        st = plan_hosts(j, m, hier, plan);
     if (st == CCOL_OK)
-        st = welcome_all(c, t, m, plan, deadline);
+        st = welcome_all(j, m, plan, deadline);
     free(m);
     free(ranks);
     return st;
@@ -393,8 +410,9 @@ root(ccol_comm *c, ccol__tcp *t, const char *addr, int port, int64_t deadline,
 
 /* Finds the listener of this rank's parent in rank 0's WELCOME table. */
 static ccol_status
-find_parent(ccol_comm *c, const ccol__msg *w, char *ip, size_t iplen, int *port)
+find_parent(rdv *j, const ccol__msg *w, char *ip, size_t iplen, int *port)
 {
+    int parent = j->shape->parent;
     ccol__rd r;
     uint32_t n;
 
@@ -404,7 +422,7 @@ find_parent(ccol_comm *c, const ccol__msg *w, char *ip, size_t iplen, int *port)
         uint32_t rank = ccol__rd_u32(&r);
         char *a = ccol__rd_str(&r, 63);
         uint32_t p = ccol__rd_u32(&r);
-        bool hit = ccol__rd_ok(&r) && rank == (uint32_t)c->parent;
+        bool hit = ccol__rd_ok(&r) && rank == (uint32_t)parent;
 
         if (hit && p > 0 && p <= 65535) {
             snprintf(ip, iplen, "%s", a);
@@ -412,54 +430,54 @@ find_parent(ccol_comm *c, const ccol__msg *w, char *ip, size_t iplen, int *port)
         }
         free(a);
         if (hit && *port == 0)
-            return ccol__seterr(&c->err, CCOL_ERR_PEER,
+            return ccol__seterr(j->err, CCOL_ERR_PEER,
                                 "rank 0's rendezvous table gives rank %d "
                                 "the invalid port %u",
-                                c->parent, (unsigned)p);
+                                parent, (unsigned)p);
         if (hit)
             return CCOL_OK;
     }
     if (!ccol__rd_ok(&r))
-        return ccol__seterr(&c->err, CCOL_ERR_PEER,
+        return ccol__seterr(j->err, CCOL_ERR_PEER,
                             "rank 0 sent a malformed rendezvous table (%s)",
                             r.why);
-    return ccol__seterr(&c->err, CCOL_ERR_PEER,
+    return ccol__seterr(j->err, CCOL_ERR_PEER,
                         "rank 0's rendezvous table has no listener for rank "
                         "%d, the parent of rank %d (do all ranks use the "
                         "same tree threshold and fanout?)",
-                        c->parent, c->rank);
+                        parent, j->id->rank);
 }
 
 /* Tree mode: leaves rank 0 and joins the parent. Star mode (parent 0):
  * the rendezvous connection (keys key0) becomes the data connection. */
 static ccol_status
-join_parent(ccol_comm *c, ccol__tcp *t, const ccol__msg *w, int *fd0,
-            const ccol__tcp_key *key0, int64_t deadline)
+join_parent(rdv *j, const ccol__msg *w, int *fd0, const ccol__tcp_key *key0,
+            int64_t deadline)
 {
     char ip[64], name[NAME_MAX_];
     ccol__msg ack = { 0 };
-    int port = 0, fd = -1;
+    int port = 0, fd = -1, parent = j->shape->parent;
     ccol_status st;
 
-    if (c->parent <= 0) {
-        t->fd[0] = *fd0;
-        t->key[0] = *key0;
+    if (parent <= 0) {
+        j->t->fd[0] = *fd0;
+        j->t->key[0] = *key0;
         *fd0 = -1;
         return CCOL_OK;
     }
-    st = find_parent(c, w, ip, sizeof ip, &port);
+    st = find_parent(j, w, ip, sizeof ip, &port);
     if (st != CCOL_OK)
         return st;
     close(*fd0);
     *fd0 = -1;
-    snprintf(name, sizeof name, "rank %d at %s:%d", c->parent, ip, port);
-    st = dial(c, name, ip, port, deadline, &fd);
+    snprintf(name, sizeof name, "rank %d at %s:%d", parent, ip, port);
+    st = dial(j, name, ip, port, deadline, &fd);
     if (st == CCOL_OK)
-        st = handshake(c, fd, c->parent, name, 0, deadline, &ack,
-                       &t->key[c->parent]);
+        st = handshake(j, fd, parent, name, 0, deadline, &ack,
+                       &j->t->key[parent]);
     free(ack.payload);
     if (st == CCOL_OK)
-        t->fd[c->parent] = fd;
+        j->t->fd[parent] = fd;
     else if (fd >= 0)
         close(fd);
     return st;
@@ -467,43 +485,44 @@ join_parent(ccol_comm *c, ccol__tcp *t, const ccol__msg *w, int *fd0,
 
 /* Opens this rank's tree listener on the address it reaches rank 0 from. */
 static ccol_status
-open_listener(ccol_comm *c, int fd0, int *lfd, int *lport)
+open_listener(rdv *j, int fd0, int *lfd, int *lport)
 {
     char ip[64], why[WHY_MAX];
     int port;
     ccol_status st;
 
     if (!ccol__tcp_name(fd0, false, ip, sizeof ip, &port))
-        return ccol__seterr(&c->err, CCOL_ERR_IO,
-                            "rank %d cannot read its own address: %s", c->rank,
-                            strerror(errno));
+        return ccol__seterr(j->err, CCOL_ERR_IO,
+                            "rank %d cannot read its own address: %s",
+                            j->id->rank, strerror(errno));
     st = ccol__tcp_listen(ip, 0, lfd, lport, why, sizeof why);
     if (st != CCOL_OK)
-        return ccol__seterr(&c->err, st, "rank %d %s", c->rank, why);
+        return ccol__seterr(j->err, st, "rank %d %s", j->id->rank, why);
     return CCOL_OK;
 }
 
 /* Tree mode: accepts exactly this rank's children on its listener. */
 static ccol_status
-accept_children(ccol_comm *c, ccol__tcp *t, int lfd, int64_t deadline)
+accept_children(rdv *j, int lfd, int64_t deadline)
 {
     char ip[64], where[NAME_MAX_];
-    ccol__tcp_member *m = calloc((size_t)c->size, sizeof *m);
-    const ccol__hier_plan flat = { 0 };
+    ccol__tcp_member *m = calloc((size_t)j->id->size, sizeof *m);
+    const ccol__host_plan flat = { 0 };
     int port;
     ccol_status st;
 
     if (m == NULL)
-        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY,
+        return ccol__seterr(j->err, CCOL_ERR_NO_MEMORY,
                             "out of memory for the rendezvous");
     ccol__tcp_name(lfd, false, ip, sizeof ip, &port);
-    snprintf(where, sizeof where, "rank %d at %s:%d", c->rank, ip, port);
-    st = ccol__tcp_serve(c, lfd, c->children, c->nchildren, where, deadline, m);
+    snprintf(where, sizeof where, "rank %d at %s:%d", j->id->rank, ip, port);
+    st = ccol__tcp_serve(j->cfg, lfd, j->shape->children, j->shape->nchildren,
+                         where, deadline, m, j->err);
     if (st == CCOL_OK)
-        st = send_welcomes(c, m, NULL, 0, deadline);
+        st = send_welcomes(j, m, NULL, 0, deadline);
     if (st == CCOL_OK)
-        adopt(c, t, m, &flat);
-    close_members(c, m);
+        adopt(j, m, &flat);
+    close_members(j, m);
     free(m);
     return st;
 }
@@ -511,7 +530,7 @@ accept_children(ccol_comm *c, ccol__tcp *t, int lfd, int64_t deadline)
 /* Reads the host table that follows the listener table in rank 0's
  * WELCOME. */
 static ccol_status
-read_plan(ccol_comm *c, const ccol__msg *w, ccol__hier_plan *plan)
+read_plan(rdv *j, const ccol__msg *w, ccol__host_plan *plan)
 {
     ccol__rd r;
     uint32_t n;
@@ -524,24 +543,26 @@ read_plan(ccol_comm *c, const ccol__msg *w, ccol__hier_plan *plan)
         ccol__rd_u32(&r);
     }
     if (!ccol__rd_ok(&r))
-        return ccol__seterr(&c->err, CCOL_ERR_PEER,
+        return ccol__seterr(j->err, CCOL_ERR_PEER,
                             "rank 0 sent a malformed rendezvous table (%s)",
                             r.why);
-    return ccol__hier_decode(c, &r, plan);
+    return ccol__host_plan_decode(j->id->size, j->cfg->threshold, &r, plan,
+                                  j->err);
 }
 
 /* A per-host job: the per-host tree; a host's leader keeps its
  * connection to rank 0 for data, every other rank closes it (its
  * neighbours are on its host). */
 static ccol_status
-join_hosts(ccol_comm *c, ccol__tcp *t, const ccol__hier_plan *plan, int *fd0,
+join_hosts(rdv *j, const ccol__host_plan *plan, int *fd0,
            const ccol__tcp_key *key0)
 {
-    ccol_status st = ccol__hier_tree(c, plan);
+    ccol_status st = ccol__host_plan_tree(j->shape, plan, j->err);
 
-    if (st == CCOL_OK && c->parent == 0 && !ccol__hier_local(c, plan, 0)) {
-        t->fd[0] = *fd0;
-        t->key[0] = *key0;
+    if (st == CCOL_OK && j->shape->parent == 0 &&
+        !ccol__host_plan_local(plan, j->id->rank, 0)) {
+        j->t->fd[0] = *fd0;
+        j->t->key[0] = *key0;
         *fd0 = -1;
     }
     return st;
@@ -550,8 +571,8 @@ join_hosts(ccol_comm *c, ccol__tcp *t, const ccol__hier_plan *plan, int *fd0,
 /* Every other rank: dials rank 0, authenticates, learns its parent,
  * connects to it (unless it is rank 0) and accepts its own children. */
 static ccol_status
-joiner(ccol_comm *c, ccol__tcp *t, const char *addr, int port, int64_t deadline,
-       ccol__hier_plan *plan)
+joiner(rdv *j, const char *addr, int port, int64_t deadline,
+       ccol__host_plan *plan)
 {
     char name[NAME_MAX_];
     ccol__msg w = { 0 };
@@ -560,22 +581,22 @@ joiner(ccol_comm *c, ccol__tcp *t, const char *addr, int port, int64_t deadline,
     ccol_status st;
 
     snprintf(name, sizeof name, "rank 0 at %s:%d", addr, port);
-    st = dial(c, name, addr, port, deadline, &fd0);
-    if (st == CCOL_OK && c->nchildren > 0)
-        st = open_listener(c, fd0, &lfd, &lport);
+    st = dial(j, name, addr, port, deadline, &fd0);
+    if (st == CCOL_OK && j->shape->nchildren > 0)
+        st = open_listener(j, fd0, &lfd, &lport);
     if (st == CCOL_OK)
-        st = handshake(c, fd0, 0, name, lport, deadline, &w, &key0);
+        st = handshake(j, fd0, 0, name, lport, deadline, &w, &key0);
     if (st == CCOL_OK)
-        st = read_plan(c, &w, plan);
+        st = read_plan(j, &w, plan);
     if (st == CCOL_OK && plan->nhosts > 0)
-        st = join_hosts(c, t, plan, &fd0, &key0);
+        st = join_hosts(j, plan, &fd0, &key0);
     else if (st == CCOL_OK)
-        st = join_parent(c, t, &w, &fd0, &key0, deadline);
+        st = join_parent(j, &w, &fd0, &key0, deadline);
     free(w.payload);
     if (fd0 >= 0)
         close(fd0);
-    if (st == CCOL_OK && plan->nhosts == 0 && c->nchildren > 0)
-        st = accept_children(c, t, lfd, deadline);
+    if (st == CCOL_OK && plan->nhosts == 0 && j->shape->nchildren > 0)
+        st = accept_children(j, lfd, deadline);
     if (lfd >= 0)
         close(lfd);
     return st;
@@ -584,15 +605,18 @@ joiner(ccol_comm *c, ccol__tcp *t, const char *addr, int port, int64_t deadline,
 /* Forms the job's connections before the first operation; one deadline
  * for the whole rendezvous. */
 ccol_status
-ccol__tcp_rendezvous(ccol_comm *c, ccol__tcp *t, const char *addr, int port,
-                     bool hier, ccol__hier_plan *plan)
+ccol__tcp_rendezvous(const ccol__link_cfg *cfg, ccol__shape *shape,
+                     ccol__tcp *t, const char *addr, int port, bool hier,
+                     ccol__host_plan *plan, ccol__err *err)
 {
-    int64_t deadline = ccol__tcp_deadline(c->timeout_s);
+    rdv j = { .cfg = cfg, .id = &cfg->id, .shape = shape, .t = t,
+              .err = err };
+    int64_t deadline = ccol__tcp_deadline(cfg->timeout_s);
 
     memset(plan, 0, sizeof *plan);
-    if (c->size <= 1)
+    if (cfg->id.size <= 1)
         return CCOL_OK;
-    if (c->rank == 0)
-        return root(c, t, addr, port, deadline, hier, plan);
-    return joiner(c, t, addr, port, deadline, plan);
+    if (cfg->id.rank == 0)
+        return root(&j, addr, port, deadline, hier, plan);
+    return joiner(&j, addr, port, deadline, plan);
 }

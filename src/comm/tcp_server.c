@@ -95,7 +95,8 @@ typedef struct pend {
 } pend;
 
 typedef struct server {
-    ccol_comm *c;
+    const ccol__link_cfg *cfg; /* this rank: identity, deadline, token */
+    ccol__err *err;        /* where a failure is reported */
     int lfd;               /* listening socket */
     const char *where;     /* this side, for messages */
     bool *want;            /* per rank: expected here */
@@ -190,13 +191,14 @@ ccol__tcp_sanitize(char *s)
 /* Tells a peer why it is refused (a REFUSE frame with the status and
  * the reason) before closing, so its error names the cause. */
 void
-ccol__tcp_refuse(const ccol_comm *c, int fd, ccol_status st, const char *reason)
+ccol__tcp_refuse(const ccol__ident *id, int fd, ccol_status st,
+                 const char *reason)
 {
     uint64_t code = (uint64_t)(-(int64_t)st); /* the status, positive */
     uint8_t sink[4096];
     int err, budget = 16;
 
-    (void)ccol__tcp_send_frame(c, fd, CCOL__K_REFUSE, code, reason,
+    (void)ccol__tcp_send_frame(id, fd, CCOL__K_REFUSE, code, reason,
                                strlen(reason), NULL, ccol__tcp_deadline(0.5),
                                &err);
     /* Closing a socket with unread input resets the connection, and a
@@ -258,18 +260,18 @@ static void
 log_refusal(server *s, const pend *p, const char *reason)
 {
     source *src = &s->src[p->src];
-    const ccol_comm *c = s->c;
+    const ccol__ident *id = &s->cfg->id;
 
     if (src->logged > LOG_PER_ADDR)
         return;
     if (src->logged++ < LOG_PER_ADDR)
         ccol__log(CCOL_LOG_WARN, "comm", "rank %d/%d: %s refused %s: %s",
-                  c->rank, c->size, s->where, p->addr, reason);
+                  id->rank, id->size, s->where, p->addr, reason);
     else
         ccol__log(CCOL_LOG_WARN, "comm",
                   "rank %d/%d: %s: more connections from %s refused; "
                   "counted, not logged",
-                  c->rank, c->size, s->where, src->ip);
+                  id->rank, id->size, s->where, src->ip);
 }
 
 /* Refuses pending connection i (kind k) and forgets it: logs it, counts
@@ -289,7 +291,7 @@ pend_refuse(server *s, int i, refusal k, const char *reason)
         s->src[p->src].refused++;
     }
     if (k != R_CLOSED)
-        ccol__tcp_refuse(s->c, p->fd, st, reason);
+        ccol__tcp_refuse(&s->cfg->id, p->fd, st, reason);
     pend_remove(s, i);
 }
 
@@ -304,16 +306,16 @@ fail_all(server *s, ccol_status st, const char *fmt, ...)
     va_list ap;
 
     va_start(ap, fmt);
-    ccol__vseterr(&s->c->err, st, fmt, ap);
+    ccol__vseterr(s->err, st, fmt, ap);
     va_end(ap);
     while (s->np > 0) {
-        ccol__tcp_refuse(s->c, s->p[0].fd, st, s->c->err.msg);
+        ccol__tcp_refuse(&s->cfg->id, s->p[0].fd, st, s->err->msg);
         pend_remove(s, 0);
     }
-    for (int r = 0; r < s->c->size; r++) {
+    for (int r = 0; r < s->cfg->id.size; r++) {
         if (s->m[r].fd < 0)
             continue;
-        ccol__tcp_refuse(s->c, s->m[r].fd, st, s->c->err.msg);
+        ccol__tcp_refuse(&s->cfg->id, s->m[r].fd, st, s->err->msg);
         close(s->m[r].fd);
         s->m[r].fd = -1;
     }
@@ -359,7 +361,7 @@ pend_open(server *s, int fd, int src, const char *ip, int port)
         return fail_all(s, CCOL_ERR_IO,
                         "%s: no random bytes for a challenge: %s",
                         s->where, strerror(errno));
-    if (ccol__tcp_send_frame(s->c, fd, CCOL__K_CHALLENGE, 0, p->nonce,
+    if (ccol__tcp_send_frame(&s->cfg->id, fd, CCOL__K_CHALLENGE, 0, p->nonce,
                              CCOL__TCP_NONCE, NULL, ccol__tcp_deadline(1.0),
                              &err) != CCOL__IO_OK)
         pend_refuse(s, s->np - 1, R_CLOSED, "went away before its challenge");
@@ -565,34 +567,34 @@ static verdict
 check_member(server *s, const pend *p, const ccol__tcp_hello *h, char *out,
              size_t len)
 {
-    const ccol_comm *c = s->c;
+    const ccol__ident *id = &s->cfg->id;
     const ccol__tcp_member *m;
 
     if (p->h.from != h->rank)
         return say(V_REFUSE, out, len,
                    "its frame says rank %" PRIu32 ", its HELLO rank %" PRIu32,
                    p->h.from, h->rank);
-    if (p->h.comm_id != c->comm_id)
+    if (p->h.comm_id != id->comm_id)
         return say(V_REFUSE, out, len,
                    "communicator id %016" PRIx64 " differs from %016" PRIx64
                    " (%s): do all ranks name rank 0 by the same address "
                    "and port?",
-                   p->h.comm_id, c->comm_id, s->where);
-    if (h->size != (uint32_t)c->size)
+                   p->h.comm_id, id->comm_id, s->where);
+    if (h->size != (uint32_t)id->size)
         return say(V_FATAL, out, len,
                    "rank %" PRIu32 " says the world size is %" PRIu32
                    ", rank %d says %d",
-                   h->rank, h->size, c->rank, c->size);
-    if (h->rank >= (uint32_t)c->size || h->rank == (uint32_t)c->rank)
+                   h->rank, h->size, id->rank, id->size);
+    if (h->rank >= (uint32_t)id->size || h->rank == (uint32_t)id->rank)
         return say(V_FATAL, out, len,
                    "rank %" PRIu32 " (pid %" PRIu32 " on %s, %s) is not a "
                    "rank another process may claim in a world of %d",
-                   h->rank, h->pid, h->host, p->addr, c->size);
+                   h->rank, h->pid, h->host, p->addr, id->size);
     if (!s->want[h->rank])
         return say(V_REFUSE, out, len,
                    "rank %" PRIu32 " is not a child of "
                    "rank %d in the tree",
-                   h->rank, c->rank);
+                   h->rank, id->rank);
     m = &s->m[h->rank];
     if (m->fd >= 0)
         return say(V_FATAL, out, len,
@@ -619,7 +621,7 @@ check_hello(server *s, const pend *p, ccol__tcp_hello *h, char *out, size_t len)
     bad = ccol__tcp_hello_decode(pl, p->h.len, h);
     if (bad != NULL)
         return say(V_GARBAGE, out, len, "malformed HELLO: %s", bad);
-    ccol__tcp_mac(s->c, p->nonce, h->nonce, h->rank, mac);
+    ccol__tcp_mac(s->cfg->token_str, p->nonce, h->nonce, h->rank, mac);
     if (!ccol__ct_equal(mac, h->mac, CCOL__TCP_MAC))
         return say(V_TOKEN, out, len, "job token does not match (CCOL_TOKEN)");
     return check_member(s, p, h, out, len);
@@ -636,8 +638,9 @@ admit(server *s, int i, const ccol__tcp_hello *h)
     m->fd = p->fd;
     m->pid = h->pid;
     m->port = h->port;
-    m->hostkey = ccol__hier_host_key(h->host, m->host, sizeof m->host);
-    ccol__tcp_keys(s->c, p->nonce, h->nonce, h->rank, true, &m->key);
+    m->hostkey = ccol__host_key(h->host, m->host, sizeof m->host);
+    ccol__tcp_keys(s->cfg->token_str, p->nonce, h->nonce, h->rank, true,
+                   &m->key);
     ccol__tcp_name(p->fd, true, m->ip, sizeof m->ip, &port);
     s->joined++;
     p->fd = -1;
@@ -675,7 +678,7 @@ static void
 list_missing(const server *s, char *out, size_t len)
 {
     size_t n = 0;
-    int count = 0, size = s->c->size;
+    int count = 0, size = s->cfg->id.size;
 
     out[0] = '\0';
     for (int r = 0; r < size && n + 16 < len; r++) {
@@ -773,7 +776,7 @@ drain_backlog(server *s, ccol_status st)
 
         if (fd < 0)
             return;
-        ccol__tcp_refuse(s->c, fd, st, s->c->err.msg);
+        ccol__tcp_refuse(&s->cfg->id, fd, st, s->err->msg);
         close(fd);
     }
 }
@@ -793,7 +796,7 @@ serve_timeout(server *s)
     st = fail_all(s, CCOL_ERR_TIMEOUT,
                   "%s: rendezvous timed out after %.1f s: rank(s) %s did "
                   "not join (%d of %d joined)%s%s%s%s",
-                  s->where, s->c->timeout_s, missing, s->joined, s->nwant,
+                  s->where, s->cfg->timeout_s, missing, s->joined, s->nwant,
                   refused[0] ? "; " : "", refused, s->notes[0] ? "; " : "",
                   s->notes);
     drain_backlog(s, st);
@@ -853,14 +856,16 @@ serve_loop(server *s)
 
 /* The ranks this server waits for and its pending-connection slots. */
 static ccol_status
-server_init(server *s, ccol_comm *c, const int *ranks, int n)
+server_init(server *s, const int *ranks, int n)
 {
-    for (int r = 0; r < c->size; r++)
+    int size = s->cfg->id.size;
+
+    for (int r = 0; r < size; r++)
         s->m[r].fd = -1;
-    s->want = calloc((size_t)c->size, sizeof *s->want);
+    s->want = calloc((size_t)size, sizeof *s->want);
     s->p = calloc(PEND_MAX, sizeof *s->p);
     if (s->want == NULL || s->p == NULL)
-        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY,
+        return ccol__seterr(s->err, CCOL_ERR_NO_MEMORY,
                             "%s: out of memory for the rendezvous", s->where);
     for (int i = 0; i < n; i++)
         s->want[ranks[i]] = true;
@@ -878,7 +883,7 @@ server_done(server *s, ccol_status st)
     if (st == CCOL_OK)
         count_left(s);
     while (s->p != NULL && s->np > 0) {
-        ccol__tcp_refuse(s->c, s->p[0].fd, CCOL_ERR_PEER,
+        ccol__tcp_refuse(&s->cfg->id, s->p[0].fd, CCOL_ERR_PEER,
                          "the rendezvous is over");
         pend_remove(s, 0);
     }
@@ -886,25 +891,27 @@ server_done(server *s, ccol_status st)
     if (refused[0] != '\0')
         ccol__log(CCOL_LOG_WARN, "comm", "rank %d/%d: %s: %s during the "
                   "rendezvous",
-                  s->c->rank, s->c->size, s->where, refused);
+                  s->cfg->id.rank, s->cfg->id.size, s->where, refused);
 }
 
 /* Runs one rendezvous server on an already listening socket: rank 0
  * admitting the whole job, or a tree parent admitting its children. */
 ccol_status
-ccol__tcp_serve(ccol_comm *c, int lfd, const int *ranks, int n,
-                const char *where, int64_t deadline, ccol__tcp_member *m)
+ccol__tcp_serve(const ccol__link_cfg *cfg, int lfd, const int *ranks, int n,
+                const char *where, int64_t deadline, ccol__tcp_member *m,
+                ccol__err *err)
 {
     server s;
     ccol_status st;
 
     memset(&s, 0, sizeof s);
-    s.c = c;
+    s.cfg = cfg;
+    s.err = err;
     s.lfd = lfd;
     s.where = where;
     s.deadline = deadline;
     s.m = m;
-    st = server_init(&s, c, ranks, n);
+    st = server_init(&s, ranks, n);
     if (st == CCOL_OK)
         st = serve_loop(&s);
     server_done(&s, st);

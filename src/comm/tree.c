@@ -13,8 +13,9 @@
  * O(log n) hops. Every subtree holds consecutive ranks (a node's children
  * start the k runs its own run is cut into), so a node that folds its
  * contribution with its children's in child order folds in rank order:
- * join_reduce is a rank-ordered reduction on every shape. A failure seen anywhere travels up as ERRUP and comes back
- * down as one ABORT, so every live rank reports the same message.
+ * join_reduce is a rank-ordered reduction on every shape. A failure seen
+ * anywhere travels up as ERRUP and comes back down as one ABORT, so every
+ * live rank reports the same message.
  *
  * Deadlines: an operation's deadline starts when the first rank entered it
  * (ranks carry their wall-clock start in every frame), so rank 0 gives up on
@@ -22,7 +23,9 @@
  * their reports agree. Parents wait an extra grace per tree level below a
  * child so that ERRUP reports from deep subtrees arrive first.
  */
-#include "comm.h"
+#include "tree.h"
+
+#include "fault.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -31,7 +34,7 @@
 
 /* One operation in progress on this rank. */
 typedef struct run {
-    ccol_comm *c;
+    const ccol__engine *e;
     ccol__coll *op;
     int64_t started_wall;  /* our wall clock at start */
     int64_t started_mono;  /* our monotonic clock at start */
@@ -42,145 +45,31 @@ typedef struct run {
     char what[CCOL__WHAT_MAX]; /* "label (allgatherv #3)", see what_of() */
 } run;
 
+/* The rank messages name for rank x. */
+static int
+gr(const run *r, int x)
+{
+    return ccol__id_gr(r->e->id, x);
+}
+
 /* The per-operation deadline in nanoseconds. */
 static int64_t
-timeout_ns(const ccol_comm *c)
+timeout_ns(const run *r)
 {
-    return (int64_t)(c->timeout_s * 1e9);
+    return (int64_t)(r->op->timeout_s * 1e9);
 }
 
 /* Extra wait per tree level so reports from below arrive before a parent
  * gives up: 10% of the timeout, between 0.2 s and 2 s. */
 static int64_t
-grace_ns(const ccol_comm *c)
+grace_ns(const run *r)
 {
-    int64_t g = timeout_ns(c) / 10;
+    int64_t g = timeout_ns(r) / 10;
     if (g < 200000000)
         g = 200000000;
     if (g > 2000000000)
         g = 2000000000;
     return g;
-}
-
-/* Children per node of a tree over n nodes: every other node below the
- * root up to the threshold (a star), `fanout` above it. */
-static int
-tree_k(int n, int threshold, int fanout)
-{
-    if (n <= threshold)
-        return n > 1 ? n - 1 : 1;
-    return fanout;
-}
-
-/* The runs below a node whose subtree is [lo, lo + len): [lo + 1, lo +
- * len) cut into min(k, len - 1) consecutive runs, the first ones one
- * longer when it does not divide evenly. Returns the length of run j. */
-static int
-run_len(int len, int k, int j)
-{
-    int m = len - 1, c = m < k ? m : k;
-
-    return m / c + (j < m % c ? 1 : 0);
-}
-
-/* Walks from the root to node i: its parent (-1 for the root) and the
- * length of its subtree's run. */
-static void
-locate(int n, int k, int i, int *parent, int *len)
-{
-    int lo = 0, ln = n;
-
-    *parent = -1;
-    while (lo != i) {
-        int at = lo + 1, c = ln - 1 < k ? ln - 1 : k;
-        for (int j = 0; j < c; j++) {
-            int cl = run_len(ln, k, j);
-            if (i < at + cl) {
-                *parent = lo;
-                lo = at;
-                ln = cl;
-                break;
-            }
-            at += cl;
-        }
-    }
-    *len = ln;
-}
-
-/* Height of a subtree of `len` nodes (a leaf is 0): its longest run is
- * the first. */
-static int
-run_height(int len, int k)
-{
-    int h = 0;
-
-    for (; len > 1; h++)
-        len = run_len(len, k, 0);
-    return h;
-}
-
-int
-ccol__tree_height(int n, int threshold, int fanout, int i)
-{
-    int parent, len, k = tree_k(n, threshold, fanout);
-
-    locate(n, k, i, &parent, &len);
-    return run_height(len, k);
-}
-
-int
-ccol__tree_parent(int n, int threshold, int fanout, int i)
-{
-    int parent, len;
-
-    locate(n, tree_k(n, threshold, fanout), i, &parent, &len);
-    return parent;
-}
-
-int
-ccol__tree_children(int n, int threshold, int fanout, int i, int *out)
-{
-    int parent, len, k = tree_k(n, threshold, fanout), at = i + 1, c;
-
-    locate(n, k, i, &parent, &len);
-    c = len - 1 < k ? len - 1 : k;
-    for (int j = 0; j < c; j++) {
-        if (out != NULL)
-            out[j] = at;
-        at += run_len(len, k, j);
-    }
-    return c;
-}
-
-/* Height of the subtree rooted at `r` (a leaf is 0). */
-static int
-subtree_height(const ccol_comm *c, int r)
-{
-    if (c->heights != NULL)
-        return c->heights[r];
-    return ccol__tree_height(c->size, c->threshold, c->fanout, r);
-}
-
-/* The shape only depends on size, threshold and fanout, which every rank
- * must share (checked at join). */
-ccol_status
-ccol__tree_setup(ccol_comm *c)
-{
-    int n = ccol__tree_children(c->size, c->threshold, c->fanout, c->rank,
-                                NULL);
-
-    free(c->children);
-    c->children = NULL;
-    c->nchildren = 0;
-    c->parent = ccol__tree_parent(c->size, c->threshold, c->fanout, c->rank);
-    if (n == 0)
-        return CCOL_OK;
-    c->children = calloc((size_t)n, sizeof *c->children);
-    if (c->children == NULL)
-        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
-    c->nchildren = ccol__tree_children(c->size, c->threshold, c->fanout,
-                                       c->rank, c->children);
-    return CCOL_OK;
 }
 
 /* "label (allgatherv #3)", formatted on first use: only failures need
@@ -189,22 +78,21 @@ ccol__tree_setup(ccol_comm *c)
 static const char *
 what_of(run *r)
 {
-    ccol_comm *c = r->c;
     if (r->what[0] == '\0')
-        ccol__op_describe_labeled(r->op->op, r->op->arg, c->seq, c->label,
-                                  r->what, sizeof r->what);
+        ccol__op_describe_labeled(r->op->op, r->op->arg, r->op->seq,
+                                  r->op->label, r->what, sizeof r->what);
     return r->what;
 }
 
 /* Says what rank `peer` was last seen doing, for timeout messages. */
 static void
-describe_seen(const ccol_comm *c, int peer, char *out, size_t n)
+describe_seen(const ccol__engine *e, int peer, char *out, size_t n)
 {
-    const ccol__seen *s = &c->seen[peer];
+    const ccol__seen *s = &e->seen[peer];
     char d[CCOL__WHAT_MAX];
     /* the slots saw every rank more recently than any frame did */
-    if (c->slots_seen.any && (!s->any || c->slots_seen.seq > s->seq))
-        s = &c->slots_seen;
+    if (e->slots_seen->any && (!s->any || e->slots_seen->seq > s->seq))
+        s = e->slots_seen;
     if (!s->any) {
         snprintf(out, n, "never heard from");
         return;
@@ -215,22 +103,26 @@ describe_seen(const ccol_comm *c, int peer, char *out, size_t n)
 }
 
 /* Encodes and sends one frame of this operation; injected faults apply
- * here, so every frame the engine sends can be dropped or damaged. */
+ * here, so every frame the engine sends can be dropped or damaged. A
+ * failure goes to err. */
 static ccol_status
-send_frame(ccol_comm *c, int peer, uint16_t kind, const ccol__coll *op,
-           int64_t started, const void *payload, size_t len)
+send_frame(const run *r, int peer, uint16_t kind, const void *payload,
+           size_t len, ccol__err *err)
 {
+    const ccol__coll *op = r->op;
     ccol__hdr h;
     size_t flen;
     uint8_t *f;
     ccol_status st;
 
-    ccol__hdr_init(c, &h, kind, op->op, op->arg, started);
+    ccol__hdr_init(&h, r->e->id, kind, op->op, op->seq, op->arg,
+                   r->started_wall, op->label, op->label_len);
     f = ccol__frame_encode(&h, payload, len, &flen);
     if (f == NULL)
-        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY,
+        return ccol__seterr(err, CCOL_ERR_NO_MEMORY,
                             "out of memory encoding a %zu-byte frame", len);
-    st = ccol__fault_send(c, peer, f, flen);
+    st = ccol__fault_send(r->e->link, peer, f, flen, op->seq, op->timeout_s,
+                          err);
     free(f);
     return st;
 }
@@ -250,68 +142,56 @@ encode_error(ccol_status code, const char *text, size_t *len)
     return ccol__buf_take(&b, len);
 }
 
-/* Decodes an error report into c->err; bad bytes are a PEER error. */
+/* Decodes an error report into the engine's record; bad bytes are a PEER
+ * error. */
 static ccol_status
-decode_error(ccol_comm *c, int from, const ccol__msg *m)
+decode_error(const run *r, int from, const ccol__msg *m)
 {
+    ccol__err *err = r->e->err;
+
     if (m->h.len < 4)
-        return ccol__seterr(&c->err, CCOL_ERR_PEER,
-                            "rank %d sent a malformed failure report", from);
-    ccol__err_from_peer(&c->err, (int32_t)ccol__ld32(m->payload),
+        return ccol__seterr(err, CCOL_ERR_PEER,
+                            "rank %d sent a malformed failure report",
+                            gr(r, from));
+    ccol__err_from_peer(err, (int32_t)ccol__ld32(m->payload),
                         (const char *)m->payload + 4, m->h.len - 4);
-    return c->err.code;
+    return err->code;
 }
 
 /* Remembers what a rank last sent, for later timeout messages ("last
  * seen in ..."). */
 static void
-note_seen(ccol_comm *c, int from, const ccol__hdr *h)
+note_seen(const run *r, int from, const ccol__hdr *h)
 {
-    ccol__seen_note(&c->seen[from], h->op, h->seq, h->arg, h->label);
+    ccol__seen_note(&r->e->seen[from], h->op, h->seq, h->arg, h->label);
 }
 
 /* Checks that a child's UP frame belongs to this very operation. */
 static ccol_status
 check_same_op(run *r, int from, const ccol__hdr *h)
 {
-    ccol_comm *c = r->c;
     char th_full[CCOL__WHAT_MAX];
 
-    if (h->seq == c->seq && h->op == r->op->op && h->arg == r->op->arg)
+    if (h->seq == r->op->seq && h->op == r->op->op && h->arg == r->op->arg)
         return CCOL_OK;
     ccol__op_describe_labeled(h->op, h->arg, h->seq, h->label, th_full,
                               sizeof th_full);
-    return ccol__seterr(&c->err, CCOL_ERR_DIVERGED,
+    return ccol__seterr(r->e->err, CCOL_ERR_DIVERGED,
                         "ranks diverged: rank %d is in %s while rank %d is "
                         "in %s",
-                        from, th_full, c->rank, what_of(r));
+                        gr(r, from), th_full, gr(r, r->e->id->rank),
+                        what_of(r));
 }
 
 /* Index of a rank among this rank's children, -1 when it is not one
  * (a frame from it is unexpected). */
 static int
-child_index(const ccol_comm *c, int rank)
+child_index(const ccol__shape *s, int rank)
 {
-    for (int i = 0; i < c->nchildren; i++)
-        if (c->children[i] == rank)
+    for (int i = 0; i < s->nchildren; i++)
+        if (s->children[i] == rank)
             return i;
     return -1;
-}
-
-int64_t
-ccol__skewed_deadline(int64_t deadline, int64_t mono, int64_t wall,
-                      int64_t peer_wall, int64_t t)
-{
-    /* unsigned: a peer's clock may say anything, and the difference must
-     * not overflow */
-    uint64_t back = (uint64_t)wall - (uint64_t)peer_wall;
-    int64_t d;
-
-    if (peer_wall >= wall)
-        return deadline;
-    d = back > (uint64_t)(t - t / 4) ? mono + t / 4
-                                      : mono + t - (int64_t)back;
-    return d < deadline ? d : deadline;
 }
 
 /* Deadline for children: T after the earliest start we know of, but no
@@ -321,33 +201,31 @@ adjust_deadline(run *r, int64_t child_started)
 {
     r->deadline = ccol__skewed_deadline(r->deadline, r->started_mono,
                                         r->started_wall, child_started,
-                                        timeout_ns(r->c));
+                                        timeout_ns(r));
 }
 
 /* Handles one frame from a child during the up phase. */
 static ccol_status
 take_child_frame(run *r, int from, ccol__msg *m)
 {
-    ccol_comm *c = r->c;
-    int i = child_index(c, from);
+    int i = child_index(r->e->shape, from);
     ccol_status st;
 
     if (i >= 0 && m->h.kind == CCOL__K_ERRUP) {
         /* Also from a child that already sent its part: it failed (was
          * interrupted) while it waited for the result. */
-        note_seen(c, from, &m->h);
-        return decode_error(c, from, m);
+        note_seen(r, from, &m->h);
+        return decode_error(r, from, m);
     }
-    if (i < 0 || r->arrived[i]) {
-        return ccol__seterr(&c->err, CCOL_ERR_PEER,
+    if (i < 0 || r->arrived[i])
+        return ccol__seterr(r->e->err, CCOL_ERR_PEER,
                             "rank %d sent an unexpected frame during %s",
-                            from, what_of(r));
-    }
-    note_seen(c, from, &m->h);
+                            gr(r, from), what_of(r));
+    note_seen(r, from, &m->h);
     if (m->h.kind != CCOL__K_UP)
-        return ccol__seterr(&c->err, CCOL_ERR_PEER,
-                            "rank %d sent a frame of kind %u during %s", from,
-                            m->h.kind, what_of(r));
+        return ccol__seterr(r->e->err, CCOL_ERR_PEER,
+                            "rank %d sent a frame of kind %u during %s",
+                            gr(r, from), m->h.kind, what_of(r));
     st = check_same_op(r, from, &m->h);
     if (st != CCOL_OK)
         return st;
@@ -359,61 +237,66 @@ take_child_frame(run *r, int from, ccol__msg *m)
     return CCOL_OK;
 }
 
+/* A child that has not arrived (for ccol__missed). */
+static bool
+child_missing(const void *ud, int x)
+{
+    const run *r = ud;
+    int i = child_index(r->e->shape, x);
+
+    return i >= 0 && !r->arrived[i];
+}
+
+/* What follows a missing child's number: its subtree and what it was
+ * last seen doing. */
+static void
+child_seen(const void *ud, int x, char *out, size_t n)
+{
+    const run *r = ud;
+    char seen[CCOL__WHAT_MAX + 16];
+
+    describe_seen(r->e, x, seen, sizeof seen);
+    snprintf(out, n, "%s (%s)",
+             ccol__shape_height(r->e->shape, x) > 0
+                 ? " and the ranks below it"
+                 : "",
+             seen);
+}
+
 /* Names the children that did not arrive by the deadline. */
 static ccol_status
 report_missing(run *r)
 {
-    ccol_comm *c = r->c;
-    ccol__buf b = { 0 };
-    int nmiss = 0;
-
-    for (int i = 0; i < c->nchildren; i++) {
-        char seen[CCOL__WHAT_MAX + 16];
-        int ch = c->children[i];
-        if (r->arrived[i])
-            continue;
-        describe_seen(c, ch, seen, sizeof seen);
-        ccol__buf_printf(&b, "%s%d%s (%s)", nmiss ? ", " : "", ch,
-                         subtree_height(c, ch) > 0 ? " and the ranks below it"
-                                                   : "",
-                         seen);
-        nmiss++;
-    }
-    ccol__seterr(&c->err, CCOL_ERR_TIMEOUT,
-                 "%s timed out after %.3g s; missing %s: %s", what_of(r),
-                 c->timeout_s, nmiss == 1 ? "rank" : "ranks",
-                 b.p ? (char *)b.p : "?");
-    ccol__buf_free(&b);
-    return CCOL_ERR_TIMEOUT;
+    return ccol__missed(r->e->err, r->e->id, what_of(r), r->op->timeout_s,
+                        child_missing, child_seen, r);
 }
 
 /* This rank's wait was cut by its caller's interrupt hook: what every
  * other rank is told (a PEER failure naming this rank, never a timeout,
  * which would name ranks that were not late for a time that did not
- * pass). run_op says INTERRUPTED to this rank's own caller. */
+ * pass). The communicator says INTERRUPTED to this rank's own caller. */
 static ccol_status
 report_interrupted(run *r)
 {
-    return ccol__seterr(&r->c->err, CCOL_ERR_PEER,
+    return ccol__seterr(r->e->err, CCOL_ERR_PEER,
                         "rank %d was interrupted by its caller during %s "
                         "and left the job",
-                        r->c->rank, what_of(r));
+                        gr(r, r->e->id->rank), what_of(r));
 }
 
-/* Sends this rank's failure (c->err) up to its parent as ERRUP; the root
- * turns it into the ABORT everyone gets. */
+/* Sends this rank's failure up to its parent as ERRUP; the root turns it
+ * into the ABORT everyone gets. A failure to send it is dropped: the
+ * parent will time out on this rank instead. */
 static void
 send_errup(run *r)
 {
-    ccol_comm *c = r->c;
+    ccol__err dropped;
     size_t len;
-    uint8_t *pl = encode_error(c->err.code, c->err.msg, &len);
-    ccol__err saved = c->err;
+    uint8_t *pl = encode_error(r->e->err->code, r->e->err->msg, &len);
 
     if (pl != NULL)
-        send_frame(c, c->parent, CCOL__K_ERRUP, r->op, r->started_wall, pl,
-                   len);
-    c->err = saved;
+        send_frame(r, r->e->shape->parent, CCOL__K_ERRUP, pl, len,
+                   &dropped);
     free(pl);
 }
 
@@ -425,21 +308,22 @@ send_errup(run *r)
 static ccol_status
 drain_children(run *r)
 {
-    ccol_comm *c = r->c;
+    const ccol__shape *s = r->e->shape;
+    ccol__link *l = r->e->link;
     int from = -1;
     ccol__msg m = { 0 };
-    ccol__err saved = c->err;
+    ccol__err got;
     ccol_status st;
 
-    if (c->nchildren == 0)
+    if (s->nchildren == 0)
         return CCOL_OK;
-    st = c->ops->recv(c, c->children, c->nchildren, 0, &from, &m);
-    if (st == CCOL_ERR_TIMEOUT) {
-        c->err = saved; /* nothing pending: the usual case */
-        return CCOL_OK;
-    }
+    st = l->ops->recv(l, s->children, s->nchildren, 0, &from, &m, &got);
+    if (st == CCOL_ERR_TIMEOUT)
+        return CCOL_OK; /* nothing pending: the usual case */
     if (st == CCOL_OK)
         st = take_child_frame(r, from, &m);
+    else
+        *r->e->err = got;
     free(m.payload);
     return st;
 }
@@ -448,14 +332,14 @@ drain_children(run *r)
 static int64_t
 gather_deadline(const run *r)
 {
-    const ccol_comm *c = r->c;
+    const ccol__shape *s = r->e->shape;
     int h = 0;
-    for (int i = 0; i < c->nchildren; i++) {
-        int ch = subtree_height(c, c->children[i]);
+    for (int i = 0; i < s->nchildren; i++) {
+        int ch = ccol__shape_height(s, s->children[i]);
         if (!r->arrived[i] && ch > h)
             h = ch;
     }
-    return r->deadline + h * grace_ns(c);
+    return r->deadline + h * grace_ns(r);
 }
 
 /* Receives one frame per child until all arrived, a failure, or the
@@ -464,21 +348,23 @@ gather_deadline(const run *r)
 static ccol_status
 gather_children(run *r)
 {
-    ccol_comm *c = r->c;
-    int *want = calloc((size_t)c->nchildren, sizeof *want);
+    const ccol__shape *s = r->e->shape;
+    ccol__link *l = r->e->link;
+    int *want = calloc((size_t)s->nchildren + 1, sizeof *want);
     ccol_status st = CCOL_OK;
 
     if (want == NULL)
-        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
+        return ccol__seterr(r->e->err, CCOL_ERR_NO_MEMORY, "out of memory");
     for (;;) {
         int n = 0, from = -1;
         ccol__msg m = { 0 };
-        for (int i = 0; i < c->nchildren; i++)
+        for (int i = 0; i < s->nchildren; i++)
             if (!r->arrived[i])
-                want[n++] = c->children[i];
+                want[n++] = s->children[i];
         if (n == 0)
             break;
-        st = c->ops->recv(c, want, n, gather_deadline(r), &from, &m);
+        st = l->ops->recv(l, want, n, gather_deadline(r), &from, &m,
+                          r->e->err);
         if (st == CCOL_ERR_TIMEOUT) {
             st = ccol__intr_hit() ? report_interrupted(r) : report_missing(r);
             break;
@@ -498,14 +384,14 @@ static ccol_status
 concat_up(run *r, uint8_t **out, size_t *len)
 {
     ccol__buf b = { 0 };
-    ccol__buf_u32(&b, (uint32_t)r->c->rank);
+    ccol__buf_u32(&b, (uint32_t)r->e->id->rank);
     ccol__buf_u32(&b, (uint32_t)r->op->len);
     ccol__buf_put(&b, r->op->data, r->op->len);
-    for (int i = 0; i < r->c->nchildren; i++)
+    for (int i = 0; i < r->e->shape->nchildren; i++)
         ccol__buf_put(&b, r->child_pl[i], r->child_len[i]);
     if (b.oom) {
         ccol__buf_free(&b);
-        return ccol__seterr(&r->c->err, CCOL_ERR_NO_MEMORY, "out of memory");
+        return ccol__seterr(r->e->err, CCOL_ERR_NO_MEMORY, "out of memory");
     }
     *out = ccol__buf_take(&b, len);
     return CCOL_OK;
@@ -515,17 +401,18 @@ concat_up(run *r, uint8_t **out, size_t *len)
 static ccol_status
 join_up(run *r, uint8_t **out, size_t *len)
 {
-    ccol_comm *c = r->c;
+    const ccol__shape *s = r->e->shape;
     uint8_t *acc = NULL;
     size_t alen = r->op->len;
 
     if (alen > 0) {
         acc = malloc(alen);
         if (acc == NULL)
-            return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
+            return ccol__seterr(r->e->err, CCOL_ERR_NO_MEMORY,
+                                "out of memory");
         memcpy(acc, r->op->data, alen);
     }
-    for (int i = 0; i < c->nchildren; i++) {
+    for (int i = 0; i < s->nchildren; i++) {
         void *next = NULL;
         size_t nlen = 0;
         ccol_status st = r->op->combine(r->op->combine_ud, acc, alen,
@@ -533,11 +420,11 @@ join_up(run *r, uint8_t **out, size_t *len)
                                         &next, &nlen);
         free(acc);
         if (st != CCOL_OK)
-            return ccol__seterr(&c->err, st == CCOL_ERR_NO_MEMORY ? st
-                                                                  : CCOL_ERR_PEER,
+            return ccol__seterr(r->e->err,
+                                st == CCOL_ERR_NO_MEMORY ? st : CCOL_ERR_PEER,
                                 "%s: combining the contribution of rank %d's "
                                 "subtree failed (%s)",
-                                what_of(r), c->children[i],
+                                what_of(r), gr(r, s->children[i]),
                                 ccol_status_name(st));
         acc = next;
         alen = nlen;
@@ -552,18 +439,17 @@ static ccol_status
 split_concat(run *r, const uint8_t *p, size_t len, const uint8_t **blobs,
              size_t *lens)
 {
-    ccol_comm *c = r->c;
+    int size = r->e->id->size, count = 0;
     ccol__rd rd;
-    bool *got = calloc((unsigned)c->size, sizeof *got);
-    int count = 0;
+    bool *got = calloc((unsigned)size, sizeof *got);
 
     if (got == NULL)
-        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
+        return ccol__seterr(r->e->err, CCOL_ERR_NO_MEMORY, "out of memory");
     ccol__rd_init(&rd, p, len);
-    while (ccol__rd_left(&rd) > 0 && count <= c->size) {
+    while (ccol__rd_left(&rd) > 0 && count <= size) {
         uint32_t rank = ccol__rd_u32(&rd), n = ccol__rd_u32(&rd);
         const uint8_t *b = ccol__rd_bytes(&rd, n);
-        if (!ccol__rd_ok(&rd) || rank >= (uint32_t)c->size || got[rank])
+        if (!ccol__rd_ok(&rd) || rank >= (uint32_t)size || got[rank])
             break;
         got[rank] = true;
         blobs[rank] = b;
@@ -571,11 +457,11 @@ split_concat(run *r, const uint8_t *p, size_t len, const uint8_t **blobs,
         count++;
     }
     free(got);
-    if (count != c->size || !ccol__rd_ok(&rd) || ccol__rd_left(&rd) != 0)
-        return ccol__seterr(&c->err, CCOL_ERR_PEER,
+    if (count != size || !ccol__rd_ok(&rd) || ccol__rd_left(&rd) != 0)
+        return ccol__seterr(r->e->err, CCOL_ERR_PEER,
                             "%s: the gathered contributions are malformed "
                             "(%d of %d ranks decoded)",
-                            what_of(r), count, c->size);
+                            what_of(r), count, size);
     return CCOL_OK;
 }
 
@@ -583,7 +469,7 @@ split_concat(run *r, const uint8_t *p, size_t len, const uint8_t **blobs,
 static ccol_status
 finish_root(run *r, uint8_t *up, size_t uplen)
 {
-    ccol_comm *c = r->c;
+    int size = r->e->id->size;
     const uint8_t **blobs;
     size_t *lens;
     ccol_status st;
@@ -593,15 +479,15 @@ finish_root(run *r, uint8_t *up, size_t uplen)
         r->op->result_len = uplen;
         return CCOL_OK;
     }
-    blobs = calloc((unsigned)c->size, sizeof *blobs);
-    lens = calloc((unsigned)c->size, sizeof *lens);
+    blobs = calloc((unsigned)size, sizeof *blobs);
+    lens = calloc((unsigned)size, sizeof *lens);
     if (blobs == NULL || lens == NULL)
-        st = ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
+        st = ccol__seterr(r->e->err, CCOL_ERR_NO_MEMORY, "out of memory");
     else
         st = split_concat(r, up, uplen, blobs, lens);
     if (st == CCOL_OK)
-        st = r->op->finish(c, r->op->finish_ud, blobs, lens, &r->op->result,
-                           &r->op->result_len);
+        st = r->op->finish(r->op->finish_ud, size, blobs, lens,
+                           &r->op->result, &r->op->result_len, r->e->err);
     free(blobs);
     free(lens);
     free(up);
@@ -613,103 +499,124 @@ finish_root(run *r, uint8_t *up, size_t uplen)
 static void
 send_down(run *r, bool ok)
 {
-    ccol_comm *c = r->c;
+    const ccol__shape *s = r->e->shape;
     uint8_t *pl = NULL;
     size_t len = 0;
     uint16_t kind = ok ? CCOL__K_DOWN : CCOL__K_ABORT;
-    ccol__err saved = c->err;
 
     if (!ok)
-        pl = encode_error(c->err.code, c->err.msg, &len);
-    for (int i = 0; i < c->nchildren; i++) {
+        pl = encode_error(r->e->err->code, r->e->err->msg, &len);
+    for (int i = 0; i < s->nchildren; i++) {
+        ccol__err lost;
         const void *p = ok ? r->op->result : pl;
         size_t n = ok ? r->op->result_len : len;
-        if (send_frame(c, c->children[i], kind, r->op, r->started_wall, p,
-                       n) != CCOL_OK)
-            ccol__log(CCOL_LOG_DEBUG, "comm", "rank %d/%d: %s", c->rank,
-                      c->size, c->err.msg);
+        if (send_frame(r, s->children[i], kind, p, n, &lost) != CCOL_OK)
+            ccol__log(CCOL_LOG_DEBUG, "comm", "rank %d/%d: %s",
+                      gr(r, r->e->id->rank), r->e->id->size, lost.msg);
     }
-    c->err = saved;
     free(pl);
 }
 
-/* Non-root: waits until `deadline` for the DOWN or ABORT of this operation
- * from the parent. */
+/* Non-root: the parent did not answer in time. */
 static ccol_status
-await_down(run *r, int64_t deadline)
+report_no_reply(run *r)
 {
-    ccol_comm *c = r->c;
+    char seen[CCOL__WHAT_MAX + 16];
+    int parent = r->e->shape->parent;
+
+    describe_seen(r->e, parent, seen, sizeof seen);
+    return ccol__seterr(r->e->err, CCOL_ERR_TIMEOUT,
+                        "%s timed out after %.3g s: no reply from rank %d "
+                        "(%s); it is stalled, in another operation, or "
+                        "failed",
+                        what_of(r), r->op->timeout_s, gr(r, parent), seen);
+}
+
+/* Takes the parent's answer: the result, its ABORT, or a wrong frame. */
+static ccol_status
+take_down(run *r, int from, ccol__msg *m)
+{
+    ccol_status st = CCOL_OK;
+
+    note_seen(r, from, &m->h);
+    if (m->h.kind == CCOL__K_ABORT && m->h.seq == r->op->seq)
+        st = decode_error(r, from, m);
+    else if (m->h.kind != CCOL__K_DOWN || m->h.seq != r->op->seq ||
+             m->h.op != r->op->op)
+        st = ccol__seterr(r->e->err, CCOL_ERR_PEER,
+                          "rank %d answered %s with a frame of kind %u for "
+                          "%s #%" PRIu64,
+                          gr(r, from), what_of(r), m->h.kind,
+                          ccol__op_name(m->h.op), m->h.seq);
+    if (st == CCOL_OK) {
+        r->op->result = m->payload;
+        r->op->result_len = m->h.len;
+        m->payload = NULL;
+    }
+    return st;
+}
+
+/* Non-root: waits until `deadline` for the DOWN or ABORT of this operation
+ * from the parent, with its failures going to err. */
+static ccol_status
+await_down(run *r, int64_t deadline, ccol__err *err)
+{
+    ccol__link *l = r->e->link;
     int from = -1;
     ccol__msg m = { 0 };
     ccol_status st;
 
-    st = c->ops->recv(c, &c->parent, 1, deadline, &from, &m);
+    st = l->ops->recv(l, &r->e->shape->parent, 1, deadline, &from, &m, err);
     if (st == CCOL_ERR_TIMEOUT && ccol__intr_hit()) {
         /* Our part went up already: the parent must hear we left. */
         st = report_interrupted(r);
         send_errup(r);
         return st;
     }
-    if (st == CCOL_ERR_TIMEOUT) {
-        char seen[CCOL__WHAT_MAX + 16];
-        describe_seen(c, c->parent, seen, sizeof seen);
-        return ccol__seterr(&c->err, CCOL_ERR_TIMEOUT,
-                            "%s timed out after %.3g s: no reply from rank %d "
-                            "(%s); it is stalled, in another operation, or "
-                            "failed",
-                            what_of(r), c->timeout_s, c->parent, seen);
-    }
-    if (st != CCOL_OK)
-        return st;
-    note_seen(c, from, &m.h);
-    if (m.h.kind == CCOL__K_ABORT && m.h.seq == c->seq)
-        st = decode_error(c, from, &m);
-    else if (m.h.kind != CCOL__K_DOWN || m.h.seq != c->seq ||
-             m.h.op != r->op->op)
-        st = ccol__seterr(&c->err, CCOL_ERR_PEER,
-                          "rank %d answered %s with a frame of kind %u for "
-                          "%s #%" PRIu64,
-                          from, what_of(r), m.h.kind, ccol__op_name(m.h.op),
-                          m.h.seq);
-    if (st == CCOL_OK) {
-        r->op->result = m.payload;
-        r->op->result_len = m.h.len;
-        m.payload = NULL;
-    }
+    if (st == CCOL_ERR_TIMEOUT)
+        return report_no_reply(r);
+    if (st == CCOL_OK)
+        st = take_down(r, from, &m);
     free(m.payload);
     return st;
+}
+
+/* Our contribution could not go up: the parent may have aborted this
+ * operation and left before it went out, and its ABORT explains why
+ * better than the send's failure (in `sent`). */
+static ccol_status
+explain_send_failure(run *r, const ccol__err *sent)
+{
+    ccol__err *err = r->e->err;
+    ccol_status st = await_down(r, ccol__now_ns(), err);
+
+    if (st != CCOL_ERR_TIMEOUT && st != CCOL_OK)
+        return st;
+    *err = *sent;
+    return sent->code;
 }
 
 /* The up phase on one rank: gather, merge, then send up or finish. */
 static ccol_status
 run_up(run *r)
 {
-    ccol_comm *c = r->c;
+    int parent = r->e->shape->parent;
     uint8_t *up = NULL;
     size_t uplen = 0;
+    ccol__err sent;
     ccol_status st = gather_children(r);
 
     if (st == CCOL_OK)
         st = r->op->mode == CCOL__UP_JOIN ? join_up(r, &up, &uplen)
                                           : concat_up(r, &up, &uplen);
-    if (st == CCOL_OK && c->parent < 0)
+    if (st == CCOL_OK && parent < 0)
         return finish_root(r, up, uplen);
     if (st == CCOL_OK) {
-        st = send_frame(c, c->parent, CCOL__K_UP, r->op, r->started_wall, up,
-                        uplen);
+        st = send_frame(r, parent, CCOL__K_UP, up, uplen, &sent);
         free(up);
-        if (st != CCOL_OK) {
-            /* The parent may have aborted this operation and left before
-             * our contribution went out: its ABORT explains why. */
-            ccol__err saved = c->err;
-            if (await_down(r, ccol__now_ns()) != CCOL_ERR_TIMEOUT &&
-                c->err.code != CCOL_OK)
-                return c->err.code;
-            c->err = saved;
-        }
-        return st;
+        return st == CCOL_OK ? st : explain_send_failure(r, &sent);
     }
-    if (c->parent >= 0)
+    if (parent >= 0)
         send_errup(r); /* rank 0 turns it into the ABORT everyone gets */
     return st;
 }
@@ -719,7 +626,7 @@ static void
 run_free(run *r)
 {
     if (r->child_pl != NULL)
-        for (int i = 0; i < r->c->nchildren; i++)
+        for (int i = 0; i < r->e->shape->nchildren; i++)
             free(r->child_pl[i]);
     free(r->child_pl);
     free(r->child_len);
@@ -729,30 +636,23 @@ run_free(run *r)
 /* Starts an operation's clocks (wall for frames, monotonic for
  * deadlines) and its per-child bookkeeping. */
 static ccol_status
-run_init(run *r, ccol_comm *c, ccol__coll *op)
+run_init(run *r, const ccol__engine *e, ccol__coll *op)
 {
-    size_t n = (size_t)(c->nchildren > 0 ? c->nchildren : 1);
+    int nc = e->shape->nchildren;
+    size_t n = (size_t)(nc > 0 ? nc : 1);
 
     memset(r, 0, sizeof *r);
-    r->c = c;
+    r->e = e;
     r->op = op;
     r->started_wall = ccol__wall_ns();
     r->started_mono = ccol__now_ns();
-    r->deadline = r->started_mono + timeout_ns(c);
+    r->deadline = r->started_mono + timeout_ns(r);
     r->child_pl = calloc(n, sizeof *r->child_pl);
     r->child_len = calloc(n, sizeof *r->child_len);
     r->arrived = calloc(n, sizeof *r->arrived);
     if (r->child_pl == NULL || r->child_len == NULL || r->arrived == NULL)
-        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
+        return ccol__seterr(e->err, CCOL_ERR_NO_MEMORY, "out of memory");
     return CCOL_OK;
-}
-
-ccol_status
-ccol__tree_run(ccol_comm *c, ccol__coll *op)
-{
-    c->seq++;
-    ccol__fault_on_op(c);
-    return ccol__tree_exec(c, op);
 }
 
 /* Up, then down: non-roots wait for the result (or ABORT) from their
@@ -760,36 +660,24 @@ ccol__tree_run(ccol_comm *c, ccol__coll *op)
  * 0's report reach everyone before they give up on it; nodes with children
  * forward the outcome, whatever it is. */
 ccol_status
-ccol__tree_exec(ccol_comm *c, ccol__coll *op)
+ccol__tree_exec(const ccol__engine *e, ccol__coll *op)
 {
     run r;
     ccol_status st;
 
     op->result = NULL;
     op->result_len = 0;
-    st = run_init(&r, c, op);
+    st = run_init(&r, e, op);
     if (st == CCOL_OK)
         st = run_up(&r);
-    if (st == CCOL_OK && c->parent >= 0)
-        st = await_down(&r, r.started_mono + timeout_ns(c) +
-                                (int64_t)(subtree_height(c, 0) + 2) *
-                                    grace_ns(c));
-    if (c->nchildren > 0)
+    if (st == CCOL_OK && e->shape->parent >= 0)
+        st = await_down(&r, r.started_mono + timeout_ns(&r) +
+                                (int64_t)(ccol__shape_height(e->shape, 0) +
+                                          2) *
+                                    grace_ns(&r),
+                        e->err);
+    if (e->shape->nchildren > 0)
         send_down(&r, st == CCOL_OK);
     run_free(&r);
-    return ccol__coll_end(c, op, st);
-}
-
-/* Shared by the tree and the shm slots, so both leave a failed
- * operation the same way. */
-ccol_status
-ccol__coll_end(ccol_comm *c, ccol__coll *op, ccol_status st)
-{
-    if (st != CCOL_OK) {
-        free(op->result);
-        op->result = NULL;
-        op->result_len = 0;
-        c->poisoned = true;
-    }
     return st;
 }

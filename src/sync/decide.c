@@ -159,28 +159,24 @@ explain_entry(const ccol_compile *c, const ccol__dyn_what *w, ccol__buf *b)
                           &c->x.wits, w, b);
 }
 
-/* Public API: one line from the lattice's explainer; the parsed name is
- * heap-allocated because it holds a source of up to 4096 bytes. */
+/* One line from the lattice's explainer into *out, failures into err;
+ * the parsed name is heap-allocated because it holds a source of up to
+ * 4096 bytes. */
 ccol_status
-ccol_compile_explain(ccol_compile *c, const char *what, char **out)
+ccol__compile_explain(ccol_compile *c, const char *what, char **out,
+                      ccol__err *err)
 {
-    ccol__dyn_what *w;
+    ccol__dyn_what *w = malloc(sizeof *w);
     ccol__buf b = { 0 };
     ccol_status st;
 
-    if (c == NULL)
-        return CCOL_ERR_INVALID_ARG;
-    st = ccol__sync_args(c->sync, "ccol_compile_explain", what, out);
-    if (st != CCOL_OK)
-        return st;
-    w = malloc(sizeof *w);
     if (w == NULL)
-        return ccol__seterr(&c->sync->err, CCOL_ERR_NO_MEMORY,
+        return ccol__seterr(err, CCOL_ERR_NO_MEMORY,
                             "ccol_compile_explain: no memory");
     st = ccol__dyn_what_parse(what, w);
     if (st != CCOL_OK) {
         free(w);
-        return ccol__seterr(&c->sync->err, st, "ccol_compile_explain: "
+        return ccol__seterr(err, st, "ccol_compile_explain: "
                             "cannot parse \"%s\" (want <source>.size(d), "
                             "<source>.stride(d) or <source>)",
                             CCOL__SHOW(what));
@@ -188,9 +184,23 @@ ccol_compile_explain(ccol_compile *c, const char *what, char **out)
     explain_entry(c, w, &b);
     free(w);
     if (!ccol__buf_give_str(&b, out))
-        return ccol__seterr(&c->sync->err, CCOL_ERR_NO_MEMORY,
+        return ccol__seterr(err, CCOL_ERR_NO_MEMORY,
                             "ccol_compile_explain: no memory");
     return CCOL_OK;
+}
+
+/* Public API: the explainer, failures on the sync handle. */
+ccol_status
+ccol_compile_explain(ccol_compile *c, const char *what, char **out)
+{
+    ccol_status st;
+
+    if (c == NULL)
+        return CCOL_ERR_INVALID_ARG;
+    st = ccol__sync_args(c->sync, "ccol_compile_explain", what, out);
+    if (st != CCOL_OK)
+        return st;
+    return ccol__compile_explain(c, what, out, &c->sync->err);
 }
 
 /* Public API: LocalState.render() of the persistent frame state. */

@@ -129,7 +129,7 @@ ccol__sync_trace_decision(ccol_compile *c, const char *source, char kind,
 {
     ccol_sync *s = c->sync;
     char what[CCOL__DYN_MAX_NAME + 32], *why = NULL;
-    ccol__err saved;
+    ccol__err dropped; /* explaining must not replace the last error */
 
     if (!ccol__trace_on(s->trace) || d == CCOL_STATIC ||
         c->phase != CCOL__PHASE_APPLIED)
@@ -139,10 +139,8 @@ ccol__sync_trace_decision(ccol_compile *c, const char *source, char kind,
     else
         snprintf(what, sizeof what, "%s.%s(%d)", source,
                  kind == 's' ? "size" : "stride", dim);
-    saved = s->err; /* explaining must not replace the last error */
-    if (ccol_compile_explain(c, what, &why) != CCOL_OK)
+    if (ccol__compile_explain(c, what, &why, &dropped) != CCOL_OK)
         why = NULL;
-    s->err = saved;
     ccol__trace_emit(s->trace, "decision",
                      "frame:s index:u what:s decision:s explain:s", c->code_id,
                      c->index, what,

@@ -82,7 +82,7 @@ static void
 bench_share(const ccol_comm *comm, size_t n, ccol_bench_fn bench, void *ud,
             double *cost)
 {
-    size_t size = (size_t)comm->size, rank = (size_t)comm->rank;
+    size_t size = (size_t)comm->id.size, rank = (size_t)comm->id.rank;
 
     for (size_t i = 0; i < n; i++) {
         double c = HUGE_VAL;
@@ -200,20 +200,20 @@ check_lengths(ccol_comm *comm, const size_t *lens)
     ccol__buf b = { 0 };
     groups g;
 
-    for (int r = 0; r < comm->size; r++)
+    for (int r = 0; r < comm->id.size; r++)
         if (lens[r] % 8 != 0)
             return ccol__seterr(&comm->err, CCOL_ERR_PEER,
                                 "ccol_align: rank %d sent %zu bytes, not a "
                                 "whole number of doubles", r, lens[r]);
-    for (int r = 1; r < comm->size; r++)
+    for (int r = 1; r < comm->id.size; r++)
         if (lens[r] != lens[0])
             goto diverged;
     return CCOL_OK;
 diverged:
-    keys = malloc((size_t)comm->size * sizeof *keys);
-    for (int r = 0; keys != NULL && r < comm->size; r++)
+    keys = malloc((size_t)comm->id.size * sizeof *keys);
+    for (int r = 0; keys != NULL && r < comm->id.size; r++)
         keys[r] = lens[r] / 8;
-    if (keys == NULL || !groups_build(&g, keys, comm->size)) {
+    if (keys == NULL || !groups_build(&g, keys, comm->id.size)) {
         free(keys);
         return ccol__seterr(&comm->err, CCOL_ERR_DIVERGED,
                             "ccol_align: ranks passed different lengths");
@@ -221,7 +221,7 @@ diverged:
     ccol__buf_printf(&b, "ccol_align: ranks passed different lengths: ");
     for (int k = 0; k < g.n && k < MAX_GROUPS_SHOWN; k++) {
         ccol__buf_printf(&b, "%s", k ? "; " : "");
-        groups_put(&g, &b, k, comm->size);
+        groups_put(&g, &b, k, comm->id.size);
         ccol__buf_printf(&b, ": %llu value%s",
                          (unsigned long long)keys[g.rep[k]],
                          keys[g.rep[k]] == 1 ? "" : "s");
@@ -251,8 +251,8 @@ ccol_align(ccol_comm *comm, double *values, size_t n)
         return ccol__seterr(&comm->err, CCOL_ERR_INVALID_ARG,
                             "ccol_align: values is NULL or n is too large");
     enc = malloc(n * 8 + 1);
-    lens = malloc((size_t)comm->size * sizeof *lens);
-    keys = malloc((size_t)comm->size * sizeof *keys);
+    lens = malloc((size_t)comm->id.size * sizeof *lens);
+    keys = malloc((size_t)comm->id.size * sizeof *keys);
     if (enc == NULL || lens == NULL || keys == NULL) {
         ccol__seterr(&comm->err, st, "ccol_align: no memory");
         goto out;
@@ -265,7 +265,7 @@ ccol_align(ccol_comm *comm, double *values, size_t n)
     if (st == CCOL_OK)
         st = check_lengths(comm, lens);
     for (size_t j = 0; st == CCOL_OK && j < n; j++)
-        values[j] = column_median(all, n, (size_t)comm->size, j, keys);
+        values[j] = column_median(all, n, (size_t)comm->id.size, j, keys);
 out:
     free(enc);
     free(lens);
@@ -379,7 +379,7 @@ verify_split(ccol_comm *comm, const uint8_t *all, const size_t *lens,
 {
     size_t off = 0;
 
-    for (int r = 0; r < comm->size; r++) {
+    for (int r = 0; r < comm->id.size; r++) {
         if (lens[r] < 8)
             return ccol__seterr(&comm->err, CCOL_ERR_PEER,
                                 "ccol_verify: rank %d sent a %zu-byte record "
@@ -396,7 +396,7 @@ verify_split(ccol_comm *comm, const uint8_t *all, const size_t *lens,
 static ccol_status
 verify_compare(ccol_comm *comm, const uint8_t *all, const size_t *lens)
 {
-    size_t size = (size_t)comm->size;
+    size_t size = (size_t)comm->id.size;
     vrec *v = malloc(size * sizeof *v);
     uint64_t *keys = malloc(size * sizeof *keys);
     ccol__buf b = { 0 };
@@ -410,13 +410,13 @@ verify_compare(ccol_comm *comm, const uint8_t *all, const size_t *lens)
     st = verify_split(comm, all, lens, v, keys);
     if (st != CCOL_OK)
         goto out;
-    if (!groups_build(&g, keys, comm->size)) {
+    if (!groups_build(&g, keys, comm->id.size)) {
         st = ccol__seterr(&comm->err, CCOL_ERR_NO_MEMORY,
                           "ccol_verify: no memory");
         goto out;
     }
     if (g.n > 1) {
-        verify_report(&b, v, &g, comm->size, first_diff_line(v, &g));
+        verify_report(&b, v, &g, comm->id.size, first_diff_line(v, &g));
         st = ccol__sync_fail_buf(&comm->err, CCOL_ERR_DIVERGED, &b,
                                  "ccol_verify: ranks disagree");
     }
@@ -439,7 +439,7 @@ ccol_verify(ccol_comm *comm, uint64_t digest, const char *summary)
     if (comm == NULL)
         return CCOL_ERR_INVALID_ARG;
     rec = malloc(slen + 8);
-    lens = malloc((size_t)comm->size * sizeof *lens);
+    lens = malloc((size_t)comm->id.size * sizeof *lens);
     if (rec == NULL || lens == NULL) {
         free(rec);
         free(lens);

@@ -150,6 +150,10 @@ void ccol__sync_trace_state_change(const ccol_compile *c,
                                    const char *after);
 /* A decision after the exchange (kind 's' size, 't' stride, 'v' scalar):
  * "decision" with its explanation and witnesses, when not static. */
+/* decide.c: ccol_compile_explain with its failures in err (the trace
+ * explains decisions without touching the handle's last error). */
+ccol_status ccol__compile_explain(ccol_compile *c, const char *what,
+                                  char **out, ccol__err *err);
 void ccol__sync_trace_decision(ccol_compile *c, const char *source,
                                char kind, int dim, ccol_decision d);
 /* ccol_compile_finish(ok) returned `st`: "compile_end" (and "error"). */

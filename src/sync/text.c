@@ -6,7 +6,7 @@
  */
 #include "sync.h"
 
-#include "../comm/comm.h"
+#include "../comm/frame.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -9,7 +9,7 @@
  */
 #include "harness.h"
 
-#include "comm/hier.h"
+#include "comm/hostplan.h"
 
 #include <dirent.h>
 #include <signal.h>
@@ -344,19 +344,28 @@ CCOL_TEST(stopped_leader)
 
 /* ---- units ---- */
 
-/* A comm-shaped record for the tree and codec functions. */
-static ccol_comm
+/* CHECK_OK for an internal call that reports into an error record. */
+#define CHECK_OK_ERR(st, e)                                                   \
+    do {                                                                      \
+        ccol_status s_ = (st);                                                \
+        if (s_ != CCOL_OK)                                                    \
+            ccol_test_fail(__FILE__, __LINE__, "%s: %s: %s", #st,             \
+                           ccol_status_name(s_), (e)->msg);                   \
+    } while (0)
+
+/* A tree shape with no edges yet, for the tree function. */
+static ccol__shape
 fake(int rank, int size, int threshold, int fanout)
 {
-    ccol_comm c;
+    ccol__shape s;
 
-    memset(&c, 0, sizeof c);
-    c.rank = rank;
-    c.size = size;
-    c.threshold = threshold;
-    c.fanout = fanout;
-    c.parent = -1;
-    return c;
+    memset(&s, 0, sizeof s);
+    s.rank = rank;
+    s.size = size;
+    s.threshold = threshold;
+    s.fanout = fanout;
+    s.parent = -1;
+    return s;
 }
 
 /* Visits rank r's subtree in combine order, appending ranks to out. */
@@ -390,7 +399,8 @@ check_tree(const char *hosts, int threshold, int fanout)
     int n = (int)strlen(hosts), nk[MAXR], par[MAXR], order[MAXR], m = 0;
     int *kids[MAXR], hostidx[MAXR], nh = 0, ht[MAXR][MAXR];
     char seen[MAXR + 1] = "";
-    ccol__hier_plan p = { 0 };
+    ccol__host_plan p = { 0 };
+    ccol__err err = { 0 };
     bool consecutive = true;
 
     for (int r = 0; r < n; r++) {
@@ -406,15 +416,15 @@ check_tree(const char *hosts, int threshold, int fanout)
     p.nhosts = nh;
     p.host = hostidx;
     for (int r = 0; r < n; r++) {
-        ccol_comm c = fake(r, n, threshold, fanout);
-        CHECK_OK(ccol__hier_tree(&c, &p), &c);
-        par[r] = c.parent;
-        nk[r] = c.nchildren;
-        kids[r] = c.children;
-        CHECK(c.heights != NULL);
-        if (c.heights != NULL)
-            memcpy(ht[r], c.heights, (size_t)n * sizeof *c.heights);
-        free(c.heights);
+        ccol__shape s = fake(r, n, threshold, fanout);
+        CHECK_OK_ERR(ccol__host_plan_tree(&s, &p, &err), &err);
+        par[r] = s.parent;
+        nk[r] = s.nchildren;
+        kids[r] = s.children;
+        CHECK(s.heights != NULL);
+        if (s.heights != NULL)
+            memcpy(ht[r], s.heights, (size_t)n * sizeof *s.heights);
+        free(s.heights);
     }
     for (int r = 0; r < n; r++) {
         for (int i = 0; i < nk[r]; i++)
@@ -445,42 +455,45 @@ CCOL_TEST(tree_shapes)
 CCOL_TEST(host_table_codec)
 {
     int hosts[5] = { 0, 0, 1, 1, 2 };
-    ccol__hier_plan p = { 3, hosts, "0123456789abcdef" }, back;
-    ccol_comm c = fake(1, 5, 64, 4);
+    ccol__host_plan p = { 3, hosts, "0123456789abcdef" }, back;
+    ccol__err err = { 0 };
     ccol__buf b = { 0 };
     ccol__rd r;
 
-    ccol__hier_encode(&c, &p, &b);
+    ccol__host_plan_encode(5, &p, &b);
     CHECK(!b.oom);
     ccol__rd_init(&r, b.p, b.len);
-    CHECK_OK(ccol__hier_decode(&c, &r, &back), &c);
+    CHECK_OK_ERR(ccol__host_plan_decode(5, 64, &r, &back, &err), &err);
     CHECK_EQ(back.nhosts, 3);
     for (int i = 0; i < 5; i++)
         CHECK_EQ(back.host[i], hosts[i]);
     CHECK_STR_EQ(back.nonce, "0123456789abcdef");
-    ccol__hier_plan_free(&back);
+    ccol__host_plan_free(&back);
     for (size_t cut = 1; cut < b.len; cut++) {
         ccol__rd_init(&r, b.p, cut);
-        CHECK_STATUS(ccol__hier_decode(&c, &r, &back), CCOL_ERR_PEER);
+        CHECK_STATUS(ccol__host_plan_decode(5, 64, &r, &back, &err),
+                     CCOL_ERR_PEER);
         CHECK(back.host == NULL && back.nhosts == 0);
     }
     hosts[3] = 3; /* an index before its turn */
     ccol__buf_free(&b);
-    ccol__hier_encode(&c, &p, &b);
+    ccol__host_plan_encode(5, &p, &b);
     ccol__rd_init(&r, b.p, b.len);
-    CHECK_STATUS(ccol__hier_decode(&c, &r, &back), CCOL_ERR_PEER);
-    CHECK_CONTAINS(c.err.msg, "host indices out of order");
+    CHECK_STATUS(ccol__host_plan_decode(5, 64, &r, &back, &err),
+                 CCOL_ERR_PEER);
+    CHECK_CONTAINS(err.msg, "host indices out of order");
     hosts[3] = 0; /* host 0 again after host 1 */
     ccol__buf_free(&b);
-    ccol__hier_encode(&c, &p, &b);
+    ccol__host_plan_encode(5, &p, &b);
     ccol__rd_init(&r, b.p, b.len);
-    CHECK_STATUS(ccol__hier_decode(&c, &r, &back), CCOL_ERR_PEER);
-    CHECK_CONTAINS(c.err.msg, "not consecutive");
+    CHECK_STATUS(ccol__host_plan_decode(5, 64, &r, &back, &err),
+                 CCOL_ERR_PEER);
+    CHECK_CONTAINS(err.msg, "not consecutive");
     ccol__buf_free(&b);
     p.nhosts = 0; /* a flat job: the count alone */
-    ccol__hier_encode(&c, &p, &b);
+    ccol__host_plan_encode(5, &p, &b);
     ccol__rd_init(&r, b.p, b.len);
-    CHECK_OK(ccol__hier_decode(&c, &r, &back), &c);
+    CHECK_OK_ERR(ccol__host_plan_decode(5, 64, &r, &back, &err), &err);
     CHECK_EQ(back.nhosts, 0);
     ccol__buf_free(&b);
 }
@@ -488,23 +501,23 @@ CCOL_TEST(host_table_codec)
 CCOL_TEST(host_identity)
 {
     char id[300], name[64];
-    ccol_comm c = fake(0, 1, 64, 4);
+    ccol__err err = { 0 };
     uint64_t k1, k2;
 
     setenv("CCOL_HOST", "node-7", 1);
-    CHECK_OK(ccol__hier_host_id(&c, id, sizeof id), &c);
-    k1 = ccol__hier_host_key(id, name, sizeof name);
+    CHECK_OK_ERR(ccol__host_id(id, sizeof id, &err), &err);
+    k1 = ccol__host_key(id, name, sizeof name);
     CHECK_STR_EQ(name, "node-7");
     unsetenv("CCOL_HOST");
-    CHECK_OK(ccol__hier_host_id(&c, id, sizeof id), &c);
-    k2 = ccol__hier_host_key(id, name, sizeof name);
+    CHECK_OK_ERR(ccol__host_id(id, sizeof id, &err), &err);
+    k2 = ccol__host_key(id, name, sizeof name);
     CHECK(k1 != k2);
     CHECK(strchr(name, '#') == NULL);
     /* a HELLO without a digest groups by its whole text */
-    CHECK(ccol__hier_host_key("plain", name, sizeof name) ==
-          ccol__hier_host_key("plain", name, sizeof name));
+    CHECK(ccol__host_key("plain", name, sizeof name) ==
+          ccol__host_key("plain", name, sizeof name));
     CHECK_STR_EQ(name, "plain");
-    CHECK(ccol__hier_host_key("x#0123456789abcdeZ", name, sizeof name) !=
+    CHECK(ccol__host_key("x#0123456789abcdeZ", name, sizeof name) !=
           0x0123456789abcdeULL);
 }
 

@@ -51,17 +51,13 @@ produce(test_ring *t, uint64_t *head, const uint8_t *p, size_t n)
 static uint8_t *
 frame_of(size_t payload, size_t *flen)
 {
-    ccol_comm c;
+    ccol__ident id = { .rank = 1, .size = 2 };
     ccol__hdr h;
     uint8_t *pl = malloc(payload + 1), *f;
 
-    memset(&c, 0, sizeof c);
-    c.size = 2;
-    c.rank = 1;
-    c.seq = 7;
     for (size_t i = 0; i < payload; i++)
         pl[i] = (uint8_t)(i * 13 + 1);
-    ccol__hdr_init(&c, &h, CCOL__K_UP, CCOL__OP_ALLGATHERV, 0, 0);
+    ccol__hdr_init(&h, &id, CCOL__K_UP, CCOL__OP_ALLGATHERV, 7, 0, 0, "", 0);
     f = ccol__frame_encode(&h, pl, payload, flen);
     free(pl);
     return f;
@@ -689,36 +685,36 @@ CCOL_TEST(environment_selects_shm)
 
 CCOL_TEST(slot_reader_rejects_bad_slots)
 {
-    ccol__shm_slot *s = calloc(1, sizeof *s);
-    ccol__shm_verdict *v = calloc(1, sizeof *v);
+    ccol__slot *s = calloc(1, sizeof *s);
+    ccol__verdict *v = calloc(1, sizeof *v);
     ccol__slot_view view;
     ccol__err err;
     char why[200], label[CCOL__LABEL_BUF];
 
-    CHECK_STATUS(ccol__shm_slot_view(s, &view, why, sizeof why),
+    CHECK_STATUS(ccol__slot_read(s, &view, why, sizeof why),
                  CCOL_ERR_PEER);
     CHECK_CONTAINS(why, "modified from outside the job (checksum mismatch)");
     CHECK(view.modified);
-    ccol__shm_slot_seal(s);
-    CHECK_STATUS(ccol__shm_slot_view(s, &view, why, sizeof why),
+    ccol__slot_seal(s);
+    CHECK_STATUS(ccol__slot_read(s, &view, why, sizeof why),
                  CCOL_ERR_PEER);
     CHECK_CONTAINS(why, "names operation 0");
     CHECK(!view.modified);
     s->op = CCOL__OP_BARRIER;
     s->flags = 6;
-    ccol__shm_slot_seal(s);
-    CHECK_STATUS(ccol__shm_slot_view(s, &view, why, sizeof why),
+    ccol__slot_seal(s);
+    CHECK_STATUS(ccol__slot_read(s, &view, why, sizeof why),
                  CCOL_ERR_PEER);
     CHECK_CONTAINS(why, "unknown flags 0x6");
     s->flags = 0;
     s->len = CCOL__SLOT_CAP + 1;
-    ccol__shm_slot_seal(s);
-    CHECK_STATUS(ccol__shm_slot_view(s, &view, why, sizeof why),
+    ccol__slot_seal(s);
+    CHECK_STATUS(ccol__slot_read(s, &view, why, sizeof why),
                  CCOL_ERR_PEER);
     CHECK_CONTAINS(why, "claims 1025 payload bytes");
     s->flags = CCOL__SLOT_BIG; /* the real size of a contribution */
-    ccol__shm_slot_seal(s);
-    CHECK_OK(ccol__shm_slot_view(s, &view, why, sizeof why), NULL);
+    ccol__slot_seal(s);
+    CHECK_OK(ccol__slot_read(s, &view, why, sizeof why), NULL);
     CHECK_EQ(view.len, (uint32_t)CCOL__SLOT_CAP + 1);
     /* Every sealed byte counts: the header and the payload; the label
      * (read only for messages) and what lies past the payload do not. */
@@ -726,38 +722,38 @@ CCOL_TEST(slot_reader_rejects_bad_slots)
     s->len = 3;
     snprintf(s->label, sizeof s->label, "step");
     memcpy(s->data, "abcd", 4);
-    ccol__shm_slot_seal(s);
-    CHECK_OK(ccol__shm_slot_view(s, &view, why, sizeof why), NULL);
+    ccol__slot_seal(s);
+    CHECK_OK(ccol__slot_read(s, &view, why, sizeof why), NULL);
     s->data[3] = 'x';
     s->label[0] = 'x';
-    CHECK_OK(ccol__shm_slot_view(s, &view, why, sizeof why), NULL);
-    for (size_t off = 8; off < offsetof(ccol__shm_slot, data) + 3; off++) {
+    CHECK_OK(ccol__slot_read(s, &view, why, sizeof why), NULL);
+    for (size_t off = 8; off < offsetof(ccol__slot, data) + 3; off++) {
         uint8_t *b = (uint8_t *)s + off;
-        if (off >= offsetof(ccol__shm_slot, pad0) &&
-            off < offsetof(ccol__shm_slot, data))
+        if (off >= offsetof(ccol__slot, pad0) &&
+            off < offsetof(ccol__slot, data))
             continue; /* padding and label */
         *b ^= 0x10;
-        CHECK_STATUS(ccol__shm_slot_view(s, &view, why, sizeof why),
+        CHECK_STATUS(ccol__slot_read(s, &view, why, sizeof why),
                      CCOL_ERR_PEER);
         CHECK(view.modified);
         *b ^= 0x10;
     }
     memset(s->label, 'a', sizeof s->label); /* no NUL anywhere */
     s->label[2] = '\n';
-    ccol__shm_slot_label(s, label);
+    ccol__slot_label(s, label);
     CHECK_EQ(strlen(label), (size_t)CCOL__LABEL_MAX); /* the whole field */
     CHECK(label[2] == '?');
     /* A verdict that is not a failure, or has no NUL, stays bounded. */
     v->code = 3;
     memset(v->msg, 'x', sizeof v->msg);
     v->msg[5] = '\x01';
-    ccol__shm_verdict_read(v, &err);
+    ccol__verdict_read(v, &err);
     CHECK_STATUS(err.code, CCOL_ERR_PEER);
     CHECK_EQ(strlen(err.msg), sizeof err.msg - 1);
     CHECK(err.msg[5] == '?');
     v->code = CCOL_ERR_TIMEOUT;
     snprintf(v->msg, sizeof v->msg, "barrier #2 timed out");
-    ccol__shm_verdict_read(v, &err);
+    ccol__verdict_read(v, &err);
     CHECK_STATUS(err.code, CCOL_ERR_TIMEOUT);
     CHECK_STR_EQ(err.msg, "barrier #2 timed out");
     free(s);
@@ -778,8 +774,8 @@ slot_body(ccol_comm *c, int rank, void *arg)
 
     CHECK_OK(ccol_barrier(c), c);
     ccol_comm_traffic(c, &sent, &got);
-    CHECK_EQ(sent, (uint64_t)offsetof(ccol__shm_slot, data));
-    CHECK_EQ(got, (uint64_t)offsetof(ccol__shm_slot, data) *
+    CHECK_EQ(sent, (uint64_t)offsetof(ccol__slot, data));
+    CHECK_EQ(got, (uint64_t)offsetof(ccol__slot, data) *
                       (uint64_t)(ccol_comm_size(c) - 1));
     memset(buf, rank + 1, mine);
     CHECK_OK(ccol_allgatherv(c, buf, mine, (void **)&out, lens), c);
@@ -791,7 +787,7 @@ slot_body(ccol_comm *c, int rank, void *arg)
     CHECK_OK(ccol_allreduce_i64(c, &v, 1, CCOL_OP_MAX), c);
     CHECK_EQ(v, (int64_t)ccol_comm_size(c) - 1);
     ccol_comm_traffic(c, &sent2, NULL);
-    CHECK_EQ(sent2 - sent, (uint64_t)offsetof(ccol__shm_slot, data) + 8);
+    CHECK_EQ(sent2 - sent, (uint64_t)offsetof(ccol__slot, data) + 8);
     free(buf);
 }
 

@@ -13,6 +13,7 @@
  */
 #include "outcome.h"
 
+#include "comm/comm.h"
 #include "comm/shm_link.h"
 
 #include <fcntl.h>
@@ -78,7 +79,7 @@ static void
 slot_body(ccol_comm *c, int rank, void *arg)
 {
     ccol_outcome *o = arg;
-    ccol__shm_link *l = c->link;
+    ccol__shm_link *l = (ccol__shm_link *)c->link;
     int64_t v = rank + 1;
     double t0;
     ccol_status st;
@@ -86,7 +87,7 @@ slot_body(ccol_comm *c, int rank, void *arg)
     CHECK_OK(ccol_barrier(c), c);
     if (rank == 1) {
         uint64_t next = c->seq + 1;
-        ccol__shm_slot *s = &l->slots[next & 1]; /* rank 0's */
+        ccol__slot *s = &l->board.slot[next & 1]; /* rank 0's */
         CHECK(await_word(&s->seq, next));
         ((uint8_t *)s)[slot_flip_at] ^= 0x01;
     }
@@ -117,8 +118,8 @@ run_slot(int size, size_t flip_at)
 CCOL_TEST(slot_modified_from_outside_is_named_by_every_rank)
 {
     for (int size = 2; size <= 3; size++) {
-        run_slot(size, offsetof(ccol__shm_slot, data));
-        run_slot(size, offsetof(ccol__shm_slot, arg) + 1);
+        run_slot(size, offsetof(ccol__slot, data));
+        run_slot(size, offsetof(ccol__slot, arg) + 1);
     }
 }
 
@@ -130,7 +131,7 @@ enum { BIG = 4 * CCOL__SLOT_CAP };
 static ccol__shm_ring *
 ring_from(const ccol__shm_link *l, int r)
 {
-    return (ccol__shm_ring *)(l->base + l->rings +
+    return (ccol__shm_ring *)(void *)(l->map + l->rings +
                               l->stride * (size_t)(2 * (r - 1)));
 }
 
@@ -147,8 +148,8 @@ ring_body(ccol_comm *c, int rank, void *arg)
 
     memset(buf, rank + 1, BIG);
     if (rank == 0) {
-        ccol__shm_link *l = c->link;
-        ccol__shm_ring *r = ring_from(l, c->size - 1);
+        ccol__shm_link *l = (ccol__shm_link *)c->link;
+        ccol__shm_ring *r = ring_from(l, ccol_comm_size(c) - 1);
         uint64_t tail = atomic_load(&r->tail);
         CHECK(await_word(&r->head, tail + CCOL__HDR_SIZE + BIG));
         r->data[(tail + CCOL__HDR_SIZE + 10) & (l->cap - 1)] ^= 0x01;
@@ -203,7 +204,7 @@ static void
 cut_body(ccol_comm *c, int rank, void *arg)
 {
     ccol_outcome *o = arg;
-    ccol__shm_link *l = c->link;
+    ccol__shm_link *l = (ccol__shm_link *)c->link;
     double t0;
     ccol_status st;
 

@@ -75,32 +75,39 @@ wait_flag(volatile int *flag, double s)
         usleep(2000);
 }
 
-/* A communicator-shaped record for building frames by hand. */
-static ccol_comm
+/* What a hand-made peer says it is when it builds frames: a rank's
+ * identity, the token it keys its answers with, its frames' sequence
+ * number. */
+typedef struct fake_rank {
+    ccol__ident id;
+    const char *token_str;
+    uint64_t seq;
+} fake_rank;
+
+static fake_rank
 fake_comm(int rank, int size, uint64_t comm_id, const char *token)
 {
-    ccol_comm c;
+    fake_rank c;
 
     memset(&c, 0, sizeof c);
-    c.rank = rank;
-    c.size = size;
-    c.comm_id = comm_id;
-    c.token_str = (char *)token;
-    c.timeout_s = 5;
-    c.max_payload = 1 << 20;
+    c.id.rank = rank;
+    c.id.size = size;
+    c.id.comm_id = comm_id;
+    c.id.max_payload = 1 << 20;
+    c.token_str = token;
     return c;
 }
 
 /* Encodes a frame; with version != protocol, patches it in and fixes the
  * header checksum so only the version is wrong. */
 static uint8_t *
-make_frame(const ccol_comm *c, uint16_t kind, uint16_t op, unsigned version,
+make_frame(const fake_rank *c, uint16_t kind, uint16_t op, unsigned version,
            const void *payload, size_t len, size_t *flen)
 {
     ccol__hdr h;
     uint8_t *f;
 
-    ccol__hdr_init(c, &h, kind, op, 0, 0);
+    ccol__hdr_init(&h, &c->id, kind, op, c->seq, 0, 0, "", 0);
     f = ccol__frame_encode(&h, payload, len, flen);
     if (f != NULL && version != CCOL_PROTOCOL_VERSION) {
         ccol__st16(f + 4, (uint16_t)version);
@@ -137,7 +144,7 @@ fake_join(int port, int rank, int size, const char *token, unsigned version,
 {
     ccol__tcp_hello h;
     ccol__msg ch;
-    ccol_comm fc;
+    fake_rank fc;
     uint8_t *pl, *f;
     size_t len, flen;
     char why[200];
@@ -160,7 +167,7 @@ fake_join(int port, int rank, int size, const char *token, unsigned version,
     h.pid = (uint32_t)getpid();
     snprintf(h.host, sizeof h.host, "fakehost");
     CHECK(ccol__tcp_random(h.nonce, sizeof h.nonce));
-    ccol__tcp_mac(&fc, ch.payload, h.nonce, h.rank, h.mac);
+    ccol__tcp_mac(fc.token_str, ch.payload, h.nonce, h.rank, h.mac);
     free(ch.payload);
     pl = ccol__tcp_hello_encode(&h, &len);
     f = make_frame(&fc, CCOL__K_HELLO, CCOL__OP_RENDEZVOUS, version, pl, len,
@@ -493,7 +500,7 @@ CCOL_TEST(version_client)
 static int
 fake_root(int port, unsigned version, ccol__msg *hello)
 {
-    ccol_comm fc = fake_comm(0, 2, 42, NULL);
+    fake_rank fc = fake_comm(0, 2, 42, NULL);
     uint8_t nonce[CCOL__TCP_NONCE] = { 1, 2, 3 }, *f;
     char why[200];
     size_t flen;
@@ -558,7 +565,7 @@ secret_body(ccol_comm *unused, int rank, void *arg)
     ccol__tcp_hello h;
     ccol__msg m;
     uint8_t nonce[CCOL__TCP_NONCE] = { 1, 2, 3 }, mac[CCOL__TCP_MAC];
-    ccol_comm fc = fake_comm(0, 2, 0, token);
+    fake_rank fc = fake_comm(0, 2, 0, token);
 
     (void)unused;
     if (rank == 0) {
@@ -566,9 +573,9 @@ secret_body(ccol_comm *unused, int rank, void *arg)
         CHECK(m.payload == NULL ||
               memmem(m.payload, m.h.len, token, strlen(token)) == NULL);
         CHECK(ccol__tcp_hello_decode(m.payload, m.h.len, &h) == NULL);
-        ccol__tcp_mac(&fc, nonce, h.nonce, 1, mac);
+        ccol__tcp_mac(fc.token_str, nonce, h.nonce, 1, mac);
         CHECK(memcmp(mac, h.mac, sizeof mac) == 0);
-        ccol__tcp_refuse(&fc, fd, CCOL_ERR_PEER, "seen enough");
+        ccol__tcp_refuse(&fc.id, fd, CCOL_ERR_PEER, "seen enough");
         free(m.payload);
         raw_drain(fd);
         close(fd);
@@ -752,7 +759,7 @@ static bad cur_bad;
 static void
 misbehave(int fd, uint64_t comm_id)
 {
-    ccol_comm fc = fake_comm(1, 2, comm_id, NULL);
+    fake_rank fc = fake_comm(1, 2, comm_id, NULL);
     uint8_t junk[CCOL__HDR_SIZE], *f;
     size_t flen;
 

@@ -41,43 +41,49 @@ typedef enum squat {
 
 static squat cur_squat;
 
+/* A rank 0 of this job: its identity and the token it knows. */
+typedef struct root_rank {
+    ccol__ident id;
+    const char *token_str;
+} root_rank;
+
 /* A rank 0 of this job (it knows the token: this is how the captured
  * bytes were made, not what the squatter knows). */
-static ccol_comm
+static root_rank
 root_comm(int size, uint64_t comm_id)
 {
-    ccol_comm c;
+    root_rank c;
     uint8_t d[32];
 
     memset(&c, 0, sizeof c);
-    c.size = size;
-    c.comm_id = comm_id;
-    c.token_str = (char *)TOKEN;
+    c.id.size = size;
+    c.id.comm_id = comm_id;
+    c.token_str = TOKEN;
     ccol__sha256(TOKEN, strlen(TOKEN), d);
-    c.token = ccol__ld64(d);
-    c.timeout_s = 5;
+    c.id.token = ccol__ld64(d);
     return c;
 }
 
 /* The WELCOME of a flat job with no listeners, as a real rank 0 sent it
  * to `rank` after the challenge ns answered with an earlier nonce. */
 static uint8_t *
-captured_welcome(const ccol_comm *c, const uint8_t *ns, int rank, size_t *len)
+captured_welcome(const root_rank *c, const uint8_t *ns, int rank, size_t *len)
 {
     static const uint8_t old_nj[CCOL__TCP_NONCE] = { 9, 9, 9 };
-    const ccol__hier_plan flat = { 0 };
+    const ccol__host_plan flat = { 0 };
     ccol__buf b = { 0 };
     ccol__tcp_key k;
     ccol__hdr h;
     uint8_t *f;
 
     ccol__buf_u32(&b, 0);
-    ccol__hier_encode(c, &flat, &b);
-    ccol__hdr_init(c, &h, CCOL__K_WELCOME, CCOL__OP_RENDEZVOUS, 0, 0);
+    ccol__host_plan_encode(c->id.size, &flat, &b);
+    ccol__hdr_init(&h, &c->id, CCOL__K_WELCOME, CCOL__OP_RENDEZVOUS, 0, 0, 0,
+                   "", 0);
     f = ccol__frame_encode(&h, b.p, b.len, len);
     ccol__buf_free(&b);
     if (f != NULL && cur_squat == SQ_REPLAY) {
-        ccol__tcp_keys(c, ns, old_nj, (uint32_t)rank, true, &k);
+        ccol__tcp_keys(c->token_str, ns, old_nj, (uint32_t)rank, true, &k);
         ccol__tcp_seal(&k, f, *len);
     }
     return f;
@@ -85,7 +91,7 @@ captured_welcome(const ccol_comm *c, const uint8_t *ns, int rank, size_t *len)
 
 /* Serves one joiner the replayed challenge and WELCOME. */
 static void
-squat_one(int lfd, const ccol_comm *c)
+squat_one(int lfd, const root_rank *c)
 {
     static const uint8_t ns[CCOL__TCP_NONCE] = { 4, 2 };
     ccol__hdr h;
@@ -98,7 +104,8 @@ squat_one(int lfd, const ccol_comm *c)
     CHECK(fd >= 0);
     if (fd < 0)
         return;
-    ccol__hdr_init(c, &h, CCOL__K_CHALLENGE, CCOL__OP_RENDEZVOUS, 0, 0);
+    ccol__hdr_init(&h, &c->id, CCOL__K_CHALLENGE, CCOL__OP_RENDEZVOUS, 0, 0, 0,
+                   "", 0);
     h.token = 0;
     ch = ccol__frame_encode(&h, ns, sizeof ns, &chlen);
     CHECK(ccol__tcp_write(fd, ch, chlen, ccol__tcp_deadline(5), &err) ==
@@ -129,7 +136,7 @@ squatter_body(ccol_comm *unused, int rank, void *arg)
     (void)unused;
     if (rank == 0) {
         char id[32];
-        ccol_comm rc;
+        root_rank rc;
 
         snprintf(id, sizeof id, "tcp:%d", job->port);
         rc = root_comm(job->size, ccol__hash_str(id));

@@ -88,7 +88,7 @@ wrong_hello(int fd)
 {
     ccol__tcp_hello h;
     ccol__msg ch;
-    ccol_comm fc;
+    ccol__ident fc;
     ccol__hdr hd;
     uint8_t *pl, *f;
     size_t len, flen;
@@ -102,16 +102,16 @@ wrong_hello(int fd)
     fc.rank = 1;
     fc.size = 3;
     fc.comm_id = ch.h.comm_id;
-    fc.token_str = "not-the-token";
     memset(&h, 0, sizeof h);
     h.rank = 1;
     h.size = 3;
     snprintf(h.host, sizeof h.host, "intruder");
     if (ch.h.kind == CCOL__K_CHALLENGE && ch.h.len == CCOL__TCP_NONCE)
-        ccol__tcp_mac(&fc, ch.payload, h.nonce, h.rank, h.mac);
+        ccol__tcp_mac("not-the-token", ch.payload, h.nonce, h.rank, h.mac);
     free(ch.payload);
     pl = ccol__tcp_hello_encode(&h, &len);
-    ccol__hdr_init(&fc, &hd, CCOL__K_HELLO, CCOL__OP_RENDEZVOUS, 0, 0);
+    ccol__hdr_init(&hd, &fc, CCOL__K_HELLO, CCOL__OP_RENDEZVOUS, 0, 0, 0, "",
+                   0);
     f = ccol__frame_encode(&hd, pl, len, &flen);
     if (f != NULL)
         ccol__tcp_write(fd, f, flen, ccol__tcp_deadline(2), &err);

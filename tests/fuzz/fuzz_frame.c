@@ -22,13 +22,12 @@ fuzz_header(const uint8_t *p, size_t n)
     uint8_t hdr[CCOL__HDR_SIZE] = { 0 };
     ccol__hdr h;
     char why[200];
-    ccol_comm c;
+    ccol__ident id = { .size = 4 };
+    ccol__err err;
 
     memcpy(hdr, p, n < sizeof hdr ? n : sizeof hdr);
     if (ccol__hdr_decode(hdr, 1 << 20, &h, why, sizeof why) != CCOL_OK)
         return;
-    memset(&c, 0, sizeof c);
-    c.size = 4;
     {
         /* the body as a transport takes it: payload, then label */
         ccol__msg m = { h, NULL };
@@ -47,7 +46,7 @@ fuzz_header(const uint8_t *p, size_t n)
         for (size_t i = 0; m.h.label[i] != '\0'; i++)
             assert((unsigned char)m.h.label[i] >= 0x20 &&
                    m.h.label[i] != 0x7f);
-        (void)ccol__frame_check(&c, (int)(h.from % 4), &m);
+        (void)ccol__frame_check(&id, (int)(h.from % 4), &m, &err);
         free(m.payload);
     }
 }
@@ -69,37 +68,38 @@ fuzz_hello(const uint8_t *p, size_t n)
 static void
 fuzz_hosts(const uint8_t *p, size_t n)
 {
-    ccol_comm c;
-    ccol__hier_plan plan;
+    ccol__host_plan plan;
+    ccol__err err;
     ccol__rd r;
+    int size, threshold;
 
     if (n < 1)
         return;
-    memset(&c, 0, sizeof c);
-    c.size = 1 + p[0] % 12;
-    c.threshold = 1 + p[0] / 12 % 8;
-    c.fanout = 2;
+    size = 1 + p[0] % 12;
+    threshold = 1 + p[0] / 12 % 8;
     ccol__rd_init(&r, p + 1, n - 1);
-    if (ccol__hier_decode(&c, &r, &plan) != CCOL_OK || plan.nhosts == 0)
+    if (ccol__host_plan_decode(size, threshold, &r, &plan, &err) !=
+            CCOL_OK ||
+        plan.nhosts == 0)
         return;
     {
         ccol__buf b = { 0 };
-        ccol__hier_encode(&c, &plan, &b);
+        ccol__host_plan_encode(size, &plan, &b);
         assert(!b.oom && b.len == n - 1 && memcmp(b.p, p + 1, b.len) == 0);
         ccol__buf_free(&b);
     }
-    for (c.rank = 0; c.rank < c.size; c.rank++) {
-        if (ccol__hier_tree(&c, &plan) != CCOL_OK)
-            continue;
-        assert(c.parent >= -1 && c.parent < c.size && c.parent != c.rank);
-        for (int i = 0; i < c.nchildren; i++)
-            assert(c.children[i] > 0 && c.children[i] < c.size);
-        free(c.children);
-        free(c.heights);
-        c.children = NULL;
-        c.heights = NULL;
+    for (int rank = 0; rank < size; rank++) {
+        ccol__shape s = { .rank = rank, .size = size,
+                          .threshold = threshold, .fanout = 2,
+                          .parent = -1 };
+        if (ccol__host_plan_tree(&s, &plan, &err) == CCOL_OK) {
+            assert(s.parent >= -1 && s.parent < size && s.parent != rank);
+            for (int i = 0; i < s.nchildren; i++)
+                assert(s.children[i] > 0 && s.children[i] < size);
+        }
+        ccol__shape_free(&s);
     }
-    ccol__hier_plan_free(&plan);
+    ccol__host_plan_free(&plan);
 }
 
 /* Whether frame f (n bytes) opens as frame number 0 on key k. */
@@ -122,7 +122,6 @@ fuzz_tag(const uint8_t *p, size_t n)
     };
     ccol__tcp_key acc, join;
     ccol__hdr h;
-    ccol_comm c;
     char why[200];
     uint8_t *f;
     size_t k;
@@ -131,10 +130,8 @@ fuzz_tag(const uint8_t *p, size_t n)
         ccol__hdr_decode(p, 1 << 20, &h, why, sizeof why) != CCOL_OK ||
         n - 1 != CCOL__HDR_SIZE + ccol__hdr_body(&h))
         return;
-    memset(&c, 0, sizeof c);
-    c.token_str = (char *)"fuzz-token";
-    ccol__tcp_keys(&c, ns, nj, h.from, true, &acc);
-    ccol__tcp_keys(&c, ns, nj, h.from, false, &join);
+    ccol__tcp_keys("fuzz-token", ns, nj, h.from, true, &acc);
+    ccol__tcp_keys("fuzz-token", ns, nj, h.from, false, &join);
     f = malloc(n - 1);
     if (f == NULL)
         return;

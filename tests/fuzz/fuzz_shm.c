@@ -48,14 +48,14 @@ fuzz_path(const uint8_t *p, size_t n)
 /* Reads slot s: a view that passes must only point at bytes inside the
  * slot; a refusal says why, as modified exactly when the checksum failed. */
 static void
-read_slot(const ccol__shm_slot *s, bool sealed)
+read_slot(const ccol__slot *s, bool sealed)
 {
     ccol__slot_view v;
     char why[200];
     unsigned sum = 0;
 
     why[0] = '\0';
-    if (ccol__shm_slot_view(s, &v, why, sizeof why) == CCOL_OK) {
+    if (ccol__slot_read(s, &v, why, sizeof why) == CCOL_OK) {
         assert(!v.modified);
         if (!(v.flags & CCOL__SLOT_BIG)) {
             assert(v.len <= CCOL__SLOT_CAP && v.data == s->data);
@@ -74,16 +74,16 @@ read_slot(const ccol__shm_slot *s, bool sealed)
 static void
 fuzz_slot(const uint8_t *p, size_t n)
 {
-    ccol__shm_slot *s = calloc(1, sizeof *s);
+    ccol__slot *s = calloc(1, sizeof *s);
     char label[CCOL__LABEL_BUF];
 
     if (s == NULL)
         return;
     memcpy(s, p, n < sizeof *s ? n : sizeof *s);
     read_slot(s, false);
-    ccol__shm_slot_seal(s);
+    ccol__slot_seal(s);
     read_slot(s, true);
-    ccol__shm_slot_label(s, label);
+    ccol__slot_label(s, label);
     assert(strlen(label) <= CCOL__LABEL_MAX);
     for (size_t i = 0; label[i] != '\0'; i++)
         assert((unsigned char)label[i] >= 0x20 && label[i] != 0x7f);
@@ -95,13 +95,13 @@ fuzz_slot(const uint8_t *p, size_t n)
 static void
 fuzz_verdict(const uint8_t *p, size_t n)
 {
-    ccol__shm_verdict *v = calloc(1, sizeof *v);
+    ccol__verdict *v = calloc(1, sizeof *v);
     ccol__err err;
 
     if (v == NULL)
         return;
     memcpy(v, p, n < sizeof *v ? n : sizeof *v);
-    ccol__shm_verdict_read(v, &err);
+    ccol__verdict_read(v, &err);
     assert(err.code < 0 && strlen(err.msg) < sizeof err.msg);
     for (size_t i = 0; err.msg[i] != '\0'; i++)
         assert((unsigned char)err.msg[i] >= 0x20 || err.msg[i] == '\n');
@@ -112,7 +112,8 @@ fuzz_verdict(const uint8_t *p, size_t n)
 static void
 check_frame(ccol__shm_asm *a)
 {
-    ccol_comm c;
+    ccol__ident id = { .size = 4 };
+    ccol__err err;
 
     assert(a->got == CCOL__HDR_SIZE + ccol__hdr_body(&a->msg.h));
     assert(strlen(a->msg.h.label) == a->msg.h.label_len ||
@@ -120,9 +121,7 @@ check_frame(ccol__shm_asm *a)
     for (size_t i = 0; a->msg.h.label[i] != '\0'; i++)
         assert((unsigned char)a->msg.h.label[i] >= 0x20 &&
                a->msg.h.label[i] != 0x7f);
-    memset(&c, 0, sizeof c);
-    c.size = 4;
-    (void)ccol__frame_check(&c, (int)(a->msg.h.from % 4), &a->msg);
+    (void)ccol__frame_check(&id, (int)(a->msg.h.from % 4), &a->msg, &err);
     ccol__shm_asm_reset(a);
 }
 

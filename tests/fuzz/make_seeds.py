@@ -150,7 +150,7 @@ def shm_seeds():
 
 
 def host_seeds():
-    """Host tables of rank 0's WELCOME (src/comm/hier.c), after the byte
+    """Host tables of rank 0's WELCOME (src/comm/hostplan.c), after the byte
     that picks the world size (1 + b % 12) and threshold (1 + b / 12 % 8):
     u32 host count, u32 host per rank, u32-length nonce."""
     def table(hosts, nonce=b"0123456789abcdef"):

@@ -2,10 +2,10 @@
 # test_layers.sh - the layer order of docs/design.md holds: no source file
 # includes a header from a layer above its own, and the clients of the
 # public API (the JIT, the MPI adapter, the tools, the Python extension)
-# include no internal header of libccol; inside src/jit, the JIT's own
-# headers are layered too (see jit_headers below): a file includes no
-# header above its own, so no two files' headers include each other in a
-# circle.
+# include no internal header of libccol; inside src/jit and src/comm, the
+# folder's own headers are layered too (see jit_headers and comm_headers
+# below): a file includes no header above its own, so no two files'
+# headers include each other in a circle.
 #
 # Layers, bottom up: core comm dyn wire trace sync | jit | tools.
 # Usage: test_layers.sh CCOL_TOOL SOURCE_DIR (the tool's folder is the
@@ -88,76 +88,90 @@ for f in src/*/*.[ch] tools/*.[ch] bench/*.[ch] python/src/*.[ch]; do
     check_file "$f"
 done
 
-# ---- the JIT's layers (docs/design.md, "The JIT's layers") ----
+# ---- the layers inside a folder ----
 
-# The headers of src/jit, bottom up. Each file has one of them as its own
-# (jit_own); it may include its own header and lower ones only, so it can
-# call only what is declared at its layer or below.
+# The headers of a folder, bottom up (docs/design.md): each file has one
+# of them as its own (its own_* function below says which); it may include
+# its own header and lower ones only, so it can call only what is declared
+# at its layer or below, and the files' includes can form no circle (a
+# circle would need an include that points up).
 jit_headers="ast.h value.h tensor.h jit.h exec.h graph.h guard.h trace_nodes.h
 trace_inputs.h trace_ops.h trace_builtins.h tracer.h"
-
-declare -A jit_rank=()
-r=0
-for h in $jit_headers; do
-    jit_rank[$h]=$r
-    r=$((r + 1))
-    if [ ! -f "src/jit/$h" ]; then
-        echo "FAIL src/jit/$h: in the JIT's layer order but not in the tree"
-        fail=$((fail + 1))
-    fi
-done
+comm_headers="frame.h link.h fault.h shape.h hostplan.h slots.h shm.h shm_link.h
+inproc.h tcp.h tcp_link.h oob.h hier.h transport.h tree.h comm.h"
 
 # The header a src/jit file belongs to: itself for a header, x.h for x.c
-# when there is one, else the layer listed here; nothing if unplaced.
-jit_own() {
-    local f=${1#src/jit/} base
-    case $f in
-    *.h) echo "$f"; return ;;
-    arena.c | diag.c) echo value.h; return ;;
-    repr.c) echo tensor.h; return ;;
-    lex.c | parse.c | resolve.c | builtins.c | ops.c)
-        echo jit.h; return ;;
-    interp.c | api.c) echo exec.h; return ;;
-    trace.c | session.c) echo tracer.h; return ;;
+# when there is one, else the layer listed here.
+own_jit() {
+    case $1 in
+    arena.c | diag.c) echo value.h ;;
+    repr.c) echo tensor.h ;;
+    lex.c | parse.c | resolve.c | builtins.c | ops.c) echo jit.h ;;
+    interp.c | api.c) echo exec.h ;;
+    trace.c | session.c) echo tracer.h ;;
     esac
-    base=${f%.c}.h
-    [ -n "${jit_rank[$base]+x}" ] && echo "$base"
 }
 
-# Every include points at its own layer or below, so the files' includes
-# can form no circle: a circle would need an include that points up.
-jit_checked=0
-for f in src/jit/*.[ch]; do
-    own=$(jit_own "$f")
-    if [ -z "$own" ] || [ -z "${jit_rank[$own]+x}" ]; then
-        echo "FAIL $f: has no place in the JIT's layer order"
-        fail=$((fail + 1))
-        continue
-    fi
-    while IFS= read -r name; do
-        # the public headers and core/grow.h are checked above
-        case $name in */*) continue ;; esac
-        [ -f "src/jit/$name" ] || continue
-        jit_checked=$((jit_checked + 1))
-        if [ -z "${jit_rank[$name]+x}" ]; then
-            echo "FAIL $f: includes $name, which has no place in the" \
-                 "JIT's layer order"
+# The same for src/comm: the public operations and the environment belong
+# to the communicator, each transport's files to its private header.
+own_comm() {
+    case $1 in
+    comm_ops.c | env.c) echo comm.h ;;
+    tcp.c | tcp_*.c) echo tcp_link.h ;;
+    shm.c | shm_*.c) echo shm_link.h ;;
+    slots_*.c) echo slots.h ;;
+    esac
+}
+
+# Checks the files of folder $1 against the order in $2 (bottom up) with
+# own_$3 naming the layer of a source file without a header of its name.
+check_order() {
+    local dir=$1 order=$2 kind=$3 h f own name r=0 n=0
+    local -A rank=()
+    for h in $order; do
+        rank[$h]=$r
+        r=$((r + 1))
+        if [ ! -f "$dir/$h" ]; then
+            echo "FAIL $dir/$h: in the layer order of $dir but not in the tree"
+            fail=$((fail + 1))
+        fi
+    done
+    for f in "$dir"/*.[ch]; do
+        name=${f#"$dir"/}
+        case $name in
+        *.h) own=$name ;;
+        *) own=$("own_$kind" "$name")
+           [ -z "$own" ] && [ -n "${rank[${name%.c}.h]+x}" ] && own=${name%.c}.h ;;
+        esac
+        if [ -z "$own" ] || [ -z "${rank[$own]+x}" ]; then
+            echo "FAIL $f: has no place in the layer order of $dir"
             fail=$((fail + 1))
             continue
         fi
-        [ "$name" = "$own" ] && continue
-        if [ "${jit_rank[$name]}" -gt "${jit_rank[$own]}" ]; then
-            echo "FAIL $f: includes $name, a layer above its own ($own)"
-            fail=$((fail + 1))
-        fi
-    done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
-done
+        while IFS= read -r h; do
+            # the public headers and core/grow.h are checked above
+            case $h in */*) continue ;; esac
+            [ -f "$dir/$h" ] || continue
+            n=$((n + 1))
+            if [ -z "${rank[$h]+x}" ]; then
+                echo "FAIL $f: includes $h, which has no place in the" \
+                     "layer order of $dir"
+                fail=$((fail + 1))
+            elif [ "$h" != "$own" ] && [ "${rank[$h]}" -gt "${rank[$own]}" ]; then
+                echo "FAIL $f: includes $h, a layer above its own ($own)"
+                fail=$((fail + 1))
+            fi
+        done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
+    done
+    if [ "$n" -lt 20 ]; then
+        echo "FAIL only $n includes of the headers of $dir found"
+        fail=$((fail + 1))
+    fi
+    echo "layers: $n includes of the headers of $dir checked"
+}
 
-if [ "$jit_checked" -lt 20 ]; then
-    echo "FAIL only $jit_checked includes of the JIT's headers found"
-    fail=$((fail + 1))
-fi
-echo "layers: $jit_checked includes of the JIT's headers checked"
+check_order src/jit "$jit_headers" jit
+check_order src/comm "$comm_headers" comm
 
 # The check itself must see the tree: an empty run proves nothing.
 if [ "$checked" -lt 100 ]; then

@@ -146,7 +146,7 @@ _STRTOLL = re.compile(r"[ \t\n\v\f\r]*[+-]?[0-9]+")
 def library():
     """The variables libccol reads when the job is joined (at the first
     compile under CCOL_TORCH=1), checked now with libccol's wording:
-    CCOL_SPIN_US, CCOL_HIER, CCOL_HOST (src/comm/comm.c, hier.c) and
+    CCOL_SPIN_US, CCOL_HIER, CCOL_HOST (src/comm/link.c, hostplan.c) and
     CCOL_FAULT (parsed by libccol itself, through a one-rank Comm that
     needs no network)."""
     v = os.environ.get("CCOL_SPIN_US", "")

@@ -1,5 +1,7 @@
 /*
- * shm_slot.c - the one-hop path of operations over shared memory.
+ * slots.c - the one-hop path of small operations (slots.h), over the
+ * board a transport lays out: a shm segment, or private memory for the
+ * threads of inproc.
  *
  * Within the tree threshold every operation starts here. Each rank writes
  * its contribution (operation, fingerprint, label, wall-clock start and up
@@ -9,14 +11,14 @@
  * computes the result itself from all of them, in rank order, so every
  * rank returns the same bytes. One one-way hop instead of the star's two,
  * and no frame to encode: the writer seals its slot with a CRC-32C
- * (shm.h) and every reader checks it.
+ * (slots.h) and every reader checks it.
  *
  * Everything deterministic is decided from the slots alone, which every
  * rank reads alike: a slot modified from outside the job (its checksum
  * fails) or a malformed one (PEER), ranks in different operations
  * (DIVERGED, always phrased against rank 0), a contribution over a slot
- * (every rank then runs the tree engine over the rings for this same
- * operation). join_reduce's combine is pure (include/ccol.h), so every
+ * (every rank then hands this same operation to the tree engine, over the
+ * transport's frames). join_reduce's combine is pure (include/ccol.h), so every
  * rank folding the same slots in the same order gets the same bytes or the
  * same failure. What is not deterministic, a missing rank, is agreed
  * through the slots' `seq` words: a rank that gives up (deadline, a dead or
@@ -40,7 +42,9 @@
  * publishes only after it finished reading the slots of s.
  */
 #define _GNU_SOURCE
-#include "shm_link.h"
+#include "slots.h"
+
+#include "fault.h"
 
 #include <inttypes.h>
 #include <sched.h>
@@ -55,14 +59,12 @@
  * it right after the tombstone. */
 #define VERDICT_WAIT_NS 2000000000
 
-typedef ccol__shm_link slink;
-
 /* ---- the slot reader (also fuzzed) ---- */
 
 /* The header bytes under the checksum: arg, started, op, flags and len,
  * adjacent in the layout. */
-#define SUM_FROM offsetof(ccol__shm_slot, arg)
-#define SUM_HDR (offsetof(ccol__shm_slot, sum) - SUM_FROM)
+#define SUM_FROM offsetof(ccol__slot, arg)
+#define SUM_HDR (offsetof(ccol__slot, sum) - SUM_FROM)
 
 /* The checksum of slot s with header bytes `hdr` (a copy: each field is
  * read once) holding `flags` and `len`: the payload counts at most to the
@@ -71,7 +73,7 @@ typedef ccol__shm_link slink;
  * messages, copied bounded and clean, and reading it on every operation
  * would cost a cache line from every rank. */
 static uint32_t
-slot_sum(const ccol__shm_slot *s, const uint8_t *hdr, uint16_t flags,
+slot_sum(const ccol__slot *s, const uint8_t *hdr, uint16_t flags,
          uint32_t len)
 {
     uint32_t crc = ccol__crc32c(0, hdr, SUM_HDR);
@@ -83,13 +85,13 @@ slot_sum(const ccol__shm_slot *s, const uint8_t *hdr, uint16_t flags,
 }
 
 void
-ccol__shm_slot_seal(ccol__shm_slot *s)
+ccol__slot_seal(ccol__slot *s)
 {
     s->sum = slot_sum(s, (const uint8_t *)s + SUM_FROM, s->flags, s->len);
 }
 
 ccol_status
-ccol__shm_slot_view(const ccol__shm_slot *s, ccol__slot_view *v, char *why,
+ccol__slot_read(const ccol__slot *s, ccol__slot_view *v, char *why,
                     size_t whylen)
 {
     const uint8_t *h = (const uint8_t *)s + SUM_FROM;
@@ -100,10 +102,10 @@ ccol__shm_slot_view(const ccol__shm_slot *s, ccol__slot_view *v, char *why,
      * the writer may be another, hostile, process, and checks must hold
      * for the values used. */
     memcpy(hdr, h, SUM_HDR);
-    memcpy(&v->arg, hdr + (offsetof(ccol__shm_slot, arg) - SUM_FROM), 8);
-    memcpy(&v->op, hdr + (offsetof(ccol__shm_slot, op) - SUM_FROM), 2);
-    memcpy(&v->flags, hdr + (offsetof(ccol__shm_slot, flags) - SUM_FROM), 2);
-    memcpy(&v->len, hdr + (offsetof(ccol__shm_slot, len) - SUM_FROM), 4);
+    memcpy(&v->arg, hdr + (offsetof(ccol__slot, arg) - SUM_FROM), 8);
+    memcpy(&v->op, hdr + (offsetof(ccol__slot, op) - SUM_FROM), 2);
+    memcpy(&v->flags, hdr + (offsetof(ccol__slot, flags) - SUM_FROM), 2);
+    memcpy(&v->len, hdr + (offsetof(ccol__slot, len) - SUM_FROM), 4);
     v->data = s->data;
     v->modified = slot_sum(s, hdr, v->flags, v->len) != sum;
     if (v->modified) {
@@ -128,14 +130,14 @@ ccol__shm_slot_view(const ccol__shm_slot *s, ccol__slot_view *v, char *why,
 }
 
 void
-ccol__shm_slot_label(const ccol__shm_slot *s, char out[CCOL__LABEL_BUF])
+ccol__slot_label(const ccol__slot *s, char out[CCOL__LABEL_BUF])
 {
     /* a full field has no NUL: the copy stops after its last byte */
     ccol__text_clean(out, s->label, CCOL__LABEL_BUF, false);
 }
 
 void
-ccol__shm_verdict_read(const ccol__shm_verdict *v, ccol__err *err)
+ccol__verdict_read(const ccol__verdict *v, ccol__err *err)
 {
     ccol__err_from_peer(err, v->code, v->msg, sizeof v->msg);
 }
@@ -144,8 +146,8 @@ ccol__shm_verdict_read(const ccol__shm_verdict *v, ccol__err *err)
 
 /* An operation in progress on this rank. */
 typedef struct slot_op {
-    ccol_comm *c;
-    slink *l;
+    ccol__slots *bd;       /* the board */
+    ccol__link *l;         /* the link whose run this is */
     ccol__coll *op;
     uint64_t seq;          /* its sequence number */
     int b;                 /* the slot it uses: seq & 1 */
@@ -154,6 +156,8 @@ typedef struct slot_op {
     int64_t deadline;      /* when missing ranks fail it */
     int *missing;          /* ranks whose slot is not there yet */
     int nmissing;
+    int ntomb;             /* ranks this rank declared missing: the first
+                              ntomb of `missing` */
     bool failed;           /* met a tombstone */
     bool earlier;          /* the deadline moved earlier: wait again */
     ccol__slot_view *views; /* every rank's validated slot */
@@ -161,10 +165,10 @@ typedef struct slot_op {
                                   last: the rest is cleared per operation */
 } slot_op;
 
-static ccol__shm_slot *
-slot_of(const slink *l, int r, int b)
+static ccol__slot *
+slot_of(const ccol__slots *bd, int r, int b)
 {
-    return &l->slots[2 * (size_t)r + (size_t)b];
+    return &bd->slot[2 * (size_t)r + (size_t)b];
 }
 
 static const char *
@@ -172,8 +176,16 @@ what_of(slot_op *so)
 {
     if (so->what[0] == '\0')
         ccol__op_describe_labeled(so->op->op, so->op->arg, so->seq,
-                                  so->c->label, so->what, sizeof so->what);
+                                  so->op->label, so->what, sizeof so->what);
     return so->what;
+}
+
+/* Makes a failure held in a record of this operation the one reported. */
+static ccol_status
+report(ccol__err *err, const ccol__err *mine)
+{
+    *err = *mine;
+    return err->code;
 }
 
 /* Rings every sleeping rank's doorbell after a store they may wait for. */
@@ -181,67 +193,67 @@ static void
 wake_all(slot_op *so)
 {
     atomic_thread_fence(memory_order_seq_cst);
-    for (int r = 0; r < so->c->size; r++)
-        if (r != so->c->rank &&
-            atomic_load_explicit(&ccol__shm_ctl(so->l, r)->sleeping,
+    for (int r = 0; r < so->bd->id->size; r++)
+        if (r != so->bd->id->rank &&
+            atomic_load_explicit(&ccol__slots_ctl(so->bd, r)->sleeping,
                                  memory_order_relaxed))
-            ccol__shm_bell(so->l, r);
+            ccol__slots_bell(so->bd, r);
 }
 
-/* Takes the verdict of this operation into c->err, waiting for its writer
+/* Takes the verdict of this operation into err, waiting for its writer
  * to finish it. */
 static ccol_status
-take_verdict(slot_op *so)
+take_verdict(slot_op *so, ccol__err *err)
 {
-    ccol__shm_verdict *v = so->l->verdict;
-    int64_t wait = (int64_t)(so->c->timeout_s * 1e9);
+    ccol__verdict *v = so->bd->verdict;
+    int64_t wait = (int64_t)(so->op->timeout_s * 1e9);
     int64_t until = ccol__now_ns() +
                     (wait < VERDICT_WAIT_NS ? wait : VERDICT_WAIT_NS);
 
     while (atomic_load_explicit(&v->seq, memory_order_acquire) != so->seq) {
         struct timespec ts = { 0, 100000 };
         if (ccol__now_ns() >= until)
-            return ccol__seterr(&so->c->err, CCOL_ERR_PEER,
+            return ccol__seterr(err, CCOL_ERR_PEER,
                                 "%s failed on another rank, whose report "
                                 "never arrived", what_of(so));
         nanosleep(&ts, NULL);
     }
-    ccol__shm_verdict_read(v, &so->c->err);
-    return so->c->err.code;
+    ccol__verdict_read(v, err);
+    return err->code;
 }
 
-/* Writes c->err as the verdict of this operation unless another rank
+/* Writes `mine` as the verdict of this operation unless another rank
  * already claimed it, in which case that one is everyone's. */
 static ccol_status
-give_verdict(slot_op *so)
+give_verdict(slot_op *so, const ccol__err *mine, ccol__err *err)
 {
-    ccol__shm_verdict *v = so->l->verdict;
+    ccol__verdict *v = so->bd->verdict;
     uint64_t old = atomic_load_explicit(&v->seq, memory_order_acquire);
 
     if (old == so->seq || old == (so->seq | CCOL__VERDICT_BUSY) ||
         !atomic_compare_exchange_strong(&v->seq, &old,
                                         so->seq | CCOL__VERDICT_BUSY))
-        return take_verdict(so);
-    v->code = (int32_t)so->c->err.code;
-    v->rank = so->c->rank;
-    ccol__text_clean(v->msg, so->c->err.msg, sizeof v->msg, true);
+        return take_verdict(so, err);
+    v->code = (int32_t)mine->code;
+    v->rank = so->bd->id->rank;
+    ccol__text_clean(v->msg, mine->msg, sizeof v->msg, true);
     atomic_store_explicit(&v->seq, so->seq, memory_order_release);
     wake_all(so);
-    return so->c->err.code;
+    return report(err, mine);
 }
 
 /* Swaps the sequence number into this rank's `seq`; a tombstone already
  * there means the others declared this rank missing: their verdict is
  * ours. */
 static ccol_status
-set_seq(slot_op *so)
+set_seq(slot_op *so, ccol__err *err)
 {
-    _Atomic uint64_t *w = &slot_of(so->l, so->c->rank, so->b)->seq;
+    _Atomic uint64_t *w = &slot_of(so->bd, so->bd->id->rank, so->b)->seq;
     uint64_t old = atomic_load_explicit(w, memory_order_relaxed);
 
     do {
         if (old == (so->seq | CCOL__SLOT_TOMB))
-            return take_verdict(so);
+            return take_verdict(so, err);
     } while (!atomic_compare_exchange_weak_explicit(
         w, &old, so->seq, memory_order_acq_rel, memory_order_relaxed));
     wake_all(so);
@@ -250,47 +262,49 @@ set_seq(slot_op *so)
 
 /* Writes this rank's slot and publishes it, applying injected faults. */
 static ccol_status
-publish(slot_op *so)
+publish(slot_op *so, ccol__err *err)
 {
-    ccol_comm *c = so->c;
-    ccol__shm_slot *s = slot_of(so->l, c->rank, so->b);
-    bool big = so->op->len > CCOL__SLOT_CAP;
-    int fault = ccol__fault_publish(c);
+    const ccol__coll *op = so->op;
+    ccol__slot *s = slot_of(so->bd, so->bd->id->rank, so->b);
+    bool big = op->len > CCOL__SLOT_CAP;
+    size_t ll = op->label_len < CCOL__LABEL_MAX ? op->label_len
+                                                 : CCOL__LABEL_MAX;
+    int fault = ccol__fault_publish(so->l, so->seq);
 
-    if (fault == CCOL__FAULT_TRUNCATE && c->ops->shutdown != NULL)
-        c->ops->shutdown(c); /* leaves as a crash mid-message would */
-    if (so->l->closed)
-        return ccol__seterr(&c->err, CCOL_ERR_CLOSED,
+    if (fault == CCOL__FAULT_TRUNCATE && so->l->ops->shutdown != NULL)
+        so->l->ops->shutdown(so->l); /* leaves as a crash mid-message would */
+    if (so->bd->closed)
+        return ccol__seterr(err, CCOL_ERR_CLOSED,
                             "this rank's connections were shut down");
-    s->arg = so->op->arg;
+    s->arg = op->arg;
     s->started = so->started_wall;
-    s->op = so->op->op;
+    s->op = op->op;
     s->flags = big ? CCOL__SLOT_BIG : 0;
-    s->len = (uint32_t)so->op->len;
-    memcpy(s->label, c->label,
-           c->label_len < CCOL__LABEL_MAX ? c->label_len + 1
-                                          : CCOL__LABEL_MAX);
-    if (!big && so->op->len > 0)
-        memcpy(s->data, so->op->data, so->op->len);
+    s->len = (uint32_t)op->len;
+    memcpy(s->label, op->label, ll);
+    if (ll < CCOL__LABEL_MAX)
+        s->label[ll] = '\0';
+    if (!big && op->len > 0)
+        memcpy(s->data, op->data, op->len);
     if (fault == CCOL__FAULT_CORRUPT) {
         s->flags = 0;
         s->len ^= 0x5a000000u; /* a length no slot holds */
     }
-    ccol__shm_slot_seal(s); /* corrupt: a broken writer, not a scribbler */
-    c->sent += offsetof(ccol__shm_slot, data) + (big ? 0 : so->op->len);
+    ccol__slot_seal(s); /* corrupt: a broken writer, not a scribbler */
+    so->l->sent += offsetof(ccol__slot, data) + (big ? 0 : op->len);
     if (fault == CCOL__FAULT_DROP)
         return CCOL_OK; /* never published: the others will miss it */
-    return set_seq(so);
+    return set_seq(so, err);
 }
 
-/* An earlier start elsewhere moves the deadline to T after it, but no
- * sooner than a quarter of T after our own start (clocks may disagree). */
+/* An earlier start elsewhere (wall clock `started`, untrusted) moves the
+ * deadline earlier by the tree engine's rule (ccol__skewed_deadline). */
 static void
 adjust_deadline(slot_op *so, int64_t started)
 {
     int64_t d = ccol__skewed_deadline(so->deadline, so->started_mono,
                                       so->started_wall, started,
-                                      (int64_t)(so->c->timeout_s * 1e9));
+                                      (int64_t)(so->op->timeout_s * 1e9));
 
     if (d < so->deadline) {
         so->deadline = d;
@@ -301,29 +315,29 @@ adjust_deadline(slot_op *so, int64_t started)
 /* Starts pulling an arrived slot's payload lines into this core's cache
  * while the other slots are awaited: each is a cross-core transfer. */
 static void
-prefetch(const ccol__shm_slot *s)
+prefetch(const ccol__slot *s)
 {
     uint32_t len = s->len < CCOL__SLOT_CAP ? s->len : CCOL__SLOT_CAP;
 
-    for (uint32_t off = 0; off < len; off += CCOL__SHM_LINE)
+    for (uint32_t off = 0; off < len; off += CCOL__LINE)
         __builtin_prefetch(s->data + off);
 }
 
 /* Polls the missing ranks' slots: done when all arrived, a tombstone
  * shows up, or the deadline moved (the wait starts again). */
 static int
-poll_slots(ccol_comm *c, slink *l, void *arg)
+poll_slots(ccol__slots *bd, void *arg, ccol__err *err)
 {
     slot_op *so = arg;
     int k = 0;
 
-    (void)c;
+    (void)err;
     for (int i = 0; i < so->nmissing; i++) {
         int r = so->missing[i];
-        ccol__shm_slot *s = slot_of(l, r, so->b);
+        ccol__slot *s = slot_of(bd, r, so->b);
         uint64_t v = atomic_load_explicit(&s->seq, memory_order_acquire);
         if (v == so->seq) {
-            l->progress = true;
+            bd->progress = true;
             adjust_deadline(so, s->started);
             prefetch(s);
             continue;
@@ -338,11 +352,11 @@ poll_slots(ccol_comm *c, slink *l, void *arg)
     return k == 0 || so->earlier ? 1 : 0;
 }
 
-/* Says what rank r last published, for timeout messages. */
+/* What rank r last published, for timeout messages. */
 static void
-describe_last(slot_op *so, int r, char *out, size_t n)
+last_seen(const slot_op *so, int r, char *out, size_t n)
 {
-    ccol__shm_slot *s = slot_of(so->l, r, so->b ^ 1);
+    ccol__slot *s = slot_of(so->bd, r, so->b ^ 1);
     ccol__slot_view v;
     char why[120], label[CCOL__LABEL_BUF], d[CCOL__WHAT_MAX];
 
@@ -352,45 +366,49 @@ describe_last(slot_op *so, int r, char *out, size_t n)
         snprintf(out, n, "never heard from");
         return;
     }
-    if (ccol__shm_slot_view(s, &v, why, sizeof why) != CCOL_OK) {
+    if (ccol__slot_read(s, &v, why, sizeof why) != CCOL_OK) {
         snprintf(out, n, "last seen with a bad slot: %s", why);
         return;
     }
-    ccol__shm_slot_label(s, label);
+    ccol__slot_label(s, label);
     ccol__op_describe_labeled(v.op, v.arg, so->seq - 1, label, d, sizeof d);
     snprintf(out, n, "last seen in %s", d);
 }
 
-/* The timeout report naming the ranks this rank declared missing. */
+/* What follows a missing rank's number in the timeout message:
+ * " (last seen in ...)". */
 static void
-report_missing(slot_op *so, const int *tomb, int ntomb)
+describe_missing(const void *ud, int r, char *out, size_t n)
 {
-    ccol__buf b = { 0 };
+    char seen[CCOL__WHAT_MAX + 16];
 
-    for (int i = 0; i < ntomb; i++) {
-        char seen[CCOL__WHAT_MAX + 16];
-        describe_last(so, tomb[i], seen, sizeof seen);
-        ccol__buf_printf(&b, "%s%d (%s)", i ? ", " : "", tomb[i], seen);
-    }
-    ccol__seterr(&so->c->err, CCOL_ERR_TIMEOUT,
-                 "%s timed out after %.3g s; missing %s: %s", what_of(so),
-                 so->c->timeout_s, ntomb == 1 ? "rank" : "ranks",
-                 b.p ? (char *)b.p : "?");
-    ccol__buf_free(&b);
+    last_seen(ud, r, seen, sizeof seen);
+    snprintf(out, n, " (%s)", seen);
 }
 
-/* The wait failed (st: TIMEOUT, or PEER with c->err naming a rank that
- * left or died): declares the ranks still missing by swapping tombstones
- * into their words. Ranks that arrive meanwhile count; if all did, the
- * operation goes on. */
-static ccol_status
-declare_missing(slot_op *so, ccol_status st)
+/* Did this rank declare rank r missing? */
+static bool
+declared(const void *ud, int r)
+{
+    const slot_op *so = ud;
+
+    for (int i = 0; i < so->ntomb; i++)
+        if (so->missing[i] == r)
+            return true;
+    return false;
+}
+
+/* Swaps a tombstone into the word of every rank still missing; returns
+ * how many this rank declared (listed first in so->missing). Ranks that
+ * arrive meanwhile count; a tombstone already there sets so->failed. */
+static int
+bury_missing(slot_op *so)
 {
     int ntomb = 0;
 
     for (int i = 0; i < so->nmissing; i++) {
         int r = so->missing[i];
-        _Atomic uint64_t *w = &slot_of(so->l, r, so->b)->seq;
+        _Atomic uint64_t *w = &slot_of(so->bd, r, so->b)->seq;
         uint64_t old = atomic_load_explicit(w, memory_order_acquire);
         for (;;) {
             if (old == so->seq)
@@ -406,16 +424,27 @@ declare_missing(slot_op *so, ccol_status st)
             }
         }
     }
-    if (ntomb == 0 && !so->failed) {
-        ccol__clrerr(&so->c->err);
+    return ntomb;
+}
+
+/* The wait failed (st: TIMEOUT, or PEER with `mine` naming a rank that
+ * left or died): declares the ranks still missing. If all arrived
+ * meanwhile, the operation goes on (and `mine` is dropped). */
+static ccol_status
+declare_missing(slot_op *so, ccol_status st, ccol__err *mine,
+                ccol__err *err)
+{
+    so->ntomb = bury_missing(so);
+    if (so->ntomb == 0 && !so->failed) {
         so->nmissing = 0;
         return CCOL_OK;
     }
-    if (ntomb == 0)
-        return take_verdict(so);
+    if (so->ntomb == 0)
+        return take_verdict(so, err);
     if (st == CCOL_ERR_TIMEOUT)
-        report_missing(so, so->missing, ntomb);
-    return give_verdict(so);
+        ccol__missed(mine, so->bd->id, what_of(so), so->op->timeout_s,
+                     declared, describe_missing, so);
+    return give_verdict(so, mine, err);
 }
 
 /* Is rank r among the ranks not arrived yet? */
@@ -431,44 +460,44 @@ still_missing(const slot_op *so, int r)
 /* Waits until every rank's slot holds this operation; failures are
  * agreed through tombstones and the verdict. */
 static ccol_status
-wait_slots(slot_op *so)
+wait_slots(slot_op *so, ccol__err *err)
 {
+    ccol__err mine = { 0 }; /* the wait's failure, until it is agreed */
     ccol_status st;
 
     so->failed = false;
-    so->nmissing = so->c->size;
-    for (int r = 0; r < so->c->size; r++)
+    so->nmissing = so->bd->id->size;
+    for (int r = 0; r < so->bd->id->size; r++)
         so->missing[r] = r;
     for (;;) {
         so->earlier = false;
-        st = ccol__shm_wait(so->c, so->l, so->missing, &so->nmissing,
-                            so->deadline, poll_slots, so);
+        st = ccol__slots_wait(so->bd, so->missing, &so->nmissing,
+                              so->deadline, poll_slots, so, &mine);
         if (st == CCOL_OK && so->earlier && so->nmissing > 0 && !so->failed)
             continue; /* the same wait with the earlier deadline */
-        if (st == CCOL_ERR_PEER && !still_missing(so, so->l->gone)) {
-            ccol__clrerr(&so->c->err); /* it published before it went */
-            continue;
-        }
+        if (st == CCOL_ERR_PEER && !still_missing(so, so->bd->gone))
+            continue; /* it published before it went */
         break;
     }
     if (st == CCOL_OK && !so->failed)
         return CCOL_OK;
     if (st == CCOL_OK)
-        return take_verdict(so);
+        return take_verdict(so, err);
     if (st == CCOL_ERR_TIMEOUT && ccol__intr_hit()) {
         /* Interrupted: the ranks still missing are declared so with a
          * verdict naming this rank, so the others fail at once with a
          * PEER error saying who left, never a timeout naming ranks that
-         * were not late. run_op tells this rank's caller INTERRUPTED. */
-        ccol__seterr(&so->c->err, CCOL_ERR_PEER,
-                     "rank %d was interrupted by its caller during %s and "
-                     "left the job",
-                     so->c->rank, what_of(so));
-        st = CCOL_ERR_PEER;
+         * were not late. The communicator tells this rank's caller
+         * INTERRUPTED. */
+        st = ccol__seterr(&mine, CCOL_ERR_PEER,
+                          "rank %d was interrupted by its caller during %s "
+                          "and left the job",
+                          ccol__id_gr(so->bd->id, so->bd->id->rank),
+                          what_of(so));
     }
     if (st != CCOL_ERR_TIMEOUT && st != CCOL_ERR_PEER)
-        return st;
-    return declare_missing(so, st);
+        return report(err, &mine);
+    return declare_missing(so, st, &mine, err);
 }
 
 /* ---- computing the result ---- */
@@ -476,50 +505,35 @@ wait_slots(slot_op *so)
 /* The failure of a slot that did not pass the reader: modified from
  * outside the job, or malformed by its writer. */
 static ccol_status
-bad_slot(slot_op *so, int r, const char *why)
+bad_slot(slot_op *so, int r, const char *why, ccol__err *err)
 {
     if (so->views[r].modified)
-        return ccol__seterr(&so->c->err, CCOL_ERR_PEER,
+        return ccol__seterr(err, CCOL_ERR_PEER,
                             "the shared memory of rank %d's slot was "
                             "modified from outside the job during %s "
                             "(checksum mismatch)",
                             r, what_of(so));
-    return ccol__seterr(&so->c->err, CCOL_ERR_PEER,
+    return ccol__seterr(err, CCOL_ERR_PEER,
                         "rank %d sent a bad slot during %s: %s", r,
                         what_of(so), why);
 }
 
-/* Validates every slot and checks that all ranks are in this operation,
- * in rank order, so every rank reports the same first problem. */
+/* The first rank in another operation than rank 0, as DIVERGED. */
 static ccol_status
-check_slots(slot_op *so, bool *big)
+check_same_op(slot_op *so, ccol__err *err)
 {
-    ccol_comm *c = so->c;
-    char why[160];
-
-    *big = false;
-    for (int r = 0; r < c->size; r++) {
-        ccol__slot_view *v = &so->views[r];
-        if (ccol__shm_slot_view(slot_of(so->l, r, so->b), v, why,
-                                sizeof why) != CCOL_OK)
-            return bad_slot(so, r, why);
-        *big = *big || (v->flags & CCOL__SLOT_BIG);
-        if (r != c->rank)
-            c->received += offsetof(ccol__shm_slot, data) +
-                           (v->flags & CCOL__SLOT_BIG ? 0 : v->len);
-    }
-    for (int r = 1; r < c->size; r++) {
+    for (int r = 1; r < so->bd->id->size; r++) {
         const ccol__slot_view *v = &so->views[r], *v0 = &so->views[0];
         char l0[CCOL__LABEL_BUF], lr[CCOL__LABEL_BUF];
         char d0[CCOL__WHAT_MAX], dr[CCOL__WHAT_MAX];
         if (v->op == v0->op && v->arg == v0->arg)
             continue;
-        ccol__shm_slot_label(slot_of(so->l, 0, so->b), l0);
-        ccol__shm_slot_label(slot_of(so->l, r, so->b), lr);
+        ccol__slot_label(slot_of(so->bd, 0, so->b), l0);
+        ccol__slot_label(slot_of(so->bd, r, so->b), lr);
         ccol__op_describe_labeled(v0->op, v0->arg, so->seq, l0, d0,
                                   sizeof d0);
         ccol__op_describe_labeled(v->op, v->arg, so->seq, lr, dr, sizeof dr);
-        return ccol__seterr(&c->err, CCOL_ERR_DIVERGED,
+        return ccol__seterr(err, CCOL_ERR_DIVERGED,
                             "ranks diverged: rank %d is in %s while rank 0 "
                             "is in %s",
                             r, dr, d0);
@@ -527,25 +541,46 @@ check_slots(slot_op *so, bool *big)
     return CCOL_OK;
 }
 
+/* Validates every slot and checks that all ranks are in this operation,
+ * in rank order, so every rank reports the same first problem. */
+static ccol_status
+check_slots(slot_op *so, bool *big, ccol__err *err)
+{
+    char why[160];
+
+    *big = false;
+    for (int r = 0; r < so->bd->id->size; r++) {
+        ccol__slot_view *v = &so->views[r];
+        if (ccol__slot_read(slot_of(so->bd, r, so->b), v, why,
+                            sizeof why) != CCOL_OK)
+            return bad_slot(so, r, why, err);
+        *big = *big || (v->flags & CCOL__SLOT_BIG);
+        if (r != so->bd->id->rank)
+            so->l->received += offsetof(ccol__slot, data) +
+                               (v->flags & CCOL__SLOT_BIG ? 0 : v->len);
+    }
+    return check_same_op(so, err);
+}
+
 /* join_reduce: folds every rank's contribution in rank order with the
  * caller's combine, as rank 0 of the star does. The combine is pure, so a
  * failure here is every rank's, with this same message (which therefore
  * names no rank of its own). */
 static ccol_status
-fold_slots(slot_op *so)
+fold_slots(slot_op *so, ccol__err *err)
 {
-    ccol_comm *c = so->c;
     const ccol__slot_view *v = so->views;
+    int size = so->bd->id->size;
     uint8_t *acc = NULL;
     size_t alen = v[0].len;
 
     /* Rank 0's slot is the first operand as it is: the combine only reads
      * its inputs, so only a single rank's result needs a copy. */
-    if (c->size == 1 && (acc = malloc(alen + 1)) == NULL)
-        return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY, "out of memory");
-    if (c->size == 1)
+    if (size == 1 && (acc = malloc(alen + 1)) == NULL)
+        return ccol__seterr(err, CCOL_ERR_NO_MEMORY, "out of memory");
+    if (size == 1)
         memcpy(acc, v[0].data, alen);
-    for (int r = 1; r < c->size; r++) {
+    for (int r = 1; r < size; r++) {
         void *next = NULL;
         size_t nlen = 0;
         ccol_status st = so->op->combine(so->op->combine_ud,
@@ -553,9 +588,9 @@ fold_slots(slot_op *so)
                                          v[r].data, v[r].len, &next, &nlen);
         free(acc);
         if (st != CCOL_OK)
-            return ccol__seterr(&c->err, st == CCOL_ERR_NO_MEMORY
-                                             ? st
-                                             : CCOL_ERR_PEER,
+            return ccol__seterr(err, st == CCOL_ERR_NO_MEMORY
+                                         ? st
+                                         : CCOL_ERR_PEER,
                                 "%s: combining the contribution of rank %d "
                                 "failed (%s)",
                                 what_of(so), r, ccol_status_name(st));
@@ -569,39 +604,38 @@ fold_slots(slot_op *so)
 
 /* The builtin operations: the same finish rank 0 of the star runs. */
 static ccol_status
-finish_concat(slot_op *so)
+finish_concat(slot_op *so, ccol__err *err)
 {
-    ccol_comm *c = so->c;
-    slink *l = so->l;
+    ccol__slots *bd = so->bd;
 
-    for (int r = 0; r < c->size; r++) {
-        l->blobs[r] = so->views[r].data;
-        l->lens[r] = so->views[r].len;
+    for (int r = 0; r < bd->id->size; r++) {
+        bd->blobs[r] = so->views[r].data;
+        bd->lens[r] = so->views[r].len;
     }
-    return so->op->finish(c, so->op->finish_ud, l->blobs, l->lens,
-                          &so->op->result, &so->op->result_len);
+    return so->op->finish(so->op->finish_ud, bd->id->size, bd->blobs,
+                          bd->lens, &so->op->result, &so->op->result_len,
+                          err);
 }
 
-/* Per-operation arrays, allocated once per link. */
+/* Per-operation arrays, allocated once per board. */
 static ccol_status
-scratch(ccol_comm *c, slot_op *so)
+scratch(slot_op *so, ccol__err *err)
 {
-    slink *l = so->l;
-    size_t n = (size_t)c->size;
+    ccol__slots *bd = so->bd;
+    size_t n = (size_t)bd->id->size;
 
-    if (l->views == NULL) {
+    if (bd->views == NULL) {
         /* Largest alignment first: views, pointers, sizes, then ints. */
-        l->views = calloc(n, sizeof *l->views + sizeof *l->blobs +
-                                 sizeof *l->lens + sizeof *l->missing);
-        if (l->views == NULL)
-            return ccol__seterr(&c->err, CCOL_ERR_NO_MEMORY,
-                                "out of memory");
-        l->blobs = (const uint8_t **)(void *)(l->views + n);
-        l->lens = (size_t *)(void *)(l->blobs + n);
-        l->missing = (int *)(void *)(l->lens + n);
+        bd->views = calloc(n, sizeof *bd->views + sizeof *bd->blobs +
+                                  sizeof *bd->lens + sizeof *bd->missing);
+        if (bd->views == NULL)
+            return ccol__seterr(err, CCOL_ERR_NO_MEMORY, "out of memory");
+        bd->blobs = (const uint8_t **)(void *)(bd->views + n);
+        bd->lens = (size_t *)(void *)(bd->blobs + n);
+        bd->missing = (int *)(void *)(bd->lens + n);
     }
-    so->missing = l->missing;
-    so->views = l->views;
+    so->missing = bd->missing;
+    so->views = bd->views;
     return CCOL_OK;
 }
 
@@ -609,54 +643,65 @@ scratch(ccol_comm *c, slot_op *so)
  * tree engine (the fallback of large contributions, or a later operation)
  * says the ranks were last seen doing. */
 static void
-note_all_seen(ccol_comm *c, const ccol__coll *op)
+note_all_seen(const ccol__coll *op)
 {
-    ccol__seen_note(&c->slots_seen, op->op, c->seq, op->arg, c->label);
+    if (op->slots_seen != NULL)
+        ccol__seen_note(op->slots_seen, op->op, op->seq, op->arg,
+                        op->label);
 }
 
-/* Slots first, then the tree engine (over the transport's frames) when a
- * contribution is over a slot. */
+/* Starts an operation on this rank: what is described only on failure
+ * is cleared but for its text (long enough for a whole label), on this
+ * hot path. */
+static void
+start(slot_op *so, ccol__slots *bd, ccol__link *l, ccol__coll *op)
+{
+    memset(so, 0, offsetof(slot_op, what));
+    so->what[0] = '\0';
+    so->bd = bd;
+    so->l = l;
+    so->op = op;
+    so->seq = op->seq;
+    so->b = (int)(op->seq & 1);
+    so->started_wall = ccol__wall_ns();
+    so->started_mono = ccol__now_ns();
+    so->deadline = so->started_mono + (int64_t)(op->timeout_s * 1e9);
+}
+
+/* Slots first; a contribution over a slot goes to the tree engine. */
 ccol_status
-ccol__shm_slot_run(ccol_comm *c, slink *l, ccol__coll *op)
+ccol__slots_run(ccol__slots *bd, ccol__link *l, ccol__coll *op, bool *ran,
+                ccol__err *err)
 {
     slot_op so;
     ccol_status st;
     bool big = false;
 
+    *ran = true;
     op->result = NULL;
     op->result_len = 0;
-    c->seq++;
-    ccol__fault_on_op(c);
-    /* what is described only on failure: clear all but its text (long
-     * enough for a whole label) on this hot path. */
-    memset(&so, 0, offsetof(slot_op, what));
-    so.what[0] = '\0';
-    so.c = c;
-    so.l = l;
-    so.op = op;
-    so.seq = c->seq;
-    so.b = (int)(c->seq & 1);
-    so.started_wall = ccol__wall_ns();
-    so.started_mono = ccol__now_ns();
-    so.deadline = so.started_mono + (int64_t)(c->timeout_s * 1e9);
-    st = ccol__shm_check_size(c, l, so.started_mono);
+    start(&so, bd, l, op);
+    st = ccol__slots_guard(bd, so.started_mono, err);
     if (st == CCOL_OK)
-        st = scratch(c, &so);
+        st = scratch(&so, err);
     if (st == CCOL_OK)
-        st = publish(&so);
+        st = publish(&so, err);
     if (st == CCOL_OK)
-        st = wait_slots(&so);
+        st = wait_slots(&so, err);
     if (st == CCOL_OK)
-        st = check_slots(&so, &big);
+        st = check_slots(&so, &big, err);
     if (st == CCOL_OK)
-        note_all_seen(c, op);
-    if (st == CCOL_OK && big)
-        return ccol__tree_exec(c, op); /* every rank saw the same flag */
+        note_all_seen(op);
+    if (st == CCOL_OK && big) {
+        *ran = false; /* every rank saw the same flag */
+        return CCOL_OK;
+    }
     if (st == CCOL_OK)
-        st = op->mode == CCOL__UP_JOIN ? fold_slots(&so) : finish_concat(&so);
-    if (st != CCOL_OK && ccol__shm_check_size(c, l, 0) != CCOL_OK)
+        st = op->mode == CCOL__UP_JOIN ? fold_slots(&so, err)
+                                       : finish_concat(&so, err);
+    if (st != CCOL_OK && ccol__slots_guard(bd, 0, err) != CCOL_OK)
         st = CCOL_ERR_IO; /* a truncation explains what else failed */
     if (st != CCOL_OK)
-        ccol__shm_fail_rank(l, c->rank, c->size);
-    return ccol__coll_end(c, op, st);
+        ccol__slots_fail_rank(bd);
+    return st;
 }

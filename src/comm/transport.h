@@ -1,0 +1,30 @@
+/*
+ * transport.h - the transport table (transport.c): which link a
+ * communicator's params ask for, the communicator id its frames carry
+ * (named by the transport and the job's name or port, so two jobs on one
+ * machine never take each other's frames), and the composite links put
+ * together from their parts (tcp+shm from a tcp link and a host's shm
+ * link).
+ */
+#ifndef CCOL_TRANSPORT_H
+#define CCOL_TRANSPORT_H
+
+#include "link.h"
+#include "shape.h"
+
+/*
+ * Joins the job as params p ask (transport, name, address, port) and
+ * returns its link in *out, or NULL for a one-rank job that needs none.
+ * Sets cfg->id.comm_id; may replace the shape (the per-host tree of a
+ * job across hosts).
+ */
+ccol_status ccol__transport_attach(const ccol_comm_params *p,
+                                   ccol__link_cfg *cfg, ccol__shape *shape,
+                                   ccol__link **out, ccol__err *err);
+/* The oob transport over the caller's table; cfg->id.comm_id is named by
+ * `name` (NULL: "oob"). */
+ccol_status ccol__transport_attach_oob(const ccol_oob *oob, const char *name,
+                                       ccol__link_cfg *cfg, ccol__link **out,
+                                       ccol__err *err);
+
+#endif /* CCOL_TRANSPORT_H */
