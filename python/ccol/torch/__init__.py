@@ -18,6 +18,9 @@ One file per concern:
   placed (now or at its module's import) and restored by one registry;
 - ``_compile.py``: the compiler collective's hooks;
 - ``_guard.py``: the guard hook (never lets an exception into torch's C++);
+- ``_switches.py``: torch's own switches for these agreements
+  (set_enable_guard_collectives, enable_compiler_collectives) honoured
+  through ccol;
 - ``_agree.py``, ``_sites.py``, ``_site_table.py``: torch.compile's other
   cross-rank agreements (SPMD graph check, partitioner, estimates,
   autotuning), the sites listed as data in ``_site_table.py`` and hooked by
@@ -233,11 +236,12 @@ def _new_job(comm, guards, patience, graph_check, run_patience=None):
 
 
 def _install(job):
-    from . import _compile, _graph, _guard, _log, _sites
+    from . import _compile, _graph, _guard, _log, _sites, _switches
     _log.register_with_torch()
     _compile.install(job)
     _graph.install(job)
     _guard.install(job)
+    _switches.install(job)  # after _guard: torch's switches map onto it
     _sites.install(job)  # optional sites: a torch without them is fine
 
 

@@ -28,7 +28,7 @@ import time
 
 import ccol
 
-from . import _decisions, _fold, _live, _trace
+from . import _decisions, _fold, _live, _switches, _trace
 from ._codec import COMPILE, check_kinds, decode_state, encode_state
 from ._errors import diverged_error, peer_error
 from ._hooks import Hook
@@ -50,8 +50,14 @@ def frame_name(code):
 
 
 def _get_compile_pg(job, upstream, module):
+    """Asked at each compile: ccol's stand-in group, or None (inside
+    local(), or with torch's config switching the collective off); the
+    guard hook is checked here too (_switches.py)."""
     def get_compile_pg():
-        return None if job.local else job.group
+        _switches.reconcile(job)
+        if job.local or not _switches.compiler_collectives(job):
+            return None
+        return job.group
     return get_compile_pg
 
 

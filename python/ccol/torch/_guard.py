@@ -19,6 +19,11 @@ first frame up the stack outside torch and ccol), so a rank evaluating on
 its own while the others train is a prompt ccol.DivergedError naming both
 call sites, never a silent pairing. ccol.torch.local() scopes such calls.
 
+torch's own switch for this hook (torch.compiler.
+set_enable_guard_collectives, or set_guard_complete_hook with torch's
+guard_collectives_hook or None) turns ccol's guard collective on or off
+and leaves this hook in place (_switches.py).
+
 A rank that spends a while between compiled calls (a checkpoint, an
 evaluation) keeps the others waiting here: it is alive and running, so they
 wait for it as long as the job's process group would (the run patience,
@@ -53,11 +58,17 @@ def call_site():
     return f"{c.co_name} ({c.co_filename}:{f.f_lineno})"[:_SITE_MAX]
 
 
+def _placed_hook(job, upstream, module):
+    job.guard_hook = make_hook(job)  # what torch's switches map onto
+    return job.guard_hook
+
+
 # torch's guard-complete hook is set through a setter that returns the hook
 # it replaces (there is no attribute to read): a setter hook (_hooks.py).
+# torch's switches for it are mapped onto this one by _switches.py.
 HOOKS = (
     Hook("torch._C._dynamo.eval_frame", "set_guard_complete_hook",
-         lambda job, upstream, module: make_hook(job), setter=True),
+         _placed_hook, setter=True),
 )
 
 

@@ -35,6 +35,17 @@ class Job:
         self.live = None          # _live.Liveness with a store
         self.group = CompileGroup(self)
         self.guard_collectives = guard_collectives
+        # _switches.py: ccol's guard hook, torch's setter for it, torch's
+        # guard_collectives_hook (and ccol's stand-in), a foreign hook seen
+        self.guard_hook = None
+        self.guard_setter = None
+        self.torch_guard = ()
+        self.foreign_guard = None
+        # _switches.py: enable_compiler_collectives as last seen, whether it
+        # changed since enable, and whether compiles run the collective
+        self.cc_state = None
+        self.cc_moved = False
+        self.compiler_collectives = True
         self.graph_check = graph_check  # _graph.py's policy
         self.exchange_mode = exchange  # "reduce" or "gather" (_compile.py)
         self.patience = patience
