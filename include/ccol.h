@@ -297,6 +297,33 @@ CCOL_API ccol_status ccol_comm_create_oob(const ccol_oob *oob,
                                           const ccol_comm_params *params,
                                           ccol_comm **out);
 
+/*
+ * A sub-communicator: ranks members[0..n-1] of `parent` (distinct, in
+ * increasing order, this rank among them) as a communicator of their own,
+ * in which members[r] is rank r. Only the members call it, each with the
+ * same members and name, and no other rank takes part or waits: ranks that
+ * run other code (another pipeline stage) go on undisturbed. It has the
+ * parent's transport (inproc, shm and tcp jobs; the sub of a tcp+shm job
+ * is grouped by host again, or shm alone when its members share one host),
+ * deadline, max_payload, token and tree parameters, and a communicator id
+ * of its own (from the parent's, `name` and the members), so frames of two
+ * subs never mix. Its messages name ranks by their rank in `parent`.
+ * A failure of the sub never poisons the parent, nor the parent's the sub;
+ * each is destroyed on its own, in any order. Injected faults (CCOL_FAULT)
+ * apply to the job's communicator only.
+ * name: up to 64 printable bytes (NULL is ""). Refused with
+ * CCOL_ERR_INVALID_ARG: an oob parent (create one over the sub-group's own
+ * all-gather), a parent that is itself a sub (name the members by their
+ * rank in the job's communicator), a bad member list. Members that do not
+ * all arrive within the deadline give CCOL_ERR_TIMEOUT naming the missing
+ * ones. On failure *out is still a communicator to read the message from
+ * and destroy (NULL only when memory ran out or an argument was invalid,
+ * then the message is on `parent`).
+ */
+CCOL_API ccol_status ccol_comm_create_sub(ccol_comm *parent,
+                                          const int *members, int n,
+                                          const char *name, ccol_comm **out);
+
 /* Closes connections and frees the communicator. NULL is a no-op. In a
  * forked child (a process other than the one that created it) it releases
  * only the child's memory and descriptors and touches nothing the job

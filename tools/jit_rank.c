@@ -1,6 +1,8 @@
 /*
  * jit_rank.c - one rank of a `ccol jit` job: loads the program, opens a
- * JIT session on the job's communicator, makes every call of the schedule
+ * JIT session on the job's communicator (or, when the schedule has
+ * domains, on a sub-communicator of this rank's domain, so a pipeline's
+ * stages compile and agree apart), makes every call of the schedule
  * in order (stopping at the first failure), optionally checks each result
  * against an eager call, meets the other ranks at the end of the schedule,
  * and describes what happened as a JSON summary entry (docs/cli.md).
@@ -23,7 +25,9 @@
 /* One rank's handles and the parts of its entry under construction. */
 typedef struct rank_ctx {
     const jit_opts *o;
-    ccol_comm *comm;
+    ccol_comm *comm;       /* the job's */
+    ccol_comm *dom;        /* the domain's: the job's, or a sub of it */
+    int domain;            /* the schedule's domain index, or -1 */
     int rank;
     ccol_jit_module *m;
     ccol_jit_session *s;
@@ -211,6 +215,30 @@ jit_program_check(const jit_opts *o, char *err, size_t errlen)
     return st == CCOL_OK ? 0 : -1;
 }
 
+/* A schedule with domains: this rank's domain gets a sub-communicator of
+ * its own, formed by its ranks alone, over which the session compiles and
+ * the program's collectives run. */
+static int
+open_domain(rank_ctx *c)
+{
+    const sched_domain *d;
+    char name[32];
+    ccol_status st;
+
+    c->domain = sched_domain_of(c->o->sched, c->rank, &d);
+    if (c->domain < 0)
+        return 0;
+    snprintf(name, sizeof name, "domain %d", c->domain);
+    st = ccol_comm_create_sub(c->comm, d->ranks, (int)d->n, name, &c->dom);
+    if (st == CCOL_OK)
+        return 0;
+    set_error(c, code_of(st), "cannot form domain %d: %s", c->domain,
+              c->dom ? ccol_comm_errmsg(c->dom) : ccol_comm_errmsg(c->comm));
+    ccol_comm_destroy(c->dom);
+    c->dom = c->comm;
+    return -1;
+}
+
 static int
 open_session(rank_ctx *c)
 {
@@ -219,7 +247,7 @@ open_session(rank_ctx *c)
 
     p.mask = CCOL_JIT_SESSION_PARAM_MODE | CCOL_JIT_SESSION_PARAM_EXPLAIN;
     p.mode = (ccol_sync_mode)jit_mode_resolve(c->o->mode,
-                                              ccol_comm_size(c->comm));
+                                              ccol_comm_size(c->dom));
     p.explain = c->o->explain;
     if (c->o->recompile_limit > 0) {
         p.mask |= CCOL_JIT_SESSION_PARAM_RECOMPILE_LIMIT;
@@ -230,7 +258,7 @@ open_session(rank_ctx *c)
         p.log = log_line;
         p.log_ud = c;
     }
-    st = ccol_jit_session_create(c->m, c->comm, &p, &c->s);
+    st = ccol_jit_session_create(c->m, c->dom, &p, &c->s);
     if (st != CCOL_OK) {
         set_error(c, code_of(st), "cannot start the JIT session: %s",
                   c->s ? ccol_jit_session_errmsg(c->s)
@@ -275,7 +303,7 @@ check_call(rank_ctx *c, size_t k, const char *fn, ccol_jit_value **vals,
     ccol_jit_value *res = NULL;
     double want;
     bool want_none, same;
-    ccol_status st = ccol_jit_call(c->m, fn, vals, n, c->comm, &res);
+    ccol_status st = ccol_jit_call(c->m, fn, vals, n, c->dom, &res);
 
     if (st != CCOL_OK) {
         set_error(c, code_of(st), "call %zu (%s) on rank %d: the eager "
@@ -430,8 +458,8 @@ entry_of(rank_ctx *c, double wall_s)
         compiles = (json_int_t)ccol_jit_session_compiles(c->s);
         /* Compile collectives: with collectives off, or alone, the
          * session's exchanges only fold this rank's observations. */
-        if (jit_mode_resolve(c->o->mode, ccol_comm_size(c->comm)) !=
-                CCOL_SYNC_OFF && ccol_comm_size(c->comm) > 1)
+        if (jit_mode_resolve(c->o->mode, ccol_comm_size(c->dom)) !=
+                CCOL_SYNC_OFF && ccol_comm_size(c->dom) > 1)
             exchanges = (json_int_t)ccol_jit_session_exchanges(c->s);
         for (size_t i = 0; i < ccol_jit_session_nframes(c->s); i++)
             json_array_append_new(frames, frame_entry(c->s, i));
@@ -439,8 +467,10 @@ entry_of(rank_ctx *c, double wall_s)
     bool ok = c->error == NULL &&
               json_array_size(c->results) == c->o->sched->ncalls;
 
-    return json_pack("{s:i, s:b, s:o, s:I, s:I, s:o, s:o, s:o, s:f}",
-                     "rank", c->rank, "ok", ok, "error",
+    return json_pack("{s:i, s:o*, s:b, s:o, s:I, s:I, s:o, s:o, s:o, s:f}",
+                     "rank", c->rank, "domain",
+                     c->domain >= 0 ? json_integer(c->domain) : NULL,
+                     "ok", ok, "error",
                      c->error ? json_incref(c->error) : json_null(),
                      "compiles", compiles, "exchanges", exchanges, "frames",
                      frames, "results", json_incref(c->results),
@@ -452,7 +482,8 @@ json_t *
 jit_rank_run(const jit_opts *o, ccol_comm *comm)
 {
     const char *run = getenv("CCOL_RUN");
-    rank_ctx c = { .o = o, .comm = comm, .rank = ccol_comm_rank(comm),
+    rank_ctx c = { .o = o, .comm = comm, .dom = comm, .domain = -1,
+                   .rank = ccol_comm_rank(comm),
                    .prefixed = o->nranks == 0 && run != NULL &&
                                strcmp(run, "1") == 0 };
     double t0 = tool_now_s();
@@ -460,7 +491,8 @@ jit_rank_run(const jit_opts *o, ccol_comm *comm)
 
     c.results = json_array();
     c.compile_calls = json_array();
-    if (load_program(&c) == 0 && open_session(&c) == 0)
+    if (load_program(&c) == 0 && open_domain(&c) == 0 &&
+        open_session(&c) == 0)
         for (size_t k = 0; k < o->sched->ncalls; k++)
             if (run_call(&c, k) != 0)
                 break;
@@ -474,6 +506,8 @@ jit_rank_run(const jit_opts *o, ccol_comm *comm)
     finish(&c);
     entry = entry_of(&c, tool_now_s() - t0);
     ccol_jit_session_destroy(c.s);
+    if (c.dom != c.comm)
+        ccol_comm_destroy(c.dom);
     ccol_jit_module_destroy(c.m);
     json_decref(c.results);
     json_decref(c.compile_calls);

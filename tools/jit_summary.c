@@ -10,9 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The fields of a rank entry docs/cli.md defines, in its order. */
+/* The fields of a rank entry docs/cli.md defines, in its order ("domain"
+ * only when the schedule has domains). */
 static const char *const public_keys[] = {
-    "rank", "ok", "error", "compiles", "exchanges", "frames", "results", NULL
+    "rank", "domain", "ok", "error", "compiles", "exchanges", "frames",
+    "results", NULL
 };
 
 static int

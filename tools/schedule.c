@@ -350,10 +350,62 @@ parse_call(where *w, json_t *j, sched_call *c)
                 : parse_per_rank(w, per, c);
 }
 
+/* One domain: a non-empty list of ranks in increasing order. */
+static int
+parse_domain(where *w, json_t *j, size_t i, sched_domain *d)
+{
+    json_t *v;
+    size_t k;
+
+    if (!json_is_array(j) || json_array_size(j) == 0 ||
+        json_array_size(j) > SCHED_MAX_ITEMS)
+        return fail(w, "\"domains\"[%zu] must be a non-empty list of "
+                    "ranks", i);
+    if ((d->ranks = new_items(w, j, sizeof *d->ranks, &d->n)) == NULL)
+        return -1;
+    json_array_foreach(j, k, v)
+    {
+        json_int_t r = json_is_integer(v) ? json_integer_value(v) : -1;
+        if (r < 0 || r >= SCHED_MAX_ITEMS ||
+            (k > 0 && r <= d->ranks[k - 1]))
+            return fail(w, "\"domains\"[%zu][%zu] must be a rank (0 to "
+                        "%d) above the one before it",
+                        i, k, SCHED_MAX_ITEMS - 1);
+        d->ranks[k] = (int)r;
+    }
+    return 0;
+}
+
+/* "domains": disjoint lists of ranks (that they cover the world is
+ * checked once the world is known, sched_check). */
+static int
+parse_domains(where *w, json_t *j, schedule *s)
+{
+    json_t *v;
+    size_t i;
+
+    if (j == NULL)
+        return 0;
+    s->domains = new_list(w, j, "domains", "domains", SCHED_MAX_ITEMS,
+                          sizeof *s->domains, &s->ndomains);
+    if (s->domains == NULL)
+        return -1;
+    json_array_foreach(j, i, v)
+    {
+        if (parse_domain(w, v, i, &s->domains[i]) != 0)
+            return -1;
+        for (size_t k = 0; k < s->domains[i].n; k++)
+            if (sched_domain_of(s, s->domains[i].ranks[k], NULL) != (int)i)
+                return fail(w, "rank %d is in two domains",
+                            s->domains[i].ranks[k]);
+    }
+    return 0;
+}
+
 static int
 parse_root(where *w, json_t *root, schedule *s)
 {
-    static const char *const keys[] = { "calls", NULL };
+    static const char *const keys[] = { "calls", "domains", NULL };
     json_t *calls, *v;
     size_t i;
 
@@ -372,7 +424,8 @@ parse_root(where *w, json_t *root, schedule *s)
         if (parse_call(w, v, &s->calls[i]) != 0)
             return -1;
     }
-    return 0;
+    w->path[0] = '\0';
+    return parse_domains(w, json_object_get(root, "domains"), s);
 }
 
 int
@@ -501,6 +554,9 @@ sched_free(schedule *s)
             free_args(&c->per_rank[r]);
         free(c->per_rank);
     }
+    for (size_t i = 0; s->domains && i < s->ndomains; i++)
+        free(s->domains[i].ranks);
+    free(s->domains);
     free(s->calls);
     free(s);
 }
@@ -535,6 +591,41 @@ sched_for_rank(const schedule *s, size_t k, int rank, int world,
 }
 
 int
+sched_domain_of(const schedule *s, int rank, const sched_domain **d)
+{
+    for (size_t i = 0; s->domains && i < s->ndomains; i++)
+        for (size_t k = 0; k < s->domains[i].n; k++)
+            if (s->domains[i].ranks[k] == rank) {
+                if (d != NULL)
+                    *d = &s->domains[i];
+                return (int)i;
+            }
+    return -1;
+}
+
+/* Every rank of the world in a domain, and no domain past the world. */
+static int
+check_domains(const schedule *s, int world, char *err, size_t errlen)
+{
+    for (size_t i = 0; s->domains && i < s->ndomains; i++) {
+        const sched_domain *d = &s->domains[i];
+        if (d->ranks[d->n - 1] >= world) {
+            snprintf(err, errlen, "\"domains\"[%zu] names rank %d of a "
+                     "job of %d rank%s", i, d->ranks[d->n - 1], world,
+                     world == 1 ? "" : "s");
+            return -1;
+        }
+    }
+    for (int r = 0; s->domains && r < world; r++)
+        if (sched_domain_of(s, r, NULL) < 0) {
+            snprintf(err, errlen, "rank %d is in no domain (\"domains\" "
+                     "must hold every rank once)", r);
+            return -1;
+        }
+    return 0;
+}
+
+int
 sched_check(const schedule *s, int world, char *err, size_t errlen)
 {
     const char *fn;
@@ -543,12 +634,14 @@ sched_check(const schedule *s, int world, char *err, size_t errlen)
     for (size_t k = 0; k < s->ncalls; k++)
         if (sched_for_rank(s, k, 0, world, &fn, &args, err, errlen) != 0)
             return -1;
-    return 0;
+    return check_domains(s, world, err, errlen);
 }
 
 int
 sched_world(const schedule *s)
 {
+    int n = 0;
+
     for (size_t k = 0; k < s->ncalls; k++) {
         const sched_call *c = &s->calls[k];
         if (c->per_rank)
@@ -556,7 +649,9 @@ sched_world(const schedule *s)
         if (c->nfn > 1)
             return (int)c->nfn;
     }
-    return 0;
+    for (size_t i = 0; s->domains && i < s->ndomains; i++)
+        n += (int)s->domains[i].n;
+    return n;
 }
 
 size_t

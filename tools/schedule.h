@@ -6,7 +6,9 @@
  *     {"fn": "f", "args": [ARG, ...]},                  same on every rank
  *     {"fn": "f", "per_rank": [[ARG, ...], [ARG, ...]]}, rank r's arguments
  *     {"fn": ["f", "g"], "args": [...]}                  a name per rank
- *   ]}
+ *   ],
+ *   "domains": [[0, 1], [2, 3]]}    optional: ranks that agree among
+ *                                   themselves (a pipeline's stages)
  *   ARG: a number, true/false/null, {"tensor": [d0, ...], "stride": [...],
  *        "mark_dynamic": [dims], "mark_static": [dims]}, {"list": [ARG, ...]}
  *
@@ -65,9 +67,18 @@ typedef struct sched_call {
     size_t nranks;
 } sched_call;
 
+/* Ranks that agree among themselves: their compiles, guards and the
+ * program's collectives run over a sub-communicator of theirs. */
+typedef struct sched_domain {
+    int *ranks; /* increasing */
+    size_t n;
+} sched_domain;
+
 typedef struct schedule {
     sched_call *calls;
     size_t ncalls;
+    sched_domain *domains; /* NULL: the whole job is one domain */
+    size_t ndomains;
 } schedule;
 
 /* Parses schedule text. On failure returns -1 with a message in err such
@@ -89,8 +100,13 @@ int sched_for_rank(const schedule *s, size_t k, int rank, int world,
  * that does not. */
 int sched_check(const schedule *s, int world, char *err, size_t errlen);
 /* The number of ranks the schedule is written for (the length of its
- * first "per_rank" or list of "fn"), or 0 when it fits any number. */
+ * first "per_rank" or list of "fn", else the ranks of its domains), or 0
+ * when it fits any number. */
 int sched_world(const schedule *s);
+/* The domain holding `rank` (its index, and its ranks in *d), or -1 when
+ * the schedule has no domains. sched_check made sure every rank of the
+ * world is in exactly one. */
+int sched_domain_of(const schedule *s, int rank, const sched_domain **d);
 
 /* Number of storage elements a tensor argument needs (its strides may
  * skip or overlap elements). */

@@ -9,6 +9,7 @@
  */
 #include "module.h"
 
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 #include <time.h>
@@ -183,12 +184,28 @@ fill_params(const comm_kw *k, ccol_comm_params *p)
     return 1;
 }
 
+/* Wraps a new C communicator. From now on its interrupt hook gets this
+ * object: its watch (set_watch) runs in the waits of its collectives,
+ * never in its creation. */
+static PyObject *
+wrap(PyTypeObject *type, ccol_comm *c)
+{
+    ccolpy_comm *o = (ccolpy_comm *)type->tp_alloc(type, 0);
+
+    if (o == NULL) {
+        ccol_comm_destroy(c);
+        return NULL;
+    }
+    o->comm = c;
+    ccol_comm_set_interrupt(c, ccolpy_interrupt, o);
+    return (PyObject *)o;
+}
+
 /* Creates the C communicator with the GIL released (the rendezvous waits
  * for the other ranks) and wraps it. */
 static PyObject *
 create(PyTypeObject *type, const ccol_comm_params *p, bool from_env)
 {
-    ccolpy_comm *o;
     ccol_comm *c = NULL;
     ccol_status st;
 
@@ -203,16 +220,7 @@ create(PyTypeObject *type, const ccol_comm_params *p, bool from_env)
         ccol_comm_destroy(c);
         return NULL;
     }
-    o = (ccolpy_comm *)type->tp_alloc(type, 0);
-    if (o == NULL) {
-        ccol_comm_destroy(c);
-        return NULL;
-    }
-    o->comm = c;
-    /* From now on the hook gets this object: its watch (set_watch) runs
-     * in the waits of its collectives, never in its creation. */
-    ccol_comm_set_interrupt(c, ccolpy_interrupt, o);
-    return (PyObject *)o;
+    return wrap(type, c);
 }
 
 static char *comm_kwlist[] = { "rank", "size", "transport", "addr", "port",
@@ -611,6 +619,71 @@ comm_barrier(ccolpy_comm *o, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* ---- sub-communicators ---- */
+
+/* members as a C array of ints (PyMem, *n entries), or NULL with a
+ * TypeError naming the argument. */
+static int *
+members_of(PyObject *seq, int *n)
+{
+    PyObject *fast = PySequence_Fast(seq, "sub: members must be a sequence "
+                                          "of ranks");
+    int *m;
+
+    if (fast == NULL)
+        return NULL;
+    *n = (int)PySequence_Fast_GET_SIZE(fast);
+    m = PyMem_Calloc((size_t)(*n > 0 ? *n : 1), sizeof *m);
+    for (int i = 0; m != NULL && i < *n; i++) {
+        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(fast, i));
+        if ((v == -1 && PyErr_Occurred()) || v < INT_MIN || v > INT_MAX) {
+            PyErr_Format(PyExc_TypeError, "sub: members[%d] is not a rank",
+                         i);
+            PyMem_Free(m);
+            m = NULL;
+            break;
+        }
+        m[i] = (int)v;
+    }
+    Py_DECREF(fast);
+    if (m == NULL && !PyErr_Occurred())
+        PyErr_NoMemory();
+    return m;
+}
+
+static PyObject *
+comm_sub(ccolpy_comm *o, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = { "members", "name", NULL };
+    PyObject *seq;
+    const char *name = "";
+    ccol_comm *c = NULL;
+    int n = 0, *m;
+    ccol_status st;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|s:sub", kwlist, &seq,
+                                     &name) ||
+        (m = members_of(seq, &n)) == NULL)
+        return NULL;
+    if (!ccolpy_comm_acquire(o)) {
+        PyMem_Free(m);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    st = ccol_comm_create_sub(o->comm, m, n, name, &c);
+    Py_END_ALLOW_THREADS
+    ccolpy_comm_release(o);
+    PyMem_Free(m);
+    if (st != CCOL_OK && c == NULL)
+        return comm_raise(o, st);
+    if (st != CCOL_OK) {
+        ccolpy_raise(st, ccol_comm_errmsg(c));
+        ccol_comm_destroy(c);
+        return NULL;
+    }
+    return wrap(Py_TYPE(o), c);
+}
+
 /* ---- decision helpers ---- */
 
 /* agree_choice's bench: calls bench(i); a number is the cost, None or an
@@ -995,6 +1068,15 @@ static PyMethodDef comm_methods[] = {
       "(ccol.PeerError, with the exception as __cause__ where it ran)." },
     { "barrier", (PyCFunction)comm_barrier, METH_NOARGS,
       "barrier() -> None\n\nReturns when every rank has called it." },
+    { "sub", (PyCFunction)(void (*)(void))comm_sub,
+      METH_VARARGS | METH_KEYWORDS,
+      "sub(members, name='') -> Comm\n\n"
+      "A sub-communicator of the ranks `members` (increasing ranks of\n"
+      "this Comm, this rank among them), numbered in member order. Only\n"
+      "the members call it, with the same members and name; no other rank\n"
+      "takes part or waits. Same transport, deadline and token; messages\n"
+      "name ranks of this Comm. Close it on its own, before or after this\n"
+      "one. Not for a sub (make it from the job's Comm)." },
     { "agree_choice", (PyCFunction)(void (*)(void))comm_agree_choice,
       METH_VARARGS | METH_KEYWORDS,
       "agree_choice(n, bench) -> (winner, costs)\n\n"

@@ -45,8 +45,8 @@ self_pid_init(void)
 /* A one-rank communicator with every default, owned by this process:
  * creation fills in the rest and, on any failure, returns it poisoned so
  * the caller can read why. */
-static ccol_comm *
-comm_alloc(void)
+ccol_comm *
+ccol__comm_alloc(void)
 {
     ccol_comm *c = calloc(1, sizeof *c);
     if (c == NULL)
@@ -154,8 +154,8 @@ apply_params(ccol_comm *c, const ccol_comm_params *p)
 
 /* What the transport is told: the communicator's identity and the
  * parameters every rank must share. */
-static ccol__link_cfg
-link_cfg(const ccol_comm *c)
+ccol__link_cfg
+ccol__comm_link_cfg(const ccol_comm *c)
 {
     ccol__link_cfg cfg = { .id = c->id, .timeout_s = c->timeout_s,
                            .token_str = c->token_str,
@@ -169,7 +169,7 @@ link_cfg(const ccol_comm *c)
 static ccol_status
 attach(ccol_comm *c, const ccol_comm_params *p)
 {
-    ccol__link_cfg cfg = link_cfg(c);
+    ccol__link_cfg cfg = ccol__comm_link_cfg(c);
     ccol__intr prev = ccol__intr_begin(c->intr_fn, c->intr_ud);
     ccol_status st = ccol__transport_attach(p, &cfg, &c->shape, &c->link,
                                             &c->err);
@@ -195,8 +195,8 @@ seen_free(ccol_comm *c)
 
 /* Per-rank bookkeeping for the current rank and size: what each rank
  * last said, and the tree. */
-static ccol_status
-ranks_setup(ccol_comm *c)
+ccol_status
+ccol__comm_ranks_setup(ccol_comm *c)
 {
     c->seen = calloc((unsigned)c->id.size, sizeof *c->seen);
     if (c->seen == NULL)
@@ -218,7 +218,7 @@ ccol_comm_create(const ccol_comm_params *params, ccol_comm **out)
 
     if (out == NULL)
         return CCOL_ERR_INVALID_ARG;
-    *out = c = comm_alloc();
+    *out = c = ccol__comm_alloc();
     if (c == NULL)
         return CCOL_ERR_NO_MEMORY;
     st = check_params(c, p);
@@ -227,7 +227,7 @@ ccol_comm_create(const ccol_comm_params *params, ccol_comm **out)
     if (st == CCOL_OK && (p->mask & CCOL_COMM_PARAM_TOKEN))
         st = set_token(c, p->token);
     if (st == CCOL_OK)
-        st = ranks_setup(c);
+        st = ccol__comm_ranks_setup(c);
     if (st == CCOL_OK)
         st = (p->mask & CCOL_COMM_PARAM_FAULT)
                  ? ccol__fault_setup(&c->faults, c->id.rank, c->id.size,
@@ -286,10 +286,10 @@ ccol_comm_create_oob(const ccol_oob *oob, const ccol_comm_params *params,
         seen_free(c);
         c->id.rank = oob->rank;
         c->id.size = oob->size;
-        st = ranks_setup(c);
+        st = ccol__comm_ranks_setup(c);
     }
     if (st == CCOL_OK) {
-        ccol__link_cfg cfg = link_cfg(c);
+        ccol__link_cfg cfg = ccol__comm_link_cfg(c);
         st = ccol__transport_attach_oob(
             oob, (p.mask & CCOL_COMM_PARAM_NAME) ? p.name : NULL, &cfg,
             &c->link, &c->err);
@@ -316,6 +316,7 @@ ccol_comm_destroy(ccol_comm *c)
     seen_free(c);
     free(c->slots_seen.label);
     free(c->token_str);
+    free(c->job_rank);
     free(c);
 }
 

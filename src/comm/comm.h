@@ -24,8 +24,9 @@
  *               composite links put together from their parts;
  *   tree.h      the collective engine over any link: up the tree to rank
  *               0, the result or an error down to everyone;
- *   comm.h      this file: the public communicator (comm.c, comm_ops.c);
- *               env.c reads the launcher's environment.
+ *   comm.h      this file: the public communicator (comm.c, comm_ops.c,
+ *               comm_sub.c for sub-communicators); env.c reads the
+ *               launcher's environment.
  *
  * The names ccol_comm_transport() returns are the links' `name` fields
  * ("inproc", "tcp", "shm", "tcp+shm", "oob"; "local" for one rank):
@@ -60,6 +61,9 @@ struct ccol_comm {
     ccol__err err;             /* last failure; poisoned when code != OK */
     bool poisoned;             /* operations fail fast */
     ccol__link *link;          /* the transport, NULL for one rank */
+    int *job_rank;             /* a sub-communicator's: per rank, its rank
+                                  in the job (id.global_of points here),
+                                  else NULL */
     ccol__faults *faults;      /* injected faults (testing), or NULL */
     ccol_interrupt_fn intr_fn; /* the caller's interrupt hook, or NULL */
     void *intr_ud;
@@ -72,6 +76,13 @@ struct ccol_comm {
  * the injected faults of its start, lets the link run it whole or the
  * tree engine run it, and on failure drops the result and poisons. */
 ccol_status ccol__comm_run(ccol_comm *c, ccol__coll *op);
+/* comm.c, for comm_sub.c: a one-rank communicator with every default
+ * owned by this process (NULL when memory ran out); per-rank bookkeeping
+ * (what each rank last said, the tree) for its current rank and size; what
+ * its transport is told. */
+ccol_comm *ccol__comm_alloc(void);
+ccol_status ccol__comm_ranks_setup(ccol_comm *c);
+ccol__link_cfg ccol__comm_link_cfg(const ccol_comm *c);
 /* Poisons the communicator with a message. Returns st. */
 ccol_status ccol__comm_fail(ccol_comm *c, ccol_status st, const char *fmt,
                             ...) CCOL__PRINTF(3, 4);

@@ -22,7 +22,7 @@ ccol__hdr_init(ccol__hdr *h, const ccol__ident *id, uint16_t kind,
     memset(h, 0, sizeof *h);
     h->version = CCOL_PROTOCOL_VERSION;
     h->kind = kind;
-    h->from = (uint32_t)id->rank;
+    h->from = (uint32_t)ccol__id_gr(id, id->rank); /* its job rank */
     h->op = op;
     h->token = id->token;
     h->comm_id = id->comm_id;

@@ -61,7 +61,8 @@ enum {
 typedef struct ccol__hdr {
     uint16_t version;  /* CCOL_PROTOCOL_VERSION of the sender */
     uint16_t kind;     /* CCOL__K_* */
-    uint32_t from;     /* sender rank */
+    uint32_t from;     /* sender's rank in the job (a sub-communicator's
+                          and a host's links number ranks apart) */
     uint16_t op;       /* CCOL__OP_* */
     uint64_t token;    /* digest of the job token, 0 if none */
     uint64_t comm_id;  /* communicator id */

@@ -30,7 +30,10 @@ typedef struct hlink {
     ccol__link base;  /* job numbering; counts both parts' traffic */
     int *host;        /* per rank, its host (the plan's) */
     int *local_of;    /* per rank, its index on its host */
-    int *global_of;   /* per index on this host, the rank in the job */
+    int *global_of;   /* per index on this host, its rank in this link */
+    int *named_of;    /* per index on this host, the rank messages name
+                         (its rank in the job: a sub-communicator's link
+                         numbers its members apart from the job) */
     ccol__link *shm;  /* this host's ranks, or NULL when alone */
     ccol__link *tcp;  /* the other hosts (job numbering) */
     int *want_l;      /* scratch: wanted ranks of this host (local) */
@@ -163,6 +166,7 @@ link_free(hlink *h, bool foreign)
     free(h->host);
     free(h->local_of);
     free(h->global_of);
+    free(h->named_of);
     free(h->want_l);
     free(h->want_r);
     free(h);
@@ -207,7 +211,7 @@ join_host(const ccol__link_cfg *cfg, hlink *h, const char *nonce,
 
     local.id.rank = h->local_of[me];
     local.id.size = nlocal;
-    local.id.global_of = h->global_of;
+    local.id.global_of = h->named_of;
     local.faults = NULL;
     st = ccol__shape_setup(&shape, local.id.rank, nlocal, cfg->threshold,
                            cfg->fanout, err);
@@ -227,17 +231,20 @@ number_ranks(int size, int me, hlink *h, int *nlocal, ccol__err *err)
 
     h->local_of = calloc((size_t)size, sizeof *h->local_of);
     h->global_of = calloc((size_t)size, sizeof *h->global_of);
+    h->named_of = calloc((size_t)size, sizeof *h->named_of);
     h->want_l = calloc((size_t)size, sizeof *h->want_l);
     h->want_r = calloc((size_t)size, sizeof *h->want_r);
     if (count == NULL || h->local_of == NULL || h->global_of == NULL ||
-        h->want_l == NULL || h->want_r == NULL) {
+        h->named_of == NULL || h->want_l == NULL || h->want_r == NULL) {
         free(count);
         return ccol__seterr(err, CCOL_ERR_NO_MEMORY, "out of memory");
     }
     for (int r = 0; r < size; r++) {
         h->local_of[r] = count[h->host[r]]++;
-        if (h->host[r] == mine)
+        if (h->host[r] == mine) {
             h->global_of[h->local_of[r]] = r;
+            h->named_of[h->local_of[r]] = ccol__id_gr(&h->base.id, r);
+        }
     }
     *nlocal = count[mine];
     free(count);
@@ -275,4 +282,13 @@ ccol__hier_attach(const ccol__link_cfg *cfg, const ccol__shape *shape,
     count_traffic(h);
     *out = &h->base;
     return CCOL_OK;
+}
+
+ccol__link *
+ccol__hier_parts(ccol__link *l, const int **host)
+{
+    hlink *h = (hlink *)l;
+
+    *host = h->host;
+    return h->tcp;
 }

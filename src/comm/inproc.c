@@ -277,7 +277,7 @@ inproc_send(ccol__link *lk, int peer, const uint8_t *frame, size_t len,
         return ccol__seterr(err, CCOL_ERR_PEER,
                             "rank %d has left (its communicator was "
                             "destroyed)",
-                            peer);
+                            ccol__id_gr(&lk->id, peer));
     }
     if (g->tail[peer])
         g->tail[peer]->next = q;
@@ -342,16 +342,17 @@ decode_frame(const ccol__ident *id, qframe *f, ccol__msg *msg,
 
     if (f->len < CCOL__HDR_SIZE)
         return ccol__seterr(err, CCOL_ERR_PEER,
-                            "rank %d sent a truncated frame", f->from);
+                            "rank %d sent a truncated frame",
+                            ccol__id_gr(id, f->from));
     st = ccol__hdr_decode(f->data, id->max_payload, &msg->h, why, sizeof why);
     if (st != CCOL_OK)
         return ccol__seterr(err, st, "rank %d sent a bad frame: %s",
-                            f->from, why);
+                            ccol__id_gr(id, f->from), why);
     body = ccol__hdr_body(&msg->h);
     if (body != f->len - CCOL__HDR_SIZE)
         return ccol__seterr(err, CCOL_ERR_PEER,
                             "rank %d sent a frame whose length field is "
-                            "wrong", f->from);
+                            "wrong", ccol__id_gr(id, f->from));
     if (body > 0) {
         copy = malloc(body);
         if (copy == NULL)
@@ -425,7 +426,7 @@ inproc_recv(ccol__link *lk, const int *peers, int n, int64_t deadline,
             return ccol__seterr(err, CCOL_ERR_PEER,
                                 "rank %d left (destroyed its communicator) "
                                 "while this rank waited for it",
-                                gone);
+                                ccol__id_gr(&lk->id, gone));
         }
         if (spin_end == 0)
             spin_end = ccol__now_ns() + l->spin_ns;

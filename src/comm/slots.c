@@ -512,10 +512,10 @@ bad_slot(slot_op *so, int r, const char *why, ccol__err *err)
                             "the shared memory of rank %d's slot was "
                             "modified from outside the job during %s "
                             "(checksum mismatch)",
-                            r, what_of(so));
+                            ccol__id_gr(so->bd->id, r), what_of(so));
     return ccol__seterr(err, CCOL_ERR_PEER,
-                        "rank %d sent a bad slot during %s: %s", r,
-                        what_of(so), why);
+                        "rank %d sent a bad slot during %s: %s",
+                        ccol__id_gr(so->bd->id, r), what_of(so), why);
 }
 
 /* The first rank in another operation than rank 0, as DIVERGED. */
@@ -534,9 +534,10 @@ check_same_op(slot_op *so, ccol__err *err)
                                   sizeof d0);
         ccol__op_describe_labeled(v->op, v->arg, so->seq, lr, dr, sizeof dr);
         return ccol__seterr(err, CCOL_ERR_DIVERGED,
-                            "ranks diverged: rank %d is in %s while rank 0 "
+                            "ranks diverged: rank %d is in %s while rank %d "
                             "is in %s",
-                            r, dr, d0);
+                            ccol__id_gr(so->bd->id, r), dr,
+                            ccol__id_gr(so->bd->id, 0), d0);
     }
     return CCOL_OK;
 }
@@ -593,7 +594,8 @@ fold_slots(slot_op *so, ccol__err *err)
                                          : CCOL_ERR_PEER,
                                 "%s: combining the contribution of rank %d "
                                 "failed (%s)",
-                                what_of(so), r, ccol_status_name(st));
+                                what_of(so), ccol__id_gr(so->bd->id, r),
+                                ccol_status_name(st));
         acc = next;
         alen = nlen;
     }

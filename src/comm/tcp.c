@@ -7,7 +7,9 @@
  * looks at the same sockets without waiting. Rendezvous and authentication
  * live in tcp_rendezvous.c and tcp_server.c; the attach here returns the
  * link, and a job grouped by host comes back with its host plan for the
- * caller to build the tcp+shm link (hier.h) on.
+ * caller to build the tcp+shm link (hier.h) on. A job's link keeps this
+ * rank's listener and every rank's address until it is destroyed, for
+ * the links of sub-communicators (tcp_sub.c).
  */
 #include "tcp_link.h"
 
@@ -34,12 +36,12 @@ quiet_close(int fd)
     close(fd);
 }
 
-/* Closes every socket and frees the link. A forked child (`foreign`)
- * shares its parent's connections: it only closes its own descriptors,
- * since shutdown(2) or draining unread bytes would end or rob the
- * parent's. */
-static void
-link_free(ccol__tcp *t, bool foreign)
+/* Closes every socket and the listener and frees the link. A forked
+ * child (`foreign`) shares its parent's connections: it only closes its
+ * own descriptors, since shutdown(2) or draining unread bytes would end
+ * or rob the parent's. */
+void
+ccol__tcp_free(ccol__tcp *t, bool foreign)
 {
     if (t == NULL)
         return;
@@ -49,34 +51,56 @@ link_free(ccol__tcp *t, bool foreign)
         else if (t->fd[r] >= 0)
             quiet_close(t->fd[r]);
     }
+    if (t->lfd >= 0)
+        close(t->lfd);
     free(t->fd);
     free(t->key);
     free(t->pf);
+    free(t->table);
     free(t);
 }
 
+static const ccol__link_ops tcp_ops;
+
 /* A link with no connection yet: one socket slot per rank (only tree
- * neighbours get one) and the poll entries of the waits. */
-static ccol__tcp *
-link_new(int size)
+ * neighbours get one), the poll entries of the waits, no listener. */
+ccol__tcp *
+ccol__tcp_new(const ccol__link_cfg *cfg)
 {
+    int size = cfg->id.size;
     ccol__tcp *t = calloc(1, sizeof *t);
 
     if (t == NULL)
         return NULL;
     t->size = size;
+    t->lfd = -1;
     t->fd = malloc((size_t)size * sizeof *t->fd);
     t->key = calloc((size_t)size, sizeof *t->key);
     t->pf = calloc((size_t)size, sizeof *t->pf);
     if (t->fd == NULL || t->key == NULL || t->pf == NULL) {
         free(t->fd);
         t->fd = NULL;
-        link_free(t, false);
+        ccol__tcp_free(t, false);
         return NULL;
     }
     for (int r = 0; r < size; r++)
         t->fd[r] = -1;
+    ccol__link_init(&t->base, &tcp_ops, cfg);
     return t;
+}
+
+bool
+ccol__tcp_is(const ccol__link *l)
+{
+    return l != NULL && l->ops == &tcp_ops;
+}
+
+/* Rank r of this link as messages name it: its rank in the job (a
+ * sub-communicator's link numbers its members apart). */
+static int
+gr(const ccol__tcp *t, int r)
+{
+    return ccol__id_gr(&t->base.id, r);
 }
 
 /* The socket to `peer`, or -1 with err set when there is none. */
@@ -88,7 +112,7 @@ peer_fd(const ccol__tcp *t, int peer, ccol__err *err)
     ccol__seterr(err, CCOL_ERR_INTERNAL,
                  "rank %d has no tcp connection to rank %d (not a "
                  "neighbour in the tree)",
-                 t->base.id.rank, peer);
+                 gr(t, t->base.id.rank), gr(t, peer));
     return -1;
 }
 
@@ -126,7 +150,8 @@ tcp_send(ccol__link *l, int peer, const uint8_t *frame, size_t len,
     out = sealed(&t->key[peer], frame, len, &copy);
     if (out == NULL)
         return ccol__seterr(err, CCOL_ERR_NO_MEMORY,
-                            "out of memory for a frame to rank %d", peer);
+                            "out of memory for a frame to rank %d",
+                            gr(t, peer));
     io = ccol__tcp_write(fd, out, len, ccol__tcp_deadline(timeout_s), &e);
     free(copy);
     if (io == CCOL__IO_OK) {
@@ -137,9 +162,9 @@ tcp_send(ccol__link *l, int peer, const uint8_t *frame, size_t len,
         return ccol__seterr(err, CCOL_ERR_TIMEOUT,
                             "sending to rank %d timed out after %.1f s (it "
                             "stopped reading)",
-                            peer, timeout_s);
+                            gr(t, peer), timeout_s);
     return ccol__seterr(err, CCOL_ERR_PEER,
-                        "lost the connection to rank %d (%s)", peer,
+                        "lost the connection to rank %d (%s)", gr(t, peer),
                         strerror(e));
 }
 
@@ -159,7 +184,7 @@ authentic(ccol__tcp *t, int peer, const uint8_t *raw, ccol__msg *msg,
                             "the job token: bytes were changed on the way, "
                             "or a process outside the job wrote into the "
                             "connection",
-                            peer);
+                            gr(t, peer));
     msg->h.token = t->base.id.token;
     return CCOL_OK;
 }
@@ -180,7 +205,7 @@ read_from(ccol__tcp *t, int peer, int64_t deadline, int *from, ccol__msg *msg,
         return st;
     *from = peer;
     if (st != CCOL_OK)
-        return ccol__seterr(err, st, "rank %d %s", peer, why);
+        return ccol__seterr(err, st, "rank %d %s", gr(t, peer), why);
     st = authentic(t, peer, raw, msg, err);
     if (st == CCOL_OK)
         st = ccol__frame_check(&t->base.id, peer, msg, err);
@@ -265,7 +290,7 @@ tcp_ready(ccol__link *l, const int *peers, int n)
 static void
 tcp_destroy(ccol__link *l)
 {
-    link_free((ccol__tcp *)l, l->foreign);
+    ccol__tcp_free((ccol__tcp *)l, l->foreign);
 }
 
 /* Shuts every connection down as a crash would: peers see end-of-file at
@@ -351,15 +376,14 @@ ccol__tcp_attach(const ccol__link_cfg *cfg, ccol__shape *shape,
     if (st != CCOL_OK)
         return st;
     warn_no_token(cfg, addr);
-    t = link_new(cfg->id.size);
+    t = ccol__tcp_new(cfg);
     if (t == NULL)
         return ccol__seterr(err, CCOL_ERR_NO_MEMORY,
                             "out of memory for the tcp link");
-    ccol__link_init(&t->base, &tcp_ops, cfg);
     st = ccol__tcp_rendezvous(cfg, shape, t, addr, port, hier, plan, err);
     if (st != CCOL_OK) {
         ccol__host_plan_free(plan);
-        link_free(t, false);
+        ccol__tcp_free(t, false);
         return st;
     }
     *out = &t->base;

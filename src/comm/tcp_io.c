@@ -304,9 +304,10 @@ fail:
     return -1;
 }
 
-/* Sleeps ns nanoseconds (or until the deadline, whichever is first). */
-static void
-nap(int64_t ns, int64_t deadline)
+/* Sleeps ns nanoseconds (or until the deadline, whichever is first):
+ * between connection attempts, here and in tcp_sub.c. */
+void
+ccol__tcp_nap(int64_t ns, int64_t deadline)
 {
     int64_t left = deadline - ccol__now_ns();
     struct timespec ts;
@@ -346,7 +347,7 @@ ccol__tcp_connect(const char *host, int port, int64_t deadline, int *fd,
         }
         if (ccol__past(deadline))
             break;
-        nap(backoff, ccol__intr_wake(deadline));
+        ccol__tcp_nap(backoff, ccol__intr_wake(deadline));
         backoff = backoff * 2 > BACKOFF_MAX_NS ? BACKOFF_MAX_NS : backoff * 2;
     }
     freeaddrinfo(ai);

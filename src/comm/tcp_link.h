@@ -4,11 +4,15 @@
  *                    write all, read one whole frame;
  *   tcp_auth.c       what the token proves: the challenge answer, the
  *                    per-connection keys and the tag of every frame;
- *   tcp_server.c     the accepting side of the rendezvous (rank 0, and tree
- *                    parents waiting for their children): challenge,
- *                    authenticate and validate every joining rank;
+ *   tcp_server.c     the accepting side of the rendezvous (rank 0, tree
+ *                    parents and sub-communicators' members waiting for
+ *                    their children): challenge, authenticate and
+ *                    validate every joining rank;
  *   tcp_rendezvous.c the joining side and the order of the whole
  *                    rendezvous;
+ *   tcp_sub.c        the links of sub-communicators: new connections
+ *                    among some ranks, through the listeners every rank
+ *                    keeps from the job's rendezvous on;
  *   tcp.c            the link operations (send, recv, ready, destroy,
  *                    shutdown) and the attach.
  * Nothing here knows the communicator: the rendezvous works from the
@@ -32,6 +36,13 @@
 #define CCOL__TCP_HS_MAX   4096 /* largest CHALLENGE / HELLO / REFUSE payload */
 #define CCOL__TCP_HOST_MAX 255  /* longest host name in a HELLO */
 #define CCOL__TCP_ADDR_MAX 80   /* "address:port" text */
+#define CCOL__TCP_IP_MAX   63   /* longest numeric address in a WELCOME */
+
+/* In a REFUSE frame's arg, beside the status: the refusing listener
+ * serves another communicator (or its turn ended before it read who this
+ * rank is), so a rank dialing it for a sub-communicator dials again
+ * instead of failing. */
+#define CCOL__TCP_RETRY ((uint64_t)1 << 32)
 
 /* The keys of one connection (tcp_auth.c): one per direction, and the
  * frames counted in each. `on` only when the job has a token. */
@@ -43,7 +54,16 @@ typedef struct ccol__tcp_key {
     bool on;           /* frames are tagged */
 } ccol__tcp_key;
 
-/* The state of one tcp link. */
+/* Where a rank of the job listens: its numeric address and port (0 when
+ * unknown). */
+typedef struct ccol__tcp_addr {
+    char ip[CCOL__TCP_IP_MAX + 1];
+    int port;
+} ccol__tcp_addr;
+
+/* The state of one tcp link. A job's link also keeps this rank's
+ * listener and every rank's address for the job's life, so that
+ * sub-communicators connect their members directly (tcp_sub.c). */
 typedef struct ccol__tcp {
     ccol__link base;   /* first: what every link is */
     int size;          /* entries in fd */
@@ -51,11 +71,13 @@ typedef struct ccol__tcp {
     ccol__tcp_key *key; /* per rank: the keys of that socket */
     struct pollfd *pf; /* scratch for recv, size entries */
     int cursor;        /* first peer recv looks at, rotates for fairness */
+    int lfd;           /* this rank's listener, -1 when none (a sub's link) */
+    ccol__tcp_addr *table; /* per rank: its listener, NULL for a sub's link */
 } ccol__tcp;
 
 /* What a rank says about itself after the challenge. Wire layout of the
  * HELLO payload (little-endian): u32 rank, u32 size, u32 pid, u32-length
- * host name, u32 listen port (0 when it has no children), its own
+ * host name, u32 listen port (0 when it has none: a sub's dialer), its own
  * 16-byte nonce, 32-byte answer (ccol__tcp_mac). */
 typedef struct ccol__tcp_hello {
     uint32_t rank;                     /* the rank it claims */
@@ -119,6 +141,8 @@ ccol_status ccol__tcp_listen(const char *host, int port, int *fd,
                              int *bound_port, char *why, size_t whylen);
 /* Numeric address of the local (peer false) or remote end of fd. */
 bool ccol__tcp_name(int fd, bool peer, char *ip, size_t iplen, int *port);
+/* Sleeps ns nanoseconds, or until the deadline if that comes first. */
+void ccol__tcp_nap(int64_t ns, int64_t deadline);
 /* Encodes a rendezvous frame of this rank (identity id) and writes it
  * with the deadline. CHALLENGE, HELLO and REFUSE go to peers not yet
  * authenticated, so they carry no token digest; a WELCOME is tagged with
@@ -162,21 +186,38 @@ const char *ccol__tcp_hello_decode(const uint8_t *p, size_t len,
  * Accepts on the listening socket lfd until every rank in ranks[0..n-1]
  * has joined: sends each connection a CHALLENGE, checks its HELLO
  * (version, token, rank, world size, duplicates) against cfg and refuses
- * strangers without failing. `where` names this side in messages ("rank
- * 0 at 127.0.0.1:29500"). On success m[rank] describes each joined rank
- * (m has cfg->id.size entries). On failure every connection got a REFUSE
- * with the reason, is closed, and err says what went wrong.
+ * strangers without failing; one of another communicator is refused with
+ * CCOL__TCP_RETRY. `where` names this side in messages ("rank 0 at
+ * 127.0.0.1:29500"), ranks are named by job rank (ccol__id_gr). On
+ * success m[rank] describes each joined rank (m has cfg->id.size
+ * entries). On failure every connection got a REFUSE with the reason, is
+ * closed, and err says what went wrong. `shared`: the listener is kept
+ * for the job's life and serves one sub-communicator after another, so
+ * the connections not yet identified when this one ends (members of the
+ * next, perhaps) are refused with CCOL__TCP_RETRY and the backlog is left
+ * for the next server.
  */
 ccol_status ccol__tcp_serve(const ccol__link_cfg *cfg, int lfd,
                             const int *ranks, int n, const char *where,
-                            int64_t deadline, ccol__tcp_member *m,
-                            ccol__err *err);
+                            bool shared, int64_t deadline,
+                            ccol__tcp_member *m, ccol__err *err);
 /* Replaces unprintable bytes of untrusted text in place. */
 void ccol__tcp_sanitize(char *s);
 /* Sends a REFUSE frame of this rank (identity id) with the status and
  * reason (best effort). */
 void ccol__tcp_refuse(const ccol__ident *id, int fd, ccol_status st,
                       const char *reason);
+
+/* ---- tcp.c ---- */
+
+/* A link of cfg's identity with no connection yet (one socket slot per
+ * rank, no listener, no table); NULL when out of memory. */
+ccol__tcp *ccol__tcp_new(const ccol__link_cfg *cfg);
+/* Closes every socket and the listener and frees t; a forked child's
+ * copy (`foreign`) only closes its descriptors. */
+void ccol__tcp_free(ccol__tcp *t, bool foreign);
+/* Whether l is a tcp link. */
+bool ccol__tcp_is(const ccol__link *l);
 
 /* ---- tcp_rendezvous.c ---- */
 
@@ -190,5 +231,28 @@ ccol_status ccol__tcp_rendezvous(const ccol__link_cfg *cfg, ccol__shape *shape,
                                  ccol__tcp *t, const char *addr, int port,
                                  bool hier, ccol__host_plan *plan,
                                  ccol__err *err);
+/*
+ * Dials rank `peer` (named `name` in messages) at ip:port and
+ * authenticates both ways as the rendezvous does: challenge, HELLO with
+ * cfg's rank and size, an empty WELCOME. On success *fd is the connected
+ * socket and *key its keys. *retry is set when the peer refused this
+ * rank as belonging to another communicator (CCOL__TCP_RETRY).
+ */
+ccol_status ccol__tcp_join_peer(const ccol__link_cfg *cfg, int peer,
+                                const char *name, const char *ip, int port,
+                                int64_t deadline, bool *retry, int *fd,
+                                ccol__tcp_key *key, ccol__err *err);
+/* Accepts ranks[0..n-1] on the listener lfd (ccol__tcp_serve, `shared`
+ * as there), sends each the empty WELCOME and keeps their sockets in t. */
+ccol_status ccol__tcp_accept_peers(const ccol__link_cfg *cfg, int lfd,
+                                   const int *ranks, int n, bool shared,
+                                   int64_t deadline, ccol__tcp *t,
+                                   ccol__err *err);
+/* Decodes the listener table of rank 0's WELCOME (untrusted: every entry
+ * bounded and checked, see tcp_rendezvous.c) into table[0..size-1] and
+ * leaves r after it, at the host plan. NULL on success, or what was
+ * wrong. */
+const char *ccol__tcp_table_decode(ccol__rd *r, int size,
+                                   ccol__tcp_addr *table);
 
 #endif /* CCOL_TCP_LINK_H */

@@ -1,24 +1,30 @@
 /*
  * tcp_rendezvous.c - how a job's tcp links form. Rank 0 listens on
  * addr:port and serves the rendezvous (tcp_server.c). Every other rank
- * connects, retrying until the deadline so start order does not matter,
- * answers the token challenge with a challenge of its own (tcp_auth.c),
- * and receives a WELCOME, tagged when the job has a token, holding the listener
- * addresses of the ranks that have children. In star mode that first
- * connection carries the data; in tree mode each rank then connects to its
- * parent's listener and authenticates the same way, and each parent accepts
- * exactly its children. One deadline (the link's join timeout) bounds all
- * of it.
+ * opens a listener of its own (an ephemeral port on the address it
+ * reaches rank 0 from), connects to rank 0, retrying until the deadline
+ * so start order does not matter, answers the token challenge with a
+ * challenge of its own (tcp_auth.c), and receives a WELCOME, tagged when
+ * the job has a token, holding the listener address of every rank (rank
+ * 0's own on the address its members reached it at). In star mode that
+ * first connection carries the data; in tree mode each rank then
+ * connects to its parent's listener and authenticates the same way, and
+ * each parent accepts exactly its children. One deadline (the link's
+ * join timeout) bounds all of it. Every rank keeps its listener and the
+ * table in its link for the job's life: the links of sub-communicators
+ * connect their members through them (tcp_sub.c), with the two steps
+ * exported below (dial and authenticate one peer, accept some peers).
  *
  * WELCOME payload from rank 0 (little-endian): u32 count, then per rank
- * with children: u32 rank, u32-length numeric address, u32 port, then the
- * host plan (hostplan.h). A parent's WELCOME to its children is empty.
- * When rank 0 groups the ranks by host, every rank rewrites its tree shape
- * to the per-host tree here, and the caller of the attach builds the
- * tcp+shm link over it.
+ * with a listener (every rank): u32 rank, u32-length numeric address, u32
+ * port, then the host plan (hostplan.h). A parent's WELCOME to its
+ * children is empty. When rank 0 groups the ranks by host, every rank
+ * rewrites its tree shape to the per-host tree here, and the caller of
+ * the attach builds the tcp+shm link over it.
  */
 #include "tcp_link.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +41,16 @@ typedef struct rdv {
     ccol__shape *shape;        /* its tree, the per-host one once grouped */
     ccol__tcp *t;              /* the link whose data sockets it fills */
     ccol__err *err;            /* where a failure is reported */
+    bool retry;                /* refused as another communicator's rank
+                                  (CCOL__TCP_RETRY) */
 } rdv;
+
+/* This rank as messages name it: its rank in the job. */
+static int
+me(const rdv *j)
+{
+    return ccol__id_gr(j->id, j->id->rank);
+}
 
 /* Extra wait for a rendezvous result, so that when some rank never comes
  * the server's REFUSE naming it arrives before this rank gives up on its
@@ -49,11 +64,12 @@ grace_ns(const rdv *j)
     return (int64_t)(g * 1e9);
 }
 
-/* The status a REFUSE frame carries in its arg; PEER when unknown. */
+/* The status a REFUSE frame carries in its arg (beside the retry flag);
+ * PEER when unknown. */
 static ccol_status
 refuse_status(uint64_t arg)
 {
-    int64_t v = -(int64_t)arg;
+    int64_t v = -(int64_t)(arg & 0xFFFFFFFFu);
 
     if (v == CCOL_ERR_TIMEOUT || v == CCOL_ERR_VERSION)
         return (ccol_status)v;
@@ -71,10 +87,11 @@ refused(rdv *j, const char *name, const ccol__msg *m)
         memcpy(reason, m->payload, n);
     reason[n] = '\0';
     ccol__tcp_sanitize(reason);
+    j->retry = (m->h.arg & CCOL__TCP_RETRY) != 0;
     if (refuse_status(m->h.arg) == CCOL_ERR_TIMEOUT) /* names the server */
         return ccol__seterr(j->err, CCOL_ERR_TIMEOUT, "%s", reason);
     return ccol__seterr(j->err, refuse_status(m->h.arg),
-                        "%s refused rank %d: %s", name, j->id->rank, reason);
+                        "%s refused rank %d: %s", name, me(j), reason);
 }
 
 /*
@@ -202,7 +219,7 @@ answer(rdv *j, int fd, const char *name, const ccol__msg *ch, int lport,
         return ccol__seterr(j->err, CCOL_ERR_IO,
                             "rank %d has no random bytes for its challenge: "
                             "%s",
-                            j->id->rank, strerror(errno));
+                            me(j), strerror(errno));
     ccol__tcp_keys(j->cfg->token_str, ch->payload, nj, (uint32_t)j->id->rank,
                    false, key);
     return send_hello(j, fd, name, ch->payload, nj, lport, deadline);
@@ -305,31 +322,73 @@ send_welcomes(rdv *j, ccol__tcp_member *m, const void *payload, size_t len,
                 j->err, CCOL_ERR_PEER,
                 "lost the connection to rank %d while "
                 "sending the rendezvous result (%s)",
-                r, io == CCOL__IO_ERR ? strerror(err) : "send timed out");
+                ccol__id_gr(j->id, r),
+                io == CCOL__IO_ERR ? strerror(err) : "send timed out");
     }
     return CCOL_OK;
 }
 
-/* Rank 0: sends every rank the table of tree listeners and the host
- * table, keeps the connections of its children. */
+/* Rank 0, when the job failed after every rank joined: tells each why
+ * and closes its connection. */
+static void
+refuse_members(const rdv *j, ccol__tcp_member *m, ccol_status st)
+{
+    for (int r = 0; r < j->id->size; r++) {
+        if (m[r].fd >= 0)
+            ccol__tcp_refuse(j->id, m[r].fd, st, j->err->msg);
+    }
+    close_members(j, m);
+}
+
+/* Rank 0: opens its own listener, an ephemeral port on the address its
+ * members reached it at (addr, as the rendezvous listener), and makes
+ * the table of every rank's listener: its own at the numeric address of
+ * rank 1's connection, and the others' from their HELLOs at the address
+ * each connected from. */
+static ccol_status
+root_table(rdv *j, const char *addr, const ccol__tcp_member *m)
+{
+    char ip[64], why[WHY_MAX];
+    int port, lport = 0;
+    ccol_status st;
+
+    if (!ccol__tcp_name(m[1].fd, false, ip, sizeof ip, &port))
+        return ccol__seterr(j->err, CCOL_ERR_IO,
+                            "rank 0 cannot read its own address: %s",
+                            strerror(errno));
+    st = ccol__tcp_listen(addr, 0, &j->t->lfd, &lport, why, sizeof why);
+    if (st != CCOL_OK)
+        return ccol__seterr(j->err, st, "rank 0 %s", why);
+    snprintf(j->t->table[0].ip, sizeof j->t->table[0].ip, "%s", ip);
+    j->t->table[0].port = lport;
+    for (int r = 1; r < j->id->size; r++) {
+        snprintf(j->t->table[r].ip, sizeof j->t->table[r].ip, "%s", m[r].ip);
+        j->t->table[r].port = (int)m[r].port;
+    }
+    return CCOL_OK;
+}
+
+/* Rank 0: sends every rank the table of listeners and the host table,
+ * keeps the connections of its children. */
 static ccol_status
 welcome_all(rdv *j, ccol__tcp_member *m, const ccol__host_plan *plan,
             int64_t deadline)
 {
+    const ccol__tcp_addr *a = j->t->table;
     ccol__buf b = { 0 };
     uint32_t n = 0;
     int size = j->id->size;
     ccol_status st;
 
-    for (int r = 1; r < size; r++)
-        n += m[r].port != 0;
+    for (int r = 0; r < size; r++)
+        n += a[r].port != 0;
     ccol__buf_u32(&b, n);
-    for (int r = 1; r < size; r++) {
-        if (m[r].port == 0)
+    for (int r = 0; r < size; r++) {
+        if (a[r].port == 0)
             continue;
         ccol__buf_u32(&b, (uint32_t)r);
-        ccol__buf_str(&b, m[r].ip);
-        ccol__buf_u32(&b, m[r].port);
+        ccol__buf_str(&b, a[r].ip);
+        ccol__buf_u32(&b, (uint32_t)a[r].port);
     }
     ccol__host_plan_encode(size, plan, &b);
     if (b.oom)
@@ -374,6 +433,10 @@ plan_hosts(rdv *j, const ccol__tcp_member *m, bool hier,
 /* Rank 0: listens on the job's port, admits every other rank, checks
  * the job is consistent and welcomes everyone with the address of its
  * tree parent. */
+
+/* Rank 0: listens on the job's port, admits every other rank, checks
+ * the job is consistent, opens the listener it keeps and welcomes
+ * everyone with the table of listeners. */
 static ccol_status
 root(rdv *j, const char *addr, int port, int64_t deadline, bool hier,
      ccol__host_plan *plan)
@@ -395,69 +458,126 @@ root(rdv *j, const char *addr, int port, int64_t deadline, bool hier,
     } else {
         for (int r = 1; r < size; r++)
             ranks[r - 1] = r;
-        st = ccol__tcp_serve(j->cfg, lfd, ranks, size - 1, where, deadline, m,
-                             j->err);
+        st = ccol__tcp_serve(j->cfg, lfd, ranks, size - 1, where, false,
+                             deadline, m, j->err);
     }
     close(lfd);
     if (st == CCOL_OK)
         st = plan_hosts(j, m, hier, plan);
     if (st == CCOL_OK)
+        st = root_table(j, addr, m);
+    if (st == CCOL_OK)
         st = welcome_all(j, m, plan, deadline);
+    else if (m != NULL && ranks != NULL)
+        refuse_members(j, m, st);
     free(m);
     free(ranks);
     return st;
 }
 
-/* Finds the listener of this rank's parent in rank 0's WELCOME table. */
-static ccol_status
-find_parent(rdv *j, const ccol__msg *w, char *ip, size_t iplen, int *port)
+/* Whether s is a numeric address as ccol__tcp_name writes it (IPv4,
+ * IPv6, perhaps with a scope): nothing a resolver would look up. */
+static bool
+numeric_addr(const char *s)
 {
-    int parent = j->shape->parent;
-    ccol__rd r;
-    uint32_t n;
-
-    ccol__rd_init(&r, w->payload, w->h.len);
-    n = ccol__rd_u32(&r);
-    for (uint32_t i = 0; i < n && ccol__rd_ok(&r); i++) {
-        uint32_t rank = ccol__rd_u32(&r);
-        char *a = ccol__rd_str(&r, 63);
-        uint32_t p = ccol__rd_u32(&r);
-        bool hit = ccol__rd_ok(&r) && rank == (uint32_t)parent;
-
-        if (hit && p > 0 && p <= 65535) {
-            snprintf(ip, iplen, "%s", a);
-            *port = (int)p;
-        }
-        free(a);
-        if (hit && *port == 0)
-            return ccol__seterr(j->err, CCOL_ERR_PEER,
-                                "rank 0's rendezvous table gives rank %d "
-                                "the invalid port %u",
-                                parent, (unsigned)p);
-        if (hit)
-            return CCOL_OK;
+    if (s[0] == '\0')
+        return false;
+    for (; *s != '\0'; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (!isalnum(c) && c != '.' && c != ':' && c != '%' && c != '-' &&
+            c != '_')
+            return false;
     }
-    if (!ccol__rd_ok(&r))
-        return ccol__seterr(j->err, CCOL_ERR_PEER,
-                            "rank 0 sent a malformed rendezvous table (%s)",
-                            r.why);
-    return ccol__seterr(j->err, CCOL_ERR_PEER,
-                        "rank 0's rendezvous table has no listener for rank "
-                        "%d, the parent of rank %d (do all ranks use the "
-                        "same tree threshold and fanout?)",
-                        parent, j->id->rank);
+    return true;
 }
 
-/* Tree mode: leaves rank 0 and joins the parent. Star mode (parent 0):
- * the rendezvous connection (keys key0) becomes the data connection. */
-static ccol_status
-join_parent(rdv *j, const ccol__msg *w, int *fd0, const ccol__tcp_key *key0,
-            int64_t deadline)
+/* Decodes the listener table of rank 0's WELCOME: every entry is checked
+ * (rank in range and listed once, a numeric address of at most
+ * CCOL__TCP_IP_MAX bytes, port 1-65535), since the bytes are untrusted. */
+const char *
+ccol__tcp_table_decode(ccol__rd *r, int size, ccol__tcp_addr *table)
 {
-    char ip[64], name[NAME_MAX_];
+    uint32_t n;
+
+    for (int i = 0; i < size; i++)
+        table[i] = (ccol__tcp_addr){ .port = 0 };
+    n = ccol__rd_u32(r);
+    if (ccol__rd_ok(r) && n > (uint32_t)size)
+        ccol__rd_fail(r, "more listeners than ranks");
+    for (uint32_t i = 0; i < n && ccol__rd_ok(r); i++) {
+        uint32_t rank = ccol__rd_u32(r);
+        char *a = ccol__rd_str(r, CCOL__TCP_IP_MAX);
+        uint32_t p = ccol__rd_u32(r);
+
+        if (ccol__rd_ok(r) && rank >= (uint32_t)size)
+            ccol__rd_fail(r, "a listener's rank is out of range");
+        else if (ccol__rd_ok(r) && table[rank].port != 0)
+            ccol__rd_fail(r, "a rank's listener is listed twice");
+        else if (ccol__rd_ok(r) && (p == 0 || p > 65535))
+            ccol__rd_fail(r, "a listener's port is out of range 1-65535");
+        else if (ccol__rd_ok(r) && !numeric_addr(a))
+            ccol__rd_fail(r, "a listener's address is not numeric");
+        if (ccol__rd_ok(r)) {
+            snprintf(table[rank].ip, sizeof table[rank].ip, "%s", a);
+            table[rank].port = (int)p;
+        }
+        free(a);
+    }
+    return ccol__rd_ok(r) ? NULL : r->why;
+}
+
+/* Reads rank 0's WELCOME: the table of listeners into the link, then the
+ * host table. */
+static ccol_status
+read_welcome(rdv *j, const ccol__msg *w, ccol__host_plan *plan)
+{
+    ccol__rd r;
+    const char *bad;
+
+    ccol__rd_init(&r, w->payload, w->h.len);
+    bad = ccol__tcp_table_decode(&r, j->id->size, j->t->table);
+    if (bad != NULL)
+        return ccol__seterr(j->err, CCOL_ERR_PEER,
+                            "rank 0 sent a malformed rendezvous table (%s)",
+                            bad);
+    return ccol__host_plan_decode(j->id->size, j->cfg->threshold, &r, plan,
+                                  j->err);
+}
+
+/* Dials a peer and authenticates with it, for the job's tree and for
+ * sub-communicators alike. */
+ccol_status
+ccol__tcp_join_peer(const ccol__link_cfg *cfg, int peer, const char *name,
+                    const char *ip, int port, int64_t deadline, bool *retry,
+                    int *fd, ccol__tcp_key *key, ccol__err *err)
+{
+    rdv j = { .cfg = cfg, .id = &cfg->id, .err = err };
     ccol__msg ack = { 0 };
-    int port = 0, fd = -1, parent = j->shape->parent;
     ccol_status st;
+
+    *fd = -1;
+    st = dial(&j, name, ip, port, deadline, fd);
+    if (st == CCOL_OK)
+        st = handshake(&j, *fd, peer, name, 0, deadline, &ack, key);
+    free(ack.payload);
+    *retry = j.retry;
+    if (st != CCOL_OK && *fd >= 0) {
+        close(*fd);
+        *fd = -1;
+    }
+    return st;
+}
+
+/* Tree mode: leaves rank 0 and joins the parent at its listener. Star
+ * mode (parent 0): the rendezvous connection (keys key0) becomes the
+ * data connection. */
+static ccol_status
+join_parent(rdv *j, int *fd0, const ccol__tcp_key *key0, int64_t deadline)
+{
+    char name[NAME_MAX_];
+    const ccol__tcp_addr *a;
+    int parent = j->shape->parent;
+    bool retry;
 
     if (parent <= 0) {
         j->t->fd[0] = *fd0;
@@ -465,27 +585,25 @@ join_parent(rdv *j, const ccol__msg *w, int *fd0, const ccol__tcp_key *key0,
         *fd0 = -1;
         return CCOL_OK;
     }
-    st = find_parent(j, w, ip, sizeof ip, &port);
-    if (st != CCOL_OK)
-        return st;
+    a = &j->t->table[parent];
+    if (a->port == 0)
+        return ccol__seterr(j->err, CCOL_ERR_PEER,
+                            "rank 0's rendezvous table has no listener for "
+                            "rank %d, the parent of rank %d (do all ranks "
+                            "use the same tree threshold and fanout?)",
+                            parent, j->id->rank);
     close(*fd0);
     *fd0 = -1;
-    snprintf(name, sizeof name, "rank %d at %s:%d", parent, ip, port);
-    st = dial(j, name, ip, port, deadline, &fd);
-    if (st == CCOL_OK)
-        st = handshake(j, fd, parent, name, 0, deadline, &ack,
-                       &j->t->key[parent]);
-    free(ack.payload);
-    if (st == CCOL_OK)
-        j->t->fd[parent] = fd;
-    else if (fd >= 0)
-        close(fd);
-    return st;
+    snprintf(name, sizeof name, "rank %d at %s:%d", parent, a->ip, a->port);
+    return ccol__tcp_join_peer(j->cfg, parent, name, a->ip, a->port, deadline,
+                               &retry, &j->t->fd[parent], &j->t->key[parent],
+                               j->err);
 }
 
-/* Opens this rank's tree listener on the address it reaches rank 0 from. */
+/* Opens the listener this rank keeps for the job's life, on the address
+ * it reaches rank 0 from. */
 static ccol_status
-open_listener(rdv *j, int fd0, int *lfd, int *lport)
+open_listener(rdv *j, int fd0, int *lport)
 {
     char ip[64], why[WHY_MAX];
     int port;
@@ -494,60 +612,42 @@ open_listener(rdv *j, int fd0, int *lfd, int *lport)
     if (!ccol__tcp_name(fd0, false, ip, sizeof ip, &port))
         return ccol__seterr(j->err, CCOL_ERR_IO,
                             "rank %d cannot read its own address: %s",
-                            j->id->rank, strerror(errno));
-    st = ccol__tcp_listen(ip, 0, lfd, lport, why, sizeof why);
+                            me(j), strerror(errno));
+    st = ccol__tcp_listen(ip, 0, &j->t->lfd, lport, why, sizeof why);
     if (st != CCOL_OK)
-        return ccol__seterr(j->err, st, "rank %d %s", j->id->rank, why);
+        return ccol__seterr(j->err, st, "rank %d %s", me(j), why);
     return CCOL_OK;
 }
 
-/* Tree mode: accepts exactly this rank's children on its listener. */
-static ccol_status
-accept_children(rdv *j, int lfd, int64_t deadline)
+/* Accepts exactly ranks[0..n-1] on the listener, welcomes them and keeps
+ * their sockets: a tree parent's children, or a sub-communicator's. */
+ccol_status
+ccol__tcp_accept_peers(const ccol__link_cfg *cfg, int lfd, const int *ranks,
+                       int n, bool shared, int64_t deadline, ccol__tcp *t,
+                       ccol__err *err)
 {
+    rdv j = { .cfg = cfg, .id = &cfg->id, .t = t, .err = err };
     char ip[64], where[NAME_MAX_];
-    ccol__tcp_member *m = calloc((size_t)j->id->size, sizeof *m);
-    const ccol__host_plan flat = { 0 };
+    ccol__tcp_member *m = calloc((size_t)cfg->id.size, sizeof *m);
     int port;
     ccol_status st;
 
     if (m == NULL)
-        return ccol__seterr(j->err, CCOL_ERR_NO_MEMORY,
+        return ccol__seterr(err, CCOL_ERR_NO_MEMORY,
                             "out of memory for the rendezvous");
     ccol__tcp_name(lfd, false, ip, sizeof ip, &port);
-    snprintf(where, sizeof where, "rank %d at %s:%d", j->id->rank, ip, port);
-    st = ccol__tcp_serve(j->cfg, lfd, j->shape->children, j->shape->nchildren,
-                         where, deadline, m, j->err);
+    snprintf(where, sizeof where, "rank %d at %s:%d", me(&j), ip, port);
+    st = ccol__tcp_serve(cfg, lfd, ranks, n, where, shared, deadline, m, err);
     if (st == CCOL_OK)
-        st = send_welcomes(j, m, NULL, 0, deadline);
-    if (st == CCOL_OK)
-        adopt(j, m, &flat);
-    close_members(j, m);
+        st = send_welcomes(&j, m, NULL, 0, deadline);
+    for (int i = 0; st == CCOL_OK && i < n; i++) {
+        t->fd[ranks[i]] = m[ranks[i]].fd;
+        t->key[ranks[i]] = m[ranks[i]].key;
+        m[ranks[i]].fd = -1;
+    }
+    close_members(&j, m);
     free(m);
     return st;
-}
-
-/* Reads the host table that follows the listener table in rank 0's
- * WELCOME. */
-static ccol_status
-read_plan(rdv *j, const ccol__msg *w, ccol__host_plan *plan)
-{
-    ccol__rd r;
-    uint32_t n;
-
-    ccol__rd_init(&r, w->payload, w->h.len);
-    n = ccol__rd_u32(&r);
-    for (uint32_t i = 0; i < n && ccol__rd_ok(&r); i++) {
-        ccol__rd_u32(&r);
-        free(ccol__rd_str(&r, 63));
-        ccol__rd_u32(&r);
-    }
-    if (!ccol__rd_ok(&r))
-        return ccol__seterr(j->err, CCOL_ERR_PEER,
-                            "rank 0 sent a malformed rendezvous table (%s)",
-                            r.why);
-    return ccol__host_plan_decode(j->id->size, j->cfg->threshold, &r, plan,
-                                  j->err);
 }
 
 /* A per-host job: the per-host tree; a host's leader keeps its
@@ -568,8 +668,23 @@ join_hosts(rdv *j, const ccol__host_plan *plan, int *fd0,
     return st;
 }
 
-/* Every other rank: dials rank 0, authenticates, learns its parent,
- * connects to it (unless it is rank 0) and accepts its own children. */
+/* Rank 0's listener shares its address with the rendezvous listener:
+ * this rank reaches it where it reached rank 0, whatever address rank 0
+ * saw on rank 1's connection (several interfaces, a wildcard address). */
+static void
+root_as_seen(rdv *j, int fd0)
+{
+    char ip[64];
+    int port;
+
+    if (j->t->table[0].port != 0 && ccol__tcp_name(fd0, true, ip, sizeof ip,
+                                                   &port))
+        snprintf(j->t->table[0].ip, sizeof j->t->table[0].ip, "%s", ip);
+}
+
+/* Every other rank: opens its listener, dials rank 0, authenticates,
+ * learns the table of listeners, connects to its parent (unless it is
+ * rank 0) and accepts its own children. The listener stays in the link. */
 static ccol_status
 joiner(rdv *j, const char *addr, int port, int64_t deadline,
        ccol__host_plan *plan)
@@ -577,28 +692,30 @@ joiner(rdv *j, const char *addr, int port, int64_t deadline,
     char name[NAME_MAX_];
     ccol__msg w = { 0 };
     ccol__tcp_key key0;
-    int fd0 = -1, lfd = -1, lport = 0;
+    int fd0 = -1, lport = 0;
     ccol_status st;
 
     snprintf(name, sizeof name, "rank 0 at %s:%d", addr, port);
     st = dial(j, name, addr, port, deadline, &fd0);
-    if (st == CCOL_OK && j->shape->nchildren > 0)
-        st = open_listener(j, fd0, &lfd, &lport);
+    if (st == CCOL_OK)
+        st = open_listener(j, fd0, &lport);
     if (st == CCOL_OK)
         st = handshake(j, fd0, 0, name, lport, deadline, &w, &key0);
     if (st == CCOL_OK)
-        st = read_plan(j, &w, plan);
+        st = read_welcome(j, &w, plan);
+    if (st == CCOL_OK)
+        root_as_seen(j, fd0);
     if (st == CCOL_OK && plan->nhosts > 0)
         st = join_hosts(j, plan, &fd0, &key0);
     else if (st == CCOL_OK)
-        st = join_parent(j, &w, &fd0, &key0, deadline);
+        st = join_parent(j, &fd0, &key0, deadline);
     free(w.payload);
     if (fd0 >= 0)
         close(fd0);
     if (st == CCOL_OK && plan->nhosts == 0 && j->shape->nchildren > 0)
-        st = accept_children(j, lfd, deadline);
-    if (lfd >= 0)
-        close(lfd);
+        st = ccol__tcp_accept_peers(j->cfg, j->t->lfd, j->shape->children,
+                                    j->shape->nchildren, false, deadline,
+                                    j->t, j->err);
     return st;
 }
 
@@ -616,6 +733,10 @@ ccol__tcp_rendezvous(const ccol__link_cfg *cfg, ccol__shape *shape,
     memset(plan, 0, sizeof *plan);
     if (cfg->id.size <= 1)
         return CCOL_OK;
+    t->table = calloc((size_t)cfg->id.size, sizeof *t->table);
+    if (t->table == NULL)
+        return ccol__seterr(err, CCOL_ERR_NO_MEMORY,
+                            "out of memory for the rendezvous table");
     if (cfg->id.rank == 0)
         return root(&j, addr, port, deadline, hier, plan);
     return joiner(&j, addr, port, deadline, plan);

@@ -11,7 +11,10 @@
  * flood (the budget below), logged at WARNING and counted for the job's
  * messages; inconsistencies among the job's own ranks (world size, rank
  * range, a rank claimed twice) fail the rendezvous with a REFUSE to
- * everyone.
+ * everyone. The same code serves the members of a sub-communicator on
+ * the listener a rank keeps for the job's life (tcp_sub.c): a rank of
+ * another communicator is refused with CCOL__TCP_RETRY, and dials again
+ * until that communicator's turn comes.
  */
 #include "tcp_link.h"
 
@@ -99,6 +102,8 @@ typedef struct server {
     ccol__err *err;        /* where a failure is reported */
     int lfd;               /* listening socket */
     const char *where;     /* this side, for messages */
+    bool shared;           /* the listener serves one communicator after
+                              another: the unidentified may dial again */
     bool *want;            /* per rank: expected here */
     int nwant;             /* number of expected ranks */
     int joined;            /* of them, joined so far */
@@ -120,6 +125,8 @@ typedef enum verdict {
     V_GARBAGE, /* a stranger sending something else than a HELLO */
     V_TOKEN,   /* a stranger without the token */
     V_REFUSE,  /* knows the token, belongs elsewhere: refuse, go on */
+    V_OTHER,   /* knows the token, another communicator: refuse as
+                  retryable (CCOL__TCP_RETRY), go on */
     V_FATAL   /* the job itself is inconsistent: fail */
 } verdict;
 
@@ -189,12 +196,13 @@ ccol__tcp_sanitize(char *s)
 }
 
 /* Tells a peer why it is refused (a REFUSE frame with the status and
- * the reason) before closing, so its error names the cause. */
-void
-ccol__tcp_refuse(const ccol__ident *id, int fd, ccol_status st,
-                 const char *reason)
+ * the reason, `retry` or'ed in its arg) before closing, so its error
+ * names the cause. */
+static void
+refuse(const ccol__ident *id, int fd, ccol_status st, uint64_t retry,
+       const char *reason)
 {
-    uint64_t code = (uint64_t)(-(int64_t)st); /* the status, positive */
+    uint64_t code = (uint64_t)(-(int64_t)st) | retry; /* status, positive */
     uint8_t sink[4096];
     int err, budget = 16;
 
@@ -206,6 +214,31 @@ ccol__tcp_refuse(const ccol__ident *id, int fd, ccol_status st,
      * already arrived (a refused HELLO's payload, say) first. */
     while (budget-- > 0 && recv(fd, sink, sizeof sink, 0) > 0)
         ;
+}
+
+void
+ccol__tcp_refuse(const ccol__ident *id, int fd, ccol_status st,
+                 const char *reason)
+{
+    refuse(id, fd, st, 0, reason);
+}
+
+/* The rank messages name for rank r of this server's numbering (its job
+ * rank on a sub-communicator's listener); r itself when out of range. */
+static uint32_t
+named(const server *s, uint32_t r)
+{
+    const ccol__ident *id = &s->cfg->id;
+
+    return r < (uint32_t)id->size ? (uint32_t)ccol__id_gr(id, (int)r) : r;
+}
+
+/* What the unidentified connections are told beside their status when
+ * this server ends: a shared listener's may belong to the next. */
+static uint64_t
+retry_of(const server *s)
+{
+    return s->shared ? CCOL__TCP_RETRY : 0;
 }
 
 /* Remembers a refusal for the timeout message. */
@@ -253,11 +286,12 @@ pend_remove(server *s, int i)
     s->np--;
 }
 
-/* Logs the refusal of pending connection p at WARNING: the first few of
+/* Logs the refusal of pending connection p at `level`: the first few of
  * each address one by one, then one line saying the rest are counted,
  * so a flood cannot flood the log. */
 static void
-log_refusal(server *s, const pend *p, const char *reason)
+log_refusal(server *s, const pend *p, ccol_log_level level,
+            const char *reason)
 {
     source *src = &s->src[p->src];
     const ccol__ident *id = &s->cfg->id;
@@ -265,24 +299,28 @@ log_refusal(server *s, const pend *p, const char *reason)
     if (src->logged > LOG_PER_ADDR)
         return;
     if (src->logged++ < LOG_PER_ADDR)
-        ccol__log(CCOL_LOG_WARN, "comm", "rank %d/%d: %s refused %s: %s",
+        ccol__log(level, "comm", "rank %d/%d: %s refused %s: %s",
                   id->rank, id->size, s->where, p->addr, reason);
     else
-        ccol__log(CCOL_LOG_WARN, "comm",
+        ccol__log(level, "comm",
                   "rank %d/%d: %s: more connections from %s refused; "
                   "counted, not logged",
                   id->rank, id->size, s->where, src->ip);
 }
 
 /* Refuses pending connection i (kind k) and forgets it: logs it, counts
- * it, and tells the peer why unless it already hung up. */
+ * it, and tells the peer why (`retry` in the REFUSE's arg) unless it
+ * already hung up. */
 static void
-pend_refuse(server *s, int i, refusal k, const char *reason)
+pend_refuse(server *s, int i, refusal k, uint64_t retry, const char *reason)
 {
     pend *p = &s->p[i];
     ccol_status st = k == R_VERSION ? CCOL_ERR_VERSION : CCOL_ERR_PEER;
 
-    log_refusal(s, p, reason);
+    /* On a shared listener, a member of another sub-communicator is
+     * refused as a matter of course: it dials again (INFO, not WARN). */
+    log_refusal(s, p, retry != 0 && s->shared ? CCOL_LOG_INFO : CCOL_LOG_WARN,
+                reason);
     if (k == R_AUTH) {
         note(s, "refused %s: %s", p->addr, reason);
     } else {
@@ -291,7 +329,7 @@ pend_refuse(server *s, int i, refusal k, const char *reason)
         s->src[p->src].refused++;
     }
     if (k != R_CLOSED)
-        ccol__tcp_refuse(&s->cfg->id, p->fd, st, reason);
+        refuse(&s->cfg->id, p->fd, st, retry, reason);
     pend_remove(s, i);
 }
 
@@ -309,7 +347,7 @@ fail_all(server *s, ccol_status st, const char *fmt, ...)
     ccol__vseterr(s->err, st, fmt, ap);
     va_end(ap);
     while (s->np > 0) {
-        ccol__tcp_refuse(&s->cfg->id, s->p[0].fd, st, s->err->msg);
+        refuse(&s->cfg->id, s->p[0].fd, st, retry_of(s), s->err->msg);
         pend_remove(s, 0);
     }
     for (int r = 0; r < s->cfg->id.size; r++) {
@@ -364,7 +402,8 @@ pend_open(server *s, int fd, int src, const char *ip, int port)
     if (ccol__tcp_send_frame(&s->cfg->id, fd, CCOL__K_CHALLENGE, 0, p->nonce,
                              CCOL__TCP_NONCE, NULL, ccol__tcp_deadline(1.0),
                              &err) != CCOL__IO_OK)
-        pend_refuse(s, s->np - 1, R_CLOSED, "went away before its challenge");
+        pend_refuse(s, s->np - 1, R_CLOSED, 0,
+                    "went away before its challenge");
     return CCOL_OK;
 }
 
@@ -416,7 +455,7 @@ evict(server *s, int i)
              "waited to be authenticated (%s)",
              silent ? "sent nothing" : "did not complete its HELLO",
              (silent ? SILENT_NS : STALL_NS) / 1e9, s->np, s->where);
-    pend_refuse(s, i, silent ? R_SILENT : R_STALLED, reason);
+    pend_refuse(s, i, silent ? R_SILENT : R_STALLED, 0, reason);
 }
 
 /* Whether the listener may be served now: a slot is free or can be
@@ -527,7 +566,8 @@ pend_header(server *s, int i)
                  s->where);
     else
         snprintf(reason, sizeof reason, "bad frame: %s", why);
-    pend_refuse(s, i, st == CCOL_ERR_VERSION ? R_VERSION : R_GARBAGE, reason);
+    pend_refuse(s, i, st == CCOL_ERR_VERSION ? R_VERSION : R_GARBAGE, 0,
+                reason);
     return false;
 }
 
@@ -546,7 +586,7 @@ pend_read(server *s, int i)
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return 0;
         if (n <= 0) {
-            pend_refuse(s, i, R_CLOSED,
+            pend_refuse(s, i, R_CLOSED, 0,
                         "closed its connection before its HELLO");
             return -1;
         }
@@ -562,6 +602,17 @@ pend_read(server *s, int i)
     }
 }
 
+/* A frame names its sender by job rank, a HELLO by its rank in this
+ * communicator (they differ on a sub-communicator's links): whether both
+ * claim the same rank. A HELLO rank out of range is refused just below. */
+static bool
+same_sender(const ccol__ident *id, uint32_t from, uint32_t rank)
+{
+    if (rank >= (uint32_t)id->size)
+        return from == rank;
+    return from == (uint32_t)ccol__id_gr(id, (int)rank);
+}
+
 /* Checks what a correctly authenticated HELLO says about the job. */
 static verdict
 check_member(server *s, const pend *p, const ccol__tcp_hello *h, char *out,
@@ -569,38 +620,41 @@ check_member(server *s, const pend *p, const ccol__tcp_hello *h, char *out,
 {
     const ccol__ident *id = &s->cfg->id;
     const ccol__tcp_member *m;
+    int me = ccol__id_gr(id, id->rank);
 
-    if (p->h.from != h->rank)
-        return say(V_REFUSE, out, len,
-                   "its frame says rank %" PRIu32 ", its HELLO rank %" PRIu32,
-                   p->h.from, h->rank);
+    /* another communicator first: its ranks are numbered apart */
     if (p->h.comm_id != id->comm_id)
-        return say(V_REFUSE, out, len,
+        return say(V_OTHER, out, len,
                    "communicator id %016" PRIx64 " differs from %016" PRIx64
                    " (%s): do all ranks name rank 0 by the same address "
                    "and port?",
                    p->h.comm_id, id->comm_id, s->where);
+    if (!same_sender(id, p->h.from, h->rank))
+        return say(V_REFUSE, out, len,
+                   "its frame says rank %" PRIu32 ", its HELLO rank %" PRIu32,
+                   p->h.from, h->rank);
     if (h->size != (uint32_t)id->size)
         return say(V_FATAL, out, len,
                    "rank %" PRIu32 " says the world size is %" PRIu32
                    ", rank %d says %d",
-                   h->rank, h->size, id->rank, id->size);
+                   named(s, h->rank), h->size, me, id->size);
     if (h->rank >= (uint32_t)id->size || h->rank == (uint32_t)id->rank)
         return say(V_FATAL, out, len,
                    "rank %" PRIu32 " (pid %" PRIu32 " on %s, %s) is not a "
                    "rank another process may claim in a world of %d",
-                   h->rank, h->pid, h->host, p->addr, id->size);
+                   named(s, h->rank), h->pid, h->host, p->addr, id->size);
     if (!s->want[h->rank])
         return say(V_REFUSE, out, len,
                    "rank %" PRIu32 " is not a child of "
                    "rank %d in the tree",
-                   h->rank, id->rank);
+                   named(s, h->rank), me);
     m = &s->m[h->rank];
     if (m->fd >= 0)
         return say(V_FATAL, out, len,
                    "rank %" PRIu32 " was claimed twice: by pid %" PRIu32
                    " on %s (%s) and by pid %" PRIu32 " on %s (%s)",
-                   h->rank, m->pid, m->host, m->ip, h->pid, h->host, p->addr);
+                   named(s, h->rank), m->pid, m->host, m->ip, h->pid, h->host,
+                   p->addr);
     return V_JOIN;
 }
 
@@ -659,13 +713,16 @@ pend_frame(server *s, int i)
         admit(s, i, &h);
         return CCOL_OK;
     case V_GARBAGE:
-        pend_refuse(s, i, R_GARBAGE, reason);
+        pend_refuse(s, i, R_GARBAGE, 0, reason);
         return CCOL_OK;
     case V_TOKEN:
-        pend_refuse(s, i, R_TOKEN, reason);
+        pend_refuse(s, i, R_TOKEN, 0, reason);
         return CCOL_OK;
     case V_REFUSE:
-        pend_refuse(s, i, R_AUTH, reason);
+        pend_refuse(s, i, R_AUTH, 0, reason);
+        return CCOL_OK;
+    case V_OTHER:
+        pend_refuse(s, i, R_AUTH, CCOL__TCP_RETRY, reason);
         return CCOL_OK;
     case V_FATAL:
         break;
@@ -673,23 +730,35 @@ pend_frame(server *s, int i)
     return fail_all(s, CCOL_ERR_PEER, "%s", reason);
 }
 
-/* Writes the expected ranks that have not joined: "ranks 2, 5-7". */
+/* Whether expected rank r has not joined. */
+static bool
+missing(const server *s, int r)
+{
+    return s->want[r] && s->m[r].fd < 0;
+}
+
+/* Writes the expected ranks that have not joined, by job rank: "ranks
+ * 2, 5-7" (a run is consecutive in the job too). */
 static void
 list_missing(const server *s, char *out, size_t len)
 {
+    const ccol__ident *id = &s->cfg->id;
     size_t n = 0;
-    int count = 0, size = s->cfg->id.size;
+    int count = 0, size = id->size;
 
     out[0] = '\0';
     for (int r = 0; r < size && n + 16 < len; r++) {
         int e = r;
-        if (!s->want[r] || s->m[r].fd >= 0)
+        if (!missing(s, r))
             continue;
-        while (e + 1 < size && s->want[e + 1] && s->m[e + 1].fd < 0)
+        while (e + 1 < size && missing(s, e + 1) &&
+               ccol__id_gr(id, e + 1) == ccol__id_gr(id, e) + 1)
             e++;
-        n += (size_t)snprintf(out + n, len - n, "%s%d", count ? ", " : "", r);
+        n += (size_t)snprintf(out + n, len - n, "%s%d", count ? ", " : "",
+                              ccol__id_gr(id, r));
         if (e > r)
-            n += (size_t)snprintf(out + n, len - n, "-%d", e);
+            n += (size_t)snprintf(out + n, len - n, "-%d",
+                                  ccol__id_gr(id, e));
         count += e - r + 1;
         r = e;
     }
@@ -787,19 +856,20 @@ drain_backlog(server *s, ccol_status st)
 static ccol_status
 serve_timeout(server *s)
 {
-    char missing[256], refused[1024];
+    char absent[256], refused[1024];
     ccol_status st;
 
-    list_missing(s, missing, sizeof missing);
+    list_missing(s, absent, sizeof absent);
     count_left(s);
     summary(s, refused, sizeof refused);
     st = fail_all(s, CCOL_ERR_TIMEOUT,
                   "%s: rendezvous timed out after %.1f s: rank(s) %s did "
                   "not join (%d of %d joined)%s%s%s%s",
-                  s->where, s->cfg->timeout_s, missing, s->joined, s->nwant,
+                  s->where, s->cfg->timeout_s, absent, s->joined, s->nwant,
                   refused[0] ? "; " : "", refused, s->notes[0] ? "; " : "",
                   s->notes);
-    drain_backlog(s, st);
+    if (!s->shared) /* a shared listener's backlog is the next server's */
+        drain_backlog(s, st);
     return st;
 }
 
@@ -883,8 +953,8 @@ server_done(server *s, ccol_status st)
     if (st == CCOL_OK)
         count_left(s);
     while (s->p != NULL && s->np > 0) {
-        ccol__tcp_refuse(&s->cfg->id, s->p[0].fd, CCOL_ERR_PEER,
-                         "the rendezvous is over");
+        refuse(&s->cfg->id, s->p[0].fd, CCOL_ERR_PEER, retry_of(s),
+               "the rendezvous is over");
         pend_remove(s, 0);
     }
     summary(s, refused, sizeof refused);
@@ -895,11 +965,12 @@ server_done(server *s, ccol_status st)
 }
 
 /* Runs one rendezvous server on an already listening socket: rank 0
- * admitting the whole job, or a tree parent admitting its children. */
+ * admitting the whole job, a tree parent admitting its children, or a
+ * member of a sub-communicator admitting its children there. */
 ccol_status
 ccol__tcp_serve(const ccol__link_cfg *cfg, int lfd, const int *ranks, int n,
-                const char *where, int64_t deadline, ccol__tcp_member *m,
-                ccol__err *err)
+                const char *where, bool shared, int64_t deadline,
+                ccol__tcp_member *m, ccol__err *err)
 {
     server s;
     ccol_status st;
@@ -909,6 +980,7 @@ ccol__tcp_serve(const ccol__link_cfg *cfg, int lfd, const int *ranks, int n,
     s.err = err;
     s.lfd = lfd;
     s.where = where;
+    s.shared = shared;
     s.deadline = deadline;
     s.m = m;
     st = server_init(&s, ranks, n);

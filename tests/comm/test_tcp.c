@@ -5,10 +5,14 @@
  * the wrong token, a client or a rank 0 of another protocol version, a rank
  * claimed twice, a rank with another world size, and a rank that sends
  * garbage, truncated or oversized frames in the middle of a collective.
- * A rank killed with SIGKILL must be named quickly by the others.
+ * A rank killed with SIGKILL must be named quickly by the others. The links
+ * of sub-communicators (tcp_sub.c) form among their members only, through
+ * the listeners every rank keeps, and exchange frames over a small
+ * up-and-down harness written against the link contract.
  */
 #include "harness.h"
 
+#include "comm/comm.h"
 #include "comm/tcp_link.h"
 #include "raw_peer.h"
 
@@ -995,6 +999,480 @@ CCOL_TEST(no_token_off_loopback_is_warned_once)
           WEXITSTATUS(st) == 0);
 }
 
+/* ---- sub-communicators' links ---- */
+
+/* A sub-communicator of the job communicator c: members[0..n-1] (job
+ * ranks), its own comm_id, the job's token and tree parameters. */
+typedef struct sub_comm {
+    ccol__link *link;  /* its tcp link, NULL when the formation failed */
+    ccol__shape shape; /* its tree */
+    ccol__err err;     /* why the formation failed */
+    ccol_status st;    /* the formation's status */
+    double took;       /* seconds the formation took */
+} sub_comm;
+
+/* Forms this rank's link of the sub-communicator with the given members
+ * and id, with the deadline `timeout` (0: the job's). */
+static void
+sub_form(ccol_comm *c, const int *members, int n, uint64_t comm_id,
+         double timeout, sub_comm *s)
+{
+    ccol__link_cfg cfg;
+    int me = -1;
+    double t0 = ccol_test_now();
+
+    memset(s, 0, sizeof *s);
+    for (int i = 0; i < n; i++)
+        me = members[i] == c->id.rank ? i : me;
+    CHECK(me >= 0);
+    memset(&cfg, 0, sizeof cfg);
+    cfg.id = c->id;
+    cfg.id.rank = me;
+    cfg.id.size = n;
+    cfg.id.comm_id = comm_id;
+    cfg.id.global_of = members;
+    cfg.timeout_s = timeout > 0 ? timeout : c->timeout_s;
+    cfg.token_str = c->token_str;
+    cfg.threshold = c->threshold;
+    cfg.fanout = c->fanout;
+    cfg.owner = (int)getpid();
+    CHECK_OK(ccol__shape_setup(&s->shape, me, n, c->threshold, c->fanout,
+                               &s->err),
+             NULL);
+    s->st = ccol__tcp_attach_sub(&cfg, &s->shape, c->link, members, NULL,
+                                 &s->link, &s->err);
+    s->took = ccol_test_now() - t0;
+}
+
+static void
+sub_free(sub_comm *s)
+{
+    ccol__link_destroy(s->link, false);
+    ccol__shape_free(&s->shape);
+}
+
+/* Sends peer one frame of operation op (sequence seq) carrying v. */
+static ccol_status
+sub_send(ccol__link *l, int peer, uint16_t kind, uint16_t op, uint64_t seq,
+         int64_t v, ccol__err *err)
+{
+    ccol__hdr h;
+    uint8_t pl[8], *f;
+    size_t flen;
+    ccol_status st;
+
+    ccol__st64(pl, (uint64_t)v);
+    ccol__hdr_init(&h, &l->id, kind, op, seq, 0, ccol__wall_ns(), "", 0);
+    f = ccol__frame_encode(&h, pl, sizeof pl, &flen);
+    if (f == NULL)
+        return CCOL_ERR_NO_MEMORY;
+    st = l->ops->send(l, peer, f, flen, 5, err);
+    free(f);
+    return st;
+}
+
+/* Receives one frame of kind/op/seq from one of peers[0..n-1] and adds
+ * its value to *v. */
+static ccol_status
+sub_recv(ccol__link *l, const int *peers, int n, uint16_t kind, uint16_t op,
+         uint64_t seq, int64_t *v, ccol__err *err)
+{
+    ccol__msg m;
+    int from = -1;
+    ccol_status st;
+
+    st = l->ops->recv(l, peers, n, ccol__tcp_deadline(5), &from, &m, err);
+    if (st != CCOL_OK)
+        return st;
+    CHECK_EQ(m.h.kind, kind);
+    CHECK_EQ(m.h.op, op);
+    CHECK_EQ(m.h.seq, seq);
+    CHECK_EQ(m.h.len, 8);
+    if (m.h.len == 8)
+        *v += (int64_t)ccol__ld64(m.payload);
+    free(m.payload);
+    return CCOL_OK;
+}
+
+/* A sum over the sub's tree: one UP frame from each child to its parent,
+ * one DOWN frame back. A barrier is the sum of nothing. */
+static int64_t
+sub_sum(sub_comm *s, uint16_t op, uint64_t seq, int64_t v)
+{
+    const ccol__shape *sh = &s->shape;
+    ccol__link *l = s->link;
+    ccol__err err;
+    int64_t down = 0;
+
+    for (int i = 0; i < sh->nchildren; i++)
+        CHECK_OK(sub_recv(l, sh->children, sh->nchildren, CCOL__K_UP, op, seq,
+                          &v, &err),
+                 NULL);
+    if (sh->parent >= 0) {
+        CHECK_OK(sub_send(l, sh->parent, CCOL__K_UP, op, seq, v, &err), NULL);
+        CHECK_OK(sub_recv(l, &sh->parent, 1, CCOL__K_DOWN, op, seq, &down,
+                          &err),
+                 NULL);
+        v = down;
+    }
+    for (int i = 0; i < sh->nchildren; i++)
+        CHECK_OK(sub_send(l, sh->children[i], CCOL__K_DOWN, op, seq, v, &err),
+                 NULL);
+    return v;
+}
+
+/* A barrier, then an allreduce of each member's job rank + 1. */
+static void
+sub_exercise(sub_comm *s, int job_rank, const int *members)
+{
+    int64_t want = 0;
+
+    for (int i = 0; i < s->shape.size; i++)
+        want += members[i] + 1;
+    CHECK_EQ(sub_sum(s, CCOL__OP_BARRIER, 1, 0), 0);
+    CHECK_EQ(sub_sum(s, CCOL__OP_ALLREDUCE_I64, 2, job_rank + 1), want);
+}
+
+static const int sub_02[] = { 0, 2 };
+
+static void
+skip_body(ccol_comm *c, int rank, void *arg)
+{
+    sub_comm s;
+    int fds = count_fds();
+
+    (void)arg;
+    if (rank == 1) { /* not a member: sleeps, then leaves */
+        usleep(1500 * 1000);
+        return;
+    }
+    sub_form(c, sub_02, 2, 0x5B02, 0, &s);
+    CHECK_OK(s.st, NULL);
+    if (s.st == CCOL_OK)
+        sub_exercise(&s, rank, sub_02);
+    CHECK(s.took < ccol_test_scale(1.0));
+    sub_free(&s);
+    CHECK_EQ(count_fds(), fds);
+}
+
+/* Ranks 0 and 2 form a sub-communicator while rank 1 sleeps: it forms
+ * at once and runs a barrier and an allreduce without rank 1. */
+CCOL_TEST(sub_without_a_rank)
+{
+    ccol_test_job job;
+
+    memset(&job, 0, sizeof job);
+    job.size = 3;
+    job.transport = CCOL_TEST_TCP;
+    CHECK_EQ(ccol_test_ranks(&job, skip_body, NULL), 0);
+}
+
+static const int sub_01[] = { 0, 1 }, sub_12[] = { 1, 2 };
+
+/* Forms sub {0,1} (id 0xA) and {1,2} (id 0xB) on each of their members,
+ * rank 1 in the order *arg says (0: {0,1} first). */
+static void
+two_subs_body(ccol_comm *c, int rank, void *arg)
+{
+    bool b_first = *(const int *)arg != 0;
+    sub_comm a, b;
+
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    if (rank == 1 && b_first)
+        sub_form(c, sub_12, 2, 0xB, 0, &b);
+    if (rank <= 1)
+        sub_form(c, sub_01, 2, 0xA, 0, &a);
+    if (rank >= 1 && !(rank == 1 && b_first))
+        sub_form(c, sub_12, 2, 0xB, 0, &b);
+    if (rank <= 1) {
+        CHECK_OK(a.st, NULL);
+        if (a.st == CCOL_OK)
+            sub_exercise(&a, rank, sub_01);
+    }
+    if (rank >= 1) {
+        CHECK_OK(b.st, NULL);
+        if (b.st == CCOL_OK)
+            sub_exercise(&b, rank, sub_12);
+    }
+    sub_free(&a);
+    sub_free(&b);
+}
+
+/* Two sub-communicators sharing rank 1 form at the same time, whichever
+ * rank 1 forms first. */
+CCOL_TEST(two_subs_either_order)
+{
+    ccol_test_job job;
+
+    memset(&job, 0, sizeof job);
+    job.size = 3;
+    job.transport = CCOL_TEST_TCP;
+    for (int order = 0; order < 2; order++)
+        CHECK_EQ(ccol_test_ranks(&job, two_subs_body, &order), 0);
+}
+
+static int other_comm_refusals;
+
+static void
+count_other_comm(void *ud, ccol_log_level level, const char *component,
+                 const char *msg)
+{
+    (void)ud;
+    (void)component;
+    if (level == CCOL_LOG_INFO && strstr(msg, "communicator id") != NULL)
+        other_comm_refusals++;
+}
+
+/* Rank 0 forms {0,1} (rank 1 comes late), then {0,2}; rank 2 dials rank
+ * 0 for {0,2} at once, is refused as another communicator's rank while
+ * rank 0 serves {0,1}, and dials again until it is admitted. */
+static void
+shared_listener_body(ccol_comm *c, int rank, void *arg)
+{
+    sub_comm a, b;
+
+    (void)arg;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    if (rank == 0)
+        ccol_log_set(count_other_comm, NULL, CCOL_LOG_INFO);
+    if (rank == 1)
+        usleep(500 * 1000);
+    if (rank <= 1) {
+        sub_form(c, sub_01, 2, 0xA, 0, &a);
+        CHECK_OK(a.st, NULL);
+        if (a.st == CCOL_OK)
+            sub_exercise(&a, rank, sub_01);
+    }
+    if (rank != 1) {
+        sub_form(c, sub_02, 2, 0xB, 0, &b);
+        CHECK_OK(b.st, NULL);
+        if (b.st == CCOL_OK)
+            sub_exercise(&b, rank, sub_02);
+    }
+    if (rank == 0) {
+        CHECK(other_comm_refusals > 0);
+        ccol_log_set(NULL, NULL, CCOL_LOG_WARN);
+    }
+    sub_free(&a);
+    sub_free(&b);
+}
+
+CCOL_TEST(sub_waits_for_a_busy_listener)
+{
+    ccol_test_job job;
+
+    memset(&job, 0, sizeof job);
+    job.size = 3;
+    job.transport = CCOL_TEST_TCP;
+    CHECK_EQ(ccol_test_ranks(&job, shared_listener_body, NULL), 0);
+}
+
+/* Rank 0 serves {0,2} and rank 2 dials rank 1 for {1,2}; neither rank 2
+ * nor rank 1 forms the other: both time out naming the absent member by
+ * its job rank, within the deadline. */
+static void
+missing_member_body(ccol_comm *c, int rank, void *arg)
+{
+    char want[64];
+    sub_comm s;
+
+    (void)arg;
+    if (rank == 1) {
+        usleep(2500 * 1000);
+        return;
+    }
+    if (rank == 0)
+        sub_form(c, sub_02, 2, 0xC, 1.0, &s);
+    else
+        sub_form(c, sub_12, 2, 0xD, 1.0, &s);
+    CHECK_STATUS(s.st, CCOL_ERR_TIMEOUT);
+    CHECK(s.link == NULL);
+    if (rank == 0) {
+        CHECK_CONTAINS(s.err.msg, "rank(s) 2 did not join");
+    } else {
+        snprintf(want, sizeof want, "rank 1 at 127.0.0.1:");
+        CHECK_CONTAINS(s.err.msg, want);
+        CHECK_CONTAINS(s.err.msg, "within 1.0 s");
+    }
+    CHECK(s.took >= 0.9 && s.took < ccol_test_scale(1.5));
+    sub_free(&s);
+}
+
+CCOL_TEST(sub_missing_member_named)
+{
+    ccol_test_job job;
+
+    memset(&job, 0, sizeof job);
+    job.size = 3;
+    job.transport = CCOL_TEST_TCP;
+    CHECK_EQ(ccol_test_ranks(&job, missing_member_body, NULL), 0);
+}
+
+/* Rank 2 dies after sub {0,2} formed: rank 0's next receive names it
+ * by its job rank (2), not its rank in the sub (1). */
+static void
+sub_killed_body(ccol_comm *c, int rank, void *arg)
+{
+    ccol__msg m;
+    ccol__err err;
+    sub_comm s;
+    int peer = 1, from = -1;
+
+    (void)arg;
+    if (rank == 1)
+        return;
+    sub_form(c, sub_02, 2, 0xF, 0, &s);
+    CHECK_OK(s.st, NULL);
+    if (s.st != CCOL_OK)
+        return;
+    sub_exercise(&s, rank, sub_02);
+    if (rank == 2)
+        raise(SIGKILL);
+    CHECK_STATUS(s.link->ops->recv(s.link, &peer, 1, ccol__tcp_deadline(5),
+                                   &from, &m, &err),
+                 CCOL_ERR_PEER);
+    CHECK_EQ(from, 1);
+    CHECK_CONTAINS(err.msg, "rank 2 closed its connection");
+    sub_free(&s);
+}
+
+CCOL_TEST(sub_killed_member_named_by_job_rank)
+{
+    ccol_test_job job;
+
+    memset(&job, 0, sizeof job);
+    job.size = 3;
+    job.transport = CCOL_TEST_TCP;
+    job.may_die = 1u << 2;
+    CHECK_EQ(ccol_test_ranks(&job, sub_killed_body, NULL), 1); /* its death */
+}
+
+static const int sub_all[] = { 0, 2, 3, 4, 5 };
+
+/* With a token, the sub's connections are new ones, authenticated and
+ * tagged; over a tree (threshold 2, fanout 2) of 5 of 6 ranks. */
+static void
+tagged_body(ccol_comm *c, int rank, void *arg)
+{
+    const ccol__tcp *t;
+    sub_comm s;
+
+    (void)arg;
+    CHECK(c->token_str != NULL);
+    if (rank == 1)
+        return;
+    sub_form(c, sub_all, 5, 0xE, 0, &s);
+    CHECK_OK(s.st, NULL);
+    if (s.st != CCOL_OK)
+        return;
+    t = (const ccol__tcp *)s.link;
+    CHECK(t->lfd < 0 && t->table == NULL);
+    for (int r = 0; r < t->size; r++) {
+        bool edge = r == s.shape.parent;
+        for (int i = 0; i < s.shape.nchildren; i++)
+            edge = edge || s.shape.children[i] == r;
+        CHECK_EQ(t->fd[r] >= 0, edge);
+        if (edge)
+            CHECK(t->key[r].on && t->key[r].nsend + t->key[r].nrecv == 1);
+    }
+    sub_exercise(&s, rank, sub_all);
+    sub_free(&s);
+}
+
+CCOL_TEST(sub_token_tagged_tree)
+{
+    ccol_test_job job;
+
+    memset(&job, 0, sizeof job);
+    job.size = 6;
+    job.transport = CCOL_TEST_TCP;
+    tree_shape(&job.params);
+    job.params.mask |= CCOL_COMM_PARAM_TOKEN;
+    job.params.token = "sub-token-5678";
+    CHECK_EQ(ccol_test_ranks(&job, tagged_body, NULL), 0);
+}
+
+/* Every rank of a job keeps a listener and the whole table, star mode
+ * included (ranks without children used to have none). */
+static void
+table_body(ccol_comm *c, int rank, void *arg)
+{
+    const ccol__tcp *t = (const ccol__tcp *)c->link;
+
+    (void)arg;
+    CHECK(t->lfd >= 0);
+    CHECK(t->table != NULL);
+    for (int r = 0; t->table != NULL && r < t->size; r++) {
+        CHECK_STR_EQ(t->table[r].ip, "127.0.0.1");
+        CHECK(t->table[r].port > 0);
+    }
+    if (t->table != NULL) {
+        int port;
+        char ip[64];
+        CHECK(ccol__tcp_name(t->lfd, false, ip, sizeof ip, &port));
+        CHECK_EQ(port, t->table[rank].port);
+    }
+}
+
+CCOL_TEST(every_rank_keeps_a_listener)
+{
+    ccol_test_job job;
+
+    memset(&job, 0, sizeof job);
+    job.size = 3;
+    job.transport = CCOL_TEST_TCP;
+    CHECK_EQ(ccol_test_ranks(&job, table_body, NULL), 0);
+}
+
+/* The listener table of a WELCOME is untrusted: every entry is checked. */
+CCOL_TEST(welcome_table_codec)
+{
+    ccol__tcp_addr tab[4];
+    ccol__buf b = { 0 };
+    ccol__rd r;
+
+    ccol__buf_u32(&b, 2);
+    ccol__buf_u32(&b, 0);
+    ccol__buf_str(&b, "10.0.0.1");
+    ccol__buf_u32(&b, 4000);
+    ccol__buf_u32(&b, 3);
+    ccol__buf_str(&b, "fe80::1%eth0");
+    ccol__buf_u32(&b, 65535);
+    ccol__rd_init(&r, b.p, b.len);
+    CHECK(ccol__tcp_table_decode(&r, 4, tab) == NULL);
+    CHECK_STR_EQ(tab[0].ip, "10.0.0.1");
+    CHECK_EQ(tab[0].port, 4000);
+    CHECK_EQ(tab[1].port, 0);
+    CHECK_STR_EQ(tab[3].ip, "fe80::1%eth0");
+    for (size_t cut = 0; cut < b.len; cut++) {
+        ccol__rd_init(&r, b.p, cut);
+        CHECK(ccol__tcp_table_decode(&r, 4, tab) != NULL);
+    }
+    ccol__rd_init(&r, b.p, b.len);
+    CHECK_STR_EQ(ccol__tcp_table_decode(&r, 3, tab),
+                 "a listener's rank is out of range");
+    ccol__rd_init(&r, b.p, b.len);
+    CHECK_STR_EQ(ccol__tcp_table_decode(&r, 1, tab),
+                 "more listeners than ranks");
+    ccol__st32(b.p + 20, 0); /* rank 0's port */
+    ccol__rd_init(&r, b.p, b.len);
+    CHECK_STR_EQ(ccol__tcp_table_decode(&r, 4, tab),
+                 "a listener's port is out of range 1-65535");
+    ccol__st32(b.p + 20, 4000);
+    ccol__st32(b.p + 24, 0); /* the second entry says rank 0 again */
+    ccol__rd_init(&r, b.p, b.len);
+    CHECK_STR_EQ(ccol__tcp_table_decode(&r, 4, tab),
+                 "a rank's listener is listed twice");
+    ccol__st32(b.p + 24, 3);
+    b.p[12] = ' '; /* "10.0.0.1" -> " 0.0.0.1" */
+    ccol__rd_init(&r, b.p, b.len);
+    CHECK_STR_EQ(ccol__tcp_table_decode(&r, 4, tab),
+                 "a listener's address is not numeric");
+    ccol__buf_free(&b);
+}
+
 /* ---- units ---- */
 
 CCOL_TEST(hello_codec)
@@ -1040,4 +1518,11 @@ CCOL_TEST_MAIN(CCOL_T(star_3), CCOL_T(tree_3), CCOL_T(tree_8),
                CCOL_T(peer_oversized_label),
                CCOL_T(killed_rank_star), CCOL_T(killed_rank_tree),
                CCOL_T(killed_inner_rank_tree), CCOL_T(hello_codec),
-               CCOL_T(no_token_off_loopback_is_warned_once))
+               CCOL_T(no_token_off_loopback_is_warned_once),
+               CCOL_T(every_rank_keeps_a_listener),
+               CCOL_T(welcome_table_codec), CCOL_T(sub_without_a_rank),
+               CCOL_T(two_subs_either_order),
+               CCOL_T(sub_waits_for_a_busy_listener),
+               CCOL_T(sub_missing_member_named),
+               CCOL_T(sub_killed_member_named_by_job_rank),
+               CCOL_T(sub_token_tagged_tree))

@@ -5,10 +5,12 @@
  * the header: the payload, then the sender's label, which must come out
  * bounded and clean), the rendezvous HELLO decoder, and the host table
  * of rank 0's WELCOME (with the per-host tree built from what it
- * accepted), and the tag of an authenticated connection. Input layout:
+ * accepted), the listener table ahead of it in the same WELCOME, and
+ * the tag of an authenticated connection. Input layout:
  * the first byte picks the decoder (odd: HELLO, 2: host table, 4: tag,
- * other even values: header), the rest is the untrusted data; the host
- * table's first data byte also picks the world size.
+ * 6: listener table, other even values: header), the rest is the
+ * untrusted data; the host and listener tables' first data byte also
+ * picks the world size.
  */
 #include "comm/tcp_link.h"
 
@@ -149,6 +151,30 @@ fuzz_tag(const uint8_t *p, size_t n)
     free(f);
 }
 
+/* The listener table of rank 0's WELCOME (every rank's address, kept for
+ * sub-communicators): whatever it accepts names ranks in range, once each,
+ * with a numeric address and a port. The first data byte picks the world
+ * size. */
+static void
+fuzz_table(const uint8_t *p, size_t n)
+{
+    ccol__tcp_addr table[16];
+    ccol__rd r;
+    int size;
+
+    if (n < 1)
+        return;
+    size = 1 + p[0] % 16;
+    memset(table, 0, sizeof table);
+    ccol__rd_init(&r, p + 1, n - 1);
+    if (ccol__tcp_table_decode(&r, size, table) != NULL)
+        return;
+    for (int i = 0; i < size; i++) {
+        assert(strlen(table[i].ip) <= CCOL__TCP_IP_MAX);
+        assert(table[i].port >= 0 && table[i].port <= 65535);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int
@@ -162,6 +188,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fuzz_hosts(data + 1, size - 1);
     else if (data[0] == 4)
         fuzz_tag(data + 1, size - 1);
+    else if (data[0] == 6)
+        fuzz_table(data + 1, size - 1);
     else
         fuzz_header(data + 1, size - 1);
     return 0;

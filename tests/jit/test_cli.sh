@@ -76,7 +76,8 @@ def load(path):
     if list(j) != ["ok", "world_size", "mode", "ranks"]:
         raise AssertionError(f"job keys {list(j)}")
     for r, e in enumerate(j["ranks"]):
-        if list(e) != KEYS or e["rank"] != r:
+        keys = KEYS if "domain" not in e else KEYS[:1] + ["domain"] + KEYS[1:]
+        if list(e) != keys or e["rank"] != r:
             raise AssertionError(f"rank entry {r} keys {list(e)}")
         for f in e["frames"]:
             if f["dynamic"] != sorted(f["dynamic"]):
@@ -190,6 +191,30 @@ assert [e['compiles'] for e in j['ranks']] == [2, 2, 2, 2]
 for e in j['ranks']:
     assert e['frames'][0]['dynamic'] == [\"L['x'].size(0)\"], e"
 
+# A pipeline: each stage is a domain of the schedule, its replicas compile
+# together (both recompile at the call where one replica's length
+# changes) and agree among themselves while the other stage runs another
+# program; without the domains the two programs cannot pair up.
+jit "$EX/pipeline.tl" --schedule "$EX/pipeline.json" -n 4 --json --timeout 10
+pycheck pipeline_stages_agree_apart "
+assert rc == 0 and j['ok'], [e['error'] for e in j['ranks']]
+assert [e['domain'] for e in j['ranks']] == [0, 0, 1, 1]
+assert [e['compiles'] for e in j['ranks']] == [2, 2, 2, 2]
+assert [e['exchanges'] for e in j['ranks']] == [2, 2, 2, 2]
+names = [e['frames'][0]['name'] for e in j['ranks']]
+assert names == ['stage0', 'stage0', 'stage1', 'stage1'], names
+dyn = [e['frames'][0]['dynamic'] for e in j['ranks']]
+assert dyn == [[\"L['x'].size(0)\"]] * 2 + [[\"L['h'].size(0)\"]] * 2, dyn"
+python3 -c "import json, sys; d = json.load(open(sys.argv[1])); \
+del d['domains']; json.dump(d, open(sys.argv[2], 'w'))" \
+    "$EX/pipeline.json" "$TMP/one_domain.json"
+jit "$EX/pipeline.tl" --schedule "$TMP/one_domain.json" -n 4 --json \
+    --timeout 10
+pycheck pipeline_without_domains_diverges "
+assert rc == 1 and not j['ok']
+codes = {e['error']['code'] for e in j['ranks'] if e['error']}
+assert codes == {'DIVERGED'}, codes"
+
 # expect_err NAME RC NEEDLE ARGS...: exit status RC, NEEDLE on stderr,
 # nothing on stdout.
 expect_err() {
@@ -275,6 +300,18 @@ bad_sched fn_count "call 1: \"fn\" names 3 functions for 2 ranks" \
     '{"calls": [{"fn": "f", "args": []}, {"fn": ["f", "g", "h"], "args": []}]}'
 bad_sched duplicate "duplicate object key" \
     '{"calls": [{"fn": "f", "args": [], "args": []}]}'
+bad_sched domains_type "\"domains\" must be a list of domains" \
+    '{"calls": [], "domains": 3}'
+bad_sched domains_item "\"domains\"[0] must be a non-empty list of ranks" \
+    '{"calls": [], "domains": [[]]}'
+bad_sched domains_order "\"domains\"[0][1] must be a rank (0 to 4095) above the one before it" \
+    '{"calls": [], "domains": [[1, 0]]}'
+bad_sched domains_overlap "rank 1 is in two domains" \
+    '{"calls": [], "domains": [[0, 1], [1]]}'
+bad_sched domains_missing "rank 1 is in no domain" \
+    '{"calls": [], "domains": [[0]]}'
+bad_sched domains_past "\"domains\"[1] names rank 2 of a job of 2 ranks" \
+    '{"calls": [], "domains": [[0], [1, 2]]}'
 # A schedule written for 4 ranks run alone or on 3 says which -n it needs.
 expect_err schedule_suggest_n_alone 2 \
     "4 argument lists for 1 rank; this process is alone (no -n, no launcher): use -n 4" \

@@ -4,7 +4,9 @@
  * on as many inproc ranks as the schedule has per-rank argument lists (2
  * when it has none). Every call must succeed on every rank, and ranks that
  * got the same arguments must get the same result. Tensor contents are
- * deterministic functions of rank, call, argument and element.
+ * deterministic functions of rank, call, argument and element. A schedule
+ * with "domains" runs each rank's calls over a sub-communicator of its
+ * domain, as `ccol jit` does.
  */
 #include "ccol_jit.h"
 #include "harness.h"
@@ -153,6 +155,37 @@ read_all(const char *path, size_t *len)
     return buf;
 }
 
+/* The communicator rank's calls run over: the job's, or a sub of its
+ * domain when the schedule has "domains" (NULL after recording why). */
+static ccol_comm *
+domain_comm(ccol_comm *comm, json_t *sched, int rank, job_out *o)
+{
+    json_t *doms = json_object_get(sched, "domains"), *d, *v;
+    ccol_comm *sub = NULL;
+    int members[MAX_RANKS], n = 0;
+    size_t i, j;
+
+    if (doms == NULL)
+        return comm;
+    json_array_foreach(doms, i, d)
+    {
+        n = 0;
+        json_array_foreach(d, j, v)
+            if (n < MAX_RANKS)
+                members[n++] = (int)json_integer_value(v);
+        for (int k = 0; k < n; k++)
+            if (members[k] == rank &&
+                ccol_comm_create_sub(comm, members, n, "domain", &sub) ==
+                    CCOL_OK)
+                return sub;
+    }
+    o->failed[rank] = 1;
+    snprintf(o->err[rank], sizeof o->err[rank], "domain: %s",
+             sub != NULL ? ccol_comm_errmsg(sub) : ccol_comm_errmsg(comm));
+    ccol_comm_destroy(sub);
+    return NULL;
+}
+
 static void
 schedule_rank(ccol_comm *comm, int rank, void *arg)
 {
@@ -169,9 +202,13 @@ schedule_rank(ccol_comm *comm, int rank, void *arg)
                  ccol_jit_module_errmsg(m));
     }
     json_t *calls = json_object_get(sched, "calls");
-    for (size_t k = 0; !o->failed[rank] && k < json_array_size(calls) &&
-                       k < MAX_CALLS; k++)
-        run_call(m, comm, json_array_get(calls, k), rank, (int)k, o);
+    ccol_comm *dom = o->failed[rank] ? NULL
+                                     : domain_comm(comm, sched, rank, o);
+    for (size_t k = 0; dom != NULL && !o->failed[rank] &&
+                       k < json_array_size(calls) && k < MAX_CALLS; k++)
+        run_call(m, dom, json_array_get(calls, k), rank, (int)k, o);
+    if (dom != comm)
+        ccol_comm_destroy(dom);
     json_decref(sched);
     ccol_jit_module_destroy(m);
     free(src);

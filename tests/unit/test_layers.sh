@@ -116,7 +116,7 @@ own_jit() {
 # to the communicator, each transport's files to its private header.
 own_comm() {
     case $1 in
-    comm_ops.c | env.c) echo comm.h ;;
+    comm_ops.c | comm_sub.c | env.c) echo comm.h ;;
     tcp.c | tcp_*.c) echo tcp_link.h ;;
     shm.c | shm_*.c) echo shm_link.h ;;
     slots_*.c) echo slots.h ;;
