@@ -57,12 +57,13 @@ check_members(ccol_comm *parent, const int *members, int n, int *me)
 static ccol_status
 check_name(ccol_comm *parent, const char *name)
 {
-    size_t n = strlen(name);
+    size_t n = strnlen(name, SUB_NAME_MAX + 1);
+    bool printable = true;
 
     for (size_t i = 0; i < n; i++)
-        if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f)
-            n = SUB_NAME_MAX + 1;
-    if (n <= SUB_NAME_MAX)
+        printable = printable && (unsigned char)name[i] >= 0x20 &&
+                    name[i] != 0x7f;
+    if (printable && n <= SUB_NAME_MAX)
         return CCOL_OK;
     return ccol__seterr(&parent->err, CCOL_ERR_INVALID_ARG,
                         "create_sub: the name is not up to %d printable "

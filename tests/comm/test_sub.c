@@ -395,6 +395,12 @@ CCOL_TEST(bad_member_lists_are_refused_on_the_parent)
     CHECK_STATUS(ccol_comm_create_sub(c, self, 1, "bad\nname", &s),
                  CCOL_ERR_INVALID_ARG);
     CHECK_CONTAINS(ccol_comm_errmsg(c), "printable");
+    CHECK_STATUS(ccol_comm_create_sub(c, self, 1,
+                                      "0123456789012345678901234567890123"
+                                      "4567890123456789012345678901234",
+                                      &s),
+                 CCOL_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "up to 64");
     CHECK_OK(ccol_comm_create_sub(c, self, 1, NULL, &s), c);
     CHECK_STR_EQ(ccol_comm_transport(s), "local");
     CHECK_OK(ccol_barrier(s), s);
