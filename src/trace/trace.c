@@ -113,7 +113,11 @@ warn(const ccol_trace *t)
 }
 
 /* Opens the file on first use, creating the directory (one level) if it
- * is missing. Called with the lock held; false when tracing is off. */
+ * is missing. Called with the lock held; false when tracing is off. The
+ * file is this user's alone (0600; a directory it creates, 0700), and a
+ * link planted in its place is refused rather than followed: a trace
+ * names frames, ranks and values, and a job must not append to a file of
+ * someone else's choosing. */
 static bool
 ensure_open(ccol_trace *t)
 {
@@ -123,13 +127,15 @@ ensure_open(ccol_trace *t)
         return true;
     if (t->failed)
         return false;
-    if (mkdir(t->dir, 0777) != 0 && errno != EEXIST) {
+    if (mkdir(t->dir, 0700) != 0 && errno != EEXIST) {
         disable(t, "create the directory of", errno);
         return false;
     }
     /* O_NONBLOCK: a FIFO without a reader must not hang the job. */
     t->fd = open(t->path,
-                 O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0666);
+                 O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK |
+                     O_NOFOLLOW,
+                 0600);
     if (t->fd < 0) {
         disable(t, "open", errno);
         return false;

@@ -327,6 +327,42 @@ CCOL_TEST(test_fifo_does_not_block)
     rmtree(dir);
 }
 
+/* A link planted where the file goes is refused, never followed: the
+ * target stays as it was and tracing turns off with a warning. A file the
+ * job creates is its user's alone. */
+CCOL_TEST(test_planted_link_is_not_followed)
+{
+    const char *dir = tmpdir();
+    char path[128], target[128], sub[128];
+    struct stat st;
+    ccol_trace *t;
+    FILE *f;
+
+    snprintf(path, sizeof path, "%s/rank-0.jsonl", dir);
+    snprintf(target, sizeof target, "%s/victim", dir);
+    f = fopen(target, "w");
+    CHECK(f != NULL);
+    if (f != NULL)
+        fclose(f);
+    CHECK_EQ(symlink(target, path), 0);
+    t = ccol__trace_open(dir, 0, 1);
+    ccol__trace_emit(t, "x", "a:d", 1);
+    CHECK(!ccol__trace_on(t));
+    ccol__trace_close(t);
+    CHECK_EQ(stat(target, &st), 0);
+    CHECK_EQ(st.st_size, 0);
+    snprintf(sub, sizeof sub, "%s/fresh", dir);
+    t = ccol__trace_open(sub, 0, 1);
+    ccol__trace_emit(t, "x", "a:d", 1);
+    ccol__trace_close(t);
+    CHECK_EQ(stat(sub, &st), 0);
+    CHECK_EQ(st.st_mode & 0777, 0700);
+    snprintf(sub, sizeof sub, "%s/fresh/rank-0.jsonl", dir);
+    CHECK_EQ(stat(sub, &st), 0);
+    CHECK_EQ(st.st_mode & 0777, 0600);
+    rmtree(dir);
+}
+
 CCOL_TEST(test_creates_dir_and_appends)
 {
     const char *dir = tmpdir();
@@ -392,5 +428,6 @@ CCOL_TEST_MAIN(CCOL_T(test_lines_and_types), CCOL_T(test_json_fields),
                CCOL_T(test_killed_process_leaves_whole_lines),
                CCOL_T(test_unwritable_dir_warns_once),
                CCOL_T(test_fifo_does_not_block),
+               CCOL_T(test_planted_link_is_not_followed),
                CCOL_T(test_creates_dir_and_appends),
                CCOL_T(test_off_and_oversized))
