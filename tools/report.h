@@ -130,6 +130,10 @@ enum {
 /* Everything read about one rank. */
 typedef struct tool_rep_rank {
     bool present;         /* a file or a line named this rank */
+    int domain;           /* 1 + the lowest rank of its domain (the ranks
+                           * of a sub-communicator that agree among
+                           * themselves, from its "open" event), 0 when
+                           * the whole job is one */
     char *file;           /* malloc'd file name, NULL if none */
     size_t nevents;       /* good lines */
     int64_t first_ns;     /* earliest wall clock, 0 if none */

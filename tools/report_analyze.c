@@ -174,14 +174,16 @@ check_missing(tool_report *r)
                    who, size);
 }
 
+/* Compile counts of the ranks of one domain (1 + its lowest rank, 0 for
+ * the whole job); other domains compile other programs. */
 static void
-check_counts(tool_report *r)
+check_counts_in(tool_report *r, int domain)
 {
     groups g = { 0 };
     char key[64];
 
     for (size_t i = 0; i < r->nranks; i++) {
-        if (!active(r, i))
+        if (!active(r, i) || r->ranks[i].domain != domain)
             continue;
         snprintf(key, sizeof key, "%llu compile%s",
                  (unsigned long long)r->ranks[i].ncompiles,
@@ -196,9 +198,25 @@ check_counts(tool_report *r)
     groups_free(&g);
 }
 
-/* Groups every rank's decisions for one frame and compile index. */
 static void
-check_one_compile(tool_report *r, const char *frame, uint64_t index)
+check_counts(tool_report *r)
+{
+    for (size_t i = 0; i < r->nranks; i++) {
+        int d = r->ranks[i].domain;
+        bool first = true;
+        for (size_t j = 0; j < i; j++)
+            first = first && r->ranks[j].domain != d;
+        if (first)
+            check_counts_in(r, d);
+    }
+}
+
+/* Groups the decisions for one frame and compile index of every rank of
+ * one domain (1 + its lowest rank, 0 for the whole job): replicas of a
+ * domain must decide alike, other domains compile their own. */
+static void
+check_one_compile(tool_report *r, const char *frame, uint64_t index,
+                  int domain)
 {
     groups g = { 0 };
     char head[512];
@@ -208,7 +226,7 @@ check_one_compile(tool_report *r, const char *frame, uint64_t index)
             tool_report_find(&r->ranks[i], frame, index);
         char *d;
 
-        if (c == NULL || c->state == 0)
+        if (c == NULL || c->state == 0 || r->ranks[i].domain != domain)
             continue;
         d = tool_report_join(&c->dynamic, "all static");
         if (d != NULL)
@@ -224,14 +242,16 @@ check_one_compile(tool_report *r, const char *frame, uint64_t index)
     groups_free(&g);
 }
 
-/* Has an earlier compile (on any rank up to `rank`, position `pos`) the
- * same frame and index? Then it was already checked. */
+/* Has an earlier compile (on any rank of the same domain up to `rank`,
+ * position `pos`) the same frame and index? Then it was already checked. */
 static bool
 seen_before(const tool_report *r, size_t rank, size_t pos)
 {
     const tool_rep_compile *c = &r->ranks[rank].compiles[pos];
 
     for (size_t i = 0; i <= rank; i++) {
+        if (r->ranks[i].domain != r->ranks[rank].domain)
+            continue;
         size_t end = i == rank ? pos : r->ranks[i].ncomp;
         for (size_t k = 0; k < end; k++)
             if (r->ranks[i].compiles[k].index == c->index &&
@@ -248,7 +268,8 @@ check_decisions(tool_report *r)
         for (size_t k = 0; k < r->ranks[i].ncomp; k++)
             if (!seen_before(r, i, k))
                 check_one_compile(r, r->ranks[i].compiles[k].frame,
-                                  r->ranks[i].compiles[k].index);
+                                  r->ranks[i].compiles[k].index,
+                                  r->ranks[i].domain);
 }
 
 /* First position where two sequences differ. */
@@ -288,20 +309,30 @@ describe_seq(tool_report *r, const group *gx, size_t ref, const group *gr)
                        k < a->n ? a->v[k] : b->v[k]);
 }
 
+/* The domain of the ranks of group x (they share one). */
+static int
+domain_of(const tool_report *r, const group *x)
+{
+    return r->ranks[x->ranks[0]].domain;
+}
+
+/* Ranks must run the same collectives only within their domain (a
+ * pipeline's stages run their own): ranks are grouped by identical
+ * sequences within a domain, and each other group of a domain is
+ * described against that domain's first. */
 static void
 check_sequences(tool_report *r)
 {
     groups g = { 0 };
     char key[32];
 
-    /* Group ranks by identical sequences; the key is the first rank of
-     * the group whose sequence is equal. */
     for (size_t i = 0; i < r->nranks; i++) {
         size_t j = 0;
         if (!active(r, i))
             continue;
         for (; j < i; j++)
-            if (active(r, j) && r->ranks[j].seq.n == r->ranks[i].seq.n &&
+            if (active(r, j) && r->ranks[j].domain == r->ranks[i].domain &&
+                r->ranks[j].seq.n == r->ranks[i].seq.n &&
                 first_diff(&r->ranks[j].seq, &r->ranks[i].seq) ==
                     r->ranks[i].seq.n)
                 break;
@@ -309,7 +340,11 @@ check_sequences(tool_report *r)
         groups_add(&g, key, (int)i);
     }
     for (size_t i = 1; i < g.n; i++)
-        describe_seq(r, &g.v[i], (size_t)g.v[0].ranks[0], &g.v[0]);
+        for (size_t k = 0; k < i; k++)
+            if (domain_of(r, &g.v[k]) == domain_of(r, &g.v[i])) {
+                describe_seq(r, &g.v[i], (size_t)g.v[k].ranks[0], &g.v[k]);
+                break;
+            }
     groups_free(&g);
 }
 
@@ -859,17 +894,45 @@ tool_report_state(int state)
     return state >= 0 && state <= 2 ? words[state] : "?";
 }
 
+/* " (domains: ranks 0, 1 | ranks 2, 3)" when ranks agreed in domains of
+ * their own, else nothing. */
+static void
+domains_text(const tool_report *r, char *out, size_t len)
+{
+    int *ranks = calloc(r->nranks + 1, sizeof *ranks);
+    size_t at = 0;
+
+    out[0] = '\0';
+    for (size_t d = 1; ranks != NULL && d <= r->nranks; d++) {
+        size_t n = 0;
+        char who[256];
+        for (size_t i = 0; i < r->nranks; i++)
+            if (r->ranks[i].domain == (int)d)
+                ranks[n++] = (int)i;
+        if (n == 0)
+            continue;
+        tool_report_ranks(who, sizeof who, ranks, n);
+        at += (size_t)snprintf(out + at, at < len ? len - at : 0, "%s%s",
+                               at == 0 ? " (domains: " : " | ", who);
+    }
+    if (at > 0 && at < len)
+        snprintf(out + at, len - at, ")");
+    free(ranks);
+}
+
 double
 tool_report_counts(const tool_report *r, char *out, size_t len)
 {
     size_t nactive = 0;
+    char domains[512];
 
     for (size_t i = 0; i < r->nranks; i++)
         nactive += r->ranks[i].nevents > 0;
+    domains_text(r, domains, sizeof domains);
     snprintf(out, len,
-             "%zu rank%s traced (world size %d), %zu file%s, %zu events",
+             "%zu rank%s traced (world size %d), %zu file%s, %zu events%s",
              nactive, nactive == 1 ? "" : "s", (int)tool_report_world(r),
-             r->nfiles, r->nfiles == 1 ? "" : "s", r->nlines);
+             r->nfiles, r->nfiles == 1 ? "" : "s", r->nlines, domains);
     return r->t1 > r->t0 ? (double)(r->t1 - r->t0) / 1e9 : 0.0;
 }
 

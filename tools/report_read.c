@@ -908,10 +908,51 @@ static const struct {
 };
 
 /* The handlers of the other events. */
+/* "open": the ranks of this rank's domain when its sync ran over a
+ * sub-communicator (untrusted: job ranks in increasing order, this rank
+ * among them); none means the whole job. */
+static void
+on_open(line *l)
+{
+    json_t *d = json_object_get(l->o, "domain"), *v;
+    int me = (int)(l->rk - l->r->ranks), prev = -1, first = -1;
+    bool mine = false;
+    size_t i;
+
+    if (d == NULL || json_is_null(d))
+        return;
+    if (!json_is_array(d) || json_array_size(d) == 0) {
+        error_at(l->r, l->name, l->no,
+                 "open: field 'domain' must be a list of ranks");
+        return;
+    }
+    json_array_foreach(d, i, v)
+    {
+        json_int_t r = json_is_integer(v) ? json_integer_value(v) : -1;
+        if (r <= prev || r >= TOOL_REPORT_MAX_RANKS) {
+            error_at(l->r, l->name, l->no,
+                     "open: 'domain'[%zu] must be a rank above the one "
+                     "before it",
+                     i);
+            return;
+        }
+        first = first < 0 ? (int)r : first;
+        prev = (int)r;
+        mine = mine || r == me;
+    }
+    if (!mine) {
+        error_at(l->r, l->name, l->no,
+                 "open: rank %d is not in its own 'domain'", me);
+        return;
+    }
+    l->rk->domain = first + 1;
+}
+
 static const struct {
     const char *event;    /* the event's name */
     void (*on)(line *l);  /* its handler */
 } handlers[] = {
+    { "open", on_open },
     { "compile_begin", on_compile_begin },
     { "compile_end", on_compile_end },
     { "frame", on_frame },

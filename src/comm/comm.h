@@ -64,6 +64,8 @@ struct ccol_comm {
     int *job_rank;             /* a sub-communicator's: per rank, its rank
                                   in the job (id.global_of points here),
                                   else NULL */
+    int job_size;              /* a sub-communicator's: the ranks of the
+                                  job it was made from, else 0 */
     ccol__faults *faults;      /* injected faults (testing), or NULL */
     ccol_interrupt_fn intr_fn; /* the caller's interrupt hook, or NULL */
     void *intr_ud;

@@ -110,6 +110,7 @@ sub_state(ccol_comm *c, const ccol_comm *parent, const int *members, int n,
     for (int i = 0; i < n; i++)
         c->job_rank[i] = ccol__id_gr(&parent->id, members[i]);
     c->id.global_of = c->job_rank;
+    c->job_size = parent->id.size;
     return ccol__comm_ranks_setup(c);
 }
 

@@ -8,6 +8,8 @@
  */
 #include "sync.h"
 
+#include "../comm/comm.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,17 +22,38 @@ mode_name(ccol_sync_mode m)
                                     : "off";
 }
 
+/* A sub-communicator's members as a JSON list of job ranks ("[2,3]"),
+ * or NULL for a job's own communicator. */
+static char *
+domain_json(const ccol_comm *c)
+{
+    ccol__buf b = { 0 };
+
+    if (c == NULL || c->job_rank == NULL)
+        return NULL;
+    for (int r = 0; r < c->id.size; r++)
+        ccol__buf_printf(&b, "%c%d", r ? ',' : '[', c->job_rank[r]);
+    ccol__buf_printf(&b, "]");
+    return b.oom ? (ccol__buf_free(&b), NULL) : (char *)b.p;
+}
+
+/* The trace is the rank's in the job: a sync over a sub-communicator (a
+ * pipeline stage's domain) writes the file of its job rank, never its
+ * rank in the sub, and says which ranks its domain holds. */
 void
 ccol__sync_trace_open(ccol_sync *s)
 {
-    int rank = s->comm ? ccol_comm_rank(s->comm) : 0;
-    int size = s->comm ? ccol_comm_size(s->comm) : 1;
+    const ccol_comm *c = s->comm;
+    int rank = c ? ccol__id_gr(&c->id, c->id.rank) : 0;
+    int size = c ? (c->job_size > 0 ? c->job_size : c->id.size) : 1;
+    char *domain = domain_json(c);
 
     s->trace = ccol__trace_from_env(rank, size);
     ccol__trace_emit(
-        s->trace, "open", "mode:s collective:b transport:s version:s",
+        s->trace, "open", "mode:s collective:b transport:s version:s domain:j",
         mode_name(s->mode), ccol__sync_collective(s),
-        s->comm ? ccol_comm_transport(s->comm) : "none", ccol_version_string());
+        c ? ccol_comm_transport(c) : "none", ccol_version_string(), domain);
+    free(domain);
 }
 
 void

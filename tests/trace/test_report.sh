@@ -2,7 +2,7 @@
 # test_report.sh - tests of `ccol report`: synthetic traces (consistent,
 # diverging, crashed, malformed, truncated, empty, 64 ranks, hostile text),
 # real traces of multi-rank `ccol jit --trace` runs in each mode (counts
-# checked against `ccol jit --json`), the HTML structure, and the page
+# checked against `ccol jit --json`) and of a pipeline in domains, the HTML structure, and the page
 # rendered in headless Chromium (no console errors, non-empty screenshot).
 # Usage: bash test_report.sh <path-of-ccol> <source-dir>
 set -u
@@ -466,6 +466,32 @@ test_chromium() {
     ok chromium
 }
 
+# A pipeline's stages are domains: the headline lists them, their
+# different programs are no divergence, and replicas of one stage that
+# recompiled apart (collectives off) are named within their stage only.
+test_real_domains() {
+    local d=$TMP/pipeline off=$TMP/pipeline-off
+    local head="compile counts differ (the ranks recompiled at different times; collectives may not pair up)"
+    timeout -k 5 120 "$CCOL" jit "$SRC/examples/pipeline.tl" \
+        --schedule "$SRC/examples/pipeline.json" -n 4 --trace "$d" \
+        >/dev/null 2>&1 </dev/null
+    report "$d"
+    has domains_listed "$OUT" "(domains: ranks 0, 1 | ranks 2, 3)" &&
+        has domains_agree "$OUT" "no divergence between ranks found" &&
+        ok domains_agree
+    timeout -k 5 120 "$CCOL" jit "$SRC/examples/pipeline.tl" \
+        --schedule "$SRC/examples/pipeline.json" -n 4 --trace "$off" \
+        --collectives off >/dev/null 2>&1 </dev/null
+    report "$off"
+    if has domains_off "$OUT" "$head: rank 0: 1 compile; rank 1: 2 compiles" &&
+        has domains_off "$OUT" "$head: rank 2: 2 compiles; rank 3: 1 compile" &&
+        ! grep -q "collective sequences differ\|ranks 0, 3" <<<"$OUT"; then
+        ok domains_replicas_named
+    else
+        bad domains_replicas_named "stages compared with each other: $OUT"
+    fi
+}
+
 test_consistent
 test_diverging
 test_malformed
@@ -477,6 +503,7 @@ test_one_rank
 test_64_ranks
 test_real_jit
 test_real_diverged
+test_real_domains
 test_chromium
 echo "$PASS passed, $FAIL failed"
 [ "$FAIL" = 0 ]
