@@ -61,23 +61,31 @@
 
 /* ---- the slot reader (also fuzzed) ---- */
 
-/* The header bytes under the checksum: arg, started, op, flags and len,
- * adjacent in the layout. */
+/* The header bytes under the checksum after the sequence number: arg,
+ * started, op, flags and len, adjacent in the layout. */
 #define SUM_FROM offsetof(ccol__slot, arg)
 #define SUM_HDR (offsetof(ccol__slot, sum) - SUM_FROM)
 
-/* The checksum of slot s with header bytes `hdr` (a copy: each field is
- * read once) holding `flags` and `len`: the payload counts at most to the
- * slot's end (a writer never claims more; the reader refuses such a length
- * after this check). The label is left out: it only ever reaches failure
+/* The checksum of slot s for operation `seq` with header bytes `hdr` (a
+ * copy: each field is read once) holding `flags` and `len`. The sequence
+ * number comes first, as 8 little-endian bytes: the writer seals for the
+ * operation it publishes, a reader checks for the operation it expects,
+ * so an old slot whose `seq` word was moved to a later operation fails
+ * like any other modified slot. The payload counts at most to the slot's
+ * end (a writer never claims more; the reader refuses such a length after
+ * this check). The label is left out: it only ever reaches failure
  * messages, copied bounded and clean, and reading it on every operation
  * would cost a cache line from every rank. */
 static uint32_t
-slot_sum(const ccol__slot *s, const uint8_t *hdr, uint16_t flags,
-         uint32_t len)
+slot_sum(uint64_t seq, const ccol__slot *s, const uint8_t *hdr,
+         uint16_t flags, uint32_t len)
 {
-    uint32_t crc = ccol__crc32c(0, hdr, SUM_HDR);
+    uint8_t sq[8];
+    uint32_t crc;
 
+    for (int i = 0; i < 8; i++)
+        sq[i] = (uint8_t)(seq >> (8 * i));
+    crc = ccol__crc32c(ccol__crc32c(0, sq, sizeof sq), hdr, SUM_HDR);
     if (flags & CCOL__SLOT_BIG)
         return crc;
     return ccol__crc32c(crc, s->data,
@@ -85,14 +93,15 @@ slot_sum(const ccol__slot *s, const uint8_t *hdr, uint16_t flags,
 }
 
 void
-ccol__slot_seal(ccol__slot *s)
+ccol__slot_seal(ccol__slot *s, uint64_t seq)
 {
-    s->sum = slot_sum(s, (const uint8_t *)s + SUM_FROM, s->flags, s->len);
+    s->sum = slot_sum(seq, s, (const uint8_t *)s + SUM_FROM, s->flags,
+                      s->len);
 }
 
 ccol_status
-ccol__slot_read(const ccol__slot *s, ccol__slot_view *v, char *why,
-                    size_t whylen)
+ccol__slot_read(const ccol__slot *s, uint64_t seq, ccol__slot_view *v,
+                char *why, size_t whylen)
 {
     const uint8_t *h = (const uint8_t *)s + SUM_FROM;
     uint8_t hdr[SUM_HDR];
@@ -107,7 +116,7 @@ ccol__slot_read(const ccol__slot *s, ccol__slot_view *v, char *why,
     memcpy(&v->flags, hdr + (offsetof(ccol__slot, flags) - SUM_FROM), 2);
     memcpy(&v->len, hdr + (offsetof(ccol__slot, len) - SUM_FROM), 4);
     v->data = s->data;
-    v->modified = slot_sum(s, hdr, v->flags, v->len) != sum;
+    v->modified = slot_sum(seq, s, hdr, v->flags, v->len) != sum;
     if (v->modified) {
         snprintf(why, whylen, "its slot was modified from outside the job "
                  "(checksum mismatch)");
@@ -290,7 +299,8 @@ publish(slot_op *so, ccol__err *err)
         s->flags = 0;
         s->len ^= 0x5a000000u; /* a length no slot holds */
     }
-    ccol__slot_seal(s); /* corrupt: a broken writer, not a scribbler */
+    /* corrupt: a broken writer, not a scribbler */
+    ccol__slot_seal(s, so->seq);
     so->l->sent += offsetof(ccol__slot, data) + (big ? 0 : op->len);
     if (fault == CCOL__FAULT_DROP)
         return CCOL_OK; /* never published: the others will miss it */
@@ -366,7 +376,7 @@ last_seen(const slot_op *so, int r, char *out, size_t n)
         snprintf(out, n, "never heard from");
         return;
     }
-    if (ccol__slot_read(s, &v, why, sizeof why) != CCOL_OK) {
+    if (ccol__slot_read(s, so->seq - 1, &v, why, sizeof why) != CCOL_OK) {
         snprintf(out, n, "last seen with a bad slot: %s", why);
         return;
     }
@@ -552,7 +562,7 @@ check_slots(slot_op *so, bool *big, ccol__err *err)
     *big = false;
     for (int r = 0; r < so->bd->id->size; r++) {
         ccol__slot_view *v = &so->views[r];
-        if (ccol__slot_read(slot_of(so->bd, r, so->b), v, why,
+        if (ccol__slot_read(slot_of(so->bd, r, so->b), so->seq, v, why,
                             sizeof why) != CCOL_OK)
             return bad_slot(so, r, why, err);
         *big = *big || (v->flags & CCOL__SLOT_BIG);

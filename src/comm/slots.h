@@ -23,11 +23,15 @@
  * and every rank sees the same outcome.
  *
  * The writer seals a slot before publishing it: `sum` is the CRC-32C of
- * the header fields from `arg` to `len` and the payload (none when BIG);
- * the label, read only for failure messages, is not covered. Every
- * reader checks it, so bytes written into a published slot from outside
- * the job are a named failure, never a result. A checksum is no
- * signature: it catches scribbles, not a forger who seals what he writes.
+ * the sequence number it publishes (8 bytes, little-endian), the header
+ * fields from `arg` to `len` and the payload (none when BIG); the label,
+ * read only for failure messages, is not covered. Every reader checks it
+ * against the sequence number of its own operation, so bytes written into
+ * a published slot from outside the job, and an old slot whose `seq` was
+ * moved to a later operation (its data would pass for that operation's),
+ * are a named failure, never a result. Tombstones are no data and stay
+ * outside the seal. A checksum is no signature: it catches scribbles and
+ * replays, not a forger who seals what he writes.
  */
 #ifndef CCOL_SLOTS_H
 #define CCOL_SLOTS_H
@@ -116,15 +120,15 @@ typedef struct ccol__slot_view {
 
 /* ---- the slot reader (slots.c, also fuzzed) ---- */
 
-/* Computes and stores a slot's checksum: its writer's last step before
- * publishing it. */
-void ccol__slot_seal(ccol__slot *s);
-/* Reads a slot's header once and checks it: the checksum (v->modified
- * when it fails), then the operation, flags and a length within the slot;
- * bytes another process wrote. CCOL_ERR_PEER with a reason in why when
- * either fails. */
-ccol_status ccol__slot_read(const ccol__slot *s, ccol__slot_view *v,
-                            char *why, size_t whylen);
+/* Computes and stores a slot's checksum for operation `seq`: its
+ * writer's last step before publishing it as `seq`. */
+void ccol__slot_seal(ccol__slot *s, uint64_t seq);
+/* Reads a slot's header once and checks it: the checksum for operation
+ * `seq`, the one the reader expects (v->modified when it fails), then the
+ * operation, flags and a length within the slot; bytes another process
+ * wrote. CCOL_ERR_PEER with a reason in why when either fails. */
+ccol_status ccol__slot_read(const ccol__slot *s, uint64_t seq,
+                            ccol__slot_view *v, char *why, size_t whylen);
 /* Copies a slot's label (at most CCOL__LABEL_MAX bytes), NUL-terminated,
  * control characters replaced. */
 void ccol__slot_label(const ccol__slot *s, char out[CCOL__LABEL_BUF]);

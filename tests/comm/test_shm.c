@@ -691,30 +691,30 @@ CCOL_TEST(slot_reader_rejects_bad_slots)
     ccol__err err;
     char why[200], label[CCOL__LABEL_BUF];
 
-    CHECK_STATUS(ccol__slot_read(s, &view, why, sizeof why),
+    CHECK_STATUS(ccol__slot_read(s, 7, &view, why, sizeof why),
                  CCOL_ERR_PEER);
     CHECK_CONTAINS(why, "modified from outside the job (checksum mismatch)");
     CHECK(view.modified);
-    ccol__slot_seal(s);
-    CHECK_STATUS(ccol__slot_read(s, &view, why, sizeof why),
+    ccol__slot_seal(s, 7);
+    CHECK_STATUS(ccol__slot_read(s, 7, &view, why, sizeof why),
                  CCOL_ERR_PEER);
     CHECK_CONTAINS(why, "names operation 0");
     CHECK(!view.modified);
     s->op = CCOL__OP_BARRIER;
     s->flags = 6;
-    ccol__slot_seal(s);
-    CHECK_STATUS(ccol__slot_read(s, &view, why, sizeof why),
+    ccol__slot_seal(s, 7);
+    CHECK_STATUS(ccol__slot_read(s, 7, &view, why, sizeof why),
                  CCOL_ERR_PEER);
     CHECK_CONTAINS(why, "unknown flags 0x6");
     s->flags = 0;
     s->len = CCOL__SLOT_CAP + 1;
-    ccol__slot_seal(s);
-    CHECK_STATUS(ccol__slot_read(s, &view, why, sizeof why),
+    ccol__slot_seal(s, 7);
+    CHECK_STATUS(ccol__slot_read(s, 7, &view, why, sizeof why),
                  CCOL_ERR_PEER);
     CHECK_CONTAINS(why, "claims 1025 payload bytes");
     s->flags = CCOL__SLOT_BIG; /* the real size of a contribution */
-    ccol__slot_seal(s);
-    CHECK_OK(ccol__slot_read(s, &view, why, sizeof why), NULL);
+    ccol__slot_seal(s, 7);
+    CHECK_OK(ccol__slot_read(s, 7, &view, why, sizeof why), NULL);
     CHECK_EQ(view.len, (uint32_t)CCOL__SLOT_CAP + 1);
     /* Every sealed byte counts: the header and the payload; the label
      * (read only for messages) and what lies past the payload do not. */
@@ -722,22 +722,36 @@ CCOL_TEST(slot_reader_rejects_bad_slots)
     s->len = 3;
     snprintf(s->label, sizeof s->label, "step");
     memcpy(s->data, "abcd", 4);
-    ccol__slot_seal(s);
-    CHECK_OK(ccol__slot_read(s, &view, why, sizeof why), NULL);
+    ccol__slot_seal(s, 7);
+    CHECK_OK(ccol__slot_read(s, 7, &view, why, sizeof why), NULL);
     s->data[3] = 'x';
     s->label[0] = 'x';
-    CHECK_OK(ccol__slot_read(s, &view, why, sizeof why), NULL);
+    CHECK_OK(ccol__slot_read(s, 7, &view, why, sizeof why), NULL);
     for (size_t off = 8; off < offsetof(ccol__slot, data) + 3; off++) {
         uint8_t *b = (uint8_t *)s + off;
         if (off >= offsetof(ccol__slot, pad0) &&
             off < offsetof(ccol__slot, data))
             continue; /* padding and label */
         *b ^= 0x10;
-        CHECK_STATUS(ccol__slot_read(s, &view, why, sizeof why),
+        CHECK_STATUS(ccol__slot_read(s, 7, &view, why, sizeof why),
                      CCOL_ERR_PEER);
         CHECK(view.modified);
         *b ^= 0x10;
     }
+    /* The sequence number counts too: a slot sealed for operation 7 is
+     * modified when read as operation 9's (its `seq` word moved on), and
+     * as 5's; the word itself is not read. */
+    s->seq = 9;
+    CHECK_OK(ccol__slot_read(s, 7, &view, why, sizeof why), NULL);
+    CHECK_STATUS(ccol__slot_read(s, 9, &view, why, sizeof why),
+                 CCOL_ERR_PEER);
+    CHECK(view.modified);
+    CHECK_CONTAINS(why, "(checksum mismatch)");
+    CHECK_STATUS(ccol__slot_read(s, 5, &view, why, sizeof why),
+                 CCOL_ERR_PEER);
+    CHECK(view.modified);
+    ccol__slot_seal(s, 9);
+    CHECK_OK(ccol__slot_read(s, 9, &view, why, sizeof why), NULL);
     memset(s->label, 'a', sizeof s->label); /* no NUL anywhere */
     s->label[2] = '\n';
     ccol__slot_label(s, label);

@@ -123,6 +123,64 @@ CCOL_TEST(slot_modified_from_outside_is_named_by_every_rank)
     }
 }
 
+/* Rank 0's slot of an operation published as a later one: an outsider
+ * rewrites the word `seq` of rank 0's slot of operation s (an allreduce)
+ * to s + 2 (the next allreduce, the same slot by parity), so whoever reads
+ * it before rank 0 rewrites the slot takes rank 0's old contribution for
+ * its new one. For every rank, rank 0 too, to read it, rank 1 keeps a
+ * copy of that slot after s and, once rank 0 has published s + 2 and
+ * before rank 1 publishes its own (no rank can have read it yet), puts
+ * the copy back and makes the attack's write: the word to s + 2. */
+static void
+moved_body(ccol_comm *c, int rank, void *arg)
+{
+    ccol_outcome *o = arg;
+    ccol__shm_link *l = (ccol__shm_link *)c->link;
+    ccol__slot *kept = malloc(sizeof *kept), *s = NULL;
+    int64_t v = rank + 1;
+    uint64_t old;
+    double t0;
+    ccol_status st;
+
+    CHECK(kept != NULL);
+    CHECK_OK(ccol_allreduce_i64(c, &v, 1, CCOL_OP_SUM), c);
+    old = c->seq;
+    s = &l->board.slot[old & 1]; /* rank 0's, of operation old */
+    if (rank == 1)
+        memcpy(kept, s, sizeof *kept); /* rewritten at old + 2 only */
+    CHECK_OK(ccol_barrier(c), c);
+    if (rank == 1) {
+        CHECK(await_word(&s->seq, old + 2));
+        memcpy((uint8_t *)s + sizeof s->seq, (uint8_t *)kept + sizeof s->seq,
+               sizeof *s - sizeof s->seq);
+        atomic_store(&s->seq, old + 2);
+    }
+    v = 10 * (rank + 1);
+    t0 = ccol_test_now();
+    st = ccol_allreduce_i64(c, &v, 1, CCOL_OP_SUM);
+    ccol_outcome_note(o, rank, st, c, t0);
+    if (st == CCOL_OK)
+        printf("rank %d: allreduce returned %lld\n", rank, (long long)v);
+    free(kept);
+}
+
+/* Before the seal covered the sequence number every rank returned CCOL_OK
+ * with rank 0's contribution of the earlier allreduce in the sum. */
+CCOL_TEST(slot_moved_to_a_later_operation_is_named_by_every_rank)
+{
+    for (int size = 2; size <= 3; size++) {
+        ccol_test_job job = { .size = size, .transport = CCOL_TEST_SHM,
+                              .timeout_s = TIMEOUT_S };
+        ccol_outcome *o = outcome();
+
+        CHECK_EQ(ccol_test_ranks(&job, moved_body, o), 0);
+        expect_agreed(o, size, CCOL_ERR_PEER,
+                      "the shared memory of rank 0's slot was modified "
+                      "from outside the job during allreduce_i64(sum, n=1) "
+                      "#3 (checksum mismatch)");
+    }
+}
+
 /* ---- rings ---- */
 
 enum { BIG = 4 * CCOL__SLOT_CAP };
@@ -386,6 +444,7 @@ CCOL_TEST(guard_leaves_other_faults_alone)
 }
 
 CCOL_TEST_MAIN(CCOL_T(slot_modified_from_outside_is_named_by_every_rank),
+               CCOL_T(slot_moved_to_a_later_operation_is_named_by_every_rank),
                CCOL_T(ring_frame_modified_from_outside_is_named_by_every_rank),
                CCOL_T(segment_truncated_from_outside_is_named_by_every_rank),
                CCOL_T(segment_truncated_between_check_and_access),

@@ -9,10 +9,12 @@
  * and, as the memory image of a slot and of a verdict (the one-hop path of
  * small operations), to their readers: every length they accept must lie
  * inside the slot, every text they copy must be bounded and clean. A slot
- * is read twice: as the input left it (its checksum rarely holds, and a
- * slot that fails it must be refused as modified) and sealed as its
- * writer would, which takes the reader past the checksum to the checks
- * of the fields.
+ * is read as the operation its `seq` word names, twice: as the input left
+ * it (its checksum rarely holds, and a slot that fails it must be refused
+ * as modified) and sealed for that operation as its writer would, which
+ * takes the reader past the checksum to the checks of the fields; the
+ * sealed slot read as the operation two later (its word moved on) must be
+ * refused as modified.
  *
  * Input: byte 0 chunk size (0: as much as fits), byte 1 lie mode (0: an
  * honest producer; else the published counter is taken from the input
@@ -45,17 +47,18 @@ fuzz_path(const uint8_t *p, size_t n)
     assert(out[0] == '/' && strchr(out + 1, '/') == NULL);
 }
 
-/* Reads slot s: a view that passes must only point at bytes inside the
- * slot; a refusal says why, as modified exactly when the checksum failed. */
+/* Reads slot s as operation `seq`: a view that passes must only point at
+ * bytes inside the slot; a refusal says why, as modified exactly when the
+ * checksum failed. */
 static void
-read_slot(const ccol__slot *s, bool sealed)
+read_slot(const ccol__slot *s, uint64_t seq, bool sealed)
 {
     ccol__slot_view v;
     char why[200];
     unsigned sum = 0;
 
     why[0] = '\0';
-    if (ccol__slot_read(s, &v, why, sizeof why) == CCOL_OK) {
+    if (ccol__slot_read(s, seq, &v, why, sizeof why) == CCOL_OK) {
         assert(!v.modified);
         if (!(v.flags & CCOL__SLOT_BIG)) {
             assert(v.len <= CCOL__SLOT_CAP && v.data == s->data);
@@ -70,19 +73,39 @@ read_slot(const ccol__slot *s, bool sealed)
     (void)sum;
 }
 
-/* The input as a slot another process wrote, as it is and sealed. */
+/* A slot sealed for `seq` and read as seq + 2 differs in the checksummed
+ * sequence number by bits 1 to 32 at most when the addition carries no
+ * further: a burst CRC-32C always catches. */
+static void
+read_moved(const ccol__slot *s, uint64_t seq)
+{
+    ccol__slot_view v;
+    char why[200];
+
+    if (((seq ^ (seq + 2)) >> 33) != 0)
+        return;
+    assert(ccol__slot_read(s, seq + 2, &v, why, sizeof why) ==
+           CCOL_ERR_PEER);
+    assert(v.modified && strstr(why, "checksum") != NULL);
+}
+
+/* The input as a slot another process wrote, as it is and sealed, read
+ * as the operation its `seq` word names. */
 static void
 fuzz_slot(const uint8_t *p, size_t n)
 {
     ccol__slot *s = calloc(1, sizeof *s);
     char label[CCOL__LABEL_BUF];
+    uint64_t seq;
 
     if (s == NULL)
         return;
     memcpy(s, p, n < sizeof *s ? n : sizeof *s);
-    read_slot(s, false);
-    ccol__slot_seal(s);
-    read_slot(s, true);
+    seq = atomic_load(&s->seq);
+    read_slot(s, seq, false);
+    ccol__slot_seal(s, seq);
+    read_slot(s, seq, true);
+    read_moved(s, seq);
     ccol__slot_label(s, label);
     assert(strlen(label) <= CCOL__LABEL_MAX);
     for (size_t i = 0; label[i] != '\0'; i++)

@@ -102,16 +102,18 @@ def oversized(f):
 SLOT_CAP, LABEL_MAX, SLOT_BIG = 1024, 512, 1
 
 
-def sealed_slot(op, payload=b"", label=b"", flags=0, length=None, arg=0):
-    """A whole slot image (src/comm/shm.h, segment version 4), sealed as
-    its writer does: CRC-32C of bytes 8-31 (arg, started, op, flags, len)
-    and the payload (the label is not covered), stored at byte 32."""
+def sealed_slot(op, payload=b"", label=b"", flags=0, length=None, arg=0,
+                seq=3):
+    """A whole slot image (src/comm/shm.h, segment version 4) published as
+    operation seq, sealed as its writer does: CRC-32C of bytes 0-31 (seq,
+    little-endian as in the word, then arg, started, op, flags, len) and
+    the payload (the label is not covered), stored at byte 32."""
     n = len(payload) if length is None else length
     s = bytearray(64 + LABEL_MAX + SLOT_CAP)
-    struct.pack_into("<QQqHHI", s, 0, 3, arg, 0, op, flags, n)
+    struct.pack_into("<QQqHHI", s, 0, seq, arg, 0, op, flags, n)
     s[64:64 + len(label)] = label
     s[64 + LABEL_MAX:64 + LABEL_MAX + len(payload)] = payload
-    crc = crc32c(bytes(s[8:32]))
+    crc = crc32c(bytes(s[0:32]))
     if not flags & SLOT_BIG:
         crc = crc32c(bytes(s[64 + LABEL_MAX:64 + LABEL_MAX +
                              min(n, SLOT_CAP)]), crc)
@@ -124,6 +126,8 @@ def shm_seeds():
                   arg=(1 << 48) | 1)
     scribbled = bytearray(sealed)
     scribbled[64 + LABEL_MAX] ^= 1  # a payload byte after sealing
+    moved = bytearray(sealed)
+    struct.pack_into("<Q", moved, 0, 5)  # seq moved on by an outsider
     stream = frame(label=label200(b"(ring)")) + frame(
         op=OP_ALLGATHERV, payload=b"\x00" * 8, label=b"step 7", seq=2)
     slot = bytearray(64 + 512 + 16)
@@ -141,6 +145,7 @@ def shm_seeds():
         "slot_full_label": bytes(full),
         "slot_sealed": bytes(sealed),
         "slot_sealed_scribbled": bytes(scribbled),
+        "slot_sealed_seq_moved": bytes(moved),
         "slot_sealed_big": bytes(sealed_slot(
             OP_ALLGATHERV, b"", b"x" * LABEL_MAX, flags=SLOT_BIG,
             length=1 << 20)),
