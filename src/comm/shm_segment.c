@@ -41,7 +41,8 @@
 #include <unistd.h>
 
 #define SEG_MAGIC 0x4D485343u /* "CSHM" */
-#define SEG_VERSION 4u /* 3: slots carry whole labels, 4: a checksum */
+#define SEG_VERSION 5u /* 3: slots carry whole labels, 4: a checksum,
+                           5: the checksum covers the sequence number */
 
 typedef struct seg_hdr {
     _Atomic uint32_t magic;  /* SEG_MAGIC once the segment is ready */
