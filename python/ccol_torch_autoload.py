@@ -8,6 +8,10 @@ else, so a process that never imports torch pays nothing:
   CCOL_TORCH_GUARDS, CCOL_TIMEOUT, CCOL_TORCH_PATIENCE, the launcher's
   RANK/WORLD_SIZE...): a malformed value makes `import torch` raise
   ccol.InvalidError naming it, before torch runs;
+- once torch is imported, torch.distributed.init_process_group begins
+  joining the job in the background when it returns (every rank of the
+  job is there then; a pipeline's later stages never reach a compile
+  before the first stage's does);
 - when torch's compiler (torch._dynamo.convert_frame) is first imported,
   ccol.torch.enable_from_env() installs the hooks (see docs/torch.md).
 """
@@ -52,6 +56,8 @@ if os.environ.get("CCOL_TORCH", "") not in ("", "0"):
         ccol.torch.enable_from_env()
 
     def _watch_compiler():
+        import ccol.torch
+        ccol.torch.wrap_init_process_group()
         sys.meta_path.insert(0, _AfterImport(
             "torch._dynamo.convert_frame", lambda: None, _arm_compiler))
 

@@ -207,10 +207,10 @@ def _liveness(store, rank=0, size=2, deadline=60.0):
     return job, _live.Liveness(joined, job)
 
 
-def _beat(store, r, n, doing="running", calls=0, x=0):
+def _beat(store, r, n, doing="running", calls=0, x=0, dom="0, 1"):
     store.set(f"p/beat/{r}", json.dumps({"n": n, "doing": doing,
                                          "calls": calls, "x": x,
-                                         "xcalls": 0}))
+                                         "xcalls": 0, "dom": dom}))
 
 
 def test_a_rank_whose_heartbeat_stops_is_named(monkeypatch):
@@ -329,7 +329,8 @@ def test_the_run_patience_is_the_process_group_timeout():
 def test_a_rank_running_past_a_recompile_is_a_divergence():
     store = _Store()
     job, live = _liveness(store)
-    job.exchanges, job.exchange_calls, job.current = 2, 5, ("f (a.py:1)", 2)
+    d = job.domain  # the whole job's: its counters pair the ranks
+    d.exchanges, d.exchange_calls, job.current = 2, 5, ("f (a.py:1)", 2)
     live._beat()
     live.begin_wait("in exchange for compile 2 of f (a.py:1)")
     _beat(store, 1, 1, "running", calls=4, x=1)

@@ -60,7 +60,8 @@ _lock = threading.Lock()
 _job = None     # the enabled _state.Job, or None
 _kept = None    # the job joined by join() (or kept by disable()), or None
 
-__all__ = ["compile_once_counts", "decode_state", "disable", "enable",
+__all__ = ["compile_once_counts", "decode_state", "disable", "domain",
+           "enable",
            "enable_from_env", "enabled", "encode_state", "exchange_seconds",
            "exchanges", "frame_name", "join", "local", "missing_hook_points",
            "missing_once_hook_points"]
@@ -116,17 +117,115 @@ def join(timeout=None):
     same Comm."""
     with _lock:
         if _job is not None:
-            return _job.comm
+            return _job.world
         return _joined_once(timeout).comm
 
 
 def _joined_once(timeout):
-    """The job joined by join(), joining it now if needed."""
-    global _kept
+    """The job joined by join(), joining it now if needed (or taking the
+    join begun when the default process group came up)."""
+    global _kept, _early
+    early, _early = _early, None
+    if early is not None and (_kept is None or _kept.comm.closed):
+        _kept = early.result()  # raises what the join raised
     if _kept is None or _kept.comm.closed:
         from . import _join
         _kept = _join.join(timeout)
     return _kept
+
+
+class _EarlyJoin:
+    """The job joined in the background, begun as soon as every rank is
+    known to be there (its default process group was just made): a
+    pipeline's later stages wait in recv for the first stage's output, so
+    joining at the first compile would have the first stage wait for ranks
+    that cannot come."""
+
+    def __init__(self, timeout):
+        self.timeout = timeout
+        self.joined = self.error = None
+        self.thread = threading.Thread(target=self._run, daemon=True,
+                                       name="ccol.torch join")
+
+    def _run(self):
+        from . import _join
+        try:
+            self.joined = _join.join(self.timeout)
+        except BaseException as e:  # noqa: BLE001 - raised at first use
+            self.error = e
+            return
+        job = _job
+        # connects the job (its heartbeat starts now), unless a compile is
+        # connecting it already: that thread holds the lock and waits for
+        # this one's result
+        if job is None or not job._join_lock.acquire(blocking=False):
+            return
+        try:
+            job.world
+        except Exception as e:  # noqa: BLE001 - raised again at first use
+            log.debug("ccol.torch: the early join failed: %s", e)
+        finally:
+            job._join_lock.release()
+
+    def result(self):
+        if threading.current_thread() is self.thread:
+            return self.joined  # the job connecting from _run
+        while self.thread.is_alive():  # polled: Ctrl-C interrupts it
+            self.thread.join(0.05)
+        if self.error is not None:
+            raise self.error
+        return self.joined
+
+
+_early = None   # an _EarlyJoin begun after init_process_group, or None
+
+
+def join_early():
+    """Under CCOL_TORCH=1, after torch.distributed.init_process_group
+    returns: installs the hooks and begins joining the job in the
+    background, so every rank's heartbeat runs before any rank's first
+    compile (once; a one-rank job, or one already joined, is left
+    alone)."""
+    global _early
+    enable_from_env()
+    with _lock:
+        if _early is not None or (_kept is not None and
+                                  not _kept.comm.closed):
+            return
+        if _job is not None and _job._comm is not None:
+            return
+        try:
+            import torch.distributed as dist
+            if not dist.is_initialized() or dist.get_world_size() < 2:
+                return
+        except Exception:  # noqa: BLE001 - no usable torch.distributed
+            return
+        _early = _EarlyJoin(_env.seconds("CCOL_TIMEOUT", 300.0))
+        _early.thread.start()  # once _early is set: its job connects
+
+
+def wrap_init_process_group():
+    """Makes torch.distributed's init_process_group (both names it has)
+    begin the job's join when it returns (ccol_torch_autoload.py)."""
+    import torch.distributed as dist
+    from torch.distributed import distributed_c10d as c10d
+    upstream = getattr(c10d, "init_process_group", None)
+    if upstream is None or getattr(upstream, "ccol_join", False):
+        return
+
+    def init_process_group(*args, **kwargs):
+        out = upstream(*args, **kwargs)
+        try:
+            join_early()
+        except Exception as e:  # noqa: BLE001 - the join is retried later
+            log.debug("ccol.torch: could not begin joining: %s", e)
+        return out
+    init_process_group.__doc__ = upstream.__doc__
+    init_process_group.__wrapped__ = upstream
+    init_process_group.ccol_join = True
+    c10d.init_process_group = init_process_group
+    if getattr(dist, "init_process_group", None) is upstream:
+        dist.init_process_group = init_process_group
 
 
 def enable(timeout=None, guard_collectives=True, comm=None, patience=None,
@@ -159,12 +258,13 @@ def enable(timeout=None, guard_collectives=True, comm=None, patience=None,
     global _job
     with _lock:
         if _job is not None:
-            return _job.comm
-        from . import _join
+            return _job.world
+        from . import _domain, _join
         joined = (_join.Joined(comm, "the Comm given to enable()")
                   if comm is not None else _joined_once(timeout))
         job = _new_job(joined.comm, guard_collectives, patience, graph_check,
                        run_patience)
+        job.domains.partition = _domain.check_env_partition(joined.comm.size)
         job.compile_once = bool(compile_once)
         job.joined = joined
         if joined.comm.size > 1:
@@ -184,12 +284,15 @@ def enable_from_env():
     graph_check = _graph_policy(None)
     once = _env.switch("CCOL_TORCH_COMPILE_ONCE", False)
     _, size, _ = _env.launcher()
+    from . import _domain
+    partition = _domain.check_env_partition(size) if size > 1 else None
     _check_torch()  # compile_once's hook points at join: torch is mid-import
     global _job
     with _lock:
         if _job is not None or size < 2:
             return
         job = _new_job(None, guards, None, graph_check)
+        job.domains.partition = partition
         job.compile_once = once
         job._connect = lambda: _joined_once(timeout)
         job.on_join.append(_joined)
@@ -236,9 +339,10 @@ def _new_job(comm, guards, patience, graph_check, run_patience=None):
 
 
 def _install(job):
-    from . import _compile, _graph, _guard, _log, _sites, _switches
+    from . import _compile, _domain, _graph, _guard, _log, _sites, _switches
     _log.register_with_torch()
     _compile.install(job)
+    _domain.install(job)
     _graph.install(job)
     _guard.install(job)
     _switches.install(job)  # after _guard: torch's switches map onto it
@@ -291,10 +395,31 @@ def disable():
     from . import _trace
     job.hooks.restore()  # every hook, last placed first (_hooks.py)
     _trace.close(job)
+    job.domains.close()
     if job.live is not None:
         job.live.close()
         if job._comm is not None and hasattr(job._comm, "set_watch"):
             job._comm.set_watch(None)
+
+
+@contextlib.contextmanager
+def domain(ranks=None, *, group=None, mesh=None, dims=None, name=None):
+    """A scope whose compiles, guard collectives and agreements run among
+    the ranks named (a domain, docs/torch.md): `ranks` (job ranks), a torch
+    process `group`, or a DeviceMesh `mesh` with the `dims` to agree over
+    (names or indexes; default every dimension). Only those ranks take
+    part; ranks outside never wait for them. This rank must be one of them;
+    a nested scope names a subset of the enclosing one. Does nothing when
+    ccol.torch is not enabled or the job has one rank, so a script may use
+    it either way; usable as a decorator too."""
+    job = _job
+    if job is None:
+        yield
+        return
+    from . import _domain
+    d = _domain.explicit(job, ranks, group, mesh, dims, name)
+    with _domain.scope(job, d):
+        yield
 
 
 @contextlib.contextmanager

@@ -7,7 +7,8 @@ them). Upstream each is an all_gather_object of a pickle on a c10d group:
 no pairing, the group's long timeout, and unpickling what another rank
 sent.
 agree(job, site, key, value) is their common replacement: an all-gather
-over job.comm that returns every rank's value (index = rank).
+over the domain's communicator (_domain.py) that returns every rank's
+value (index = the rank in the domain; messages name job ranks).
 
 - **Pairing.** Each payload carries the site name ("spmd_check.hash"), the
   graph or frame it belongs to (`key`) and the site's sequence number on
@@ -163,15 +164,18 @@ def _where(site, key, seq):
     return f"{site} #{seq} for {key}"
 
 
-def check_pairing(heads):
+def check_pairing(heads, members=None):
     """Every rank sees the same headers, so every rank raises the same
-    message when they differ."""
+    message when they differ. `members`: the job ranks of the domain's
+    ranks (messages name job ranks; the job's own when None)."""
     if all(h == heads[0] for h in heads):
         return
-    first = next(r for r, h in enumerate(heads) if h != heads[0])
-    (s0, k0, q0), (s1, k1, q1) = heads[0], heads[first]
-    others = [r for r, h in enumerate(heads) if h != heads[0]]
-    more = (f" (ranks {', '.join(map(str, others))} differ from rank 0)"
+    name = (lambda i: i) if members is None else (lambda i: members[i])
+    i = next(r for r, h in enumerate(heads) if h != heads[0])
+    (s0, k0, q0), (s1, k1, q1) = heads[0], heads[i]
+    first, r0 = name(i), name(0)
+    others = [name(r) for r, h in enumerate(heads) if h != heads[0]]
+    more = (f" (ranks {', '.join(map(str, others))} differ from rank {r0})"
             if len(others) > 1 else "")
     if s0 != s1:
         why = "ranks are at different agreements"
@@ -181,17 +185,11 @@ def check_pairing(heads):
         why = "a rank skipped or repeated an agreement"
     raise diverged_error(
         f"torch.compile agreement: rank {first} is at "
-        f"{_where(s1, k1, q1)} while rank 0 is at {_where(s0, k0, q0)} "
+        f"{_where(s1, k1, q1)} while rank {r0} is at {_where(s0, k0, q0)} "
         f"({why}){more}")
 
 
 # ---- the agreement -----------------------------------------------------
-
-def _next_seq(job, site):
-    seqs = job.__dict__.setdefault("agree_seq", {})
-    seqs[site] = seqs.get(site, 0) + 1
-    return seqs[site]
-
 
 def agree(job, site, key, value):
     """Every rank's `value` (index = rank), agreed at `site` for `key`.
@@ -204,10 +202,10 @@ def agree(job, site, key, value):
     if job.pending is not None:
         raise job.take_pending()
     comm = job.comm  # joins first under CCOL_TORCH=1
-    seqs = job.__dict__.get("agree_seq", {})
-    seq = seqs.get(site, 0) + 1
+    d = job.active   # the domain whose ranks agree (_domain.py)
+    seq = d.agree_seq.get(site, 0) + 1
     blob = dumps(site, key, seq, value)  # TypeError: nothing sent, no seq
-    _next_seq(job, site)
+    d.agree_seq[site] = seq
     what = f"agreement {_where(site, key, seq)}"
     comm.set_label(what)
     live = job.live
@@ -218,9 +216,10 @@ def agree(job, site, key, value):
     try:
         blobs = comm.allgather(blob)
         check_kinds(blobs, AGREE, "agreement")
-        got = [loads(b, r) for r, b in enumerate(blobs)]
-        check_pairing([g[:3] for g in got])
-        values = [decode(g[3], r) for r, g in enumerate(got)]
+        m = d.members
+        got = [loads(b, m[r]) for r, b in enumerate(blobs)]
+        check_pairing([g[:3] for g in got], m)
+        values = [decode(g[3], m[r]) for r, g in enumerate(got)]
     except (ccol.Error, KeyboardInterrupt) as e:
         err = _live.explain(job, e)
         _event(job, site, key, seq, len(blob), recv0, t0, err)

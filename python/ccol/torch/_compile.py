@@ -24,6 +24,7 @@ comparison.
 """
 
 import json
+import threading
 import time
 
 import ccol
@@ -134,6 +135,7 @@ def _compile_wrapper(job, upstream):
             raise job.take_pending()
         job.current = None
         job.recompile_reason = None
+        job.run_thread = threading.get_ident()
         job.doing(f"compiling {frame_name(code)}")
         try:
             result = upstream(code, *args, **kwargs)
@@ -168,17 +170,21 @@ def _where(tx):
 def exchange(job, tx, local_state):
     """One compile exchange; returns every rank's LocalState (index =
     rank), as upstream's all_gather_object would."""
-    comm = job.comm  # joins the job first (CCOL_TORCH=1), then traces
+    job.world  # joins the job first (CCOL_TORCH=1), then traces
     code = tx.f_code
     frame = frame_name(code)
-    k = job.compiles.get(frame, 0) + 1
-    job.compiles[frame] = k
+    d = job.domains.for_compile(frame)  # whose ranks exchange (_domain.py)
+    job.active = d
+    comm = d.open(job)
+    k = d.compiles.get(frame, 0) + 1
+    d.compiles[frame] = k
+    d.exchanges += 1
     job.exchanges += 1
-    job.exchange_calls = job.calls
+    d.exchange_calls = d.calls
     job.current = (frame, k)
     _trace.compile_begin(job, frame, k, local_state)
-    header = {"frame": frame, "compile": k, "seq": job.exchanges,
-              "at": _where(tx)}
+    header = {"frame": frame, "compile": k, "seq": d.exchanges,
+              "at": _where(tx), "domain": d.tag}
     comm.set_label(f"exchange for compile {k} of {code.co_name}")
     if job.live is not None:
         job.live.begin_wait(f"in exchange for compile {k} of {frame}")
@@ -186,7 +192,8 @@ def exchange(job, tx, local_state):
     t0 = time.monotonic_ns()
     try:
         run = _gathered if job.exchange_mode == "gather" else _reduced
-        states, seen = run(comm, header, encode_state(local_state))
+        states, seen = run(comm, header, encode_state(local_state),
+                           d.members)
     except (ccol.Error, KeyboardInterrupt) as e:
         err = _live.explain(job, e)
         _trace.exchange(job, frame, k, sent0, recv0, t0, err)
@@ -209,7 +216,7 @@ def exchange(job, tx, local_state):
 _EXCHANGE_KEY = 0x63636f6c78636867  # "ccolxchg"
 
 
-def _reduced(comm, header, state):
+def _reduced(comm, header, state, members):
     """The exchange as a rank-ordered reduction: (states for Dynamo, per
     name the witnesses and rank count)."""
     blob = comm.join_reduce(_fold.contribution(comm.rank, header, state),
@@ -220,17 +227,17 @@ def _reduced(comm, header, state):
         raise peer_error(f"compile exchange: {e}") from None
     if res.diff is not None:
         got = [res.h0, res.diff["h"]]
-        _pairing_error(got, [0, res.diff["rank"]])
+        _pairing_error(got, [0, res.diff["rank"]], members)
     return res.states, {n: (res.seen[n], res.count[n]) for n in res.seen}
 
 
-def _gathered(comm, header, state):
+def _gathered(comm, header, state, members):
     """The exchange as upstream's all-gather of every rank's state."""
     mine = dict(header, v=1, state=state)
     blobs = comm.allgather(json.dumps(mine).encode())
     check_kinds(blobs, COMPILE, "compiler collective")
-    got = [_decode_rank(r, b) for r, b in enumerate(blobs)]
-    check_pairing(got)
+    got = [_decode_rank(members[r], b) for r, b in enumerate(blobs)]
+    check_pairing(got, members)
     states = [decode_state(g["state"], r) for r, g in enumerate(got)]
     return states, _decisions.everyone(states)
 
@@ -274,34 +281,50 @@ def _break_point(at):
     return "return" if at.startswith("RETURN") else at
 
 
-def check_pairing(got):
+def _key(g):
+    return (g["frame"], g["compile"], g["seq"], _break_point(g["at"]),
+            str(g.get("domain")))
+
+
+def check_pairing(got, members=None):
     """Every rank sees the same headers, so every rank raises the same
-    message when they differ."""
-    keys = [(g["frame"], g["compile"], g["seq"], _break_point(g["at"]))
-            for g in got]
+    message when they differ. `members`: the job ranks of the domain's
+    ranks (the job's own when None)."""
+    keys = [_key(g) for g in got]
     if all(k == keys[0] for k in keys):
         return
     first = next(r for r, k in enumerate(keys) if k != keys[0])
-    _pairing_error([got[0], got[first]], [0, first])
+    _pairing_error([got[0], got[first]], [0, first], members)
 
 
-def _pairing_error(got, ranks):
-    """DivergedError for rank ranks[1] (header got[1]) pairing with rank 0
-    (header got[0])."""
-    first = ranks[1]
-    keys = [(g["frame"], g["compile"], g["seq"], _break_point(g["at"]))
-            for g in got]
-    f0, c0, s0, _ = keys[0]
-    f1, c1, s1, _ = keys[1]
+def _pairing_error(got, ranks, members=None):
+    """DivergedError for the domain's rank ranks[1] (header got[1]) pairing
+    with its first rank (header got[0]); messages name job ranks."""
+    name = (lambda i: i) if members is None else (lambda i: members[i])
+    r0, first = name(ranks[0]), name(ranks[1])
+    f0, c0, s0, _, m0 = _key(got[0])
+    f1, c1, s1, _, m1 = _key(got[1])
     a0, a1 = got[0]["at"], got[1]["at"]
-    if (f0, c0) != (f1, c1):
-        what = (f"rank {first} is compiling {f1} (compile {c1}) while rank 0 "
-                f"is compiling {f0} (compile {c0})")
+    if m0 != m1:
+        what = (f"rank {first} is compiling {f1} (compile {c1}) in "
+                f"{_dom(got[1])} while rank {r0} is compiling {f0} (compile "
+                f"{c0}) in {_dom(got[0])} (ranks of different domains were "
+                "paired: name each part's ranks alike, with "
+                "ccol.torch.domain or CCOL_TORCH_DOMAINS)")
+    elif (f0, c0) != (f1, c1):
+        what = (f"rank {first} is compiling {f1} (compile {c1}) while rank "
+                f"{r0} is compiling {f0} (compile {c0})")
     elif s0 != s1:
-        what = (f"rank {first} is at compile exchange {s1} while rank 0 is "
-                f"at exchange {s0} (a rank skipped or added a compile)")
+        what = (f"rank {first} is at compile exchange {s1} while rank {r0} "
+                f"is at exchange {s0} (a rank skipped or added a compile)")
     else:
         what = (f"ranks emit the first graph of {f0} (compile {c0}) at "
-                f"different places: rank 0 at {a0}, rank {first} at {a1} "
+                f"different places: rank {r0} at {a0}, rank {first} at {a1} "
                 "(a rank-dependent graph break)")
     raise diverged_error(f"torch.compile compiler collective: {what}")
+
+
+def _dom(header):
+    d = header.get("domain")
+    return f"the domain of ranks {d}" if isinstance(d, str) else \
+        "the whole job"

@@ -185,4 +185,7 @@ def check():
     choice("CCOL_TORCH_EXCHANGE", EXCHANGES, EXCHANGES[0])
     transport()
     library()
-    launcher()
+    _, size, _ = launcher()
+    if size > 1:
+        from ._domain import check_env_partition
+        check_env_partition(size)

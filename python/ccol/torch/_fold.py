@@ -131,7 +131,8 @@ def _key(h):
     """What must be equal across ranks of a pairing header."""
     at = h["at"]
     return (h["frame"], h["compile"], h["seq"],
-            "return" if at.startswith("RETURN") else at)
+            "return" if at.startswith("RETURN") else at,
+            str(h.get("domain")))
 
 
 def contribution(rank, header, encoded_state):

@@ -32,6 +32,7 @@ _live.py), never just the ordinary deadline.
 
 import os
 import sys
+import threading
 import time
 
 import torch
@@ -89,12 +90,15 @@ def make_hook(job):
 def _guard(job, hit):
     if job.local:
         return hit
+    job.run_thread = threading.get_ident()
+    d = job.domain   # the domain of the code called (_domain.py)
+    d.calls += 1
     job.calls += 1
     if job.pending is not None:
         return False  # the compile this forces raises it
     if not job.guard_collectives:
         return hit
-    comm = job.comm
+    comm = d.open(job)
     site = call_site()
     comm.set_label(f"guard collective at {site}")
     if job.live is not None:
@@ -102,10 +106,11 @@ def _guard(job, hit):
     t0 = time.monotonic_ns()
     try:
         blobs = comm.allgather(b"G%d%s" % (hit, site.encode()))
-        missed = _combine(blobs)
+        missed = _combine(blobs, d.members)
     finally:
         if job.live is not None:
             job.live.end_wait()
+    d.guards += 1
     job.guards += 1
     all_hit = not missed
     # Dynamo finds no failed guard on a rank that hit: the trace's
@@ -116,20 +121,25 @@ def _guard(job, hit):
     return all_hit
 
 
-def _combine(blobs):
-    """The ranks whose guards missed ([]: every rank hit), after checking
-    they all call from the same place (the same message on every rank)."""
+def _combine(blobs, members=None):
+    """The job ranks whose guards missed ([]: every rank hit), after
+    checking they all call from the same place (the same message on every
+    rank). blobs[i] is from the domain's rank i, job rank members[i]."""
     check_kinds(blobs, GUARD, "guard collective")
+    if members is None:
+        members = range(len(blobs))
     sites = []
     for r, b in enumerate(blobs):
         if len(b) < 2 or b[:1] != b"G" or b[1:2] not in (b"0", b"1"):
-            raise peer_error(f"rank {r} sent a malformed guard collective")
+            raise peer_error(f"rank {members[r]} sent a malformed guard "
+                             "collective")
         sites.append(b[2:].decode(errors="replace"))
     other = next((r for r, s in enumerate(sites) if s != sites[0]), None)
     if other is not None:
         raise diverged_error(
-            f"torch.compile guard collective: rank {other} runs compiled "
-            f"code called from {sites[other]} while rank 0 runs compiled "
-            f"code called from {sites[0]} (a rank-dependent call: wrap "
-            "calls made on some ranks only in ccol.torch.local())")
-    return [r for r, b in enumerate(blobs) if b[1:2] != b"1"]
+            f"torch.compile guard collective: rank {members[other]} runs "
+            f"compiled code called from {sites[other]} while rank "
+            f"{members[0]} runs compiled code called from {sites[0]} (a "
+            "rank-dependent call: wrap calls made on some ranks only in "
+            "ccol.torch.local())")
+    return [members[r] for r, b in enumerate(blobs) if b[1:2] != b"1"]

@@ -152,6 +152,8 @@ class Liveness:
         self.next_progress = FIRST_PROGRESS_S
         self.published = False  # this rank's failure was told
         self.before_wait = "running"
+        self.members = None     # job ranks of this wait's domain (None: all)
+        self.meeting = None     # the first-compile meeting this rank is at
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True,
                                        name="ccol.torch heartbeat")
@@ -186,9 +188,19 @@ class Liveness:
     def _beat(self):
         self.beats += 1
         job = self.job
+        d = job.active  # the domain of this rank's latest agreement
+        calls, x, xcalls, tag = ((d.calls, d.exchanges, d.exchange_calls,
+                                  d.tag) if d is not None else (0, 0, 0, ""))
+        home = job.domains.default
         self.store.set(f"{self.p}/beat/{self.rank}", json.dumps({
-            "n": self.beats, "doing": self.doing, "calls": job.calls,
-            "x": job.exchanges, "xcalls": job.exchange_calls}))
+            "n": self.beats, "doing": self.doing, "calls": calls,
+            "x": x, "xcalls": xcalls, "dom": tag,
+            # for ranks meeting at a first compile (_domain.py): the
+            # domain this rank formed, the meeting it is at, the ranks it
+            # waits on in torch.distributed
+            "home": None if home is None else list(home.members),
+            "meet": self.meeting,
+            "waits": blocked_on(job.run_thread, self.size)}))
 
     def _run(self):
         while not self.stop.wait(BEAT_S):
@@ -204,9 +216,12 @@ class Liveness:
         if self.published:
             return
         self.published = True
+        d = self.job.active  # told to the ranks of this domain only
+        members = list(d.members) if d is not None else None
         try:
             self.store.set(f"{self.p}/failed/{self.rank}", json.dumps(
-                {"cls": type(err).__name__, "msg": str(err)[:4000]}))
+                {"cls": type(err).__name__, "msg": str(err)[:4000],
+                 "members": members}))
             self.store.add(f"{self.p}/nfailed", 1)
         except Exception as e:  # noqa: BLE001 - best effort
             log.debug("could not publish the failure: %s", e)
@@ -232,6 +247,9 @@ class Liveness:
             key = f"{self.p}/failed/{r}"
             if r != self.rank and self.store.check([key]):
                 got = json.loads(self.store.get(key))
+                members = got.get("members")
+                if isinstance(members, list) and self.rank not in members:
+                    continue  # another domain's failure: not this rank's
                 self.job.pending = peer_error(
                     f"rank {r} failed in a ccol.torch collective: "
                     f"{got['cls']}: {got['msg']}")
@@ -244,6 +262,9 @@ class Liveness:
         on each compiled call too): kept to a few assignments."""
         self.before_wait = self.doing
         self.doing = doing
+        d = self.job.active
+        self.members = d.members if d is not None and \
+            len(d.members) < self.size else None
         self.wait_start = time.monotonic()
         self.next_progress = min(FIRST_PROGRESS_S, self.deadline)
         self.limits = None
@@ -254,12 +275,23 @@ class Liveness:
         self.doing = self.before_wait  # still compiling, after an exchange
         self.wait_start = None
 
-    def _read(self):
+    def read_every(self):
+        """Every rank's heartbeat that exists ({rank: beat})."""
         keys = [f"{self.p}/beat/{r}" for r in range(self.size)]
+        out = {}
+        for r, k in enumerate(keys):
+            if self.store.check([k]):
+                out[r] = json.loads(self.store.get(k))
+        return out
+
+    def _read(self):
+        """The heartbeats of this wait's domain's ranks."""
+        ranks = range(self.size) if self.members is None else self.members
+        keys = [f"{self.p}/beat/{r}" for r in ranks]
         if not self.store.check(keys):
             return {}
         return {r: json.loads(v) for r, v in
-                enumerate(self.store.multi_get(keys))}
+                zip(ranks, self.store.multi_get(keys))}
 
     def watch(self):
         """Called by the communicator while a collective waits: raises for
@@ -372,19 +404,63 @@ class Liveness:
 
     def _check_skip(self, r, b):
         job = self.job
-        cur = job.current
-        if cur is None or not self.doing.startswith("in exchange"):
+        cur, d = job.current, job.active
+        if cur is None or d is None or \
+                not self.doing.startswith("in exchange") or \
+                b.get("dom") != d.tag:
             return
         frame, k = cur
-        if b["x"] < job.exchanges and b["calls"] > job.exchange_calls \
+        if b["x"] < d.exchanges and b["calls"] > d.exchange_calls \
                 and not b["doing"].startswith(("compiling", "in exchange")):
             raise diverged_error(
                 f"torch.compile compiler collective: rank {self.rank} "
                 f"recompiles {frame} (compile {k}) at compiled call "
-                f"{job.exchange_calls}, while rank {r} went past that call "
+                f"{d.exchange_calls}, while rank {r} went past that call "
                 f"without compiling (it is at call {b['calls']}, "
                 f"{b['x']} exchanges; a rank-dependent recompile: turn on "
                 "guard collectives, CCOL_TORCH_GUARDS=1)")
+
+
+# torch.distributed's blocking calls, by the argument naming the peer
+_P2P = {"recv": "src", "send": "dst"}
+_COLLECTIVES = frozenset((
+    "all_reduce", "broadcast", "barrier", "monitored_barrier", "all_gather",
+    "all_gather_into_tensor", "all_gather_object", "broadcast_object_list",
+    "reduce", "reduce_scatter", "reduce_scatter_tensor", "gather",
+    "gather_object", "scatter", "scatter_object_list", "all_to_all",
+    "all_to_all_single"))
+
+
+def blocked_on(thread_id, size):
+    """The job ranks thread `thread_id` waits on inside a blocking
+    torch.distributed call (its innermost Python frames, sampled), or
+    None: a rank blocked on ranks that wait at a meeting cannot come to it
+    (_domain.py)."""
+    import sys
+    f = sys._current_frames().get(thread_id)
+    for _ in range(4):
+        if f is None:
+            return None
+        code = f.f_code
+        if code.co_filename.endswith("distributed_c10d.py") and (
+                code.co_name in _P2P or code.co_name in _COLLECTIVES):
+            return _peers(code.co_name, f.f_locals, size)
+        f = f.f_back
+    return None
+
+
+def _peers(name, local, size):
+    peer = local.get(_P2P.get(name, ""), None)
+    if isinstance(peer, int) and not isinstance(peer, bool):
+        return [peer]
+    group = local.get("group")
+    if group is None:
+        return list(range(size))
+    try:
+        import torch.distributed as dist
+        return sorted(dist.get_process_group_ranks(group))
+    except Exception:  # noqa: BLE001 - internals differ
+        return list(range(size))
 
 
 def _ranks(rs):

@@ -55,21 +55,37 @@ class Scope:
         return value
 
     def covers(self, group):
-        """True when `group` is the whole job in ccol's rank order."""
+        """True when ccol answers for a gather on `group`: the whole job in
+        ccol's rank order (the agreement then runs among the ranks of the
+        current domain, _domain.py: torch's compile-time groups are the
+        whole job, which in a pipeline would wait for other stages), or
+        exactly the domain's ranks."""
         import torch.distributed as dist
-        comm = self.job.comm
+        job = self.job
+        world, d = job.world, job.domain
         if not dist.is_initialized():
             return group is None
         try:
             size, rank = dist.get_world_size(group), dist.get_rank(group)
         except Exception:  # noqa: BLE001 - not a group of this process
             return False
-        if size == comm.size and rank == comm.rank:
+        if size == world.size and rank == world.rank:
+            return True
+        if size == len(d.members) and rank == d.members.index(world.rank) \
+                and _ranks_of(group) == list(d.members):
             return True
         log.debug("ccol.torch: a torch.compile agreement on a group of %d "
                   "ranks (this rank %d there, %d in ccol's job of %d) runs "
-                  "on c10d as upstream", size, rank, comm.rank, comm.size)
+                  "on c10d as upstream", size, rank, world.rank, world.size)
         return False
+
+
+def _ranks_of(group):
+    import torch.distributed as dist
+    try:
+        return sorted(dist.get_process_group_ranks(group))
+    except Exception:  # noqa: BLE001 - internals differ
+        return None
 
 
 def current():

@@ -53,14 +53,20 @@ class Job:
         # what set it; None: the job's process group's timeout (_live.py)
         self.run_patience = run_patience
         self.run_patience_from = run_patience_from
-        self.compiles = {}        # frame -> compile index of its last exchange
-        self.exchanges = 0
+        # _domain.py: the domains met; each keeps the sequence numbers its
+        # agreements pair by (compiles per frame, exchanges, guard
+        # collectives, agreements per site). `active` is the domain of the
+        # latest agreement (what the heartbeat reports).
+        from ._domain import Domains
+        self.domains = Domains(self)
+        self.active = None
+        self.exchanges = 0        # compile exchanges, every domain
         self.exchange_ns = 0      # time spent in compile exchanges
-        self.exchange_calls = 0   # compiled calls when the last exchange began
-        self.calls = 0            # compiled-code calls (guard hook)
-        self.guards = 0
+        self.calls = 0            # compiled-code calls, every domain
+        self.guards = 0           # guard collectives, every domain
         self.hooks = Registry(self)  # _hooks.py: what ccol replaced
         self.trace = None         # a ccol.Trace under CCOL_TRACE
+        self.trace_open = None    # its open event, until the first other
         self.current = None       # (frame, index) of the compile in progress
         self.recompile_reason = None  # why the next compile recompiles
         self.lockstep_miss = None  # ranks that missed when this one hit
@@ -71,15 +77,45 @@ class Job:
         self.compile_once = False  # _once.py: one rank compiles each graph
         self.once = None          # _once.Once while compile_once is on
         self._local = threading.local()
+        self._join_lock = threading.RLock()
+        # the thread that last ran or compiled compiled code: its stack
+        # says which ranks it waits on in torch.distributed (_domain.py)
+        self.run_thread = threading.main_thread().ident
 
     @property
     def comm(self):
+        """The communicator of the current domain (_domain.py)."""
+        return self.domain.open(self)
+
+    @property
+    def domain(self):
+        """The domain of the code this thread runs now; kept as the active
+        one."""
+        d = self.domains.current()
+        self.active = d
+        return d
+
+    @property
+    def agree_seq(self):
+        """Agreements so far per site, every domain's together."""
+        out = {}
+        for d in list(self.domains.known.values()):
+            for site, n in d.agree_seq.items():
+                out[site] = out.get(site, 0) + n
+        return out
+
+    @property
+    def world(self):
+        """The job's communicator, joined at first use under
+        CCOL_TORCH=1."""
         if self._comm is None:
-            joined = self._connect()
-            self._comm = joined.comm
-            self.joined = joined
-            for fn in self.on_join:
-                fn(self)
+            with self._join_lock:  # the early join's thread may be here
+                if self._comm is None:
+                    joined = self._connect()
+                    self.joined = joined
+                    self._comm = joined.comm
+                    for fn in self.on_join:
+                        fn(self)
         return self._comm
 
     @property
@@ -129,8 +165,15 @@ class Job:
         return err
 
     def event(self, name, **fields):
-        if self.trace is not None:
-            self.trace.event(name, **fields)
+        if self.trace is None:
+            return
+        if self.trace_open is not None:
+            opened, self.trace_open = self.trace_open, None
+            d = self.active
+            if d is not None and len(d.members) < self.world.size:
+                opened["domain"] = list(d.members)
+            self.trace.event("open", **opened)
+        self.trace.event(name, **fields)
 
 
 def interrupted_here(rank):

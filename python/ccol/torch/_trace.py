@@ -35,11 +35,14 @@ def start(job):
     where = os.environ.get("CCOL_TRACE", "")
     if not where or job.trace is not None:
         return
-    comm = job.comm
+    comm = job.world
     job.trace = ccol.Trace(where, comm.rank, comm.size)
-    job.event("open", mode="lockstep" if job.guard_collectives else "compile",
-              collective=True, transport=comm.transport,
-              version=ccol.__version__, compiler="torch.compile")
+    # written before the first other event (Job.event), when this rank's
+    # domain is known: the domain of its first agreement
+    job.trace_open = dict(
+        mode="lockstep" if job.guard_collectives else "compile",
+        collective=True, transport=comm.transport, version=ccol.__version__,
+        compiler="torch.compile")
     atexit.register(close, job)
 
 
@@ -232,7 +235,8 @@ def compile_begin(job, frame, k, local_state):
     user = user_frame(frame)
     if user is not None:
         fields["user"] = user
-    job.event("compile_begin", frame=frame, index=k, xseq=job.exchanges,
+    job.event("compile_begin", frame=frame, index=k,
+              xseq=job.active.exchanges,
               reason="first compile" if k == 1 else "recompile", **fields)
     for source, entry in local_state.automatic_dynamic.items():
         job.event("observe", frame=frame, index=k, source=source,
@@ -243,7 +247,7 @@ def exchange(job, frame, k, sent0, recv0, t0, err):
     if job.trace is None:
         return
     sent, recv = job.comm.traffic if err is None else (sent0, recv0)
-    job.event("exchange", frame=frame, index=k, xseq=job.exchanges,
+    job.event("exchange", frame=frame, index=k, xseq=job.active.exchanges,
               collective=True, ranks=job.comm.size, bytes_sent=sent - sent0,
               bytes_recv=recv - recv0, dur_ns=time.monotonic_ns() - t0,
               ok=err is None, error=None if err is None else str(err))

@@ -24,15 +24,17 @@ import _common as c  # noqa: E402
 
 def mark_when_in_exchange():
     """Prints CCOL_MARK exchange once this rank waits in a compile exchange
-    (what its heartbeat says it is doing), so the test interrupts rank 1
-    only when rank 0 is past tracing and blocked too."""
+    or in the meeting before it (what its heartbeat says it is doing), so
+    the test interrupts rank 1 only when rank 0 is past tracing and
+    blocked too."""
     import ccol.torch
 
     def poll():
         while True:
             job = ccol.torch._job
             live = None if job is None else job.live
-            if live is not None and live.doing.startswith("in exchange"):
+            if live is not None and live.doing.startswith(
+                    ("in exchange", "meeting")):
                 c.emit("MARK", what="exchange")
                 return
             time.sleep(0.01)

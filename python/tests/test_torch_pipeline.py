@@ -1,0 +1,210 @@
+"""ccol.torch in a pipelined job: two stages, two data-parallel replicas
+each, under the real launcher.
+
+torchrun_scripts/pipeline.py runs 4 ranks (rank = stage * 2 + replica):
+stage 0 on ranks 0 and 1, stage 1 on ranks 2 and 3, activations from rank
+r to rank r + 2, gradients averaged within each stage's replica group. Its
+two replicas change their sequence length at different steps, so without
+ccol the replicas of a stage recompile (automatic dynamic) at different
+steps: the baseline tests here check that this is so, for hand-written
+send/recv and for torch.distributed.pipelining's GPipe and 1F1B.
+
+Under ccol.torch every stage's replicas are a domain of their own (found
+from the pipelining stages, named by CCOL_TORCH_DOMAINS, or scoped with
+ccol.torch.domain(group=...)): they compile at the same steps, the job
+ends (no rank of another stage is waited for), and the numbers are the
+baseline's bit for bit.
+
+Each job is four ranks on a machine of two cores: about 13 s, so the
+deadline is 60 s (times CCOL_TEST_TIMEOUT_MULT), and all but one case of
+each kind are left to `make test-slow`.
+"""
+
+import subprocess
+
+import pytest
+
+from conftest import ccol_tool
+from test_torchrun import _JOINED, _SCALE, results, run_job, tail
+
+WORLD = 4
+DEADLINE = 60 * _SCALE          # one job; measured 12-14 s
+TEST_TIMEOUT = int(2 * DEADLINE + 30)  # a ccol job and its baseline
+
+_BASELINES = {}  # mode -> every rank's CCOL_RESULT of the job without ccol
+
+
+def run_pipeline(tmp_path, mode, args=(), **env):
+    """Runs pipeline.py in `mode` to its end (failing on a hang or a
+    failed rank); returns (every rank's result, the job's output)."""
+    with run_job(tmp_path, "pipeline.py", ["--mode", mode, *args],
+                 nproc=WORLD, deadline=DEADLINE, **env) as job:
+        job.finish()
+        return results(job, WORLD), job.output
+
+
+def baseline(tmp_path, mode):
+    """The job without ccol (no CCOL_ variable), run once per mode."""
+    if mode not in _BASELINES:
+        _BASELINES[mode] = run_pipeline(tmp_path, mode)
+    return _BASELINES[mode]
+
+
+def stages(res):
+    """[(stage, replica 0's result, replica 1's result)] of a job."""
+    out = []
+    for st in (0, 1):
+        r0, r1 = res[2 * st], res[2 * st + 1]
+        assert (r0["stage"], r0["replica"], r1["stage"], r1["replica"]) == (
+            st, 0, st, 1), (r0, r1)
+        out.append((st, r0, r1))
+    return out
+
+
+def joins(out):
+    """(ranks, transport) of each "joined N ranks over T" line."""
+    return [(int(n), t) for n, t in _JOINED.findall(out)]
+
+
+def first_change(lengths):
+    """The first step whose length differs from step 0's."""
+    return next(s for s, n in enumerate(lengths) if n != lengths[0])
+
+
+def check_layout(res):
+    """Each send/recv pair (rank r, r + 2) has the same lengths; the two
+    replicas of each stage differ at some step, and change at different
+    steps. A stage's replicas end with the same parameters (their
+    gradients are averaged) and stage 1 reports a loss per step."""
+    for r in (0, 1):
+        assert res[r]["lengths"] == res[r + 2]["lengths"], (
+            f"ranks {r} and {r + 2} (a send/recv pair) used different "
+            f"lengths: {res[r]['lengths']} vs {res[r + 2]['lengths']}")
+    for st, a, b in stages(res):
+        assert a["lengths"] != b["lengths"], (st, a["lengths"])
+        assert first_change(a["lengths"]) != first_change(b["lengths"]), (
+            st, a["lengths"], b["lengths"])
+        assert a["checksum"] == b["checksum"], (
+            f"stage {st}: the replicas' parameters differ: "
+            f"{a['checksum']} vs {b['checksum']}")
+        if st == 1:
+            assert len(a["losses"]) == len(a["lengths"]) == len(
+                b["losses"]), (a["losses"], b["losses"])
+
+
+def check_apart(res):
+    """Without ccol, each replica compiles at step 0 and recompiles at its
+    own first change of length (automatic dynamic): the replicas of a
+    stage compile at different steps."""
+    for st, a, b in stages(res):
+        for x in (a, b):
+            assert x["compile_steps"] == [0, first_change(x["lengths"])], (
+                f"rank {x['rank']} (stage {st}, replica {x['replica']}, "
+                f"lengths {x['lengths']}) compiled at steps "
+                f"{x['compile_steps']}")
+        assert a["compile_steps"] != b["compile_steps"], (st, a, b)
+
+
+def check_together(res, out, base):
+    """Under ccol: the job joined all 4 ranks; the replicas of each stage
+    compile at the same steps; every rank's losses and parameters are the
+    baseline's, bit for bit."""
+    got = joins(out)
+    assert got and all(n == WORLD for n, _ in got), (
+        f"no 'joined {WORLD} ranks over' line from logger ccol.torch "
+        f"(got {got}); output:\n" + tail(out))
+    problems = []
+    for st, a, b in stages(res):
+        if a["compile_steps"] != b["compile_steps"]:
+            problems.append(
+                f"stage {st}: replica 0 (rank {a['rank']}) compiled at "
+                f"steps {a['compile_steps']}, replica 1 (rank {b['rank']}) "
+                f"at {b['compile_steps']}")
+    for r, b in zip(res, base):
+        for key in ("lengths", "losses", "checksum"):
+            if r[key] != b[key]:
+                problems.append(f"rank {r['rank']} {key} {r[key]!r}, "
+                                f"without ccol {b[key]!r}")
+    assert not problems, "\n".join(problems) + "\n--- output:\n" + tail(out)
+
+
+def _slow(*values):
+    return pytest.param(*values, marks=pytest.mark.slow)
+
+
+@pytest.mark.timeout(TEST_TIMEOUT)
+@pytest.mark.parametrize("mode", ["handwritten", _slow("gpipe"),
+                                  _slow("1f1b")])
+def test_pipeline_baseline_replicas_recompile_apart(tmp_path, mode):
+    """Without ccol the job runs, and the replicas of each stage recompile
+    at different steps: what ccol.torch's domains change."""
+    res, out = baseline(tmp_path, mode)
+    check_layout(res)
+    check_apart(res)
+    assert not joins(out), tail(out)
+
+
+# case: (mode, script arguments, environment besides CCOL_TORCH=1)
+CCOL_CASES = {
+    "handwritten": ("handwritten", [], {}),
+    "handwritten-domains": ("handwritten", [],
+                            {"CCOL_TORCH_DOMAINS": "0,1;2,3"}),
+    "handwritten-scope": ("handwritten", ["--scope"], {}),
+    "gpipe": ("gpipe", [], {}),
+    "1f1b": ("1f1b", [], {}),
+}
+
+
+@pytest.mark.timeout(TEST_TIMEOUT)
+@pytest.mark.parametrize("case", [
+    "handwritten", _slow("handwritten-domains"), _slow("handwritten-scope"),
+    _slow("gpipe"), _slow("1f1b")])
+def test_pipeline_ccol_stages_compile_together(tmp_path, case):
+    """Under CCOL_TORCH=1 (the stages found from torch.distributed.
+    pipelining, named by CCOL_TORCH_DOMAINS, or scoped with
+    ccol.torch.domain(group=replica_group)) the job ends, each stage's
+    replicas compile at the same steps, and the results are the job's
+    without ccol."""
+    mode, args, env = CCOL_CASES[case]
+    base, _ = baseline(tmp_path, mode)
+    trace = tmp_path / "trace"
+    res, out = run_pipeline(tmp_path, mode, args, CCOL_TORCH=1,
+                            CCOL_TRACE=trace, **env)
+    check_layout(res)
+    check_together(res, out, base)
+    check_domains(out, DOMAIN_NAMES[case])
+    check_report(trace)
+
+
+def check_report(trace):
+    """ccol report reads the four ranks' traces, lists the stages'
+    domains in its headline and finds the replicas of each in agreement."""
+    rep = subprocess.run([ccol_tool(), "report", str(trace), "--text"],
+                         capture_output=True, text=True, timeout=60)
+    text = rep.stdout + rep.stderr
+    assert rep.returncode == 0, text
+    assert "(domains: ranks 0, 1 | ranks 2, 3)" in text, text
+    assert "no divergence between ranks found" in text, text
+
+
+# how each case's domains are named in the log line "domain <how> (ranks
+# a, b) formed over <transport>"
+DOMAIN_NAMES = {
+    "handwritten": ("met at its first compile",) * 2,
+    "handwritten-domains": ("CCOL_TORCH_DOMAINS",) * 2,
+    "handwritten-scope": ("process group",) * 2,
+    "gpipe": ("pipeline stage 0", "pipeline stage 1"),
+    "1f1b": ("pipeline stage 0", "pipeline stage 1"),
+}
+
+
+def check_domains(out, names):
+    """Each stage's replicas formed their own domain (the stage's two
+    ranks, never the whole job), named as the case names it, and no
+    agreement ran over all four ranks."""
+    for st, how in enumerate(names):
+        line = (f"domain {how} (ranks {2 * st}, {2 * st + 1}) formed over")
+        n = out.count(line)
+        assert n == 2, (f"{n} lines {line!r} (one per replica expected); "
+                        "output:\n" + tail(out))
+    assert "(ranks 0-3)" not in out, tail(out)
