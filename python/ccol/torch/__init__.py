@@ -33,6 +33,9 @@ One file per concern:
   agreement; a divergence located to its first differing node);
 - ``_codec.py``: Dynamo's state as checked JSON, never pickles;
 - ``_decisions.py``, ``_log.py``, ``_trace.py``: what the user reads;
+- ``_domain.py``: domains, the ranks each agreement runs among (a scope,
+  CCOL_TORCH_DOMAINS, ``_stages.py``'s pipeline stages, ``_meet.py``'s
+  meeting at a first compile), each over a sub-communicator of its own;
 - ``_state.py``: the state of one enabled ccol.torch (the Job);
 - ``_env.py``: the environment, checked strictly.
 
@@ -339,10 +342,10 @@ def _new_job(comm, guards, patience, graph_check, run_patience=None):
 
 
 def _install(job):
-    from . import _compile, _domain, _graph, _guard, _log, _sites, _switches
+    from . import _compile, _graph, _guard, _log, _sites, _stages, _switches
     _log.register_with_torch()
     _compile.install(job)
-    _domain.install(job)
+    _stages.install(job)
     _graph.install(job)
     _guard.install(job)
     _switches.install(job)  # after _guard: torch's switches map onto it

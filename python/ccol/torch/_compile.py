@@ -137,6 +137,9 @@ def _compile_wrapper(job, upstream):
         job.recompile_reason = None
         job.run_thread = threading.get_ident()
         job.doing(f"compiling {frame_name(code)}")
+        alone, job.alone_compile = job.alone_compile, False
+        if alone:  # a call only this rank makes (_guard.py): no agreement
+            job.enter_local()
         try:
             result = upstream(code, *args, **kwargs)
         except BaseException as e:
@@ -153,6 +156,8 @@ def _compile_wrapper(job, upstream):
                 raise
             raise err from None
         finally:
+            if alone:
+                job.exit_local()
             job.doing("running")
         _trace.compile_end(job, True, None)
         return result

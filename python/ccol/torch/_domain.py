@@ -19,11 +19,16 @@ thread (the first rule that applies):
    ranks that hold the same stages (a stage's data- and tensor-parallel
    replicas). Each rank publishes its stages in the job's store when it
    builds them, before it can wait for anyone, so a rank's first compile
-   reads its replicas without waiting for another stage;
-4. the whole job.
+   reads its replicas without waiting for another stage (_stages.py);
+4. the ranks that meet at this rank's first compile (_meet.py), when the
+   job was joined through a store: a meeting of two or more ranks is the
+   rank's domain from then on; a rank meeting alone compiles that frame
+   alone and meets again at its next new frame;
+5. the whole job (joined without a store).
 
 Guarantees: the members of a domain compute it alike (the same scope in
-the same code, the same variable, or the same published stages); a
+the same code, the same variable, the same published stages, the same
+closed meeting); a
 domain's agreements pair by a sequence of that domain alone, so ranks of
 other domains never take part in them, and a pairing across domains made by
 mistake (the same frame reached under different domains) is a
@@ -33,17 +38,10 @@ runtime collectives notice, as without ccol).
 """
 
 import contextlib
-import json
 import threading
-import time
 
 from ._env import invalid
-from ._errors import timeout_error
-from ._hooks import Hook
 from ._log import log
-
-_POLL_S = 0.02
-_MEET_POLL_S = 0.05
 
 
 class Domain:
@@ -62,6 +60,7 @@ class Domain:
         self.calls = 0           # compiled-code calls (guard hook)
         self.guards = 0
         self.agree_seq = {}      # site -> agreements so far
+        self.last_site = None    # call site of the last agreed guard
 
     @property
     def tag(self):
@@ -296,6 +295,7 @@ class Domains:
             return self.current()
         d = self.frames.get(frame) or self.default
         if d is None:
+            from ._meet import meet
             members = meet(self.job, frame)
             d = self.get(members, "met at its first compile")
             if len(members) > 1:
@@ -325,6 +325,7 @@ class Domains:
 
     def _stage_domain(self, size, rank):
         mine = self.stages
+        from ._stages import read_stages
         got = read_stages(self.job, size)
         members = [r for r in range(size) if got[r] == mine]
         what = "pipeline stage" + ("s " if len(mine) > 1 else " ")
@@ -351,196 +352,6 @@ class Domains:
         for d in domains:
             if d.comm is not None and d.comm is not world:
                 d.comm.close()
-
-
-# ---- meeting at a first compile ---------------------------------------------
-
-def meet(job, frame):
-    """The job ranks that compile `frame` with this rank: every rank that
-    arrives at its meeting, once each other rank is known not to come (it
-    waits in torch.distributed on a rank that is here, it is at another
-    meeting, or it formed a domain without this rank). The first rank to
-    see that closes the meeting in the store (compare-and-set), so every
-    member reads the same list; a rank arriving after the close meets the
-    other latecomers in the next round."""
-    world, live = job.world, job.live
-    fid = f"{hash_text(frame):016x}"
-    for rnd in range(1, world.size + 1):
-        mid = f"{fid}/{rnd}"
-        base = f"{job.joined.prefix}/meet/{mid}"
-        job.joined.store.set(f"{base}/{world.rank}", "1")
-        live.meeting = mid
-        prev = live.doing
-        live.doing = f"meeting the ranks that compile {frame}"
-        try:
-            members = _close(job, base, mid, frame)
-        finally:
-            live.meeting, live.doing = None, prev
-        if world.rank in members:
-            return members
-    raise timeout_error(f"ccol.torch: rank {world.rank} found no meeting "
-                        f"for {frame} open in {world.size} rounds")
-
-
-def hash_text(text):
-    return hash_members(text.encode())
-
-
-def _close(job, base, mid, frame):
-    world, live, store = job.world, job.live, job.joined.store
-    n, closed = world.size, f"{base}/closed"
-    keys = [f"{base}/{r}" for r in range(n)]
-    end = time.monotonic() + world.timeout
-    seen = {}
-    while True:
-        if job.pending is not None:  # a rank failed and told the others
-            raise job.take_pending()
-        if store.check([closed]):
-            return _members(store.get(closed))
-        here = [r for r in range(n) if store.check([keys[r]])]
-        if len(here) < n:
-            wait = _awaited(live, here, mid, seen)
-            if wait:
-                if time.monotonic() > end:
-                    raise timeout_error(
-                        f"ccol.torch: meeting the ranks that compile "
-                        f"{frame}: ranks {ranks_text(wait)} neither came "
-                        f"within {world.timeout:g} s nor wait on the ranks "
-                        f"here ({ranks_text(here)})")
-                time.sleep(_MEET_POLL_S)
-                continue
-        return _members(store.compare_set(closed, "", json.dumps(here)))
-
-
-def _members(blob):
-    got = json.loads(blob)
-    if type(got) is not list or not all(type(r) is int for r in got):
-        from ._errors import peer_error
-        raise peer_error("a first-compile meeting was closed with an "
-                         "unreadable member list")
-    return tuple(got)
-
-
-def _awaited(live, here, mid, seen):
-    """The ranks not here that may still come; a dead or stopped one is
-    a ccol.PeerError naming it."""
-    from . import _live
-    beats = live.read_every()
-    now = time.monotonic()
-    elsewhere = set()
-    for r, b in beats.items():  # not coming: formed a domain without this
-        home, at = b.get("home"), b.get("meet")  # rank, or at another
-        if (isinstance(home, list) and live.rank not in home) or \
-                (at is not None and at != mid):      # meeting
-            elsewhere.add(r)
-    blocked = set(here)
-    grew = True
-    while grew:  # waits on a rank that waits on one here (and so on)
-        grew = False
-        for r, b in beats.items():
-            w = b.get("waits")
-            if r not in blocked and isinstance(w, list) and \
-                    blocked.intersection(w):
-                blocked.add(r)
-                grew = True
-    out = []
-    for r in range(live.size):
-        if r in elsewhere or r in blocked:
-            continue
-        b = beats.get(r)
-        if b is not None:
-            k, t = seen.get(r, (None, now))
-            if b["n"] != k:
-                seen[r] = (b["n"], now)
-            elif now - t > _live.DEAD_S:
-                from ._errors import peer_error
-                raise peer_error(live._dead(r, b, now - t))
-        out.append(r)
-    return out
-
-
-# ---- pipeline stages --------------------------------------------------------
-
-def _stage_key(job, r):
-    return f"{job.joined.prefix}/stage/{r}"
-
-
-def publish_stage(job, index):
-    """Records that this rank holds pipeline stage `index` and publishes
-    its stages in the job's store (joining the job first)."""
-    world = job.world
-    doms = job.domains
-    stages = tuple(sorted(set(doms.stages or ()) | {int(index)}))
-    doms.stages = stages
-    doms.default = None
-    if job.joined is None or job.joined.store is None:
-        log.warning("ccol.torch: pipeline stage %d on rank %d, but the job "
-                    "was not joined through a store: its stages are not "
-                    "domains (name them with CCOL_TORCH_DOMAINS)", index,
-                    world.rank)
-        doms.stages = None
-        return
-    job.joined.store.set(_stage_key(job, world.rank), json.dumps(stages))
-    log.debug("ccol.torch: rank %d holds pipeline stages %s", world.rank,
-              stages)
-
-
-def read_stages(job, size):
-    """Every rank's published stages (a list per rank), waiting up to the
-    deadline for ranks that have not built theirs yet."""
-    store = job.joined.store
-    keys = [_stage_key(job, r) for r in range(size)]
-    end = time.monotonic() + job.world.timeout
-    while True:
-        have = [store.check([k]) for k in keys]
-        if all(have):
-            break
-        if time.monotonic() > end:
-            missing = [r for r, h in enumerate(have) if not h]
-            raise timeout_error(
-                f"ccol.torch: this rank holds pipeline stages, but ranks "
-                f"{ranks_text(missing)} built none within "
-                f"{job.world.timeout:g} s (in a pipelined job every rank "
-                "builds its PipelineStage before its first step; name the "
-                "domains with CCOL_TORCH_DOMAINS otherwise)")
-        time.sleep(_POLL_S)
-    out = []
-    for r, v in enumerate(store.multi_get(keys)):
-        try:
-            got = json.loads(v)
-            if type(got) is not list or not all(type(x) is int
-                                                for x in got):
-                raise ValueError("not a list of stage indexes")
-        except ValueError as e:
-            from ._errors import peer_error
-            raise peer_error(f"rank {r} published unreadable pipeline "
-                             f"stages: {e}") from None
-        out.append(tuple(got))
-    return out
-
-
-def _stage_init(job, upstream, module):
-    """_PipelineStageBase.__init__: the stage, built as upstream builds
-    it, then published (stage_index is its second argument)."""
-    def __init__(self, *args, **kwargs):
-        upstream(self, *args, **kwargs)
-        index = getattr(self, "stage_index", None)
-        if isinstance(index, int) and not job.local:
-            publish_stage(job, index)
-    return __init__
-
-
-# Where pipeline stages are built (torch 2.13 and 2.14): every stage class
-# (PipelineStage, and the one pipeline() makes) runs this __init__.
-HOOKS = (
-    Hook("torch.distributed.pipelining.stage", "__init__", _stage_init,
-         owner="_PipelineStageBase", required=False,
-         what="pipeline stage domain"),
-)
-
-
-def install(job):
-    job.hooks.install(HOOKS)
 
 
 @contextlib.contextmanager

@@ -43,6 +43,7 @@ from . import _live
 from ._codec import GUARD, check_kinds
 from ._errors import diverged_error, peer_error
 from ._hooks import Hook
+from ._log import log
 
 _SKIP = (os.path.dirname(torch.__file__), os.path.dirname(ccol.__file__))
 _SITE_MAX = 300
@@ -101,15 +102,18 @@ def _guard(job, hit):
     comm = d.open(job)
     site = call_site()
     comm.set_label(f"guard collective at {site}")
-    if job.live is not None:
-        job.live.begin_wait(f"in guard collective at {site}")
     t0 = time.monotonic_ns()
-    try:
-        blobs = comm.allgather(b"G%d%s" % (hit, site.encode()))
-        missed = _combine(blobs, d.members)
-    finally:
-        if job.live is not None:
-            job.live.end_wait()
+    while True:  # again while other ranks run calls of their own
+        sites, hits = _collect(job, comm, d, hit, site)
+        if all(x == sites[0] for x in sites):
+            break
+        shared = _shared_site(d, sites)
+        if shared is None:
+            _combine_sites(sites, d.members)  # raises, naming both
+        if site != shared:
+            return _alone(job, d, hit, site, shared, sites)
+    d.last_site = site
+    missed = [d.members[i] for i, h in enumerate(hits) if not h]
     d.guards += 1
     job.guards += 1
     all_hit = not missed
@@ -121,19 +125,73 @@ def _guard(job, hit):
     return all_hit
 
 
-def _combine(blobs, members=None):
-    """The job ranks whose guards missed ([]: every rank hit), after
-    checking they all call from the same place (the same message on every
-    rank). blobs[i] is from the domain's rank i, job rank members[i]."""
+def _collect(job, comm, d, hit, site):
+    """One guard collective: every rank's call site and hit."""
+    if job.live is not None:
+        job.live.begin_wait(f"in guard collective at {site}")
+    try:
+        blobs = comm.allgather(b"G%d%s" % (hit, site.encode()))
+    finally:
+        if job.live is not None:
+            job.live.end_wait()
+    return _read(blobs, d.members)
+
+
+def _shared_site(d, sites):
+    """Where the domain's shared calls are made, when ranks call from
+    different places: the site of its last agreed guard collective, if a
+    rank is there, else the site of a strict majority; None when neither
+    tells (the same answer on every rank: they all see the same sites)."""
+    last = getattr(d, "last_site", None)
+    if last is not None and last in sites:
+        return last
+    best = max(set(sites), key=sites.count)
+    return best if sites.count(best) * 2 > len(sites) else None
+
+
+_warned_alone = set()
+
+
+def _alone(job, d, hit, site, shared, sites):
+    """A call only some ranks make: this rank runs it on its own (its
+    guards answer for itself; a compile it forces decides from this rank
+    alone), once with a WARNING per call site; the ranks at the shared
+    site pair again with this rank's next call."""
+    others = [d.members[i] for i, x in enumerate(sites) if x == shared]
+    if site not in _warned_alone:
+        _warned_alone.add(site)
+        log.warning(
+            "ccol.torch: rank %d calls compiled code from %s on its own "
+            "(rank%s %s call%s it from %s): this call is not agreed with "
+            "them, it compiles and runs from this rank's observations "
+            "alone. Put calls only some ranks make in ccol.torch.local() "
+            "(this warning is given once per call site)",
+            job.world.rank, site, "s" if len(others) > 1 else "",
+            ", ".join(map(str, others)), "" if len(others) > 1 else "s",
+            shared)
+    if not hit:
+        job.alone_compile = True  # the compile this miss forces is local
+    job.event("guard", frame=site, hit=hit, all_hit=hit, collective=False,
+              dur_ns=0, ok=True)
+    return hit
+
+
+def _read(blobs, members):
+    """(call sites, hits) of every rank of the domain."""
     check_kinds(blobs, GUARD, "guard collective")
-    if members is None:
-        members = range(len(blobs))
-    sites = []
+    sites, hits = [], []
     for r, b in enumerate(blobs):
         if len(b) < 2 or b[:1] != b"G" or b[1:2] not in (b"0", b"1"):
             raise peer_error(f"rank {members[r]} sent a malformed guard "
                              "collective")
         sites.append(b[2:].decode(errors="replace"))
+        hits.append(b[1:2] == b"1")
+    return sites, hits
+
+
+def _combine_sites(sites, members):
+    """ccol.DivergedError naming the first rank whose call site differs
+    from the domain's first rank's, if one does."""
     other = next((r for r, s in enumerate(sites) if s != sites[0]), None)
     if other is not None:
         raise diverged_error(
@@ -142,4 +200,14 @@ def _combine(blobs, members=None):
             f"{members[0]} runs compiled code called from {sites[0]} (a "
             "rank-dependent call: wrap calls made on some ranks only in "
             "ccol.torch.local())")
-    return [members[r] for r, b in enumerate(blobs) if b[1:2] != b"1"]
+
+
+def _combine(blobs, members=None):
+    """The job ranks whose guards missed ([]: every rank hit), after
+    checking they all call from the same place (the same message on every
+    rank). blobs[i] is from the domain's rank i, job rank members[i]."""
+    if members is None:
+        members = range(len(blobs))
+    sites, hits = _read(blobs, members)
+    _combine_sites(sites, members)
+    return [members[r] for r, h in enumerate(hits) if not h]

@@ -70,6 +70,8 @@ class Job:
         self.current = None       # (frame, index) of the compile in progress
         self.recompile_reason = None  # why the next compile recompiles
         self.lockstep_miss = None  # ranks that missed when this one hit
+        self.alone_compile = False  # the next compile is a call of this
+        #                             rank alone (_guard.py): no agreement
         self.pending = None       # an error caught where torch's C++ calls us
         self.activity = "running"  # what this rank is doing (heartbeat)
         self.interrupted_while = "running"  # the activity a Ctrl-C hit

@@ -322,7 +322,18 @@ def run(args, dist, torch):
            compile_steps=counter.compile_steps, counts=counter.counts,
            graphs=be.graphs, dynamic=c.dynamic_graphs(be.graphs),
            losses=losses, checksum=repr(checksum(model)), wall_s=wall,
-           allreduce_s=counter.allreduce_s)
+           allreduce_s=counter.allreduce_s, ccol=ccol_counts())
+
+
+def ccol_counts():
+    """ccol.torch's exchanges and compile-once counts on this rank (None
+    without ccol)."""
+    if "ccol.torch" not in sys.modules:
+        return None
+    import ccol.torch
+    if not ccol.torch.enabled():
+        return None
+    return dict(c.ccol_state(), once=ccol.torch.compile_once_counts())
 
 
 if __name__ == "__main__":

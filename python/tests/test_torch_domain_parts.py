@@ -1,0 +1,351 @@
+"""ccol.torch's domains, part by part, in one process: naming a domain
+(the CCOL_TORCH_DOMAINS partition, a device mesh's sub-mesh, a scope's
+checks), messages that name job ranks and both domains, and the meeting
+at a rank's first compile (over an in-memory store, ranks as threads).
+
+The jobs themselves (pipelines under torchrun) are in test_torch_pipeline.py
+and test_torch_domains.py.
+"""
+
+import json
+import threading
+import time
+
+import pytest
+
+import ccol
+from ccol.torch import _agree, _compile, _domain, _guard, _live, _meet
+
+
+# ---- naming a domain --------------------------------------------------------
+
+def test_a_partition_is_parsed_into_sorted_parts():
+    assert _domain.parse_partition("0,1;3, 2", 4) == [(0, 1), (2, 3)]
+    assert _domain.parse_partition("0;1;2", 3) == [(0,), (1,), (2,)]
+
+
+@pytest.mark.parametrize("text,says", [
+    ("0,1;1,2,3", "rank 1 is in parts 1 and 2"),
+    ("0,1;2", "ranks 3 are in no part"),
+    ("0,1;2,3,4", "rank 4 is not a rank of this job of 4"),
+    ("0,x;1,2,3", "part 1 holds 'x', not a rank"),
+    ("0,1;;2,3", "part 2 holds '', not a rank"),
+    ("0,-1;2,3", "part 1 holds '-1', not a rank"),
+])
+def test_a_bad_partition_is_refused_naming_the_problem(text, says):
+    with pytest.raises(ccol.InvalidError, match="CCOL_TORCH_DOMAINS=") as e:
+        _domain.parse_partition(text, 4)
+    assert says in str(e.value)
+
+
+class _Mesh:
+    """What a DeviceMesh offers: its rank tensor, names and coordinate."""
+
+    def __init__(self, shape, names, rank):
+        import torch
+        self.mesh = torch.arange(shape[0] * shape[1]).reshape(shape)
+        self.mesh_dim_names = names
+        self.rank = rank
+
+    def get_coordinate(self):
+        idx = (self.mesh == self.rank).nonzero()
+        return None if len(idx) == 0 else idx[0].tolist()
+
+
+def test_a_mesh_gives_the_sub_mesh_over_the_dimensions_named():
+    pytest.importorskip("torch")
+    m = _Mesh((2, 2), ("pp", "dp"), rank=3)   # [[0, 1], [2, 3]]
+    assert _domain.mesh_ranks(m, "dp") == [2, 3]
+    assert _domain.mesh_ranks(m, ("pp",)) == [1, 3]
+    assert _domain.mesh_ranks(m, [1]) == [2, 3]
+    assert _domain.mesh_ranks(m, None) == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="'tp' is not a dimension"):
+        _domain.mesh_ranks(m, "tp")
+    with pytest.raises(ValueError, match="this rank is not in the mesh"):
+        _domain.mesh_ranks(_Mesh((2, 2), ("pp", "dp"), rank=7), "dp")
+
+
+def test_a_scope_names_its_ranks_exactly_once_and_holds_this_rank():
+    with pytest.raises(ValueError, match="exactly one of ranks, group or "
+                                         "mesh .given: none"):
+        _domain.members_of(None, None, None, None, 0, 4)
+    with pytest.raises(ValueError, match="given: ranks, group"):
+        _domain.members_of([0], object(), None, None, 0, 4)
+    with pytest.raises(ValueError, match="rank 0 runs code in a domain of "
+                                         "ranks 2, 3"):
+        _domain.members_of([2, 3], None, None, None, 0, 4)
+    with pytest.raises(ValueError, match="ranks of a job of 4"):
+        _domain.members_of([0, 9], None, None, None, 0, 4)
+    assert _domain.members_of([1, 0, 1], None, None, None, 0, 4) == (0, 1)
+
+
+class _World:
+    def __init__(self, rank, size, timeout=30.0):
+        self.rank, self.size, self.timeout = rank, size, timeout
+
+
+class _Job:
+    """The part of a Job the domain code reads."""
+
+    def __init__(self, rank, size, store=None, live=None):
+        self.world = _World(rank, size)
+        self.live = live
+        self.joined = type("J", (), {"store": store, "prefix": "p"})
+        self.pending = None
+        self.domains = _domain.Domains(self)
+
+    def take_pending(self):
+        return self.pending
+
+
+def test_a_nested_scope_must_hold_a_subset_of_the_enclosing_one():
+    job = _Job(0, 4)
+    doms = job.domains
+    outer, inner = doms.get((0, 1), "outer"), doms.get((0, 1, 2), "inner")
+    doms.push(outer)
+    with pytest.raises(ValueError, match=r"inner \(ranks 0-2\) is not within "
+                                         r"the enclosing outer \(ranks 0, 1\)"):
+        doms.push(inner)
+    doms.push(doms.get((0,), "alone"))
+    assert doms.current().members == (0,)
+    doms.pop()
+    assert doms.current() is outer
+    doms.pop()
+
+
+def test_one_domain_per_set_of_ranks_keeps_its_first_name():
+    doms = _Job(0, 4).domains
+    a = doms.get((0, 1), "CCOL_TORCH_DOMAINS")
+    assert doms.get((0, 1), "process group") is a
+    assert a.name == "CCOL_TORCH_DOMAINS (ranks 0, 1)"
+    big = doms.get(range(20), "x")
+    assert big.tag.startswith("0-15 ... (20 ranks, ") and big.tag != \
+        doms.get(list(range(19)) + [20], "y").tag
+
+
+# ---- messages name job ranks and both domains ------------------------------
+
+def _head(frame="f (a.py:1)", k=1, seq=1, at="RETURN_VALUE at line 3",
+          domain="2, 3"):
+    return {"frame": frame, "compile": k, "seq": seq, "at": at,
+            "domain": domain}
+
+
+def test_ranks_of_different_domains_paired_are_named_with_both_domains():
+    with pytest.raises(ccol.DivergedError) as e:
+        _compile.check_pairing([_head(), _head(frame="g (b.py:2)",
+                                               domain="0-3")], [2, 3])
+    msg = str(e.value)
+    assert "rank 3 is compiling g (b.py:2) (compile 1) in the domain of " \
+        "ranks 0-3 while rank 2 is compiling f (a.py:1) (compile 1) in " \
+        "the domain of ranks 2, 3" in msg
+    assert "ranks of different domains were paired" in msg
+
+
+def test_a_domain_pairing_error_names_job_ranks():
+    with pytest.raises(ccol.DivergedError, match="rank 3 is at compile "
+                                                 "exchange 2 while rank 2"):
+        _compile.check_pairing([_head(), _head(seq=2)], [2, 3])
+    with pytest.raises(ccol.DivergedError,
+                       match=r"rank 5 is at s #2 for g while rank 4 is at "
+                             r"s #1 for g"):
+        _agree.check_pairing([("s", "g", 1), ("s", "g", 2)], (4, 5))
+    assert _guard._combine([b"G1f (a.py:1)", b"G0f (a.py:1)"],
+                           (6, 7)) == [7]
+    with pytest.raises(ccol.DivergedError, match="rank 7 runs compiled code "
+                                                 "called from g .b.py:2. "
+                                                 "while rank 6"):
+        _guard._combine([b"G1f (a.py:1)", b"G1g (b.py:2)"], (6, 7))
+
+
+# ---- the meeting at a first compile --------------------------------------------
+
+class _Store:
+    """A c10d store in memory, with compare_set."""
+
+    def __init__(self):
+        self.d, self.lock = {}, threading.Lock()
+
+    def set(self, k, v):
+        with self.lock:
+            self.d[k] = v.encode() if isinstance(v, str) else v
+
+    def get(self, k):
+        with self.lock:
+            return self.d[k]
+
+    def check(self, keys):
+        with self.lock:
+            return all(k in self.d for k in keys)
+
+    def compare_set(self, k, expected, desired):
+        with self.lock:
+            have = self.d.get(k)
+            if (have is None and expected == "") or have == expected.encode():
+                self.d[k] = desired.encode()
+            return self.d[k]
+
+
+class _Live:
+    """Heartbeats the test writes itself (what each rank's beat says)."""
+
+    def __init__(self, store, rank, size):
+        self.store, self.rank, self.size = store, rank, size
+        self.meeting, self.doing, self.n = None, "running", 0
+        self.fields = {}
+
+    def beat(self, **fields):
+        """Writes a heartbeat; `fields` stay for the next beats."""
+        if fields:
+            self.fields = fields
+        self.n += 1
+        self.store.set(f"p/beat/{self.rank}", json.dumps(
+            dict({"n": self.n, "doing": self.doing, "meet": self.meeting,
+                  "home": None, "waits": None}, **self.fields)))
+
+    def read_every(self):
+        out = {}
+        for r in range(self.size):
+            if self.store.check([f"p/beat/{r}"]):
+                out[r] = json.loads(self.store.get(f"p/beat/{r}"))
+        return out
+
+    def _dead(self, r, b, quiet):
+        return f"rank {r} stopped responding: no heartbeat for {quiet:.1f} s"
+
+
+def _meet_in_threads(ranks, store, size, lives):
+    got, errs = {}, {}
+
+    def run(r):
+        try:
+            got[r] = _meet.meet(_Job(r, size, store, lives[r]), "f (a.py:1)")
+        except Exception as e:  # noqa: BLE001 - reported to the test
+            errs[r] = e
+    ts = [threading.Thread(target=run, args=(r,)) for r in ranks]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(20)
+    assert not any(t.is_alive() for t in ts), "a meeting never closed"
+    return got, errs
+
+
+@pytest.fixture
+def beating():
+    """Heartbeat threads: beats of the lives given, every 20 ms, until the
+    test ends (what each rank's heartbeat thread does)."""
+    stop, threads = threading.Event(), []
+
+    def start(lives):
+        def run():
+            while not stop.wait(0.02):
+                for lv in lives:
+                    lv.beat()
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        threads.append(t)
+    yield start
+    stop.set()
+    for t in threads:
+        t.join(2)
+
+
+def _lives(store, size, beating=None):
+    lives = [_Live(store, r, size) for r in range(size)]
+    for lv in lives:
+        lv.beat()
+    if beating is not None:
+        beating(lives)
+    return lives
+
+
+def test_every_rank_meeting_makes_the_whole_job(beating):
+    store = _Store()
+    got, errs = _meet_in_threads(range(3), store, 3,
+                                 _lives(store, 3, beating))
+    assert not errs and got == {r: (0, 1, 2) for r in range(3)}
+
+
+def test_ranks_waiting_on_the_meeting_in_torch_distributed_stay_out(beating):
+    """Ranks 2 and 3 wait in recv on ranks 0 and 1 (a pipeline's second
+    stage): 0 and 1 form their domain; then 2 and 3 meet, 0 and 1 having
+    formed theirs without them."""
+    store = _Store()
+    lives = _lives(store, 4, beating)
+    lives[2].beat(waits=[0])
+    lives[3].beat(waits=[1])
+    got, errs = _meet_in_threads((0, 1), store, 4, lives)
+    assert not errs and got == {0: (0, 1), 1: (0, 1)}
+    for r in (0, 1):
+        lives[r].beat(home=[0, 1])
+    got, errs = _meet_in_threads((2, 3), store, 4, lives)
+    assert not errs and got == {2: (2, 3), 3: (2, 3)}
+
+
+def test_a_rank_that_waits_on_a_waiting_rank_stays_out_too(beating):
+    store = _Store()
+    lives = _lives(store, 3, beating)
+    lives[1].beat(waits=[0])     # 1 waits on 0 (here), 2 on 1
+    lives[2].beat(waits=[1])
+    got, errs = _meet_in_threads((0,), store, 3, lives)
+    assert not errs and got == {0: (0,)}
+
+
+def test_a_rank_running_its_own_code_is_waited_for(beating):
+    store = _Store()
+    lives = _lives(store, 2, beating)
+    done = {}
+
+    def late():
+        time.sleep(0.5)
+        lives[1].beat()
+        done[1] = _meet.meet(_Job(1, 2, store, lives[1]), "f (a.py:1)")
+    t = threading.Thread(target=late)
+    t.start()
+    t0 = time.monotonic()
+    assert _meet.meet(_Job(0, 2, store, lives[0]), "f (a.py:1)") == (0, 1)
+    t.join(10)
+    assert done[1] == (0, 1) and time.monotonic() - t0 >= 0.4
+
+
+def test_a_dead_rank_is_named_at_the_meeting(monkeypatch):
+    monkeypatch.setattr(_live, "DEAD_S", 0.3)
+    store = _Store()
+    lives = _lives(store, 2)    # nobody beats: rank 1 is dead
+    with pytest.raises(ccol.PeerError, match="rank 1 stopped responding"):
+        _meet.meet(_Job(0, 2, store, lives[0]), "f (a.py:1)")
+
+
+def test_a_rank_arriving_after_the_close_meets_the_latecomers(beating):
+    store = _Store()
+    lives = _lives(store, 3, beating)
+    lives[2].beat(waits=[0])
+    got, errs = _meet_in_threads((0, 1), store, 3, lives)
+    assert got == {0: (0, 1), 1: (0, 1)}
+    lives[0].beat(home=[0, 1])
+    lives[1].beat(home=[0, 1])
+    lives[2].beat()              # its recv returned: it compiles f too
+    got, errs = _meet_in_threads((2,), store, 3, lives)
+    assert not errs and got == {2: (2,)}
+
+
+def test_a_wait_sampled_before_this_rank_arrived_does_not_count(beating):
+    """Rank 1's last heartbeat says it waits on rank 0 (a collective both
+    just left): rank 0 waits for fresh beats instead of leaving it out, and
+    rank 1, coming to the compile, is in."""
+    store = _Store()
+    lives = _lives(store, 2)
+    lives[1].beat(waits=[0])
+    got = {}
+
+    def late():
+        time.sleep(0.3)
+        lives[1].beat(waits=None)
+        beating(lives)
+        got[1] = _meet.meet(_Job(1, 2, store, lives[1]), "f (a.py:1)")
+    t = threading.Thread(target=late)
+    t.start()
+    got[0] = _meet.meet(_Job(0, 2, store, lives[0]), "f (a.py:1)")
+    t.join(10)
+    assert got == {0: (0, 1), 1: (0, 1)}
