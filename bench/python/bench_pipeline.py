@@ -84,8 +84,12 @@ def run_job(args, mode):
                            timeout=args.job_timeout)
         wall = time.monotonic() - t0
     if p.returncode != 0:
-        sys.exit(f"{mode}: torchrun exited {p.returncode}:\n"
-                 + (p.stdout + p.stderr)[-4000:])
+        out = p.stdout + p.stderr
+        why = [ln for ln in out.splitlines()
+               if "CCOL_ERROR" in ln or "Error:" in ln][:8]
+        sys.exit(f"{mode}: torchrun exited {p.returncode}; first errors:\n"
+                 + "\n".join(why) + "\n--- the output's end:\n"
+                 + out[-3000:])
     res = {}
     for line in p.stdout.splitlines():
         m = _TAG.search(line)

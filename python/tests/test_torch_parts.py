@@ -540,19 +540,28 @@ def test_a_survivor_of_a_ctrl_c_raises_at_once():
         str(job0.pending)
 
 
-def test_pairing_lets_ranks_return_from_different_lines_but_not_break():
+def test_pairing_lets_ranks_return_from_different_lines_and_warns_of_a_break(
+        caplog):
+    """Ranks returning from different lines pair silently; a graph break on
+    some ranks only pairs too (each compiles its own graph from the agreed
+    state), with one WARNING naming both places, the same on every rank."""
     from ccol.torch import _compile
 
     def head(at):
         return {"frame": "f (a.py:1)", "compile": 1, "seq": 1, "at": at}
-    _compile.check_pairing([head("RETURN_VALUE at line 3"),
-                            head("RETURN_VALUE at line 5")])
-    with pytest.raises(ccol.DivergedError,
-                       match="rank 0 at CALL at line 2, rank 1 at "
-                             "RETURN_VALUE at line 5 .a rank-dependent graph "
-                             "break"):
+    with caplog.at_level("WARNING", logger="ccol.torch"):
+        _compile.check_pairing([head("RETURN_VALUE at line 3"),
+                                head("RETURN_VALUE at line 5")])
+        assert not caplog.records
         _compile.check_pairing([head("CALL at line 2"),
                                 head("RETURN_VALUE at line 5")])
+    assert len(caplog.records) == 1, caplog.records
+    assert ("rank 0 at CALL at line 2, rank 1 at RETURN_VALUE at line 5 (a "
+            "rank-dependent graph break)") in caplog.records[0].getMessage()
+    with pytest.raises(ccol.DivergedError, match="rank 1 is at compile "
+                                                 "exchange 2 while rank 0"):
+        _compile.check_pairing([head("CALL at line 2"),
+                                dict(head("CALL at line 2"), seq=2)])
 
 
 def test_own_interrupt_is_named_by_what_the_rank_was_doing():

@@ -158,6 +158,7 @@ def _compile_wrapper(job, upstream):
         finally:
             if alone:
                 job.exit_local()
+            job.domains.end_compile()
             job.doing("running")
         _trace.compile_end(job, True, None)
         return result
@@ -197,8 +198,10 @@ def exchange(job, tx, local_state):
     t0 = time.monotonic_ns()
     try:
         run = _gathered if job.exchange_mode == "gather" else _reduced
+        # without guard collectives nothing keeps ranks pairing after a
+        # rank-dependent graph break: it is refused, not reported
         states, seen = run(comm, header, encode_state(local_state),
-                           d.members)
+                           d.members, not job.guard_collectives)
     except (ccol.Error, KeyboardInterrupt) as e:
         err = _live.explain(job, e)
         _trace.exchange(job, frame, k, sent0, recv0, t0, err)
@@ -221,7 +224,7 @@ def exchange(job, tx, local_state):
 _EXCHANGE_KEY = 0x63636f6c78636867  # "ccolxchg"
 
 
-def _reduced(comm, header, state, members):
+def _reduced(comm, header, state, members, strict=False):
     """The exchange as a rank-ordered reduction: (states for Dynamo, per
     name the witnesses and rank count)."""
     blob = comm.join_reduce(_fold.contribution(comm.rank, header, state),
@@ -233,16 +236,19 @@ def _reduced(comm, header, state, members):
     if res.diff is not None:
         got = [res.h0, res.diff["h"]]
         _pairing_error(got, [0, res.diff["rank"]], members)
+    if res.brk is not None:
+        _break_warning([res.h0, res.brk["h"]], res.brk["rank"], members,
+                       strict)
     return res.states, {n: (res.seen[n], res.count[n]) for n in res.seen}
 
 
-def _gathered(comm, header, state, members):
+def _gathered(comm, header, state, members, strict=False):
     """The exchange as upstream's all-gather of every rank's state."""
     mine = dict(header, v=1, state=state)
     blobs = comm.allgather(json.dumps(mine).encode())
     check_kinds(blobs, COMPILE, "compiler collective")
     got = [_decode_rank(members[r], b) for r, b in enumerate(blobs)]
-    check_pairing(got, members)
+    check_pairing(got, members, strict)
     states = [decode_state(g["state"], r) for r, g in enumerate(got)]
     return states, _decisions.everyone(states)
 
@@ -287,19 +293,42 @@ def _break_point(at):
 
 
 def _key(g):
-    return (g["frame"], g["compile"], g["seq"], _break_point(g["at"]),
-            str(g.get("domain")))
+    return (g["frame"], g["compile"], g["seq"], str(g.get("domain")))
 
 
-def check_pairing(got, members=None):
+def check_pairing(got, members=None, strict=False):
     """Every rank sees the same headers, so every rank raises the same
-    message when they differ. `members`: the job ranks of the domain's
-    ranks (the job's own when None)."""
+    message when they differ (and warns alike of a rank-dependent graph
+    break). `members`: the job ranks of the domain's ranks (the job's own
+    when None)."""
     keys = [_key(g) for g in got]
-    if all(k == keys[0] for k in keys):
-        return
-    first = next(r for r, k in enumerate(keys) if k != keys[0])
-    _pairing_error([got[0], got[first]], [0, first], members)
+    if any(k != keys[0] for k in keys):
+        first = next(r for r, k in enumerate(keys) if k != keys[0])
+        _pairing_error([got[0], got[first]], [0, first], members)
+    brk = [_break_point(g["at"]) for g in got]
+    first = next((r for r, b in enumerate(brk) if b != brk[0]), None)
+    if first is not None:
+        _break_warning([got[0], got[first]], first, members, strict)
+
+
+def _break_warning(got, i, members=None, strict=False):
+    """The same WARNING on every rank of a domain whose ranks emit a
+    frame's first graph at different places (a graph break on some ranks
+    only, a print or .item() under a rank test): each compiles its own
+    graph from the agreed state, as without ccol; their resume frames are
+    compiled by the ranks that reach them, and their calls run on those
+    ranks alone (_guard.py)."""
+    name = (lambda r: r) if members is None else (lambda r: members[r])
+    what = (f"ranks emit the first graph of {got[0]['frame']} (compile "
+            f"{got[0]['compile']}) at different places: rank {name(0)} at "
+            f"{got[0]['at']}, rank {name(i)} at {got[1]['at']} (a "
+            "rank-dependent graph break)")
+    if strict:
+        raise diverged_error(f"torch.compile compiler collective: {what}")
+    log.warning("torch.compile compiler collective: %s: each rank compiles "
+                "its own graph from the agreed state; what follows the "
+                "break runs on the ranks that reach it, unagreed (put "
+                "rank-dependent code in ccol.torch.local())", what)
 
 
 def _pairing_error(got, ranks, members=None):
@@ -307,9 +336,8 @@ def _pairing_error(got, ranks, members=None):
     with its first rank (header got[0]); messages name job ranks."""
     name = (lambda i: i) if members is None else (lambda i: members[i])
     r0, first = name(ranks[0]), name(ranks[1])
-    f0, c0, s0, _, m0 = _key(got[0])
-    f1, c1, s1, _, m1 = _key(got[1])
-    a0, a1 = got[0]["at"], got[1]["at"]
+    f0, c0, s0, m0 = _key(got[0])
+    f1, c1, s1, m1 = _key(got[1])
     if m0 != m1:
         what = (f"rank {first} is compiling {f1} (compile {c1}) in "
                 f"{_dom(got[1])} while rank {r0} is compiling {f0} (compile "
@@ -319,13 +347,9 @@ def _pairing_error(got, ranks, members=None):
     elif (f0, c0) != (f1, c1):
         what = (f"rank {first} is compiling {f1} (compile {c1}) while rank "
                 f"{r0} is compiling {f0} (compile {c0})")
-    elif s0 != s1:
+    else:
         what = (f"rank {first} is at compile exchange {s1} while rank {r0} "
                 f"is at exchange {s0} (a rank skipped or added a compile)")
-    else:
-        what = (f"ranks emit the first graph of {f0} (compile {c0}) at "
-                f"different places: rank {r0} at {a0}, rank {first} at {a1} "
-                "(a rank-dependent graph break)")
     raise diverged_error(f"torch.compile compiler collective: {what}")
 
 

@@ -250,6 +250,8 @@ class Domains:
         self.whole = None       # the domain of the whole job
         self.frames = {}        # frame -> the domain met at its first compile
         self.latest = None      # the domain of this rank's latest compile
+        self.sites = {}         # call site -> a frame's met domain, when
+        #                         it is not the rank's (_met)
         self._tls = threading.local()
         self.lock = threading.Lock()
 
@@ -267,10 +269,14 @@ class Domains:
         return self._tls.__dict__.setdefault("stack", [])
 
     def current(self):
-        """The domain of the code this thread runs now."""
+        """The domain of the code this thread runs now: a scope's, else
+        the compile's in progress (its agreements), else the rank's."""
         s = self.stack()
         if s:
             return s[-1]
+        d = getattr(self._tls, "compiling", None)
+        if d is not None:
+            return d
         d = self.default
         if d is None:
             d = self.latest if self.meets() and self.latest is not None \
@@ -293,20 +299,48 @@ class Domains:
         s = self.stack()
         if s or not self.meets():
             return self.current()
-        d = self.frames.get(frame) or self.default
+        d = self.frames.get(frame)
         if d is None:
-            from ._meet import meet
-            members = meet(self.job, frame)
-            d = self.get(members, "met at its first compile")
-            if len(members) > 1:
-                self.default = d
-            if len(members) < self.job.world.size:
-                log.info("ccol.torch: %s compiles in domain %s: the "
-                         "ranks outside wait on these in torch.distributed "
-                         "or formed their own", frame, d.name)
+            d = self._met(frame)
         self.frames[frame] = d
         self.latest = d
+        self._tls.compiling = d  # until the compile ends (end_compile)
         return d
+
+    def end_compile(self):
+        """A compile on this thread ended (_compile.py)."""
+        self._tls.compiling = None
+
+    def _met(self, frame):
+        """The domain of a frame's first compile on this rank: the ranks
+        that meet there. The first meeting of two or more ranks is this
+        rank's domain from then on; a later one that leaves some of them
+        out (a resume frame after a graph break only some ranks take, a
+        call only some make) covers that frame only."""
+        from ._meet import meet
+        members = meet(self.job, frame)
+        d = self.get(members, "met at its first compile")
+        if self.default is None and len(members) > 1:
+            self.default = d
+        if d is not self.default:
+            # its calls come from where this compile was called from: their
+            # guard collectives run in this domain too (for_call)
+            from ._guard import call_site
+            self.sites[call_site()] = d
+            log.info("ccol.torch: %s compiles in domain %s: the ranks "
+                     "outside wait on these, or formed their own", frame,
+                     d.name)
+        return d
+
+    def for_call(self, site):
+        """The domain of a call of compiled code from `site` (the guard
+        collective): a frame's met domain if one was compiled from there,
+        else the current one."""
+        if self.sites and not self.stack():
+            d = self.sites.get(site)
+            if d is not None:
+                return d
+        return self.current()
 
     def _resolve(self):
         world = self.job.world

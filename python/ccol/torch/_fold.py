@@ -129,10 +129,15 @@ def _unpack(v, pgo, codec, where, witness=False):
 
 def _key(h):
     """What must be equal across ranks of a pairing header."""
+    return (h["frame"], h["compile"], h["seq"], str(h.get("domain")))
+
+
+def _break(h):
+    """Where the frame's first graph ends (a graph break's place, or "a
+    return"): ranks that differ only there compile the same frame with a
+    rank-dependent graph break, which is reported, not refused."""
     at = h["at"]
-    return (h["frame"], h["compile"], h["seq"],
-            "return" if at.startswith("RETURN") else at,
-            str(h.get("domain")))
+    return "return" if at.startswith("RETURN") else at
 
 
 def contribution(rank, header, encoded_state):
@@ -230,12 +235,17 @@ def combine(a_blob, b_blob):
         diff = {"rank": b["lo"], "h": b["h0"]}
     elif diff is None:
         diff = b["diff"]
+    brk = a.get("brk")
+    if brk is None and _break(b["h0"]) != _break(a["h0"]):
+        brk = {"rank": b["lo"], "h": b["h0"]}
+    elif brk is None:
+        brk = b.get("brk")
     try:
         names = _combine_names(a["names"], b["names"], _codec, b["lo"])
     except (Malformed, ccol.Error) as e:
         return _bad(f"a compile exchange that cannot be folded: {e}")
     return _dump({"v": VERSION, "lo": a["lo"], "hi": b["hi"], "h0": a["h0"],
-                  "diff": diff, "bad": None, "names": names})
+                  "diff": diff, "brk": brk, "bad": None, "names": names})
 
 
 def _bad(why):
@@ -259,6 +269,7 @@ class Result:
             raise Malformed(f"the exchange covers ranks {s['lo']}-"
                             f"{s['hi']} of {size}")
         self.h0, self.diff = s["h0"], s["diff"]
+        self.brk = s.get("brk")  # the first rank breaking elsewhere
         self.states = [LocalState() for _ in range(3)]
         self.seen, self.count = {}, {}
         for name, v in s["names"].items():

@@ -92,7 +92,9 @@ def _guard(job, hit):
     if job.local:
         return hit
     job.run_thread = threading.get_ident()
-    d = job.domain   # the domain of the code called (_domain.py)
+    site = call_site()
+    d = job.domains.for_call(site)  # the code called's (_domain.py)
+    job.active = d
     d.calls += 1
     job.calls += 1
     if job.pending is not None:
@@ -100,7 +102,6 @@ def _guard(job, hit):
     if not job.guard_collectives:
         return hit
     comm = d.open(job)
-    site = call_site()
     comm.set_label(f"guard collective at {site}")
     t0 = time.monotonic_ns()
     while True:  # again while other ranks run calls of their own
