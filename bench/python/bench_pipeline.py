@@ -108,7 +108,7 @@ def inductor_compiles(r):
     if once.get("compiled", 0) or once.get("loaded", 0):
         return once["compiled"] + once.get("divergent", 0) + \
             once.get("fallbacks", 0)
-    return len(r["graphs"])
+    return r["counts"][-1]
 
 
 def summary(res, wall):
@@ -116,7 +116,7 @@ def summary(res, wall):
     ranks = [res[r] for r in range(WORLD)]
     return {
         "steps": [r["compile_steps"] for r in ranks],
-        "compiles": statistics.median(len(r["graphs"]) for r in ranks),
+        "compiles": statistics.median(r["counts"][-1] for r in ranks),
         "inductor": statistics.median(inductor_compiles(r) for r in ranks),
         "allreduce_s": statistics.median(r["allreduce_s"] for r in ranks),
         "loop_s": statistics.median(r["wall_s"] for r in ranks),

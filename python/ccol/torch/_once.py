@@ -180,16 +180,22 @@ def _try_load(once, load, args, kwargs):
     return _receive(once, load, args, kwargs, key, graph, owner)
 
 
+def _jr(job, r):
+    """The job rank of the domain's rank r (messages name job ranks)."""
+    d = job.active
+    return d.job_rank(r) if d is not None else r
+
+
 def _diverged(once, graph, keys):
     """Names the ranks whose key differs from rank 0's."""
     job = once.job
     once.counts.divergent += 1
-    others = [r for r, k in enumerate(keys) if k != keys[0]]
+    others = [_jr(job, r) for r, k in enumerate(keys) if k != keys[0]]
     what = (f"compile_once: {graph}: ranks {', '.join(map(str, others))} "
-            f"have another cache key than rank 0 (the graph or its "
-            "settings differ), so every rank compiles its own")
+            f"have another cache key than rank {_jr(job, 0)} (the graph or "
+            "its settings differ), so every rank compiles its own")
     if not all(keys):
-        none = [r for r, k in enumerate(keys) if not k]
+        none = [_jr(job, r) for r, k in enumerate(keys) if not k]
         what = (f"compile_once: {graph}: torch bypasses its cache on ranks "
                 f"{', '.join(map(str, none))}, so every rank compiles its "
                 "own")
@@ -411,7 +417,7 @@ def _send(once, key, graph, files=None, failure=None):
 
 def _bcast(job, blob, owner, graph):
     comm = job.comm
-    what = f"compile_once of {graph} from rank {owner}"
+    what = f"compile_once of {graph} from rank {_jr(job, owner)}"
     comm.set_label(what)
     live = job.live
     if live is not None:
@@ -448,7 +454,7 @@ def _receive(once, load, args, kwargs, key, graph, owner):
                       key=key, bytes=len(blob), files=len(files),
                       dur_ns=time.monotonic_ns() - t0)
             log.debug("compile_once: %s: loaded rank %d's artifact (%d "
-                      "files, %d bytes)", graph, owner, len(files),
+                      "files, %d bytes)", graph, _jr(job, owner), len(files),
                       len(blob))
             return got
         failure = "torch's cache lookup rejected the artifact"
@@ -462,8 +468,9 @@ def _bystander(once, load, args, kwargs, graph, owner):
         _bcast(once.job, None, owner, graph)
     except ccol.Error as e:
         log.warning("compile_once: %s: the owner, rank %d, did not deliver "
-                    "(%s: %s); rank %d has its own", graph, owner,
-                    type(e).__name__, e, once.job.comm.rank)
+                    "(%s: %s); rank %d has its own", graph,
+                    _jr(once.job, owner), type(e).__name__, e,
+                    once.job.world.rank)
     return _compiled_here(once, load, args, kwargs)
 
 
@@ -471,8 +478,8 @@ def _fallback(once, load, args, kwargs, key, graph, owner, failure):
     job = once.job
     once.counts.fallbacks += 1
     log.warning("compile_once: %s: the owner, rank %d, did not deliver "
-                "(%s); rank %d compiles it itself", graph, owner, failure,
-                job.comm.rank)
+                "(%s); rank %d compiles it itself", graph, _jr(job, owner),
+                failure, job.world.rank)
     job.event("once", frame=graph, outcome="fallback", owner=owner, key=key,
               error=failure[:2000])
     return _compiled_here(once, load, args, kwargs)
