@@ -246,3 +246,42 @@ def pytest_report_teststatus(report, config):
     if report.failed:
         return "failed", "F", f"FAILED {secs}"
     return None
+
+
+class MemStore:
+    """The part of a c10d store ccol.torch uses (liveness, meetings,
+    stages), in memory and thread-safe, for tests of those parts."""
+
+    def __init__(self):
+        import threading
+        self.d, self.lock = {}, threading.Lock()
+
+    def set(self, k, v):
+        with self.lock:
+            self.d[k] = v.encode() if isinstance(v, str) else v
+
+    def get(self, k):
+        with self.lock:
+            return self.d[k]
+
+    def check(self, keys):
+        with self.lock:
+            return all(k in self.d for k in keys)
+
+    def multi_get(self, keys):
+        with self.lock:
+            return [self.d[k] for k in keys]
+
+    def add(self, k, n):
+        with self.lock:
+            v = int(self.d.get(k, b"0")) + n
+            self.d[k] = str(v).encode()
+            return v
+
+    def compare_set(self, k, expected, desired):
+        with self.lock:
+            have = self.d.get(k)
+            if (have is None and expected == "") or \
+                    have == expected.encode():
+                self.d[k] = desired.encode()
+            return self.d[k]

@@ -14,6 +14,7 @@ import time
 import pytest
 
 import ccol
+from conftest import MemStore as _Store
 from ccol.torch import _agree, _compile, _domain, _guard, _live, _meet
 
 
@@ -159,32 +160,6 @@ def test_a_domain_pairing_error_names_job_ranks():
 
 
 # ---- the meeting at a first compile --------------------------------------------
-
-class _Store:
-    """A c10d store in memory, with compare_set."""
-
-    def __init__(self):
-        self.d, self.lock = {}, threading.Lock()
-
-    def set(self, k, v):
-        with self.lock:
-            self.d[k] = v.encode() if isinstance(v, str) else v
-
-    def get(self, k):
-        with self.lock:
-            return self.d[k]
-
-    def check(self, keys):
-        with self.lock:
-            return all(k in self.d for k in keys)
-
-    def compare_set(self, k, expected, desired):
-        with self.lock:
-            have = self.d.get(k)
-            if (have is None and expected == "") or have == expected.encode():
-                self.d[k] = desired.encode()
-            return self.d[k]
-
 
 class _Live:
     """Heartbeats the test writes itself (what each rank's beat says)."""

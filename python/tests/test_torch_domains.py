@@ -35,6 +35,9 @@ import time
 
 import pytest
 
+from test_torch_pipeline import baseline as pipeline_baseline
+from test_torch_pipeline import check_together as pipeline_check
+from test_torch_pipeline import run_four
 from test_torchrun import (_JOINED, _SCALE, FAIL_MONITOR_S, names_rank,
                            results, run_job, tail)
 
@@ -46,23 +49,15 @@ DEAD_S = 5                      # _live.DEAD_S: a stopped rank's silence
 
 _FORMED = re.compile(r"domain (.*?) \(ranks ([\d, -]+)\) formed over "
                      r"([\w+]+) \(this is its rank (\d+)\)")
-_BASELINES = {}  # mode -> every rank's CCOL_RESULT of the job without ccol
 
 
 def run_domains(tmp_path, mode, args=(), **env):
-    """Runs domains.py in `mode` to its end (failing on a hang or a failed
-    rank); returns (every rank's result, the job's output)."""
-    with run_job(tmp_path, "domains.py", ["--mode", mode, *args],
-                 nproc=WORLD, deadline=DEADLINE, **env) as job:
-        job.finish()
-        return results(job, WORLD), job.output
+    return run_four(tmp_path, "domains.py", mode, args, **env)
 
 
 def baseline(tmp_path, mode):
-    """The job without ccol (no CCOL_ variable), run once per mode."""
-    if mode not in _BASELINES:
-        _BASELINES[mode] = run_domains(tmp_path, mode)
-    return _BASELINES[mode]
+    """The job without ccol, run once per mode."""
+    return pipeline_baseline(tmp_path, mode, "domains.py")
 
 
 def formed(out):
@@ -120,23 +115,9 @@ def check_apart(res):
 def check_together(res, out, base, mode):
     """Under ccol: the job joined all 4 ranks; the ranks of each domain
     compile at the same steps; every rank's losses and parameters are the
-    baseline's, bit for bit."""
-    joins = [(int(n), t) for n, t in _JOINED.findall(out)]
-    assert joins and all(n == WORLD for n, _ in joins), (
-        f"no 'joined {WORLD} ranks over' line from logger ccol.torch "
-        f"(got {joins}); output:\n" + tail(out))
-    problems = []
-    for ranks, group in replicas(res, mode):
-        steps = {r["rank"]: r["compile_steps"] for r in group}
-        if len({tuple(s) for s in steps.values()}) != 1:
-            problems.append(f"ranks {ranks} compiled at different steps: "
-                            f"{steps}")
-    for r, b in zip(res, base):
-        for key in ("batches", "losses", "checksum"):
-            if r[key] != b[key]:
-                problems.append(f"rank {r['rank']} {key} {r[key]!r}, "
-                                f"without ccol {b[key]!r}")
-    assert not problems, "\n".join(problems) + "\n--- output:\n" + tail(out)
+    baseline's, bit for bit (test_torch_pipeline.check_together)."""
+    pipeline_check(res, out, base, replicas(res, mode),
+                   ("batches", "losses", "checksum"))
 
 
 def _slow(*values):

@@ -12,6 +12,7 @@ import time
 import pytest
 
 import ccol
+from conftest import MemStore as _Store
 import ccol.torch
 from ccol.torch import _env, _guard, _join, _live
 from ccol.torch._state import Job
@@ -169,35 +170,6 @@ def test_a_rank_in_another_kind_of_collective_is_named_by_both_sides():
 
 
 # ---- liveness over a store ----
-
-class _Store:
-    """The part of a c10d store the liveness code uses, in memory."""
-
-    def __init__(self):
-        self.d, self.lock = {}, threading.Lock()
-
-    def set(self, k, v):
-        with self.lock:
-            self.d[k] = v.encode() if isinstance(v, str) else v
-
-    def get(self, k):
-        with self.lock:
-            return self.d[k]
-
-    def check(self, keys):
-        with self.lock:
-            return all(k in self.d for k in keys)
-
-    def multi_get(self, keys):
-        with self.lock:
-            return [self.d[k] for k in keys]
-
-    def add(self, k, n):
-        with self.lock:
-            v = int(self.d.get(k, b"0")) + n
-            self.d[k] = str(v).encode()
-            return v
-
 
 def _liveness(store, rank=0, size=2, deadline=60.0):
     comm = type("C", (), {"rank": rank, "size": size, "timeout": deadline})
@@ -540,24 +512,19 @@ def test_a_survivor_of_a_ctrl_c_raises_at_once():
         str(job0.pending)
 
 
-def test_pairing_lets_ranks_return_from_different_lines_and_warns_of_a_break(
-        caplog):
-    """Ranks returning from different lines pair silently; a graph break on
-    some ranks only pairs too (each compiles its own graph from the agreed
-    state), with one WARNING naming both places, the same on every rank."""
+def test_pairing_lets_ranks_return_from_different_lines_but_not_break():
     from ccol.torch import _compile
 
     def head(at):
         return {"frame": "f (a.py:1)", "compile": 1, "seq": 1, "at": at}
-    with caplog.at_level("WARNING", logger="ccol.torch"):
-        _compile.check_pairing([head("RETURN_VALUE at line 3"),
-                                head("RETURN_VALUE at line 5")])
-        assert not caplog.records
+    _compile.check_pairing([head("RETURN_VALUE at line 3"),
+                            head("RETURN_VALUE at line 5")])
+    with pytest.raises(ccol.DivergedError,
+                       match="rank 0 at CALL at line 2, rank 1 at "
+                             "RETURN_VALUE at line 5 .a rank-dependent graph "
+                             "break"):
         _compile.check_pairing([head("CALL at line 2"),
                                 head("RETURN_VALUE at line 5")])
-    assert len(caplog.records) == 1, caplog.records
-    assert ("rank 0 at CALL at line 2, rank 1 at RETURN_VALUE at line 5 (a "
-            "rank-dependent graph break)") in caplog.records[0].getMessage()
     with pytest.raises(ccol.DivergedError, match="rank 1 is at compile "
                                                  "exchange 2 while rank 0"):
         _compile.check_pairing([head("CALL at line 2"),

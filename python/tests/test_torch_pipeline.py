@@ -31,23 +31,29 @@ WORLD = 4
 DEADLINE = 60 * _SCALE          # one job; measured 12-14 s
 TEST_TIMEOUT = int(2 * DEADLINE + 30)  # a ccol job and its baseline
 
-_BASELINES = {}  # mode -> every rank's CCOL_RESULT of the job without ccol
+_BASELINES = {}  # (script, mode) -> (results, output) of the job without
+#                 ccol
 
 
-def run_pipeline(tmp_path, mode, args=(), **env):
-    """Runs pipeline.py in `mode` to its end (failing on a hang or a
-    failed rank); returns (every rank's result, the job's output)."""
-    with run_job(tmp_path, "pipeline.py", ["--mode", mode, *args],
+def run_four(tmp_path, script, mode, args=(), **env):
+    """Runs a 4-rank worker script in `mode` to its end (failing on a hang
+    or a failed rank); returns (every rank's result, the job's output)."""
+    with run_job(tmp_path, script, ["--mode", mode, *args],
                  nproc=WORLD, deadline=DEADLINE, **env) as job:
         job.finish()
         return results(job, WORLD), job.output
 
 
-def baseline(tmp_path, mode):
-    """The job without ccol (no CCOL_ variable), run once per mode."""
-    if mode not in _BASELINES:
-        _BASELINES[mode] = run_pipeline(tmp_path, mode)
-    return _BASELINES[mode]
+def run_pipeline(tmp_path, mode, args=(), **env):
+    return run_four(tmp_path, "pipeline.py", mode, args, **env)
+
+
+def baseline(tmp_path, mode, script="pipeline.py"):
+    """The job without ccol (no CCOL_ variable), run once per script and
+    mode."""
+    if (script, mode) not in _BASELINES:
+        _BASELINES[script, mode] = run_four(tmp_path, script, mode)
+    return _BASELINES[script, mode]
 
 
 def stages(res):
@@ -105,23 +111,26 @@ def check_apart(res):
         assert a["compile_steps"] != b["compile_steps"], (st, a, b)
 
 
-def check_together(res, out, base):
-    """Under ccol: the job joined all 4 ranks; the replicas of each stage
-    compile at the same steps; every rank's losses and parameters are the
-    baseline's, bit for bit."""
+def check_together(res, out, base, groups=None,
+                   keys=("lengths", "losses", "checksum")):
+    """Under ccol: the job joined all 4 ranks; the ranks of each group
+    [(their ranks, their results)] (default: each stage's replicas)
+    compile at the same steps; every rank's `keys` are the baseline's, bit
+    for bit."""
     got = joins(out)
     assert got and all(n == WORLD for n, _ in got), (
         f"no 'joined {WORLD} ranks over' line from logger ccol.torch "
         f"(got {got}); output:\n" + tail(out))
+    if groups is None:
+        groups = [((a["rank"], b["rank"]), (a, b)) for _, a, b in stages(res)]
     problems = []
-    for st, a, b in stages(res):
-        if a["compile_steps"] != b["compile_steps"]:
-            problems.append(
-                f"stage {st}: replica 0 (rank {a['rank']}) compiled at "
-                f"steps {a['compile_steps']}, replica 1 (rank {b['rank']}) "
-                f"at {b['compile_steps']}")
+    for ranks, group in groups:
+        steps = {r["rank"]: r["compile_steps"] for r in group}
+        if len({tuple(x) for x in steps.values()}) != 1:
+            problems.append(f"ranks {ranks} compiled at different steps: "
+                            f"{steps}")
     for r, b in zip(res, base):
-        for key in ("lengths", "losses", "checksum"):
+        for key in keys:
             if r[key] != b[key]:
                 problems.append(f"rank {r['rank']} {key} {r[key]!r}, "
                                 f"without ccol {b[key]!r}")

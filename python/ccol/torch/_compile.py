@@ -198,10 +198,8 @@ def exchange(job, tx, local_state):
     t0 = time.monotonic_ns()
     try:
         run = _gathered if job.exchange_mode == "gather" else _reduced
-        # without guard collectives nothing keeps ranks pairing after a
-        # rank-dependent graph break: it is refused, not reported
         states, seen = run(comm, header, encode_state(local_state),
-                           d.members, not job.guard_collectives)
+                           d.members)
     except (ccol.Error, KeyboardInterrupt) as e:
         err = _live.explain(job, e)
         _trace.exchange(job, frame, k, sent0, recv0, t0, err)
@@ -224,7 +222,7 @@ def exchange(job, tx, local_state):
 _EXCHANGE_KEY = 0x63636f6c78636867  # "ccolxchg"
 
 
-def _reduced(comm, header, state, members, strict=False):
+def _reduced(comm, header, state, members):
     """The exchange as a rank-ordered reduction: (states for Dynamo, per
     name the witnesses and rank count)."""
     blob = comm.join_reduce(_fold.contribution(comm.rank, header, state),
@@ -237,18 +235,17 @@ def _reduced(comm, header, state, members, strict=False):
         got = [res.h0, res.diff["h"]]
         _pairing_error(got, [0, res.diff["rank"]], members)
     if res.brk is not None:
-        _break_warning([res.h0, res.brk["h"]], res.brk["rank"], members,
-                       strict)
+        _break_error([res.h0, res.brk["h"]], res.brk["rank"], members)
     return res.states, {n: (res.seen[n], res.count[n]) for n in res.seen}
 
 
-def _gathered(comm, header, state, members, strict=False):
+def _gathered(comm, header, state, members):
     """The exchange as upstream's all-gather of every rank's state."""
     mine = dict(header, v=1, state=state)
     blobs = comm.allgather(json.dumps(mine).encode())
     check_kinds(blobs, COMPILE, "compiler collective")
     got = [_decode_rank(members[r], b) for r, b in enumerate(blobs)]
-    check_pairing(got, members, strict)
+    check_pairing(got, members)
     states = [decode_state(g["state"], r) for r, g in enumerate(got)]
     return states, _decisions.everyone(states)
 
@@ -296,11 +293,10 @@ def _key(g):
     return (g["frame"], g["compile"], g["seq"], str(g.get("domain")))
 
 
-def check_pairing(got, members=None, strict=False):
+def check_pairing(got, members=None):
     """Every rank sees the same headers, so every rank raises the same
-    message when they differ (and warns alike of a rank-dependent graph
-    break). `members`: the job ranks of the domain's ranks (the job's own
-    when None)."""
+    message when they differ. `members`: the job ranks of the domain's
+    ranks (the job's own when None)."""
     keys = [_key(g) for g in got]
     if any(k != keys[0] for k in keys):
         first = next(r for r, k in enumerate(keys) if k != keys[0])
@@ -308,27 +304,21 @@ def check_pairing(got, members=None, strict=False):
     brk = [_break_point(g["at"]) for g in got]
     first = next((r for r, b in enumerate(brk) if b != brk[0]), None)
     if first is not None:
-        _break_warning([got[0], got[first]], first, members, strict)
+        _break_error([got[0], got[first]], first, members)
 
 
-def _break_warning(got, i, members=None, strict=False):
-    """The same WARNING on every rank of a domain whose ranks emit a
-    frame's first graph at different places (a graph break on some ranks
-    only, a print or .item() under a rank test): each compiles its own
-    graph from the agreed state, as without ccol; their resume frames are
-    compiled by the ranks that reach them, and their calls run on those
-    ranks alone (_guard.py)."""
+def _break_error(got, i, members=None):
+    """ccol.DivergedError, the same on every rank of a domain whose ranks
+    emit a frame's first graph at different places (a graph break on some
+    ranks only: a print or .item() under a rank test): what follows the
+    break would be compiled by some ranks only, which no exchange pairs."""
     name = (lambda r: r) if members is None else (lambda r: members[r])
-    what = (f"ranks emit the first graph of {got[0]['frame']} (compile "
-            f"{got[0]['compile']}) at different places: rank {name(0)} at "
-            f"{got[0]['at']}, rank {name(i)} at {got[1]['at']} (a "
-            "rank-dependent graph break)")
-    if strict:
-        raise diverged_error(f"torch.compile compiler collective: {what}")
-    log.warning("torch.compile compiler collective: %s: each rank compiles "
-                "its own graph from the agreed state; what follows the "
-                "break runs on the ranks that reach it, unagreed (put "
-                "rank-dependent code in ccol.torch.local())", what)
+    raise diverged_error(
+        f"torch.compile compiler collective: ranks emit the first graph of "
+        f"{got[0]['frame']} (compile {got[0]['compile']}) at different "
+        f"places: rank {name(0)} at {got[0]['at']}, rank {name(i)} at "
+        f"{got[1]['at']} (a rank-dependent graph break: put rank-dependent "
+        "code in ccol.torch.local())")
 
 
 def _pairing_error(got, ranks, members=None):

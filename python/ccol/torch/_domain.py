@@ -299,7 +299,7 @@ class Domains:
         s = self.stack()
         if s or not self.meets():
             return self.current()
-        d = self.frames.get(frame)
+        d = self.frames.get(frame) or self.default
         if d is None:
             d = self._met(frame)
         self.frames[frame] = d
@@ -312,11 +312,11 @@ class Domains:
         self._tls.compiling = None
 
     def _met(self, frame):
-        """The domain of a frame's first compile on this rank: the ranks
-        that meet there. The first meeting of two or more ranks is this
-        rank's domain from then on; a later one that leaves some of them
-        out (a resume frame after a graph break only some ranks take, a
-        call only some make) covers that frame only."""
+        """The domain of a frame's first compile on this rank, until it
+        has one: the ranks that meet there. A meeting of two or more ranks
+        is this rank's domain from then on; one where it is alone covers
+        that frame only (its compiles, and the guard collectives of calls
+        from where it was called)."""
         from ._meet import meet
         members = meet(self.job, frame)
         d = self.get(members, "met at its first compile")

@@ -200,15 +200,7 @@ class Liveness:
             # waits on in torch.distributed
             "home": None if home is None else list(home.members),
             "meet": self.meeting,
-            "waits": self._waits()}))
-
-    def _waits(self):
-        """The job ranks this rank waits on: in a ccol collective, its
-        domain's; in a torch.distributed call, its peers (sampled)."""
-        if self.wait_start is not None:
-            return list(range(self.size) if self.members is None
-                        else self.members)
-        return blocked_on(self.job.run_thread, self.size)
+            "waits": blocked_on(job.run_thread, self.size)}))
 
     def _run(self):
         while not self.stop.wait(BEAT_S):

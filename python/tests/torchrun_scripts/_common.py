@@ -157,3 +157,11 @@ def _net_class():
 
 def Net(*args, **kwargs):  # noqa: N802 - a class made after torch imports
     return _net_class()(*args, **kwargs)
+
+
+def replica_size(step, replica):
+    """A batch size or sequence length that changes at a step of each
+    data-parallel replica's own: 8 until step 2 + replica, then 8 + step
+    (the pipeline and mesh jobs of test_torch_pipeline.py and
+    test_torch_domains.py)."""
+    return 8 if step < 2 + replica else 8 + step

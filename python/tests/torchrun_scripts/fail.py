@@ -16,8 +16,7 @@ CASE (rank R, 1 by default, is the odd one):
              `with ccol.torch.local():`
   local_out  the same evaluation, not inside local()
   rank_break the compiled function has `if RANK == 0: print(...)` (a graph
-             break on rank 0 only): with guard collectives it runs (one
-             WARNING), with CCOL_TORCH_GUARDS=0 it is a divergence
+             break on rank 0 only); run with CCOL_TORCH_GUARDS=0
   rank_graph the compiled function computes sin on rank R, cos on the
              others (one graph, different on R); run with
              CCOL_TORCH_GRAPH_CHECK=error
