@@ -15,14 +15,14 @@ import pytest
 
 import ccol
 from conftest import MemStore as _Store
-from ccol.torch import _agree, _compile, _domain, _guard, _live, _meet
+from ccol.torch import _agree, _compile, _domain, _env, _guard, _live, _meet
 
 
 # ---- naming a domain --------------------------------------------------------
 
 def test_a_partition_is_parsed_into_sorted_parts():
-    assert _domain.parse_partition("0,1;3, 2", 4) == [(0, 1), (2, 3)]
-    assert _domain.parse_partition("0;1;2", 3) == [(0,), (1,), (2,)]
+    assert _env.parse_partition("0,1;3, 2", 4) == [(0, 1), (2, 3)]
+    assert _env.parse_partition("0;1;2", 3) == [(0,), (1,), (2,)]
 
 
 @pytest.mark.parametrize("text,says", [
@@ -35,7 +35,7 @@ def test_a_partition_is_parsed_into_sorted_parts():
 ])
 def test_a_bad_partition_is_refused_naming_the_problem(text, says):
     with pytest.raises(ccol.InvalidError, match="CCOL_TORCH_DOMAINS=") as e:
-        _domain.parse_partition(text, 4)
+        _env.parse_partition(text, 4)
     assert says in str(e.value)
 
 

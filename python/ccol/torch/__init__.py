@@ -262,12 +262,12 @@ def enable(timeout=None, guard_collectives=True, comm=None, patience=None,
     with _lock:
         if _job is not None:
             return _job.world
-        from . import _domain, _join
+        from . import _join
         joined = (_join.Joined(comm, "the Comm given to enable()")
                   if comm is not None else _joined_once(timeout))
         job = _new_job(joined.comm, guard_collectives, patience, graph_check,
                        run_patience)
-        job.domains.partition = _domain.check_env_partition(joined.comm.size)
+        job.domains.partition = _env.check_env_partition(joined.comm.size)
         job.compile_once = bool(compile_once)
         job.joined = joined
         if joined.comm.size > 1:
@@ -287,8 +287,7 @@ def enable_from_env():
     graph_check = _graph_policy(None)
     once = _env.switch("CCOL_TORCH_COMPILE_ONCE", False)
     _, size, _ = _env.launcher()
-    from . import _domain
-    partition = _domain.check_env_partition(size) if size > 1 else None
+    partition = _env.check_env_partition(size) if size > 1 else None
     _check_torch()  # compile_once's hook points at join: torch is mid-import
     global _job
     with _lock:

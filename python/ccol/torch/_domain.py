@@ -40,8 +40,8 @@ runtime collectives notice, as without ccol).
 import contextlib
 import threading
 
-from ._env import invalid
 from ._log import log
+from ._ranks import hash_members, ranks_text
 
 
 class Domain:
@@ -91,14 +91,6 @@ class Domain:
         return self.comm
 
 
-def ranks_text(members):
-    """'0, 1' or '0-7' for a run of ranks."""
-    m = list(members)
-    if len(m) > 2 and m == list(range(m[0], m[-1] + 1)):
-        return f"{m[0]}-{m[-1]}"
-    return ", ".join(map(str, m))
-
-
 def _form(job, d):
     world = job.world
     if len(d.members) == world.size:
@@ -120,49 +112,7 @@ def _sub_name(members):
         f"ccol.torch {len(members)} ranks {hash_members(members):016x}"
 
 
-def hash_members(members):
-    """FNV-1a over ranks (4 bytes each) or over bytes."""
-    h = 0xcbf29ce484222325
-    data = members if isinstance(members, bytes) else b"".join(
-        int(r).to_bytes(4, "little") for r in members)
-    for b in data:
-        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
-    return h
-
-
 # ---- naming a domain ----------------------------------------------------
-
-def parse_partition(text, size, var="CCOL_TORCH_DOMAINS"):
-    """'0,1;2,3' -> [(0, 1), (2, 3)]: every rank of a job of `size` in
-    exactly one part; an error naming the variable and what is wrong."""
-    parts, seen = [], {}
-    for i, part in enumerate(text.split(";")):
-        ranks = []
-        for tok in part.split(","):
-            tok = tok.strip()
-            if not tok.isdigit() or len(tok) > 8:
-                raise invalid(f"{var}={text[:200]!r}: part {i + 1} holds "
-                              f"{tok[:20]!r}, not a rank (use ranks "
-                              "separated by commas, parts by semicolons: "
-                              "0,1;2,3)")
-            r = int(tok)
-            if r >= size:
-                raise invalid(f"{var}={text[:200]!r}: rank {r} is not a "
-                              f"rank of this job of {size}")
-            if r in seen:
-                raise invalid(f"{var}={text[:200]!r}: rank {r} is in parts "
-                              f"{seen[r] + 1} and {i + 1} (each rank belongs "
-                              "to one domain)")
-            seen[r] = i
-            ranks.append(r)
-        parts.append(tuple(sorted(ranks)))
-    missing = [r for r in range(size) if r not in seen]
-    if missing:
-        raise invalid(f"{var}={text[:200]!r}: ranks {ranks_text(missing)} "
-                      "are in no part (every rank of the job belongs to "
-                      "one domain)")
-    return parts
-
 
 def group_ranks(group):
     """The job ranks of a torch process group."""
@@ -408,13 +358,3 @@ def explicit(job, ranks, group, mesh, dims, name):
     how = name or ("process group" if group is not None else
                    "device mesh" if mesh is not None else "domain")
     return job.domains.get(members, how)
-
-
-def check_env_partition(size):
-    """CCOL_TORCH_DOMAINS, parsed and checked against the job's size, or
-    None when unset."""
-    import os
-    text = os.environ.get("CCOL_TORCH_DOMAINS", "")
-    if text.strip() == "":
-        return None
-    return parse_partition(text, size)

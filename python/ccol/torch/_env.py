@@ -13,6 +13,7 @@ import re
 import ccol
 
 from ._errors import error
+from ._ranks import ranks_text
 
 # (rank variable, size variable, launcher) in libccol's order
 _SETS = (("RANK", "WORLD_SIZE", "torchrun"),
@@ -187,5 +188,47 @@ def check():
     library()
     _, size, _ = launcher()
     if size > 1:
-        from ._domain import check_env_partition
         check_env_partition(size)
+
+
+# ---- CCOL_TORCH_DOMAINS (_domain.py) ----------------------------------------
+
+def parse_partition(text, size, var="CCOL_TORCH_DOMAINS"):
+    """'0,1;2,3' -> [(0, 1), (2, 3)]: every rank of a job of `size` in
+    exactly one part; an error naming the variable and what is wrong."""
+    parts, seen = [], {}
+    for i, part in enumerate(text.split(";")):
+        ranks = []
+        for tok in part.split(","):
+            tok = tok.strip()
+            if not tok.isdigit() or len(tok) > 8:
+                raise invalid(f"{var}={text[:200]!r}: part {i + 1} holds "
+                              f"{tok[:20]!r}, not a rank (use ranks "
+                              "separated by commas, parts by semicolons: "
+                              "0,1;2,3)")
+            r = int(tok)
+            if r >= size:
+                raise invalid(f"{var}={text[:200]!r}: rank {r} is not a "
+                              f"rank of this job of {size}")
+            if r in seen:
+                raise invalid(f"{var}={text[:200]!r}: rank {r} is in parts "
+                              f"{seen[r] + 1} and {i + 1} (each rank belongs "
+                              "to one domain)")
+            seen[r] = i
+            ranks.append(r)
+        parts.append(tuple(sorted(ranks)))
+    missing = [r for r in range(size) if r not in seen]
+    if missing:
+        raise invalid(f"{var}={text[:200]!r}: ranks {ranks_text(missing)} "
+                      "are in no part (every rank of the job belongs to "
+                      "one domain)")
+    return parts
+
+
+def check_env_partition(size):
+    """CCOL_TORCH_DOMAINS, parsed and checked against the job's size, or
+    None when unset."""
+    text = os.environ.get("CCOL_TORCH_DOMAINS", "")
+    if text.strip() == "":
+        return None
+    return parse_partition(text, size)

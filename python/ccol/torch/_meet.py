@@ -15,7 +15,7 @@ reads the same list.
 import json
 import time
 
-from ._domain import hash_members, ranks_text
+from ._ranks import hash_members, ranks_text
 from ._errors import peer_error, timeout_error
 
 _MEET_POLL_S = 0.05

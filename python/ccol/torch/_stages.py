@@ -8,7 +8,7 @@ replicas).
 import json
 import time
 
-from ._domain import ranks_text
+from ._ranks import ranks_text
 from ._errors import peer_error, timeout_error
 from ._hooks import Hook
 from ._log import log
