@@ -92,7 +92,10 @@ def _guard(job, hit):
     if job.local:
         return hit
     job.run_thread = threading.get_ident()
-    site = call_site()
+    # the stack walk only when something reads the site: a guard
+    # collective, or a frame met alone (_domain.for_call)
+    site = call_site() if job.guard_collectives or job.domains.sites \
+        else None
     d = job.domains.for_call(site)  # the code called's (_domain.py)
     job.active = d
     d.calls += 1
