@@ -183,6 +183,18 @@ def ranks():
     return run_ranks
 
 
+def slow_case(*values):
+    """A parametrized case left to `make test-slow`."""
+    return pytest.param(*values, marks=pytest.mark.slow)
+
+
+def one_release_case(*values):
+    """A slow case that differs from a sibling only in ccol's own code (how
+    a domain is named, say): torch 2.14's run leaves it out."""
+    return pytest.param(*values, marks=[pytest.mark.slow,
+                                        pytest.mark.one_release])
+
+
 def ccol_tool():
     """The `ccol` command built from this tree."""
     here = os.path.dirname(os.path.abspath(__file__))

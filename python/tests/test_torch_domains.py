@@ -35,6 +35,7 @@ import time
 
 import pytest
 
+from conftest import one_release_case
 from test_torch_pipeline import baseline as pipeline_baseline
 from test_torch_pipeline import check_together as pipeline_check
 from test_torch_pipeline import run_four
@@ -120,14 +121,10 @@ def check_together(res, out, base, mode):
                    ("batches", "losses", "checksum"))
 
 
-def _slow(*values):
-    return pytest.param(*values, marks=pytest.mark.slow)
-
-
 # ---- 1. data x tensor parallel: one domain, the whole job -----------------
 
 @pytest.mark.timeout(TEST_TIMEOUT)
-@pytest.mark.parametrize("scope", ["env", _slow("scope")])
+@pytest.mark.parametrize("scope", ["env", one_release_case("scope")])
 def test_mesh_dp_tp_whole_job_compiles_together(tmp_path, scope):
     """A ("dp", "tp") mesh under CCOL_TORCH=1, bare (env) or with the
     compiled calls in ccol.torch.domain(mesh=mesh) (scope): one domain of

@@ -24,7 +24,7 @@ import subprocess
 
 import pytest
 
-from conftest import ccol_tool
+from conftest import ccol_tool, one_release_case, slow_case
 from test_torchrun import _JOINED, _SCALE, results, run_job, tail
 
 WORLD = 4
@@ -137,13 +137,9 @@ def check_together(res, out, base, groups=None,
     assert not problems, "\n".join(problems) + "\n--- output:\n" + tail(out)
 
 
-def _slow(*values):
-    return pytest.param(*values, marks=pytest.mark.slow)
-
-
 @pytest.mark.timeout(TEST_TIMEOUT)
-@pytest.mark.parametrize("mode", ["handwritten", _slow("gpipe"),
-                                  _slow("1f1b")])
+@pytest.mark.parametrize("mode", ["handwritten", slow_case("gpipe"),
+                                  slow_case("1f1b")])
 def test_pipeline_baseline_replicas_recompile_apart(tmp_path, mode):
     """Without ccol the job runs, and the replicas of each stage recompile
     at different steps: what ccol.torch's domains change."""
@@ -166,8 +162,9 @@ CCOL_CASES = {
 
 @pytest.mark.timeout(TEST_TIMEOUT)
 @pytest.mark.parametrize("case", [
-    "handwritten", _slow("handwritten-domains"), _slow("handwritten-scope"),
-    _slow("gpipe"), _slow("1f1b")])
+    "handwritten", one_release_case("handwritten-domains"),
+    one_release_case("handwritten-scope"), slow_case("gpipe"),
+    slow_case("1f1b")])
 def test_pipeline_ccol_stages_compile_together(tmp_path, case):
     """Under CCOL_TORCH=1 (the stages found from torch.distributed.
     pipelining, named by CCOL_TORCH_DOMAINS, or scoped with

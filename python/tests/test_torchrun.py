@@ -416,8 +416,11 @@ def check_failed_job(job, bad, world, kinds, max_elapsed):
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("case,kinds,max_elapsed", [
     ("stall", ("TimeoutError",), 5 + 8),
-    ("exit", ("PeerError", "TimeoutError"), 5 + 5),
-    ("sigkill", ("PeerError", "TimeoutError"), 5 + 5),
+    # an exit and a SIGKILL reach ccol alike on either torch release
+    pytest.param("exit", ("PeerError", "TimeoutError"), 5 + 5,
+                 marks=pytest.mark.one_release),
+    pytest.param("sigkill", ("PeerError", "TimeoutError"), 5 + 5,
+                 marks=pytest.mark.one_release),
     ("diverge", ("DivergedError",), 4),
 ])
 def test_failing_rank_is_named_on_every_survivor(tmp_path, case, kinds,
@@ -435,7 +438,10 @@ def test_failing_rank_is_named_on_every_survivor(tmp_path, case, kinds,
 # ---- 3. Ctrl-C on one rank -------------------------------------------------
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("where", ["join", "barrier", "compile"])
+# "compile" (in Dynamo) is the case torch 2.14 runs too
+@pytest.mark.parametrize("where", [
+    pytest.param("join", marks=pytest.mark.one_release),
+    pytest.param("barrier", marks=pytest.mark.one_release), "compile"])
 def test_ctrl_c_on_one_rank(tmp_path, where):
     """SIGINT to rank 1's worker while ranks 0 and 1 wait (rank 2 is late):
     rank 1 raises KeyboardInterrupt at once, rank 0 a ccol.PeerError naming
@@ -749,6 +755,7 @@ def test_two_hosts_in_network_namespaces(tmp_path):
 # ---- the benchmark --------------------------------------------------------
 
 @pytest.mark.slow
+@pytest.mark.one_release
 @pytest.mark.timeout(180)
 def test_bench_ddp_quick_prints_ratio_table():
     out = subprocess.run([PY, BENCH, "--quick"], capture_output=True,
