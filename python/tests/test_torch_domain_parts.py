@@ -124,6 +124,30 @@ def test_one_domain_per_set_of_ranks_keeps_its_first_name():
         doms.get(list(range(19)) + [20], "y").tag
 
 
+def test_the_frames_after_a_break_only_this_rank_made_compile_alone():
+    """After resumes_alone(f's code), Dynamo's resume frames of f (nested
+    ones too) in f's file compile in this rank's own domain, even inside a
+    scope; another function's resume frames and f itself do not."""
+    job = _Job(1, 4)
+    doms = job.domains
+    doms.partition = [(0, 1), (2, 3)]
+
+    def code(name, file="a.py"):
+        return compile("pass", file, "exec").replace(co_name=name)
+    doms.resumes_alone(code("f"))
+    for name in ("torch_dynamo_resume_in_f_at_5",
+                 "torch_dynamo_resume_in_torch_dynamo_resume_in_f_at_5_at_7"):
+        doms.push(doms.get((0, 1), "a scope"))
+        d = doms.for_compile(name, code(name))
+        doms.pop()
+        doms.end_compile()
+        assert d.members == (1,), (name, d.name)
+    for c in (code("f"), code("torch_dynamo_resume_in_g_at_5"),
+              code("torch_dynamo_resume_in_f_at_5", "b.py")):
+        assert doms.for_compile(c.co_name, c).members == (0, 1), c
+        doms.end_compile()
+
+
 # ---- messages name job ranks and both domains ------------------------------
 
 def _head(frame="f (a.py:1)", k=1, seq=1, at="RETURN_VALUE at line 3",

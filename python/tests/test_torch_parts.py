@@ -512,23 +512,27 @@ def test_a_survivor_of_a_ctrl_c_raises_at_once():
         str(job0.pending)
 
 
-def test_pairing_lets_ranks_return_from_different_lines_but_not_break():
+def test_pairing_lets_ranks_return_or_break_at_different_places():
+    """Returns from different lines pair as one place; a graph break on
+    some ranks only pairs too, and _apart names a rank that emitted the
+    graph elsewhere (job ranks through the domain's members); another
+    exchange number is still a divergence."""
     from ccol.torch import _compile
 
     def head(at):
         return {"frame": "f (a.py:1)", "compile": 1, "seq": 1, "at": at}
-    _compile.check_pairing([head("RETURN_VALUE at line 3"),
-                            head("RETURN_VALUE at line 5")])
-    with pytest.raises(ccol.DivergedError,
-                       match="rank 0 at CALL at line 2, rank 1 at "
-                             "RETURN_VALUE at line 5 .a rank-dependent graph "
-                             "break"):
-        _compile.check_pairing([head("CALL at line 2"),
-                                head("RETURN_VALUE at line 5")])
+    ret3, ret5, brk = (head("RETURN_VALUE at line 3"),
+                       head("RETURN_VALUE at line 5"), head("CALL at line 2"))
+    _compile.check_pairing([ret3, ret5])
+    _compile.check_pairing([brk, ret5])
+    assert _compile._apart(ret3, [(0, ret3), (1, ret5)], [4, 6]) is None
+    assert _compile._apart(ret3, [(0, brk), (1, ret5)], [4, 6]) == (
+        4, "CALL at line 2")
+    assert _compile._apart(brk, [(0, brk), (1, ret5)], None) == (
+        1, "RETURN_VALUE at line 5")
     with pytest.raises(ccol.DivergedError, match="rank 1 is at compile "
                                                  "exchange 2 while rank 0"):
-        _compile.check_pairing([head("CALL at line 2"),
-                                dict(head("CALL at line 2"), seq=2)])
+        _compile.check_pairing([brk, dict(brk, seq=2)])
 
 
 def test_own_interrupt_is_named_by_what_the_rank_was_doing():

@@ -179,7 +179,7 @@ def exchange(job, tx, local_state):
     job.world  # joins the job first (CCOL_TORCH=1), then traces
     code = tx.f_code
     frame = frame_name(code)
-    d = job.domains.for_compile(frame)  # whose ranks exchange (_domain.py)
+    d = job.domains.for_compile(frame, code)  # whose ranks (_domain.py)
     job.active = d
     comm = d.open(job)
     k = d.compiles.get(frame, 0) + 1
@@ -198,8 +198,8 @@ def exchange(job, tx, local_state):
     t0 = time.monotonic_ns()
     try:
         run = _gathered if job.exchange_mode == "gather" else _reduced
-        states, seen = run(comm, header, encode_state(local_state),
-                           d.members)
+        states, seen, apart = run(comm, header, encode_state(local_state),
+                                  d.members)
     except (ccol.Error, KeyboardInterrupt) as e:
         err = _live.explain(job, e)
         _trace.exchange(job, frame, k, sent0, recv0, t0, err)
@@ -214,6 +214,9 @@ def exchange(job, tx, local_state):
     _trace.exchange(job, frame, k, sent0, recv0, t0, None)
     _report(job, code, frame, k, (states, local_state, seen),
             time.monotonic_ns() - t0)
+    if apart is not None:  # the same on every rank of the domain
+        job.broke_apart = job.current
+        _broke_apart(job, code, frame, k, header["at"], apart)
     return states
 
 
@@ -234,9 +237,12 @@ def _reduced(comm, header, state, members):
     if res.diff is not None:
         got = [res.h0, res.diff["h"]]
         _pairing_error(got, [0, res.diff["rank"]], members)
+    apart = None
     if res.brk is not None:
-        _break_error([res.h0, res.brk["h"]], res.brk["rank"], members)
-    return res.states, {n: (res.seen[n], res.count[n]) for n in res.seen}
+        apart = _apart(header, [(0, res.h0), (res.brk["rank"],
+                                               res.brk["h"])], members)
+    return (res.states, {n: (res.seen[n], res.count[n]) for n in res.seen},
+            apart)
 
 
 def _gathered(comm, header, state, members):
@@ -247,7 +253,8 @@ def _gathered(comm, header, state, members):
     got = [_decode_rank(members[r], b) for r, b in enumerate(blobs)]
     check_pairing(got, members)
     states = [decode_state(g["state"], r) for r, g in enumerate(got)]
-    return states, _decisions.everyone(states)
+    return (states, _decisions.everyone(states),
+            _apart(header, list(enumerate(got)), members))
 
 
 def _report(job, code, frame, k, exchanged, ns):
@@ -296,29 +303,55 @@ def _key(g):
 def check_pairing(got, members=None):
     """Every rank sees the same headers, so every rank raises the same
     message when they differ. `members`: the job ranks of the domain's
-    ranks (the job's own when None)."""
+    ranks (the job's own when None). Ranks may emit the first graph at
+    different places (_apart)."""
     keys = [_key(g) for g in got]
     if any(k != keys[0] for k in keys):
         first = next(r for r, k in enumerate(keys) if k != keys[0])
         _pairing_error([got[0], got[first]], [0, first], members)
-    brk = [_break_point(g["at"]) for g in got]
-    first = next((r for r, b in enumerate(brk) if b != brk[0]), None)
-    if first is not None:
-        _break_error([got[0], got[first]], first, members)
 
 
-def _break_error(got, i, members=None):
-    """ccol.DivergedError, the same on every rank of a domain whose ranks
-    emit a frame's first graph at different places (a graph break on some
-    ranks only: a print or .item() under a rank test): what follows the
-    break would be compiled by some ranks only, which no exchange pairs."""
-    name = (lambda r: r) if members is None else (lambda r: members[r])
-    raise diverged_error(
-        f"torch.compile compiler collective: ranks emit the first graph of "
-        f"{got[0]['frame']} (compile {got[0]['compile']}) at different "
-        f"places: rank {name(0)} at {got[0]['at']}, rank {name(i)} at "
-        f"{got[1]['at']} (a rank-dependent graph break: put rank-dependent "
-        "code in ccol.torch.local())")
+def _apart(mine, heads, members):
+    """(job rank, place) of a rank that emitted the frame's first graph at
+    another place than this rank (`mine`: its header), of the domain's
+    ranks `heads` [(domain rank, header)]; None when all emitted it at the
+    same place."""
+    here = _break_point(mine["at"])
+    for i, h in heads:
+        if _break_point(h["at"]) != here:
+            return (members[i] if members is not None else i), h["at"]
+    return None
+
+
+_warned_apart = set()
+
+
+def _broke_apart(job, code, frame, k, at, other):
+    """The domain's ranks emitted the frame's first graph at different
+    places: a graph break on some ranks only (a print or .item() under a
+    rank test). The exchange still paired them (the same frame, compile and
+    inputs); what follows this rank's own break (its resume frames) is
+    compiled and run by this rank alone, as without ccol (_domain.py),
+    with a WARNING once per frame on each rank that broke."""
+    rank, other_at = other
+    if _break_point(at) == "return":
+        log.info("compile %d of %s: rank %d graph-breaks at %s, where this "
+                 "rank returns: what follows its break runs on it alone",
+                 k, frame, rank, other_at)
+        return
+    job.domains.resumes_alone(code)
+    if frame in _warned_apart:
+        return
+    _warned_apart.add(frame)
+    log.warning(
+        "ccol.torch: compile %d of %s: rank %d graph-breaks at %s, where "
+        "rank %d %s (a graph break on some ranks only: a print or .item() "
+        "under a rank test). The code after this rank's break compiles and "
+        "runs on this rank alone, without agreement. Put rank-dependent "
+        "code in ccol.torch.local() or out of the compiled function (this "
+        "warning is given once per frame)", k, frame, job.world.rank, at,
+        rank, "returns" if _break_point(other_at) == "return"
+        else f"graph-breaks at {other_at}")
 
 
 def _pairing_error(got, ranks, members=None):

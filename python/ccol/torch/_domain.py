@@ -11,6 +11,9 @@ rank. A job without domains is one domain, the whole job, as before.
 Which domain, at each compile, guard collective or agreement, on this
 thread (the first rule that applies):
 
+0. this rank alone, for the code after a graph break that only some ranks
+   of its domain made (a print or .item() under a rank test: Dynamo's
+   resume frames, resumes_alone), and for the calls of that code;
 1. the innermost ccol.torch.domain(...) scope (a list of ranks, a process
    group, or a device mesh with the dimensions to agree over);
 2. CCOL_TORCH_DOMAINS, a partition of the job's ranks ("0,1;2,3"): this
@@ -202,6 +205,8 @@ class Domains:
         self.latest = None      # the domain of this rank's latest compile
         self.sites = {}         # call site -> a frame's met domain, when
         #                         it is not the rank's (_met)
+        self.broke = set()      # (file, resume name prefix) of frames this
+        #                         rank graph-broke alone in (resumes_alone)
         self._tls = threading.local()
         self.lock = threading.Lock()
 
@@ -240,21 +245,52 @@ class Domains:
         return (self.partition is None and self.stages is None
                 and self.job.live is not None and self.job.world.size > 1)
 
-    def for_compile(self, frame):
-        """The domain of a compile of `frame` (_compile.exchange): the
-        current one, or under rule 4 the one this rank formed, else the
-        ranks that meet at this frame's first compile (kept for its
-        recompiles). A meeting of two or more ranks forms this rank's
-        domain for good; one where it is alone covers that frame only."""
+    def for_compile(self, frame, code=None):
+        """The domain of a compile of `frame` (_compile.exchange; `code` its
+        code object): this rank alone for the code after a graph break
+        only this rank made (resumes_alone), else the current one, or
+        under rule 4 the one this rank formed, else the ranks that meet at
+        this frame's first compile (kept for its recompiles). A meeting of
+        two or more ranks forms this rank's domain for good; one where it
+        is alone covers that frame only."""
+        if self.broke and self._resumes_alone(code):
+            return self._compiling(frame, self.frames.get(frame) or
+                                   self._alone(frame))
         s = self.stack()
         if s or not self.meets():
             return self.current()
         d = self.frames.get(frame) or self.default
         if d is None:
             d = self._met(frame)
+        return self._compiling(frame, d)
+
+    def _compiling(self, frame, d):
         self.frames[frame] = d
         self.latest = d
         self._tls.compiling = d  # until the compile ends (end_compile)
+        return d
+
+    def resumes_alone(self, code):
+        """This rank graph-broke in `code` where other ranks of its domain
+        did not (_compile._broke_apart): the frames Dynamo makes to resume
+        after its breaks (named torch_dynamo_resume_in_<name>_at_<line>,
+        nested ones too) compile and run on this rank alone."""
+        self.broke.add((code.co_filename,
+                        f"torch_dynamo_resume_in_{code.co_name}_at_"))
+
+    def _resumes_alone(self, code):
+        name = getattr(code, "co_name", "")
+        return "torch_dynamo_resume_in_" in name and any(
+            code.co_filename == f and p in name for f, p in self.broke)
+
+    def _alone(self, frame):
+        """This rank's own domain for `frame`, and for the calls of its
+        compiled code from where this compile was called (for_call)."""
+        d = self.get((self.job.world.rank,), "this rank alone")
+        from ._guard import call_site
+        self.sites[call_site()] = d
+        log.info("ccol.torch: %s compiles on this rank alone (it follows "
+                 "a graph break the other ranks did not make)", frame)
         return d
 
     def end_compile(self):

@@ -69,6 +69,8 @@ class Job:
         self.trace_open = None    # its open event, until the first other
         self.current = None       # (frame, index) of the compile in progress
         self.recompile_reason = None  # why the next compile recompiles
+        self.broke_apart = None   # (frame, index) of the latest compile
+        #                           whose ranks broke apart (_compile.py)
         self.lockstep_miss = None  # ranks that missed when this one hit
         self.alone_compile = False  # the next compile is a call of this
         #                             rank alone (_guard.py): no agreement

@@ -16,7 +16,9 @@ CASE (rank R, 1 by default, is the odd one):
              `with ccol.torch.local():`
   local_out  the same evaluation, not inside local()
   rank_break the compiled function has `if RANK == 0: print(...)` (a graph
-             break on rank 0 only); run with CCOL_TORCH_GUARDS=0
+             break on rank 0 only), on 8 + step rows (a recompile, dynamic
+             in the rows, at step 1)
+  rank_item  the same with `.item()` in place of the print
   rank_graph the compiled function computes sin on rank R, cos on the
              others (one graph, different on R); run with
              CCOL_TORCH_GRAPH_CHECK=error
@@ -43,11 +45,17 @@ def other(x):
     return (x - 1).abs().sum(dim=1)
 
 
-def breaks_on_rank0(x):
+SEEN = {}
+
+
+def breaks_on_rank0(x, item):
     y = x * 2 + 1
     if c.RANK == 0:
-        print("rank 0 prints inside the compiled function", flush=True)
-    return y.relu().sum()
+        if item:
+            SEEN["sum"] = y.sum().item()
+        else:
+            print("rank 0 prints inside the compiled function", flush=True)
+    return y.relu().sum() * 0.5
 
 
 def sin_on_bad_rank(x, bad):
@@ -85,6 +93,7 @@ def main():
     rank_break = torch.compile(breaks_on_rank0, backend=be)
     rank_graph = torch.compile(sin_on_bad_rank, backend=be)
     started = None
+    values = []  # what rank_break returned, per step
     try:
         for s in range(args.steps):
             x = torch.randn(8, 16)
@@ -100,8 +109,10 @@ def main():
                     c.emit("MARK", what="sigkill")
                     os.kill(os.getpid(), signal.SIGKILL)
             started = time.monotonic()
-            if args.case == "rank_break":
-                rank_break(x)
+            if args.case in ("rank_break", "rank_item"):
+                x = torch.randn(8 + s, 16,
+                                generator=torch.Generator().manual_seed(s))
+                values.append(float(rank_break(x, args.case == "rank_item")))
             elif args.case == "rank_graph":
                 rank_graph(x, bad)
             elif args.case == "diverge" and s == 1 and bad:
@@ -121,7 +132,7 @@ def main():
                         step(torch.randn(5, 16))
                 model.train()
             started = None
-        c.emit("RESULT", case=args.case, graphs=be.graphs,
+        c.emit("RESULT", case=args.case, graphs=be.graphs, values=values,
                unique_graphs=c.unique_graphs(), **c.ccol_state())
     except BaseException as e:
         c.report_error(e, started)
