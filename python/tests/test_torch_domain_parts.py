@@ -15,7 +15,8 @@ import pytest
 
 import ccol
 from conftest import MemStore as _Store
-from ccol.torch import _agree, _compile, _domain, _env, _guard, _live, _meet
+from ccol.torch import (_agree, _compile, _domain, _env, _guard, _live, _meet,
+                        _modules)
 
 
 # ---- naming a domain --------------------------------------------------------
@@ -42,11 +43,16 @@ def test_a_bad_partition_is_refused_naming_the_problem(text, says):
 class _Mesh:
     """What a DeviceMesh offers: its rank tensor, names and coordinate."""
 
-    def __init__(self, shape, names, rank):
+    def __init__(self, shape, names, rank, root=None):
+        import math
         import torch
-        self.mesh = torch.arange(shape[0] * shape[1]).reshape(shape)
+        self.mesh = torch.arange(math.prod(shape)).reshape(shape)
         self.mesh_dim_names = names
         self.rank = rank
+        self.root = root
+
+    def _get_root_mesh(self):
+        return self.root or self
 
     def get_coordinate(self):
         idx = (self.mesh == self.rank).nonzero()
@@ -138,14 +144,71 @@ def test_the_frames_after_a_break_only_this_rank_made_compile_alone():
     for name in ("torch_dynamo_resume_in_f_at_5",
                  "torch_dynamo_resume_in_torch_dynamo_resume_in_f_at_5_at_7"):
         doms.push(doms.get((0, 1), "a scope"))
-        d = doms.for_compile(name, code(name))
+        d = doms.for_compile(f"{name} (a.py:1)", code(name))
         doms.pop()
         doms.end_compile()
         assert d.members == (1,), (name, d.name)
     for c in (code("f"), code("torch_dynamo_resume_in_g_at_5"),
               code("torch_dynamo_resume_in_f_at_5", "b.py")):
-        assert doms.for_compile(c.co_name, c).members == (0, 1), c
+        frame = f"{c.co_name} ({c.co_filename}:1)"
+        assert doms.for_compile(frame, c).members == (0, 1), c
         doms.end_compile()
+
+
+# ---- modules name their domains -------------------------------------------
+
+def test_a_mesh_stands_for_its_root_over_all_but_the_pipeline_dimension():
+    """A DTensor's mesh (here the tp sub-mesh of a pp x dp x tp root) names
+    the ranks of this rank's stage: every dimension of the root mesh but
+    the one named pp."""
+    pytest.importorskip("torch")
+    root = _Mesh((2, 2, 2), ("pp", "dp", "tp"), rank=5)
+    tp = _Mesh((2,), ("tp",), rank=5, root=root)
+    assert _modules.mesh_set(tp) == ((4, 5, 6, 7), "device mesh dp x tp")
+    flat = _Mesh((2, 2), ("dp", "tp"), rank=1)
+    assert _modules.mesh_set(flat) == ((0, 1, 2, 3), "device mesh dp x tp")
+
+
+def test_groups_name_the_largest_when_it_holds_the_others_else_nothing():
+    dp, tp, both = ((0, 2), "DDP's process group"), ((0, 1), "mesh tp"), \
+        ((0, 1, 2, 3), "device mesh dp x tp")
+    assert _modules._largest([dp, both]) == both
+    assert _modules._largest([dp]) == dp
+    assert _modules._largest([dp, tp]) is None
+    assert _modules._largest([]) is None
+
+
+def test_a_frames_modules_are_its_module_locals_self_first():
+    torch = pytest.importorskip("torch")
+    a, b = torch.nn.Linear(2, 2), torch.nn.ReLU()
+    assert _modules.frame_modules({"x": 1, "fn": b, "self": a, "m": b}) == \
+        (a, b)
+    assert _modules.frame_modules(None) == ()
+
+
+def test_a_registered_module_names_its_frames_domain_kept_for_recompiles():
+    """domain(...)(module) registers it: a frame whose locals hold it (or
+    a wrapper of it) compiles in that domain, before CCOL_TORCH_DOMAINS;
+    a frame without it keeps the partition's; the recompile keeps it."""
+    torch = pytest.importorskip("torch")
+    job = _Job(2, 4)
+    doms = job.domains
+    doms.partition = [(0, 1), (2, 3)]
+    model = torch.nn.Linear(2, 2)
+    d = doms.get((0, 1, 2, 3), "the model's")
+    doms.modules.register(model, d)
+    wrapper = type("W", (torch.nn.Module,), {})()
+    wrapper.module = model
+    assert doms.for_compile("f (a.py:1)", None, {"fn": wrapper}) is d
+    doms.end_compile()
+    assert doms.for_compile("f (a.py:1)", None, {}) is d
+    doms.end_compile()
+    assert doms.for_compile("g (a.py:9)", None, {"x": 1}).members == (2, 3)
+    doms.end_compile()
+    del model, wrapper
+    import gc
+    gc.collect()
+    assert not doms.modules  # held weakly
 
 
 # ---- messages name job ranks and both domains ------------------------------

@@ -35,7 +35,7 @@ import time
 
 import pytest
 
-from conftest import one_release_case
+from conftest import one_release_case, slow_case
 from test_torch_pipeline import baseline as pipeline_baseline
 from test_torch_pipeline import check_together as pipeline_check
 from test_torch_pipeline import run_four
@@ -56,9 +56,9 @@ def run_domains(tmp_path, mode, args=(), **env):
     return run_four(tmp_path, "domains.py", mode, args, **env)
 
 
-def baseline(tmp_path, mode):
-    """The job without ccol, run once per mode."""
-    return pipeline_baseline(tmp_path, mode, "domains.py")
+def baseline(tmp_path, mode, args=()):
+    """The job without ccol, run once per mode and arguments."""
+    return pipeline_baseline(tmp_path, mode, "domains.py", args)
 
 
 def formed(out):
@@ -163,7 +163,40 @@ def test_mesh_pp_dp_stage_domains_compile_together(tmp_path):
         + tail(out))
 
 
-# ---- 3. a domain member that dies, stops or diverges ----------------------
+# ---- 3. the domain named by the module the frame runs --------------------
+
+_NAMED = re.compile(r"\[rank(\d)\]:.*ccol\.torch: \S+ \(.*\) compiles in "
+                    r"domain (.+?) \(ranks ([\d, -]+)\)$", re.M)
+
+
+@pytest.mark.timeout(TEST_TIMEOUT)
+@pytest.mark.parametrize("mode,wrap,how", [
+    ("pp", "ddp", "DDP's process group"),
+    slow_case("pp", "fsdp", "device mesh dp"),
+    slow_case("mesh", "dtensor", "device mesh dp x tp"),
+    one_release_case("pp", "module", "process group"),
+])
+def test_the_module_names_the_domain(tmp_path, mode, wrap, how):
+    """Under CCOL_TORCH=1 with nothing else said, the module each compiled
+    frame runs names its domain: DDP's process group (each stage's dp
+    group), FSDP2's mesh and tensor parallelism's DTensor mesh (the root
+    mesh over every dimension but pp), or ccol.torch.domain(group=...)(
+    model). Every rank says so, the replicas compile together and the
+    numbers are those of the same job without ccol."""
+    args = ["--wrap", wrap]
+    base, _ = baseline(tmp_path, mode, args)
+    check_apart(base)
+    res, out = run_domains(tmp_path, mode, args, CCOL_TORCH=1)
+    check_together(res, out, base, mode)
+    named = {(int(r), h, m) for r, h, m in _NAMED.findall(out)}
+    want = {(r, how, ", ".join(map(str, ranks)) if len(ranks) < 4
+             else "0-3")
+            for ranks, _ in replicas(res, mode) for r in ranks}
+    assert named == want, (f"named {sorted(named)}, want {sorted(want)}; "
+                           "output:\n" + tail(out))
+
+
+# ---- 4. a domain member that dies, stops or diverges ----------------------
 
 def run_fault(tmp_path, kind, **env):
     """The pp job with CCOL_TORCH_DOMAINS="0,1;2,3" where rank 1 fails

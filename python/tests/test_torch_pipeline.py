@@ -31,8 +31,8 @@ WORLD = 4
 DEADLINE = 60 * _SCALE          # one job; measured 12-14 s
 TEST_TIMEOUT = int(2 * DEADLINE + 30)  # a ccol job and its baseline
 
-_BASELINES = {}  # (script, mode) -> (results, output) of the job without
-#                 ccol
+_BASELINES = {}  # (script, mode, args) -> (results, output) of the job
+#                 without ccol
 
 
 def run_four(tmp_path, script, mode, args=(), **env):
@@ -48,12 +48,13 @@ def run_pipeline(tmp_path, mode, args=(), **env):
     return run_four(tmp_path, "pipeline.py", mode, args, **env)
 
 
-def baseline(tmp_path, mode, script="pipeline.py"):
-    """The job without ccol (no CCOL_ variable), run once per script and
-    mode."""
-    if (script, mode) not in _BASELINES:
-        _BASELINES[script, mode] = run_four(tmp_path, script, mode)
-    return _BASELINES[script, mode]
+def baseline(tmp_path, mode, script="pipeline.py", args=()):
+    """The job without ccol (no CCOL_ variable), run once per script, mode
+    and arguments."""
+    key = (script, mode, tuple(args))
+    if key not in _BASELINES:
+        _BASELINES[key] = run_four(tmp_path, script, mode, args)
+    return _BASELINES[key]
 
 
 def stages(res):

@@ -404,24 +404,50 @@ def disable():
             job._comm.set_watch(None)
 
 
-@contextlib.contextmanager
 def domain(ranks=None, *, group=None, mesh=None, dims=None, name=None):
-    """A scope whose compiles, guard collectives and agreements run among
-    the ranks named (a domain, docs/torch.md): `ranks` (job ranks), a torch
-    process `group`, or a DeviceMesh `mesh` with the `dims` to agree over
-    (names or indexes; default every dimension). Only those ranks take
-    part; ranks outside never wait for them. This rank must be one of them;
-    a nested scope names a subset of the enclosing one. Does nothing when
-    ccol.torch is not enabled or the job has one rank, so a script may use
-    it either way; usable as a decorator too."""
+    """The domain of some code (docs/torch.md): its compiles, guard
+    collectives and agreements run among the ranks named, `ranks` (job
+    ranks), a torch process `group`, or a DeviceMesh `mesh` with the
+    `dims` to agree over (names or indexes; default every dimension). Only
+    those ranks take part; ranks outside never wait for them. This rank
+    must be one of them.
+
+    Use it as a scope (`with ccol.torch.domain(...):`, a nested scope
+    names a subset of the enclosing one), as a decorator of a function,
+    or on a module, `ccol.torch.domain(...)(module)`, which returns the
+    module: every frame that runs it compiles in that domain. Does nothing
+    when ccol.torch is not enabled, so a script may use it either way."""
     job = _job
     if job is None:
-        yield
-        return
+        return _Scope(None, None)
     from . import _domain
-    d = _domain.explicit(job, ranks, group, mesh, dims, name)
-    with _domain.scope(job, d):
-        yield
+    return _Scope(job, _domain.explicit(job, ranks, group, mesh, dims, name))
+
+
+class _Scope(contextlib.ContextDecorator):
+    """What domain() returns: a scope, a decorator, or, called on a
+    module, the module's domain."""
+
+    def __init__(self, job, d):
+        self._job, self._d = job, d
+
+    def __enter__(self):
+        if self._d is not None:
+            self._job.domains.push(self._d)
+        return self._d
+
+    def __exit__(self, *exc):
+        if self._d is not None:
+            self._job.domains.pop()
+        return False
+
+    def __call__(self, obj):
+        import torch
+        if isinstance(obj, torch.nn.Module):
+            if self._d is not None:
+                self._job.domains.modules.register(obj, self._d)
+            return obj
+        return super().__call__(obj)
 
 
 @contextlib.contextmanager

@@ -179,7 +179,8 @@ def exchange(job, tx, local_state):
     job.world  # joins the job first (CCOL_TORCH=1), then traces
     code = tx.f_code
     frame = frame_name(code)
-    d = job.domains.for_compile(frame, code)  # whose ranks (_domain.py)
+    # whose ranks exchange (_domain.py)
+    d = job.domains.for_compile(frame, code, getattr(tx, "f_locals", None))
     job.active = d
     comm = d.open(job)
     k = d.compiles.get(frame, 0) + 1

@@ -16,22 +16,33 @@ thread (the first rule that applies):
    resume frames, resumes_alone), and for the calls of that code;
 1. the innermost ccol.torch.domain(...) scope (a list of ranks, a process
    group, or a device mesh with the dimensions to agree over);
-2. CCOL_TORCH_DOMAINS, a partition of the job's ranks ("0,1;2,3"): this
+2. the domain given to a module the frame runs with
+   ccol.torch.domain(...)(module) (_modules.py);
+3. CCOL_TORCH_DOMAINS, a partition of the job's ranks ("0,1;2,3"): this
    rank's part, for every compile of an unmodified script;
-3. the pipeline stages this rank holds (torch.distributed.pipelining): the
+4. the pipeline stages this rank holds (torch.distributed.pipelining): the
    ranks that hold the same stages (a stage's data- and tensor-parallel
    replicas). Each rank publishes its stages in the job's store when it
    builds them, before it can wait for anyone, so a rank's first compile
    reads its replicas without waiting for another stage (_stages.py);
-4. the ranks that meet at this rank's first compile (_meet.py), when the
+5. what torch's wrappers of a module the frame runs name (_modules.py):
+   DDP's process group, the device mesh of its DTensor parameters (FSDP2,
+   tensor parallel) over every dimension but the pipeline one; like a
+   meeting of two or more ranks, the first such domain is the rank's;
+6. the ranks that meet at this rank's first compile (_meet.py), when the
    job was joined through a store: a meeting of two or more ranks is the
    rank's domain from then on; a rank meeting alone compiles that frame
    alone and meets again at its next new frame;
-5. the whole job (joined without a store).
+7. the whole job (joined without a store).
+
+Rules 2, 5 and 6 are kept per frame: its recompiles run in the domain of
+its first compile. The calls of a frame's compiled code from where it was
+first called run in its domain too (their guard collectives).
 
 Guarantees: the members of a domain compute it alike (the same scope in
-the same code, the same variable, the same published stages, the same
-closed meeting); a
+the same code, the same registration, the same variable, the same
+published stages, the same process group or mesh, the same closed
+meeting); a
 domain's agreements pair by a sequence of that domain alone, so ranks of
 other domains never take part in them, and a pairing across domains made by
 mistake (the same frame reached under different domains) is a
@@ -40,7 +51,6 @@ to the domain's survivors; ranks of other domains are not told (their own
 runtime collectives notice, as without ccol).
 """
 
-import contextlib
 import threading
 
 from ._log import log
@@ -207,6 +217,8 @@ class Domains:
         #                         it is not the rank's (_met)
         self.broke = set()      # (file, resume name prefix) of frames this
         #                         rank graph-broke alone in (resumes_alone)
+        from ._modules import Registry
+        self.modules = Registry()  # module -> Domain (domain(...)(module))
         self._tls = threading.local()
         self.lock = threading.Lock()
 
@@ -240,29 +252,57 @@ class Domains:
 
     def meets(self):
         """True when a rank's domain is formed at its first compiles by
-        the ranks that meet there (rule 4: nothing names it, and the job
+        the ranks that meet there (rule 6: nothing names it, and the job
         was joined through a store, with heartbeats)."""
         return (self.partition is None and self.stages is None
                 and self.job.live is not None and self.job.world.size > 1)
 
-    def for_compile(self, frame, code=None):
+    def for_compile(self, frame, code=None, f_locals=None):
         """The domain of a compile of `frame` (_compile.exchange; `code` its
-        code object): this rank alone for the code after a graph break
-        only this rank made (resumes_alone), else the current one, or
-        under rule 4 the one this rank formed, else the ranks that meet at
-        this frame's first compile (kept for its recompiles). A meeting of
-        two or more ranks forms this rank's domain for good; one where it
-        is alone covers that frame only."""
+        code object, `f_locals` its locals at the compile), by the rules
+        above: kept for the frame's recompiles where a module or a meeting
+        named it. A meeting of two or more ranks forms this rank's domain
+        for good; one where it is alone covers that frame only."""
         if self.broke and self._resumes_alone(code):
             return self._compiling(frame, self.frames.get(frame) or
                                    self._alone(frame))
         s = self.stack()
-        if s or not self.meets():
+        if s:
+            return self.current()
+        d = self.frames.get(frame)
+        if d is None and f_locals:
+            from ._modules import frame_modules
+            modules = frame_modules(f_locals)
+            d = self._of_modules(frame, modules) if modules else None
+        if d is not None:
+            return self._compiling(frame, d)
+        if not self.meets():
             return self.current()
         d = self.frames.get(frame) or self.default
         if d is None:
             d = self._met(frame)
         return self._compiling(frame, d)
+
+    def _of_modules(self, frame, modules):
+        """The domain a frame's modules name (_modules.py): one registered
+        with domain(...)(module) (rule 2), else, unless CCOL_TORCH_DOMAINS
+        or pipeline stages name this rank's (rules 3 and 4), the group or
+        mesh torch's wrappers of them use (rule 5); None when none does."""
+        d = self.modules.lookup(modules) if self.modules else None
+        if d is None and self.partition is None and self.stages is None:
+            from ._modules import torch_members
+            got = torch_members(modules)
+            if got is not None:
+                d = self.get(*got)
+        if d is None:
+            return None
+        if self.meets() and self.default is None and len(d.members) > 1:
+            self.default = d  # this rank's domain, as a meeting's would be
+        if d is not self.default:
+            from ._guard import call_site
+            self.sites[call_site()] = d  # its calls' guard collectives
+        log.info("ccol.torch: %s compiles in domain %s", frame, d.name)
+        return d
 
     def _compiling(self, frame, d):
         self.frames[frame] = d
@@ -372,16 +412,6 @@ class Domains:
         for d in domains:
             if d.comm is not None and d.comm is not world:
                 d.comm.close()
-
-
-@contextlib.contextmanager
-def scope(job, d):
-    doms = job.domains
-    doms.push(d)
-    try:
-        yield d
-    finally:
-        doms.pop()
 
 
 def explicit(job, ranks, group, mesh, dims, name):

@@ -1,5 +1,5 @@
 """Meeting at a first compile: how a rank's domain is formed when nothing
-names it (rule 4 of _domain.py).
+names it (rule 6 of _domain.py).
 
 A rank arriving at its first compile of a frame registers in the job's
 store under the frame's meeting; the meeting closes once every other rank

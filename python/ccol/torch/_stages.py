@@ -1,4 +1,4 @@
-"""Pipeline stages as domains (rule 3 of _domain.py): a rank that builds a
+"""Pipeline stages as domains (rule 4 of _domain.py): a rank that builds a
 torch.distributed.pipelining stage publishes the stage indexes it holds in
 the job's store, before it can wait for anyone; its domain is the ranks
 that hold the same stages (the stage's data- and tensor-parallel

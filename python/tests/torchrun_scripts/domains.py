@@ -1,7 +1,7 @@
 """Device meshes as domains, and a domain member that fails; 4 ranks.
 
     [CCOL_TORCH=1] torchrun --nproc_per_node 4 domains.py
-        [--mode mesh|pp] [--scope] [--steps K]
+        [--mode mesh|pp] [--scope] [--wrap W] [--steps K]
         [--fail none|kill|stop|other --fail-rank R --fail-step S]
 
 --mode mesh: one stage, data-parallel x tensor-parallel over
@@ -21,6 +21,17 @@ activations from rank r to rank r + 2 with dist.send/recv, stage 1
 (Linear and a mean-square loss) sends their gradients back; each stage
 averages its gradients over its dp group. --scope wraps the compiled
 calls in ccol.torch.domain(mesh=mesh, dims="dp"): each stage's replicas.
+
+--wrap names how torch holds the model, so that ccol.torch finds the
+domain from the module the compiled frame runs:
+  dtensor (mesh) a model of the full width, tensor-parallel through
+         torch.distributed.tensor.parallel (ColwiseParallel then
+         RowwiseParallel over the tp sub-mesh): DTensor parameters
+  ddp    (pp) the stage wrapped in DistributedDataParallel over its dp
+         group (DDP averages the gradients)
+  fsdp   (pp) the stage under FSDP2's fully_shard over the dp sub-mesh
+  module (pp) the stage given its dp group with
+         ccol.torch.domain(group=dp_group)(model)
 
 In both modes the dp replicas' batch sizes change at different steps
 (replica 0 at step 2, replica 1 at step 3), so without ccol the replicas
@@ -96,6 +107,18 @@ def _classes():
         def forward(self, x):
             return self.b(torch.relu(self.a(x)))
 
+    class Full(torch.nn.Module):
+        """TpShard's model at full width (what --wrap dtensor shards)."""
+
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(100)
+            self.a = torch.nn.Linear(D_IN, D_HIDDEN)
+            self.b = torch.nn.Linear(D_HIDDEN, D_OUT, bias=False)
+
+        def forward(self, x):
+            return self.b(torch.relu(self.a(x)))
+
     class Stage0(torch.nn.Module):
         """Linear + ReLU."""
 
@@ -132,7 +155,7 @@ def _classes():
         @staticmethod
         def backward(ctx, grad):
             return grad, None
-    return TpShard, Stage0, Stage1Loss, TpSum
+    return TpShard, Stage0, Stage1Loss, TpSum, Full
 
 
 class Counter:
@@ -183,16 +206,38 @@ class Fault:
                 else signal.SIGSTOP)
 
 
+def _local(t):
+    """A DTensor's local shard; a tensor itself."""
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
 def average_grads(dist, params, group):
     """Averages the gradients over a group of two."""
     for p in params:
-        dist.all_reduce(p.grad, group=group)
-        p.grad.div_(2)
+        g = _local(p.grad)
+        dist.all_reduce(g, group=group)
+        g.div_(2)
 
 
 def checksum(model):
-    """The sum of all parameter values (float64), for bit-identity."""
-    return float(sum(p.detach().double().sum() for p in model.parameters()))
+    """The sum of all parameter values (float64, whole parameters), for
+    bit-identity."""
+    return float(sum((p.full_tensor() if hasattr(p, "full_tensor") else p)
+                     .detach().double().sum() for p in model.parameters()))
+
+
+def wrap_stage(args, ctx, model, dp_group):
+    """The stage as --wrap holds it (pp mode)."""
+    if args.wrap == "ddp":
+        from torch.nn.parallel import DistributedDataParallel
+        return DistributedDataParallel(model, process_group=dp_group)
+    if args.wrap == "fsdp":
+        from torch.distributed.fsdp import fully_shard
+        fully_shard(model, mesh=ctx["mesh"]["dp"])
+    elif args.wrap == "module":
+        import ccol.torch
+        ccol.torch.domain(group=dp_group)(model)
+    return model
 
 
 def run_mesh(args, ctx):
@@ -200,8 +245,14 @@ def run_mesh(args, ctx):
     torch, dist, mesh = ctx["torch"], ctx["dist"], ctx["mesh"]
     dp, tp = mesh.get_coordinate()
     tp_group, dp_group = mesh.get_group("tp"), mesh.get_group("dp")
-    TpShard, _, _, TpSum = _classes()
-    model = TpShard(tp, mesh.size(1))
+    TpShard, _, _, TpSum, Full = _classes()
+    if args.wrap == "dtensor":
+        from torch.distributed.tensor.parallel import (
+            ColwiseParallel, RowwiseParallel, parallelize_module)
+        model = parallelize_module(Full(), mesh["tp"], {
+            "a": ColwiseParallel(), "b": RowwiseParallel()})
+    else:
+        model = TpShard(tp, mesh.size(1))
     compiled = torch.compile(model, backend=ctx["backend"])
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     torch.manual_seed(1000 + dp)  # both tp ranks of a replica draw alike
@@ -211,8 +262,10 @@ def run_mesh(args, ctx):
         x, target = torch.randn(n, D_IN), torch.randn(n, D_OUT)
         ctx["fault"].at_step(s, x)
         with ctx["scope"]():
-            partial = compiled(x)
-        loss = mse(TpSum.apply(partial, tp_group), target)
+            out = compiled(x)
+        if args.wrap != "dtensor":  # sum the tp ranks' partial outputs
+            out = TpSum.apply(out, tp_group)
+        loss = mse(out, target)
         loss.backward()
         losses.append(float(loss.detach()))
         average_grads(dist, list(model.parameters()), dp_group)
@@ -228,8 +281,9 @@ def run_pp(args, ctx):
     stage, replica = mesh.get_coordinate()
     rank = dist.get_rank()
     dp_group = mesh.get_group("dp")
-    _, Stage0, Stage1Loss, _ = _classes()
-    model = Stage0() if stage == 0 else Stage1Loss()
+    _, Stage0, Stage1Loss, _, _ = _classes()
+    model = wrap_stage(args, ctx, Stage0() if stage == 0 else Stage1Loss(),
+                       dp_group)
     compiled = torch.compile(model, backend=ctx["backend"])
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     torch.manual_seed(1000 + replica)  # the same draws on every run
@@ -259,7 +313,8 @@ def run_pp(args, ctx):
             loss.backward()
             dist.send(act.grad.contiguous(), dst=rank - 2)
             losses.append(float(loss.detach()))
-        average_grads(dist, list(model.parameters()), dp_group)
+        if args.wrap not in ("ddp", "fsdp"):  # those average themselves
+            average_grads(dist, list(model.parameters()), dp_group)
         opt.step()
         opt.zero_grad()
         ctx["counter"].step_done(s)
@@ -284,6 +339,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mode", default="mesh", choices=("mesh", "pp"))
     ap.add_argument("--scope", action="store_true")
+    ap.add_argument("--wrap", default="none",
+                    choices=("none", "dtensor", "ddp", "fsdp", "module"))
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--fail", default="none",
                     choices=("none", "kill", "stop", "other"))
