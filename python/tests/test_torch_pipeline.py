@@ -20,12 +20,15 @@ deadline is 60 s (times CCOL_TEST_TIMEOUT_MULT), and all but one case of
 each kind are left to `make test-slow`.
 """
 
+import re
 import subprocess
 
 import pytest
 
 from conftest import ccol_tool, one_release_case, slow_case
 from test_torchrun import _JOINED, _SCALE, results, run_job, tail
+
+torch = pytest.importorskip("torch")
 
 WORLD = 4
 DEADLINE = 60 * _SCALE          # one job; measured 12-14 s
@@ -181,6 +184,45 @@ def test_pipeline_ccol_stages_compile_together(tmp_path, case):
     check_together(res, out, base)
     check_domains(out, DOMAIN_NAMES[case])
     check_report(trace)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(TEST_TIMEOUT)
+def test_compile_once_per_domain_one_inductor_compile_per_stage_graph(
+        tmp_path):
+    """The hand-written pipeline on Inductor, each rank with its own cold
+    cache, under CCOL_TORCH=1 with compile once: in each stage's domain
+    every graph is compiled by one replica and loaded by the other
+    (torch's counters: per stage, as many FX compiles as one rank needs,
+    so stages x graphs in the job), and the numbers are those of the same
+    job without ccol, bit for bit.
+
+    A graph whose torch cache key differs between the replicas is
+    compiled by both, each named in a WARNING: none on torch 2.13; torch
+    2.14 puts a rank's own size hint in the key of stage 1's dynamic graph
+    (a SymInt input's hint), so that graph is compiled twice there."""
+    args = ["--backend", "inductor"]
+    base, _ = baseline(tmp_path, "handwritten", args=args)
+    res, out = run_pipeline(tmp_path, "handwritten", args, CCOL_TORCH=1,
+                            CCOL_TORCH_COMPILE_ONCE=1,
+                            ONCE_CACHE_ROOT=tmp_path / "caches")
+    check_layout(res)
+    check_together(res, out, base)
+    named = re.findall(r"\[rank(\d)\]:.*compile_once: .* have another "
+                       r"cache key than rank", out)
+    for st, a, b in stages(res):
+        graphs = len(a["compile_steps"])   # each a forward and a backward
+        fx = [x["caches"]["fx_miss"] for x in (a, b)]
+        once = [x["ccol"]["once"] for x in (a, b)]
+        div = once[0]["divergent"]
+        assert once[1]["divergent"] == div and all(
+            o["fallbacks"] == 0 for o in once), (st, once)
+        assert sum(fx) == 2 * (graphs + div), (st, fx, once)
+        assert sum(o["compiled"] for o in once) == graphs + div, (st, once)
+        assert sum(o["loaded"] for o in once) == graphs - div, (st, once)
+        assert sorted(named).count(str(a["rank"])) == div, (st, named)
+        if torch.__version__.startswith("2.13"):
+            assert div == 0, (st, once)
 
 
 def check_report(trace):

@@ -23,6 +23,7 @@ gather keeps upstream's shape, an all-gather of every rank's state, for
 comparison.
 """
 
+import contextlib
 import json
 import threading
 import time
@@ -141,7 +142,8 @@ def _compile_wrapper(job, upstream):
         if alone:  # a call only this rank makes (_guard.py): no agreement
             job.enter_local()
         try:
-            result = upstream(code, *args, **kwargs)
+            with _backward_with_forward(job):
+                result = upstream(code, *args, **kwargs)
         except BaseException as e:
             if job.once is not None:
                 from . import _once
@@ -163,6 +165,16 @@ def _compile_wrapper(job, upstream):
         _trace.compile_end(job, True, None)
         return result
     return _compile
+
+
+def _backward_with_forward(job):
+    """compile_once's context around one compile (_once.py), else none:
+    from the first compile on, which may join the job (and install
+    compile_once) only once it has begun."""
+    if not job.compile_once:
+        return contextlib.nullcontext()
+    from ._once import backward_with_forward
+    return backward_with_forward()
 
 
 def _where(tx):

@@ -31,9 +31,11 @@ check is discarded. In each case the others log a WARNING naming the owner
 and compile for themselves: never a hang, never a partial artifact.
 
 Backward graphs are compiled with the forward
-(torch._functorch.config.force_non_lazy_backward_lowering) while
-compile_once is on, so the cache entry is complete when the owner shares
-it, and no rank waits on another's first backward call.
+(torch._functorch.config.force_non_lazy_backward_lowering, patched around
+each Dynamo compile in the thread that compiles: torch keeps its configs
+per thread context) while compile_once is on, so the cache entry is
+complete when the owner shares it, and no rank waits on another's first
+backward call.
 """
 
 import hashlib
@@ -108,11 +110,9 @@ def _stage2_hook(job, upstream, module):
     return aot_stage2_compile
 
 
-# Backward graphs are compiled with their forward graph while installed;
-# then try_load and aot_stage2_compile are wrapped.
+# try_load and aot_stage2_compile are wrapped (the backward is compiled
+# with the forward by backward_with_forward, around each compile).
 HOOKS = (
-    Hook("torch._functorch.config", "force_non_lazy_backward_lowering",
-         lambda job, upstream, module: True),
     Hook("torch._functorch._aot_autograd.autograd_cache", "try_load",
          _try_load_hook, owner="AOTAutogradCache"),
     Hook("torch._functorch.aot_autograd", "aot_stage2_compile",
@@ -123,6 +123,16 @@ HOOKS = (
 def install(job):
     job.once = Once(job)
     job.hooks.install(HOOKS)
+
+
+def backward_with_forward():
+    """The context of one Dynamo compile under compile_once: AOTAutograd
+    compiles the backward graph with the forward. torch's configs are
+    per thread context (a value set in another thread, where the job may
+    have been joined, is not seen here), so it is patched around each
+    compile in the thread that compiles."""
+    import torch._functorch.config as functorch_config
+    return functorch_config.patch(force_non_lazy_backward_lowering=True)
 
 
 # ---- the agreement on the key ------------------------------------------

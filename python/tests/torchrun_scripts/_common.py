@@ -118,6 +118,26 @@ def unique_graphs():
     return int(counters["stats"]["unique_graphs"])
 
 
+def own_inductor_cache():
+    """Under ONCE_CACHE_ROOT=DIR this rank's TORCHINDUCTOR_CACHE_DIR is
+    DIR/rank-<r> (separate cold caches, as on separate hosts); call before
+    torch is imported."""
+    root = os.environ.get("ONCE_CACHE_ROOT")
+    if root:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(
+            root, f"rank-{RANK}")
+
+
+def cache_counters():
+    """torch's own cache counters: FX graphs compiled (miss) or loaded
+    (hit) by Inductor, AOTAutograd entries missed or hit."""
+    from torch._dynamo.utils import counters as cs
+    return {"fx_miss": int(cs["inductor"]["fxgraph_cache_miss"]),
+            "fx_hit": int(cs["inductor"]["fxgraph_cache_hit"]),
+            "aot_miss": int(cs["aot_autograd"]["autograd_cache_miss"]),
+            "aot_hit": int(cs["aot_autograd"]["autograd_cache_hit"])}
+
+
 def ccol_state():
     """What ccol.torch's counters say about this rank."""
     import ccol.torch

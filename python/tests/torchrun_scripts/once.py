@@ -50,14 +50,6 @@ def digest(*tensors):
     return h.hexdigest()
 
 
-def counters():
-    from torch._dynamo.utils import counters as cs
-    return {"fx_miss": int(cs["inductor"]["fxgraph_cache_miss"]),
-            "fx_hit": int(cs["inductor"]["fxgraph_cache_hit"]),
-            "aot_miss": int(cs["aot_autograd"]["autograd_cache_miss"]),
-            "aot_hit": int(cs["aot_autograd"]["autograd_cache_hit"])}
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--odd-rank", type=int, default=-1)
@@ -65,10 +57,7 @@ def main():
     args = ap.parse_args()
     c.setup_logging()
     c.emit("PID", pid=os.getpid())
-    root = os.environ.get("ONCE_CACHE_ROOT")
-    if root:
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(
-            root, f"rank-{c.RANK}")
+    c.own_inductor_cache()
     import torch
     import ccol.torch
 
@@ -85,8 +74,8 @@ def main():
         compile_s = time.monotonic() - t0
         grads = [p.grad for p in model.parameters()]
         c.emit("RESULT", out=digest(out, *grads), compile_s=compile_s,
-               once=ccol.torch.compile_once_counts(), counters=counters(),
-               **c.ccol_state())
+               once=ccol.torch.compile_once_counts(),
+               counters=c.cache_counters(), **c.ccol_state())
     except BaseException as e:
         c.report_error(e, t0)
         raise

@@ -22,7 +22,9 @@ compiled calls in ccol.torch.domain(group=replica_group).
 
 Prints CCOL_RESULT with the lengths, the steps at which this rank
 compiled, the losses (stage 1), a checksum of the final parameters, the
-loop's wall time and the time spent in the replica all-reduce.
+loop's wall time, the time spent in the replica all-reduce, compile once's
+counts and torch's cache counters. Under ONCE_CACHE_ROOT=DIR each rank
+has its own Inductor cache, DIR/rank-<r>.
 """
 
 import argparse
@@ -275,6 +277,7 @@ def main():
     args = ap.parse_args()
     c.setup_logging()
     c.emit("PID", pid=os.getpid())
+    c.own_inductor_cache()
     started = time.monotonic()
 
     import torch
@@ -322,7 +325,8 @@ def run(args, dist, torch):
            graphs=getattr(be, "graphs", None),
            dynamic=c.dynamic_graphs(getattr(be, "graphs", [])),
            losses=losses, checksum=repr(checksum(model)), wall_s=wall,
-           allreduce_s=counter.allreduce_s, ccol=ccol_counts())
+           allreduce_s=counter.allreduce_s, ccol=ccol_counts(),
+           caches=c.cache_counters())
 
 
 def ccol_counts():
