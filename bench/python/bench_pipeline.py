@@ -63,14 +63,17 @@ def job_env(extra, cache):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("CCOL_") and k not in (
                "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    # each rank its own cold Inductor cache, cache/rank-<r> (as on
+    # separate hosts: no rank loads what its replica compiled, unless
+    # compile once sends it)
     env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
-               TORCHINDUCTOR_CACHE_DIR=cache)
+               ONCE_CACHE_ROOT=cache)
     env.update(extra)
     return env
 
 
 def run_job(args, mode):
-    """One job in `mode`, a fresh Inductor cache: (results by rank, wall
+    """One job in `mode`, fresh Inductor caches: (results by rank, wall
     seconds)."""
     cmd = [sys.executable, "-m", "torch.distributed.run",
            "--nproc_per_node", str(WORLD), "--nnodes", "1",

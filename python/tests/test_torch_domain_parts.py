@@ -16,7 +16,7 @@ import pytest
 import ccol
 from conftest import MemStore as _Store
 from ccol.torch import (_agree, _compile, _domain, _env, _guard, _live, _meet,
-                        _modules)
+                        _modules, _ranks)
 
 
 # ---- naming a domain --------------------------------------------------------
@@ -62,14 +62,14 @@ class _Mesh:
 def test_a_mesh_gives_the_sub_mesh_over_the_dimensions_named():
     pytest.importorskip("torch")
     m = _Mesh((2, 2), ("pp", "dp"), rank=3)   # [[0, 1], [2, 3]]
-    assert _domain.mesh_ranks(m, "dp") == [2, 3]
-    assert _domain.mesh_ranks(m, ("pp",)) == [1, 3]
-    assert _domain.mesh_ranks(m, [1]) == [2, 3]
-    assert _domain.mesh_ranks(m, None) == [0, 1, 2, 3]
+    assert _ranks.mesh_ranks(m, "dp") == [2, 3]
+    assert _ranks.mesh_ranks(m, ("pp",)) == [1, 3]
+    assert _ranks.mesh_ranks(m, [1]) == [2, 3]
+    assert _ranks.mesh_ranks(m, None) == [0, 1, 2, 3]
     with pytest.raises(ValueError, match="'tp' is not a dimension"):
-        _domain.mesh_ranks(m, "tp")
+        _ranks.mesh_ranks(m, "tp")
     with pytest.raises(ValueError, match="this rank is not in the mesh"):
-        _domain.mesh_ranks(_Mesh((2, 2), ("pp", "dp"), rank=7), "dp")
+        _ranks.mesh_ranks(_Mesh((2, 2), ("pp", "dp"), rank=7), "dp")
 
 
 def test_a_scope_names_its_ranks_exactly_once_and_holds_this_rank():

@@ -54,7 +54,8 @@ runtime collectives notice, as without ccol).
 import threading
 
 from ._log import log
-from ._ranks import hash_members, ranks_text
+from ._modules import Registry, frame_modules, torch_members
+from ._ranks import group_ranks, hash_members, mesh_ranks, ranks_text
 
 
 class Domain:
@@ -127,46 +128,6 @@ def _sub_name(members):
 
 # ---- naming a domain ----------------------------------------------------
 
-def group_ranks(group):
-    """The job ranks of a torch process group."""
-    import torch.distributed as dist
-    try:
-        return sorted(dist.get_process_group_ranks(group))
-    except Exception as e:  # noqa: BLE001 - not a group torch knows
-        raise ValueError(f"ccol.torch.domain(group=...): not a process "
-                         f"group of this job ({e})") from None
-
-
-def mesh_ranks(mesh, dims):
-    """The ranks of this rank's sub-mesh over `dims` (names or indexes;
-    None: every dimension)."""
-    names = list(getattr(mesh, "mesh_dim_names", None) or ())
-    t = mesh.mesh
-    nd = t.dim()
-    if dims is None:
-        keep = set(range(nd))
-    else:
-        if isinstance(dims, (str, int)):
-            dims = (dims,)
-        keep = set()
-        for d in dims:
-            if isinstance(d, str) and d in names:
-                keep.add(names.index(d))
-            elif isinstance(d, int) and not isinstance(d, bool) and \
-                    0 <= d < nd:
-                keep.add(d)
-            else:
-                raise ValueError(f"ccol.torch.domain(mesh=..., dims=...): "
-                                 f"{d!r} is not a dimension of the mesh "
-                                 f"(names {names or 'none'}, {nd} dims)")
-    coord = mesh.get_coordinate()
-    if coord is None:
-        raise ValueError("ccol.torch.domain(mesh=...): this rank is not in "
-                         "the mesh")
-    index = tuple(slice(None) if d in keep else coord[d] for d in range(nd))
-    return sorted(int(r) for r in t[index].flatten().tolist())
-
-
 def members_of(ranks, group, mesh, dims, rank, size):
     """The job ranks named by one of ranks / group / mesh, checked."""
     given = [n for n, v in (("ranks", ranks), ("group", group),
@@ -217,7 +178,6 @@ class Domains:
         #                         it is not the rank's (_met)
         self.broke = set()      # (file, resume name prefix) of frames this
         #                         rank graph-broke alone in (resumes_alone)
-        from ._modules import Registry
         self.modules = Registry()  # module -> Domain (domain(...)(module))
         self._tls = threading.local()
         self.lock = threading.Lock()
@@ -271,7 +231,6 @@ class Domains:
             return self.current()
         d = self.frames.get(frame)
         if d is None and f_locals:
-            from ._modules import frame_modules
             modules = frame_modules(f_locals)
             d = self._of_modules(frame, modules) if modules else None
         if d is not None:
@@ -290,7 +249,6 @@ class Domains:
         mesh torch's wrappers of them use (rule 5); None when none does."""
         d = self.modules.lookup(modules) if self.modules else None
         if d is None and self.partition is None and self.stages is None:
-            from ._modules import torch_members
             got = torch_members(modules)
             if got is not None:
                 d = self.get(*got)

@@ -22,6 +22,7 @@ mesh's sub-mesh are the same on each of their ranks.
 import weakref
 
 from ._log import log
+from ._ranks import group_ranks, mesh_ranks
 
 PIPELINE_DIMS = frozenset(("pp", "pipe", "pipeline", "stage", "stages"))
 _MAX_MODULES = 8  # a frame's locals looked at, at most
@@ -111,7 +112,6 @@ def _ddp_sets(m):
     mesh = getattr(m, "device_mesh", None)
     if mesh is not None:
         return [mesh_set(mesh)]
-    from ._domain import group_ranks
     return [(tuple(group_ranks(m.process_group)), "DDP's process group")]
 
 
@@ -128,7 +128,6 @@ def _dtensor_meshes(m):
 def mesh_set(mesh):
     """(members, how) of a device mesh: its root mesh over every dimension
     but the pipeline one, around this rank."""
-    from ._domain import mesh_ranks
     get_root = getattr(mesh, "_get_root_mesh", None)
     root = get_root() if get_root is not None else mesh
     names = list(getattr(root, "mesh_dim_names", None) or ())
