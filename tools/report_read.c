@@ -421,6 +421,8 @@ on_guard(line *l)
     const char *frame = str_field(l, "frame", true);
     bool hit = bool_field(l, "hit", true);
     bool all = bool_field(l, "all_hit", hit);
+    bool coll = bool_field(l, "collective", false);
+    const char *then;
     int64_t dur;
 
     if (frame == NULL || !int_field(l, "dur_ns", false, &dur))
@@ -431,10 +433,15 @@ on_guard(line *l)
         l->rk->nhits++;
     else
         l->rk->nmisses++;
+    /* A call only this rank makes (collective false) answers for this
+     * rank alone. */
+    if (coll)
+        then = all ? "all ranks hit" : "recompile on every rank";
+    else
+        then = hit ? "on this rank alone" : "recompile on this rank alone";
     add_mark(l, all ? TOOL_MARK_GUARD_HIT : TOOL_MARK_GUARD_MISS, dur,
-             "guard %s: %s here, %s", frame, hit ? "hit" : "miss",
-             all ? "all ranks hit" : "recompile on every rank");
-    if (bool_field(l, "collective", false))
+             "guard %s: %s here, %s", frame, hit ? "hit" : "miss", then);
+    if (coll)
         tool_strs_add(&l->rk->seq, "guard %s", frame);
 }
 

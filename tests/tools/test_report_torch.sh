@@ -220,6 +220,26 @@ test_no_user_field() {
         ok no_user_field
 }
 
+# A guard of a call only rank 0 makes (collective false) answers for that
+# rank alone; the shared call's guard collective for every rank.
+test_alone_guard() {
+    local d=$TMP/alone r h
+    mkdir -p "$d"
+    for r in 0 1; do
+        ev "$d" $r '"event":"open","mode":"lockstep"'
+        begin "$d" $r "$F" 1
+        ev "$d" $r "\"event\":\"compile_end\",\"frame\":\"$F\",\"index\":1,\"ok\":true"
+        ev "$d" $r '"event":"guard","frame":"train (/home/u/proj/train.py:40)","hit":true,"all_hit":true,"collective":true,"dur_ns":1000,"ok":true'
+    done
+    ev "$d" 0 '"event":"guard","frame":"evaluate (/home/u/proj/train.py:52)","hit":false,"all_hit":false,"collective":false,"dur_ns":0,"ok":true'
+    report "$d" -o "$TMP/alone.html"
+    h=$(cat "$TMP/alone.html")
+    has alone_guard "$h" "miss here, recompile on this rank alone" &&
+        has alone_guard "$h" "hit here, all ranks hit" &&
+        hasnt alone_guard "$h" "recompile on every rank" &&
+        ok alone_guard
+}
+
 test_frames_text
 test_paths_text
 test_reasons_text
@@ -229,6 +249,7 @@ test_chromium
 test_interrupt_compile
 test_interrupt_elsewhere
 test_no_user_field
+test_alone_guard
 
 echo "test_report_torch: $PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]
