@@ -256,6 +256,27 @@ def test_a_rank_in_another_collective_is_late_at_the_deadline():
         live.watch()
 
 
+def test_a_stopped_rank_last_seen_in_a_collective_is_named_dead(
+        monkeypatch):
+    """A rank that stopped right after a collective still reads "in" it:
+    with its heartbeat still, the deadline of another collective is not
+    applied to it, and it is named as stopped once DEAD_S has passed."""
+    monkeypatch.setattr(_live, "DEAD_S", 0.6)
+    monkeypatch.setattr(_live, "BEAT_S", 0.1)
+    store = _Store()
+    job, live = _liveness(store, deadline=0.2)
+    live._beat()
+    live.begin_wait("in guard collective at f (a.py:1)")
+    _beat(store, 1, 1, "in agreement graph.hash #1 for graph 0/0 of f")
+    live.watch()                        # first sight
+    time.sleep(0.4)                     # past the deadline, beat still
+    live.watch()
+    time.sleep(0.4)
+    with pytest.raises(ccol.PeerError, match=r"rank 1 stopped responding: "
+                                             r"no heartbeat for 0\.\d s"):
+        live.watch()
+
+
 def test_a_rank_compiling_past_the_compile_patience_is_named():
     store = _Store()
     job, live = _liveness(store, deadline=0.1)

@@ -321,7 +321,7 @@ class Liveness:
         if self.wait_start is None:
             return
         awaited = self._awaited(beats, now)
-        self._late(awaited)
+        self._late(awaited, now)
         self._progress(awaited, now)
 
     def _limits(self):
@@ -361,12 +361,20 @@ class Liveness:
             out.append((r, b["doing"], k, now - t))
         return out
 
-    def _late(self, awaited):
+    def _late(self, awaited, now):
         """A rank waited for past the limit of what it is doing: named as a
-        timeout, with the limit that ran out and how to raise it."""
+        timeout, with the limit that ran out and how to raise it. A rank
+        whose heartbeat has not moved for two beats may have stopped since
+        it wrote what it was doing (a rank stopped right after leaving a
+        collective still reads "in" it): the deadline of another
+        collective is not applied to it, and _watch names it dead at
+        DEAD_S."""
         for r, doing, k, spent in awaited:
             limit, name, knob = self._limits()[k]
             if spent <= limit:
+                continue
+            if k == WAITING and now - self.seen.get(r, (None, now))[1] > \
+                    2 * BEAT_S:
                 continue
             what = {COMPILING: f"it is still {doing}",
                     RUNNING: f"it is alive and {doing} (not compiling)",
