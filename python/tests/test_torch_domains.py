@@ -146,6 +146,7 @@ def test_mesh_dp_tp_whole_job_compiles_together(tmp_path, scope):
 # ---- 2. pipeline x data parallel: a domain per stage ----------------------
 
 @pytest.mark.slow
+@pytest.mark.one_release
 @pytest.mark.timeout(TEST_TIMEOUT)
 def test_mesh_pp_dp_stage_domains_compile_together(tmp_path):
     """A ("pp", "dp") mesh with hand-written send/recv and the compiled
@@ -272,6 +273,7 @@ def test_killed_domain_member_named_on_its_domain(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.one_release
 @pytest.mark.timeout(TEST_TIMEOUT)
 def test_stopped_domain_member_named_within_seconds(tmp_path):
     """Rank 1 SIGSTOPs itself at the same point, with a long compile
@@ -296,6 +298,7 @@ def test_stopped_domain_member_named_within_seconds(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.one_release
 @pytest.mark.timeout(TEST_TIMEOUT)
 def test_domain_member_compiling_another_frame_diverges(tmp_path):
     """Rank 1 compiles another function (`other`) at step 2, where rank 0

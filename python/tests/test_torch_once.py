@@ -83,6 +83,7 @@ def test_two_ranks_one_compiles_outputs_bit_identical(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.one_release
 @pytest.mark.timeout(3 * DEADLINE + 30)
 def test_three_ranks_one_compiles_and_warm_caches_load_their_own(tmp_path):
     """Cold, one rank compiles and two load. Then the owner is chosen among
@@ -140,6 +141,7 @@ def test_under_ccol_run_one_compiles(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.one_release
 @pytest.mark.timeout(DEADLINE + 30)
 def test_rank_with_other_model_code_compiles_its_own(tmp_path):
     with once_job(tmp_path, args=("--odd-rank", "1")) as job:
@@ -252,6 +254,7 @@ def kill_the_stopped_owner(job):
 
 
 @pytest.mark.slow
+@pytest.mark.one_release
 @pytest.mark.timeout(DEADLINE + 30)
 def test_corrupt_artifact_is_discarded_and_compiled_locally(tmp_path):
     with once_job(tmp_path, CCOL_TORCH_ONCE_FAULT="corrupt") as job:

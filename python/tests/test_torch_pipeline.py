@@ -187,6 +187,7 @@ def test_pipeline_ccol_stages_compile_together(tmp_path, case):
 
 
 @pytest.mark.slow
+@pytest.mark.one_release
 @pytest.mark.timeout(TEST_TIMEOUT)
 def test_compile_once_per_domain_one_inductor_compile_per_stage_graph(
         tmp_path):
@@ -200,7 +201,9 @@ def test_compile_once_per_domain_one_inductor_compile_per_stage_graph(
     A graph whose torch cache key differs between the replicas is
     compiled by both, each named in a WARNING: none on torch 2.13; torch
     2.14 puts a rank's own size hint in the key of stage 1's dynamic graph
-    (a SymInt input's hint), so that graph is compiled twice there."""
+    (a SymInt input's hint), so that graph is compiled twice there (the
+    assertions hold on both; torch 2.14's run in CI leaves this case out
+    for time, one_release)."""
     args = ["--backend", "inductor"]
     base, _ = baseline(tmp_path, "handwritten", args=args)
     res, out = run_pipeline(tmp_path, "handwritten", args, CCOL_TORCH=1,
