@@ -237,9 +237,7 @@ class Domains:
             return self._compiling(frame, d)
         if not self.meets():
             return self.current()
-        d = self.frames.get(frame) or self.default
-        if d is None:
-            d = self._met(frame)
+        d = self.default or self._met(frame)
         return self._compiling(frame, d)
 
     def _of_modules(self, frame, modules):
@@ -257,8 +255,7 @@ class Domains:
         if self.meets() and self.default is None and len(d.members) > 1:
             self.default = d  # this rank's domain, as a meeting's would be
         if d is not self.default:
-            from ._guard import call_site
-            self.sites[call_site()] = d  # its calls' guard collectives
+            self._calls_in(d)
         log.info("ccol.torch: %s compiles in domain %s", frame, d.name)
         return d
 
@@ -285,8 +282,7 @@ class Domains:
         """This rank's own domain for `frame`, and for the calls of its
         compiled code from where this compile was called (for_call)."""
         d = self.get((self.job.world.rank,), "this rank alone")
-        from ._guard import call_site
-        self.sites[call_site()] = d
+        self._calls_in(d)
         log.info("ccol.torch: %s compiles on this rank alone (it follows "
                  "a graph break the other ranks did not make)", frame)
         return d
@@ -307,14 +303,18 @@ class Domains:
         if self.default is None and len(members) > 1:
             self.default = d
         if d is not self.default:
-            # its calls come from where this compile was called from: their
-            # guard collectives run in this domain too (for_call)
-            from ._guard import call_site
-            self.sites[call_site()] = d
+            self._calls_in(d)
             log.info("ccol.torch: %s compiles in domain %s: the ranks "
                      "outside wait on these, or formed their own", frame,
                      d.name)
         return d
+
+    def _calls_in(self, d):
+        """The calls of the frame being compiled come from where this
+        compile was called: their guard collectives run in `d` too
+        (for_call)."""
+        from ._guard import call_site
+        self.sites[call_site()] = d
 
     def for_call(self, site):
         """The domain of a call of compiled code from `site` (the guard

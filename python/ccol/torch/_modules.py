@@ -58,14 +58,10 @@ def frame_modules(f_locals):
     import torch
     if not isinstance(f_locals, dict):
         return ()
-    out = []
     first = f_locals.get("self")
-    for v in ([first] if first is not None else []) + list(f_locals.values()):
-        if isinstance(v, torch.nn.Module) and not any(v is m for m in out):
-            out.append(v)
-            if len(out) == _MAX_MODULES:
-                break
-    return tuple(out)
+    found = [v for v in [first, *f_locals.values()]
+             if isinstance(v, torch.nn.Module)]
+    return tuple(_distinct(found)[:_MAX_MODULES])
 
 
 def torch_members(modules):
