@@ -44,7 +44,7 @@ mpi() {
 check() {
     local msg
     if msg=$(python3 -S - "$TMP/out" "$RC" 2>&1 <<PY
-import json, sys
+import json, re, sys
 rc = int(sys.argv[2])
 j = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 $2
@@ -119,7 +119,9 @@ assert 'timed out after 3 s' in r0['error']['message'], r0
 assert r0['frames'], 'rank 0 lost its own statistics'
 err = open(sys.argv[1].replace('out', 'err')).read()
 assert 'did a rank exit?' in err, err
-assert 'Exit code:    3' in err, err"
+# mpirun names the first rank that ended with a non-zero status: rank 2
+# (exit 3) or, when its exit is slow (under ASan), a survivor (exit 1).
+assert re.search(r'Exit code: +[13]\\b', err), err"
 done
 
 CCOL_JIT_TEST_KILL_RANK=1 mpi 3 "$EX/mlp.tl" --schedule "$TMP/mlp3.json" \
