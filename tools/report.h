@@ -88,6 +88,8 @@ enum {
     TOOL_ONCE_LOADED,   /* loaded the owner's files */
     TOOL_ONCE_FALLBACK, /* the owner did not deliver: compiled it here */
     TOOL_ONCE_DIVERGENT, /* the ranks' keys differ: compiled its own */
+    TOOL_ONCE_BYPASSED, /* torch's caches refuse it: every rank compiles */
+    TOOL_ONCE_ALONE,    /* no other rank lacked it: compiled here alone */
     TOOL_ONCE_NKINDS
 };
 

@@ -2,8 +2,8 @@
  * report_once.c - ccol.torch's compile once in `ccol report`: gathers the
  * `once` events of every rank by graph (who owned it, who loaded it, who
  * compiled it alone and why), describes each graph in one line for the
- * text and HTML reports, and warns where a rank compiled a graph itself
- * because its owner did not deliver or because the ranks' keys differed.
+ * text and HTML reports, and warns where a graph was not shared: its owner
+ * did not deliver, the ranks' keys differed, or torch's caches refuse it.
  */
 #include "report.h"
 #include "../src/core/grow.h"
@@ -21,6 +21,8 @@ const char *const tool_once_outcomes[TOOL_ONCE_NKINDS] = {
     [TOOL_ONCE_LOADED] = "loaded",
     [TOOL_ONCE_FALLBACK] = "fallback",
     [TOOL_ONCE_DIVERGENT] = "divergent",
+    [TOOL_ONCE_BYPASSED] = "bypassed",
+    [TOOL_ONCE_ALONE] = "alone",
 };
 
 /* The row of `frame`, appended when new; NULL past the cap. */
@@ -130,11 +132,23 @@ tool_report_once_says(const tool_rep_oncerow *row)
                "compiled alone (the owner did not deliver)");
     once_says_ranks(buf, sizeof buf, row, TOOL_ONCE_DIVERGENT,
                "compiled its own (the keys differ)");
+    once_says_ranks(buf, sizeof buf, row, TOOL_ONCE_BYPASSED,
+               "bypassed (torch's caches refuse it)");
+    once_says_ranks(buf, sizeof buf, row, TOOL_ONCE_ALONE,
+               "compiled alone (no other rank lacked it)");
     if (row->error != NULL) {
         size_t at = strlen(buf);
         snprintf(buf + at, sizeof buf - at, ": %.1000s", row->error);
     }
     return strdup(buf);
+}
+
+/* The ranks of `row` with outcome k, as text in who[len]. */
+static const char *
+once_who(char *who, size_t len, const tool_rep_oncerow *row, int k)
+{
+    tool_report_ranks(who, len, row->ranks[k], row->n[k]);
+    return who;
 }
 
 void
@@ -148,22 +162,24 @@ tool_report_check_once(tool_report *r)
         const tool_rep_oncerow *row = &rows[i];
         const char *why = row->error != NULL ? row->error : "no reason given";
 
-        if (row->n[TOOL_ONCE_FALLBACK] > 0) {
-            tool_report_ranks(who, sizeof who, row->ranks[TOOL_ONCE_FALLBACK],
-                              row->n[TOOL_ONCE_FALLBACK]);
+        if (row->n[TOOL_ONCE_FALLBACK] > 0)
             tool_strs_add(&r->warnings, "compile once of %.300s: %s "
                           "compiled it alone: the owner, rank %lld, did not "
-                          "deliver (%.400s)", row->frame, who,
+                          "deliver (%.400s)", row->frame,
+                          once_who(who, sizeof who, row, TOOL_ONCE_FALLBACK),
                           (long long)row->owner, why);
-        }
-        if (row->n[TOOL_ONCE_DIVERGENT] > 0) {
-            tool_report_ranks(who, sizeof who,
-                              row->ranks[TOOL_ONCE_DIVERGENT],
-                              row->n[TOOL_ONCE_DIVERGENT]);
+        if (row->n[TOOL_ONCE_BYPASSED] > 0)
+            tool_strs_add(&r->warnings, "compile once of %.300s: torch's "
+                          "caches refuse it on %s, so each compiled it "
+                          "(%.400s)", row->frame,
+                          once_who(who, sizeof who, row, TOOL_ONCE_BYPASSED),
+                          why);
+        if (row->n[TOOL_ONCE_DIVERGENT] > 0)
             tool_strs_add(&r->warnings, "compile once of %.300s: the cache "
                           "keys differ between ranks (reported by %s), so "
-                          "every rank compiled its own", row->frame, who);
-        }
+                          "every rank compiled its own", row->frame,
+                          once_who(who, sizeof who, row,
+                                   TOOL_ONCE_DIVERGENT));
     }
     tool_report_oncerows_free(rows, n);
 }

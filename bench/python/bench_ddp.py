@@ -70,7 +70,7 @@ def seq_len(rank, step):
     return 16 if step < 2 + 3 * rank else 24
 
 
-def make_model(torch):
+def make_model(torch, d=64):
     nn, F = torch.nn, torch.nn.functional
 
     class Block(nn.Module):
@@ -104,7 +104,7 @@ def make_model(torch):
             for blk in self.blocks:
                 x = blk(x)
             return self.head(self.ln(x))
-    return GPT()
+    return GPT(d=d)
 
 
 def compile_clock(torch):

@@ -13,15 +13,15 @@ import types
 
 import pytest
 
-from ccol.torch import (_compile, _graph, _guard, _hooks, _once, _sites,
-                        _site_table, _switches)
+from ccol.torch import (_compile, _graph, _guard, _hooks, _once, _once_fx,
+                        _sites, _site_table, _switches)
 from ccol.torch._state import Job
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DOC = os.path.join(HERE, "..", "..", "docs", "torch.md")
 
 ALL = (_compile.HOOKS + _graph.HOOKS + _guard.HOOKS + _switches.HOOKS
-       + _sites.HOOKS + _once.HOOKS)
+       + _sites.HOOKS + _once.HOOKS + _once_fx.HOOKS)
 
 # torch's own setter of the guard-complete hook: ccol wraps the name
 # (_switches.py), so a setter point is read through the setter torch had
@@ -53,7 +53,7 @@ def _snapshot():
 def _install_all(job):
     import ccol.torch
     ccol.torch._install(job)
-    _once.install(job)
+    _once.install(job, _once_fx.HOOKS)
 
 
 # ---- the registry on torch ----------------------------------------------

@@ -140,6 +140,138 @@ def test_under_ccol_run_one_compiles(tmp_path):
     assert res[0]["out"] == res[1]["out"]
 
 
+def fx_compiles(res):
+    """Inductor graphs each rank compiled itself, by Inductor's counters:
+    a receiver's first lookup misses, then its lookup of the owner's files
+    hits."""
+    return [r["counters"]["fx_miss"] - r["counters"]["fx_hit"] for r in res]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2 * DEADLINE + 30)
+def test_ddp_split_graphs_each_compiled_once_in_the_job(tmp_path):
+    """Compiled DDP with Dynamo's default optimize_ddp: the graph is split
+    at DDP's buckets and AOTAutograd's cache refuses every piece; each
+    piece's forward and backward Inductor graph is compiled by one rank and
+    loaded by the other, and the result is bit-identical with every rank
+    compiling everything."""
+    ddp = ("--ddp", "split")
+    with once_job(tmp_path / "on", args=ddp) as job:
+        job.finish()
+        on, out = results(job, 2), job.output
+    with once_job(tmp_path / "off", args=ddp, once=False) as job:
+        job.finish()
+        off = results(job, 2)
+    graphs = fx_compiles(off)[0]
+    assert graphs >= 4 and fx_compiles(off) == [graphs] * 2, off
+    assert sum(fx_compiles(on)) == graphs, on
+    for r in on:
+        o = r["once"]
+        assert o["compiled"] + o["loaded"] == graphs, o
+        assert o == dict(o, divergent=0, fallbacks=0, bypassed=0), o
+        assert o["compiled"] == fx_compiles([r])[0], r
+    assert "is not shared" not in out, tail(out)
+    assert len({r["out"] for r in on + off}) == 1, on + off
+
+
+@pytest.mark.slow
+@pytest.mark.one_release
+@pytest.mark.timeout(3 * DEADLINE + 30)
+def test_ddp_three_ranks_whole_graph_and_fsdp_compiled_once(tmp_path):
+    """Three ranks with DDP's split graphs: each Inductor graph once in the
+    job. Two ranks with optimize_ddp=False (one graph, shared whole at
+    AOTAutograd's cache), and two under FSDP2's fully_shard (torch compiles
+    the module's forward between FSDP's hooks, and caches it whole): one
+    rank compiles it, the other loads it."""
+    with once_job(tmp_path / "split", nproc=3, args=("--ddp", "split")) as j:
+        j.finish()
+        split = results(j, 3)
+    graphs = split[0]["once"]["compiled"] + split[0]["once"]["loaded"]
+    assert graphs >= 4 and sum(fx_compiles(split)) == graphs, split
+    assert sum(r["once"]["loaded"] for r in split) == 2 * graphs, split
+    assert len({r["out"] for r in split}) == 1, split
+    with once_job(tmp_path / "whole", args=("--ddp", "whole")) as j:
+        j.finish()
+        whole = results(j, 2)
+    exactly_one_compiles(whole)
+    with once_job(tmp_path / "fsdp", args=("--ddp", "fsdp")) as j:
+        j.finish()
+        fsdp = results(j, 2)
+    exactly_one_compiles(fsdp)  # FSDP2: the module's graph, shared whole
+    # both average two equal gradients: the same numbers bit for bit
+    assert len({r["out"] for r in whole + fsdp}) == 1, whole + fsdp
+
+
+def report_text(trace):
+    rep = subprocess.run([ccol_tool(), "report", str(trace), "--text"],
+                         capture_output=True, text=True, timeout=60)
+    assert rep.returncode == 0, rep.stdout + rep.stderr
+    return rep.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.one_release
+@pytest.mark.timeout(4 * DEADLINE + 30)
+def test_ddp_split_graphs_fall_back_named(tmp_path):
+    """DDP's split graphs when sharing fails: corrupt artifacts (the test
+    fault corrupts each owner's first one; the receiver compiles that graph
+    itself, the job finishes bit-identical), ranks whose model code differs
+    (each rank compiles the pieces that differ, named as differing keys),
+    Inductor's FX graph cache off (torch's caches refuse every graph: the
+    bypass named, with torch's reasons, in the log and in `ccol report`)
+    and a killed owner (the survivor names it, compiles for itself, then
+    fails in DDP's all-reduce, where its peer is gone)."""
+    ddp = ("--ddp", "split")
+    with once_job(tmp_path / "c", args=ddp, CCOL_TORCH_ONCE_FAULT="corrupt",
+                  CCOL_TRACE=tmp_path / "c-trace") as job:
+        job.finish()
+        res, out = results(job, 2), job.output
+    owners = [r for r in res if r["once"]["bytes_sent"]]
+    assert sum(r["once"]["fallbacks"] for r in res) == len(owners), res
+    assert len(re.findall(r"(?:WARNING|W\d{4}) .*is not shared \(fallback\): "
+                          r"the owner, rank \d, did not deliver \(a corrupt "
+                          r"artifact", out)) == len(owners), tail(out)
+    assert res[0]["out"] == res[1]["out"]
+    rep = report_text(tmp_path / "c-trace")
+    assert re.search(r"WARNING: compile once of compile 1 of forward .*, "
+                     r"Inductor graph \d \((?:for|back)ward\): rank \d "
+                     r"compiled it alone: the owner, rank \d, did not "
+                     r"deliver \(a corrupt artifact", rep), rep
+    with once_job(tmp_path / "d", args=ddp + ("--odd-rank", "1")) as job:
+        job.finish()
+        res, out = results(job, 2), job.output
+    for r in res:  # pieces without the activation may still be shared
+        o = r["once"]
+        assert o["divergent"] >= 1 and o["fallbacks"] == 0, o
+    assert len(re.findall(r"(?:WARNING|W\d{4}) .*is not shared \(divergent\)"
+                          r": ranks 1 have another cache key than rank 0",
+                          out)) == 2, tail(out)
+    with once_job(tmp_path / "b", args=ddp, TORCHINDUCTOR_FX_GRAPH_CACHE=0,
+                  CCOL_TRACE=tmp_path / "b-trace") as job:
+        job.finish()
+        res, out = results(job, 2), job.output
+    for r in res:  # both caches off: nothing to share (DDP's pieces each
+        o = r["once"]  # go through AOTAutograd's cache on their own)
+        assert o["loaded"] == 0 and o["compiled"] == o["bypassed"] >= 1, o
+    assert len(re.findall(r"(?:WARNING|W\d{4}) .*is not shared \(bypassed\): "
+                          r"AOTAutograd's cache: .*FX graph cache is not "
+                          r"enabled", out)) == 2, tail(out)
+    rep = report_text(tmp_path / "b-trace")
+    assert re.search(r"compile 1 of forward .*: bypassed \(torch's caches "
+                     r"refuse it\) on ranks 0, 1: AOTAutograd's cache", rep), \
+        rep
+    assert "WARNING: compile once of compile 1 of forward" in rep, rep
+    with once_job(tmp_path / "k", args=ddp, CCOL_TORCH_ONCE_FAULT="kill",
+                  monitor=int(FAIL_MONITOR_S * 10 * _SCALE)) as job:
+        ends = end_when_workers_ended(job)
+        out = job.output
+    owner = next(r for r, e in ends.items() if e == -signal.SIGKILL)
+    assert ends[1 - owner] not in (0, None), (ends, tail(out))
+    assert re.search(rf"not shared \(fallback\): the owner, rank {owner}, "
+                     rf"did not deliver \(PeerError: .*rank {owner}", out), \
+        tail(out)
+
+
 @pytest.mark.slow
 @pytest.mark.one_release
 @pytest.mark.timeout(DEADLINE + 30)
@@ -153,8 +285,8 @@ def test_rank_with_other_model_code_compiles_its_own(tmp_path):
                                  divergent=1, fallbacks=0), r
     assert res[0]["out"] != res[1]["out"]
     named = re.findall(r"compile_once: compile 1 of forward \(.*once\.py:\d+"
-                       r"\): ranks 1 have another cache key than rank 0",
-                       out)
+                       r"\) is not shared \(divergent\): ranks 1 have another "
+                       r"cache key than rank 0", out)
     assert len(named) == 2, tail(out)
 
 
@@ -288,32 +420,33 @@ def test_compile_once_counts_are_zero_while_off():
     import ccol.torch
     assert ccol.torch.compile_once_counts() == {
         "compiled": 0, "loaded": 0, "divergent": 0, "fallbacks": 0,
-        "bytes_sent": 0, "bytes_received": 0}
+        "bypassed": 0, "bytes_sent": 0, "bytes_received": 0}
 
 
 def test_hostile_artifacts_are_corrupt_never_another_error():
     """Bytes from another rank are untrusted: every malformed message is a
     Corrupt (the receiver compiles for itself), never another exception."""
-    from ccol.torch import _once
+    from ccol.torch import _once_files as f
     key = "k1"
-    good = _once._pack(key, [("fxgraph/a/b", b"kernel"), ("aot/x", b"e")])
-    assert _once._unpack(good, key)[1] == [("fxgraph/a/b", b"kernel"),
-                                           ("aot/x", b"e")]
-    assert _once._unpack(_once._pack(key, failure="boom"), key) == ("boom",
-                                                                    [])
+    good = f.pack(key, [("fxgraph/a/b", b"kernel"), ("aot/x", b"e")], None,
+                  2.5)
+    art = f.unpack(good, key)
+    assert art.files == [("fxgraph/a/b", b"kernel"), ("aot/x", b"e")]
+    assert (art.failure, art.compile_s) == (None, 2.5)
+    bad = f.unpack(f.pack(key, failure="boom"), key)
+    assert (bad.failure, bad.files) == ("boom", [])
 
     def with_head(head, body=b""):
         h = json.dumps(head).encode()
-        return (_once.MAGIC + struct.pack("<II", _once.VERSION, len(h)) + h
-                + body)
+        return f.MAGIC + struct.pack("<II", f.VERSION, len(h)) + h + body
 
     digest = hashlib.sha256(b"x").hexdigest()
     hostile = [
         b"", b"CCOLONC", b"NOTONCE!" + bytes(8), good[:20], good[:-1],
         good[:-1] + bytes([good[-1] ^ 1]),
-        _once.MAGIC + struct.pack("<II", 9, 2) + b"{}",
-        _once.MAGIC + struct.pack("<II", _once.VERSION, 1 << 30),
-        _once.MAGIC + struct.pack("<II", _once.VERSION, 3) + b"{x}",
+        f.MAGIC + struct.pack("<II", 9, 2) + b"{}",
+        f.MAGIC + struct.pack("<II", f.VERSION, 1 << 30),
+        f.MAGIC + struct.pack("<II", f.VERSION, 3) + b"{x}",
         with_head([1, 2]), with_head({"key": "other"}), with_head({"key": key}),
         with_head({"key": key, "length": "1", "sha256": digest}, b"x"),
         with_head({"key": key, "length": 1, "sha256": digest, "files": 7},
@@ -328,7 +461,57 @@ def test_hostile_artifacts_are_corrupt_never_another_error():
                    "files": [["/etc/x", 1, digest]]}, b"x"),
         with_head({"key": key, "length": 1, "sha256": digest,
                    "files": [["a", 2, digest]]}, b"x"),
+        with_head({"key": key, "compile_s": "1"}),
+        with_head({"key": key, "compile_s": -1.0}),
     ]
     for blob in hostile:
-        with pytest.raises(_once.Corrupt):
-            _once._unpack(blob, key)
+        with pytest.raises(f.Corrupt):
+            f.unpack(blob, key)
+
+
+class _Job:
+    """What compile_once's reporting reads of a job: its rank, its domain
+    (none: the whole job) and its trace events."""
+
+    def __init__(self):
+        import types
+        self.world = types.SimpleNamespace(rank=1)
+        self.active = None
+        self.events = []
+
+    def event(self, name, **fields):
+        self.events.append(dict(fields, event=name))
+
+
+def test_a_graph_not_shared_warns_once_per_reason_and_is_traced():
+    """Each reason a graph is not shared is a WARNING the first time (INFO
+    after), a counted outcome and a trace event; the exit summary names
+    the outcomes and is a WARNING when any graph was not shared."""
+    import logging
+    from test_torch_hooks import _Lines
+    from ccol.torch import _once
+    job = _Job()
+    once = _once.Once.__new__(_once.Once)
+    once.job, once.counts, once.warned = job, _once.Counts(), set()
+    levels = []
+
+    class Levels(_Lines):
+        def emit(self, record):
+            levels.append((record.levelno, record.getMessage()))
+    with Levels():
+        for g in ("g1", "g2"):
+            _once.not_shared(once, g, "bypassed", "AOTAutograd's cache: x")
+        _once.not_shared(once, "g3", "fallback", "the owner, rank 0, ...",
+                         owner=0, key="k")
+        _once.summary(once)
+    assert [lv for lv, _ in levels] == [logging.WARNING, logging.INFO,
+                                        logging.WARNING, logging.WARNING]
+    assert levels[0][1].startswith("compile_once: g1 is not shared "
+                                   "(bypassed): AOTAutograd's cache: x. "
+                                   "torch's caches refuse"), levels[0]
+    assert "not shared: 2 bypassed, 1 fallbacks" in levels[3][1], levels[3]
+    assert once.counts.as_dict() == dict(once.counts.as_dict(), bypassed=2,
+                                         fallbacks=1)
+    assert [(e["frame"], e["outcome"]) for e in job.events] == [
+        ("g1", "bypassed"), ("g2", "bypassed"), ("g3", "fallback")]
+    assert job.events[2]["owner"] == 0 and job.events[2]["error"]

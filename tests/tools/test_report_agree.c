@@ -471,8 +471,9 @@ once(tfile *t, int64_t ms, const char *graph, const char *outcome, int owner,
        error ? error : "null", error ? "\"" : "");
 }
 
-/* Three ranks, three graphs: one shared (rank 1 owns it), one whose
- * owner failed (rank 2 compiled alone), one with divergent keys. */
+/* Three ranks, five graphs: one shared (rank 1 owns it), one whose
+ * owner failed (rank 2 compiled alone), one with divergent keys, one
+ * torch's caches refuse, one only rank 2 lacked. */
 CCOL_TEST(test_compile_once)
 {
     tool_report r = { 0 };
@@ -488,6 +489,11 @@ CCOL_TEST(test_compile_once)
              k == 0 ? "its compile raised RuntimeError: x" : NULL);
         ev(&t, 3, "\"event\":\"once\",\"frame\":\"compile 2 of f\","
            "\"outcome\":\"divergent\",\"ranks\":[2],\"key\":null");
+        ev(&t, 4, "\"event\":\"once\",\"frame\":\"compile 3 of f\","
+           "\"outcome\":\"bypassed\",\"error\":\"fakify_first_call\"");
+        if (k == 2)
+            ev(&t, 5, "\"event\":\"once\",\"frame\":\"compile 4 of f\","
+               "\"outcome\":\"alone\"");
         tfeed(&r, &t);
     }
     text = text_of(&r);
@@ -508,6 +514,14 @@ CCOL_TEST(test_compile_once)
                          "not deliver (its compile raised RuntimeError: x)");
     CHECK_CONTAINS(text, "WARNING: compile once of compile 2 of f: the cache "
                          "keys differ between ranks (reported by ranks 0-2)");
+    CHECK_CONTAINS(text, "  compile 3 of f: bypassed (torch's caches "
+                         "refuse it) on ranks 0-2: fakify_first_call\n");
+    CHECK_CONTAINS(text, "WARNING: compile once of compile 3 of f: "
+                         "torch's caches refuse it on ranks 0-2, so each "
+                         "compiled it (fakify_first_call)");
+    CHECK_CONTAINS(text, "  compile 4 of f: compiled alone (no other rank "
+                         "lacked it) on rank 2\n");
+    CHECK(strstr(text, "compile once of compile 4 of f") == NULL);
     CHECK(strstr(text, "compile once of compile 1 of f (a.py:3):") == NULL);
     CHECK_CONTAINS(html, "<section id=\"once\"><h2>Compile once</h2>");
     CHECK_CONTAINS(html, "<tr><td><code>compile 1 of f (a.py:3)</code></td>"

@@ -28,7 +28,9 @@ One file per concern:
   collectives redirected inside it), ``_spmd.py`` and ``_autotune.py``
   (the wire forms of those two sites, the SPMD divergence located);
 - ``_once.py``: compile once per job (one rank compiles each graph, the
-  others load its artifact through torch's cache);
+  others load its artifact through torch's cache); ``_once_fx.py`` (the
+  same at Inductor's FX graph cache, for graphs AOTAutograd's cache
+  refuses: DDP's split graphs), ``_once_files.py`` (the artifact);
 - ``_graph.py``: ccol's own check of each Dynamo graph (one 8-byte
   agreement; a divergence located to its first differing node);
 - ``_codec.py``: Dynamo's state as checked JSON, never pickles;
@@ -358,8 +360,8 @@ def _joined(job):
     from . import _live, _trace
     if job.compile_once and job.once is None:
         _check_torch(True)
-        from . import _once
-        _once.install(job)
+        from . import _once, _once_fx
+        _once.install(job, _once_fx.HOOKS)
     comm, joined = job._comm, job.joined
     _trace.start(job)
     deadline = comm.timeout
@@ -487,9 +489,10 @@ def exchange_seconds():
 def compile_once_counts():
     """What compile_once did on this rank so far: graphs it compiled
     itself ("compiled"), loaded from their owner ("loaded"), compiled
-    itself because the ranks' keys differed ("divergent") or because the
-    owner did not deliver ("fallbacks"), and the bytes it sent and
-    received. All zero while compile_once is off."""
+    itself because the ranks' keys differed ("divergent"), because the
+    owner did not deliver ("fallbacks") or because torch's caches refuse
+    the graph ("bypassed"), and the bytes it sent and received. All zero
+    while compile_once is off."""
     job = _job
     if job is None or job.once is None:
         from ._once import Counts

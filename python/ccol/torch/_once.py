@@ -3,32 +3,52 @@
 In an SPMD job every rank compiles the same graphs, and every rank pays the
 whole Inductor compile (most of it the C++ compiler) on the same cores.
 With compile_once (``enable(compile_once=True)``, CCOL_TORCH_COMPILE_ONCE=1)
-each backend compile that goes through AOTAutograd's cache is made once:
+each backend compile is made once, at one of two levels:
 
-1. Hook point: ``AOTAutogradCache.try_load`` (torch 2.13 and 2.14), which
-   AOTAutograd calls before it compiles a graph for Inductor. The ranks
-   agree on torch's own cache key for the graph (an all-gather at site
-   ``once.key``, paired like every ccol.torch agreement).
-2. Where every rank has the same key and at least two ranks lack the entry
-   in their own cache, the owner is one of those, sha256(key) picking which,
-   so a job compiling many graphs spreads them over its ranks (where one
-   rank alone lacks it, that rank compiles and nothing is sent; a rank that
-   has it loads its own). The owner looks
-   the key up and compiles as usual (its cache is filled), then broadcasts
-   every file its compile added to its cache directory: the AOTAutograd
-   entry, the FX graph entries and the kernels (.cpp, .so, .py). Each
-   file goes with its length and SHA-256, the whole with a digest.
+- **AOTAutograd's cache** (a whole graph, forward and backward): the hook
+  point is ``AOTAutogradCache.try_load`` (torch 2.13 and 2.14), which
+  AOTAutograd calls before it compiles a graph for Inductor.
+- **Inductor's FX graph cache** (each forward or backward graph Inductor
+  compiles) where AOTAutograd's cache bypasses the graph on every rank:
+  DDP's split graphs (Dynamo's optimize_ddp compiles each bucket's piece
+  with fakify_first_call, which AOTAutograd refuses to cache) and any
+  other graph it refuses. Hook points ``FxGraphCache.load_with_key`` and
+  ``FxGraphCache._save_graph`` (_once_fx.py).
+
+At either level:
+
+1. The ranks agree on torch's own cache key for the graph (an all-gather at
+   site ``once.key``, paired like every ccol.torch agreement) and on
+   whether each has the entry in its own cache.
+2. Where every rank has the same key and at least two ranks lack the entry,
+   the owner is one of those, sha256(key) picking which, so a job
+   compiling many graphs spreads them over its ranks (where one rank alone
+   lacks it, that rank compiles and nothing is sent; a rank that has it
+   loads its own). The owner compiles as usual (its cache is filled), then
+   broadcasts every file its compile added to its cache directory: the
+   entries and the kernels (.cpp, .so, .py), each with its length and
+   SHA-256 (_once_files.py).
 3. The others check the lengths and digests, write the files into their own
-   cache directory (each file atomically, the AOTAutograd entry last, so a
-   failure never leaves a partial entry), then load through torch's own
-   lookup, which runs torch's validation (guards, versions).
-4. Where keys differ, each rank compiles its own graph; the ranks and the
-   graph are named in a WARNING and in the trace.
+   cache directory (each file atomically, the entries last, so a failure
+   never leaves a partial entry), then load through torch's own lookup,
+   which runs torch's validation (guards, versions).
+
+**Never silent.** Every graph that is not shared is a WARNING the first
+time for each reason (later ones are INFO), naming the graph, the reason
+and what to do about it, and a trace event ``once`` with the outcome:
+
+- ``bypassed``: torch's caches refuse the graph on every rank;
+- ``divergent``: the ranks' keys differ (each compiles its own);
+- ``fallback``: the owner did not deliver (its compile raised, it died,
+  the artifact failed its check, torch's lookup rejected it);
+- ``alone``: no other rank lacked the graph (nothing to share; INFO).
+
+``ccol report`` lists each graph's outcome on every rank, and each rank
+logs a summary when it exits (summary()).
 
 An owner whose compile raises broadcasts the failure; an owner that dies is
-named by the heartbeat watch within seconds; an artifact that fails its
-check is discarded. In each case the others log a WARNING naming the owner
-and compile for themselves: never a hang, never a partial artifact.
+named by the heartbeat watch within seconds. In each case the others
+compile for themselves: never a hang, never a partial artifact.
 
 Backward graphs are compiled with the forward
 (torch._functorch.config.force_non_lazy_backward_lowering, patched around
@@ -38,16 +58,16 @@ complete when the owner shares it, and no rank waits on another's first
 backward call.
 """
 
+import atexit
 import hashlib
-import json
 import os
-import struct
 import threading
 import time
 
 import ccol
 
 from . import _agree, _env
+from . import _once_files as files_
 from ._hooks import Hook
 from ._log import log
 
@@ -58,24 +78,36 @@ HOOK_POINTS = (
     ("torch._functorch.aot_autograd", "aot_stage2_compile"),
     ("torch._inductor.runtime.runtime_utils", "cache_dir"),
     ("torch._functorch.config", "force_non_lazy_backward_lowering"),
+    ("torch._inductor.codecache", "FxGraphCache.load_with_key"),
+    ("torch._inductor.codecache", "FxGraphCache._save_graph"),
+    ("torch._inductor.codecache", "FxGraphCache.prepare_key"),
 )
 
 SITE = "once.key"
-MAGIC = b"CCOLONCE"
-VERSION = 1
-MAX_SHARE = 48 << 20   # larger artifacts are compiled by every rank
-_SKIP_DIRS = ("locks",)  # lock files and the like are never shared
+
+# What a user can do about each reason a graph is not shared.
+ADVICE = {
+    "bypassed": "torch's caches refuse this graph on every rank for the "
+                "reasons given, so every rank compiles it; "
+                "TORCH_LOGS=+inductor shows more",
+    "divergent": "the graph or the settings that enter torch's cache key "
+                 "differ between these ranks; make them the same (`ccol "
+                 "report` lists the ranks)",
+    "fallback": "see the owner's log; the job goes on, this rank paid the "
+                "compile",
+}
 
 
 class Counts:
     """What compile_once did on this rank (compile_once_counts())."""
 
-    FIELDS = ("compiled", "loaded", "divergent", "fallbacks", "bytes_sent",
-              "bytes_received")
+    FIELDS = ("compiled", "loaded", "divergent", "fallbacks", "bypassed",
+              "bytes_sent", "bytes_received")
 
     def __init__(self):
         for f in self.FIELDS:
             setattr(self, f, 0)
+        self.saved_s = 0.0   # the owners' compile time this rank skipped
 
     def as_dict(self):
         return {f: getattr(self, f) for f in self.FIELDS}
@@ -88,7 +120,10 @@ class Once:
         self.job = job
         self.counts = Counts()
         self.fault = _env.choice("CCOL_TORCH_ONCE_FAULT", _env.ONCE_FAULTS, "")
-        self.owed = threading.local()  # (key, graph, before) the owner owes
+        self.owed = threading.local()  # .entry (AOT), .fx: what is owed
+        self.fx = threading.local()    # .graph while FX-level sharing is on
+        self.warned = set()            # reasons already warned about
+        self.arrived_ns = 0            # when the last artifact arrived
 
 
 # ---- install ------------------------------------------------------------
@@ -110,6 +145,14 @@ def _stage2_hook(job, upstream, module):
     return aot_stage2_compile
 
 
+def install(job, more=()):
+    """compile_once on for this job: its hooks (HOOKS and `more`, the
+    FX graph cache's from _once_fx.py) and its summary at exit."""
+    job.once = Once(job)
+    job.hooks.install(HOOKS + tuple(more))
+    atexit.register(summary, job.once)
+
+
 # try_load and aot_stage2_compile are wrapped (the backward is compiled
 # with the forward by backward_with_forward, around each compile).
 HOOKS = (
@@ -118,11 +161,6 @@ HOOKS = (
     Hook("torch._functorch.aot_autograd", "aot_stage2_compile",
          _stage2_hook),
 )
-
-
-def install(job):
-    job.once = Once(job)
-    job.hooks.install(HOOKS)
 
 
 def backward_with_forward():
@@ -137,10 +175,34 @@ def backward_with_forward():
 
 # ---- the agreement on the key ------------------------------------------
 
+def decide(once, graph, key, have):
+    """The agreement on one graph: (role, owner) with role one of
+    "bypass" (no rank has a key), "divergent", "alone" (fewer than two
+    ranks lack it), "owner", "bystander" (has it, takes part in the
+    owner's broadcast) or "receiver"."""
+    job = once.job
+    _settle_stale(once)
+    got = _agree.agree(job, SITE, graph, [key or "", bool(have)])
+    keys = [g[0] for g in got]
+    if not any(keys):
+        return "bypass", None
+    if key is None or any(k != keys[0] for k in keys):
+        _diverged(once, graph, keys)
+        return "divergent", None
+    lacking = [r for r, g in enumerate(got) if not g[1]]
+    if len(lacking) < 2:
+        return "alone", None
+    owner = lacking[int(hashlib.sha256(key.encode()).hexdigest(), 16) %
+                    len(lacking)]
+    if owner == job.comm.rank:
+        return "owner", owner
+    return ("bystander" if have else "receiver"), owner
+
+
 def _key_of(load, args, kwargs):
-    """torch's AOTAutograd cache key for this compile, computed as try_load
-    computes it, or None where torch would bypass its cache (then nothing
-    can be shared). torch 2.14 adds act_input_paths to both."""
+    """(torch's AOTAutograd cache key for this compile, computed as
+    try_load computes it, or None where torch bypasses its cache; the
+    reason it gives then). torch 2.14 adds act_input_paths to both."""
     import inspect
     from torch._functorch._aot_autograd.autograd_cache import \
         autograd_cache_key
@@ -150,13 +212,13 @@ def _key_of(load, args, kwargs):
         if "act_input_paths" in got:
             extra.append(got["act_input_paths"])
         return autograd_cache_key(got["mod"], got["args"], got["aot_config"],
-                                  *extra)[0]
+                                  *extra)[0], None
     except Exception as e:  # noqa: BLE001 - torch bypasses its cache too
-        log.debug("compile_once: no cache key (%s): compiled here", e)
-        return None
+        log.debug("compile_once: no cache key (%s)", e)
+        return None, f"{type(e).__name__}: {e}"
 
 
-def _graph_name(job):
+def graph_name(job):
     """The frame being compiled, for messages."""
     cur = job.current
     return f"compile {cur[1]} of {cur[0]}" if cur else "a graph"
@@ -164,30 +226,46 @@ def _graph_name(job):
 
 def _try_load(once, load, args, kwargs):
     job = once.job
+    once.fx.graph = None  # a bypassed compile that never reached _stage2
     if job.local or job.comm.size < 2:
         return load(*args, **kwargs)
-    key = _key_of(load, args, kwargs)
-    mine = [key or "", key is not None and _have(key)]
-    graph = _graph_name(job)
-    got = _agree.agree(job, SITE, graph, mine)
-    keys = [g[0] for g in got]
-    if not any(keys):
-        log.info("compile_once: %s: torch bypasses its cache for this graph "
-                 "on every rank, so every rank compiles it", graph)
-        return _compiled_here(once, load, args, kwargs)
-    if key is None or any(k != keys[0] for k in keys):
-        _diverged(once, graph, keys)
-        return _compiled_here(once, load, args, kwargs)
-    lacking = [r for r, g in enumerate(got) if not g[1]]
-    if len(lacking) < 2:
-        return _compiled_here(once, load, args, kwargs)  # nothing to share
-    owner = lacking[int(hashlib.sha256(key.encode()).hexdigest(), 16) %
-                    len(lacking)]
-    if owner == job.comm.rank:
+    key, why = _key_of(load, args, kwargs)
+    graph = graph_name(job)
+    role, owner = decide(once, graph, key, key is not None and _have(key))
+    if role == "bypass":
+        return _fx_level(once, graph, why, load, args, kwargs)
+    if role == "owner":
         return _own(once, load, args, kwargs, key, graph)
-    if mine[1]:
+    if role == "bystander":
         return _bystander(once, load, args, kwargs, graph, owner)
-    return _receive(once, load, args, kwargs, key, graph, owner)
+    if role == "receiver":
+        return _receive(once, load, args, kwargs, key, graph, owner)
+    return _compiled_here(once, load, args, kwargs, graph, role)
+
+
+def _fx_level(once, graph, why, load, args, kwargs):
+    """AOTAutograd bypasses its cache for this graph on every rank: its
+    forward and backward graphs are shared at Inductor's FX graph cache
+    instead (_once_fx.py) while AOTAutograd compiles it (_stage2)."""
+    got = load(*args, **kwargs)
+    if got[0] is None:
+        fx = once.fx
+        fx.graph, fx.pieces, fx.why, fx.aot_why = graph, 0, None, why
+        log.debug("compile_once: %s: AOTAutograd bypasses its cache (%s); "
+                  "sharing at the FX graph cache", graph, why)
+    return got
+
+
+def _fx_done(once):
+    """The end of a compile shared at the FX graph cache: where Inductor
+    looked nothing up, the graph was not shared."""
+    fx = once.fx
+    graph, fx.graph = fx.graph, None
+    if fx.pieces == 0:
+        once.counts.compiled += 1
+        not_shared(once, graph, "bypassed",
+                   f"AOTAutograd's cache: {fx.aot_why}; Inductor's FX "
+                   f"graph cache: {fx.why or 'not looked up'}")
 
 
 def _jr(job, r):
@@ -199,26 +277,48 @@ def _jr(job, r):
 def _diverged(once, graph, keys):
     """Names the ranks whose key differs from rank 0's."""
     job = once.job
-    once.counts.divergent += 1
     others = [_jr(job, r) for r, k in enumerate(keys) if k != keys[0]]
-    what = (f"compile_once: {graph}: ranks {', '.join(map(str, others))} "
-            f"have another cache key than rank {_jr(job, 0)} (the graph or "
-            "its settings differ), so every rank compiles its own")
+    what = (f"ranks {', '.join(map(str, others))} have another cache key "
+            f"than rank {_jr(job, 0)}, so every rank compiles its own")
     if not all(keys):
         none = [_jr(job, r) for r, k in enumerate(keys) if not k]
-        what = (f"compile_once: {graph}: torch bypasses its cache on ranks "
-                f"{', '.join(map(str, none))}, so every rank compiles its "
-                "own")
-    log.warning(what)
-    job.event("once", frame=graph, outcome="divergent",
-              ranks=others or None, key=keys[job.comm.rank] or None)
+        what = (f"torch bypasses its cache on ranks "
+                f"{', '.join(map(str, none))} only, so every rank "
+                "compiles its own")
+    not_shared(once, graph, "divergent", what, ranks=others or None,
+               key=keys[job.comm.rank] or None)
 
 
-def _compiled_here(once, load, args, kwargs):
+def not_shared(once, graph, outcome, reason, said=None, **fields):
+    """One graph compile_once did not share: counted, a trace event (its
+    error: `reason`), and a WARNING (saying `said`, else the reason) the
+    first time for this outcome (INFO after)."""
+    job = once.job
+    counter = {"fallback": "fallbacks"}.get(outcome, outcome)
+    setattr(once.counts, counter, getattr(once.counts, counter) + 1)
+    level = "info" if outcome in once.warned else "warning"
+    once.warned.add(outcome)
+    getattr(log, level)("compile_once: %s is not shared (%s): %s. %s",
+                        graph, outcome, said or reason, ADVICE[outcome])
+    job.event("once", frame=graph, outcome=outcome, error=reason[:2000],
+              **fields)
+
+
+def _compiled_here(once, load, args, kwargs, graph, role):
     got = load(*args, **kwargs)
     if got[0] is None:
-        once.counts.compiled += 1
+        compiled_alone(once, graph, role)
     return got
+
+
+def compiled_alone(once, graph, role):
+    """This rank compiled a graph it did not own: counted, and traced
+    where no other rank lacked it (nothing to share)."""
+    once.counts.compiled += 1
+    if role == "alone":
+        log.info("compile_once: %s: no other rank lacks it, so this rank "
+                 "compiles it alone", graph)
+        once.job.event("once", frame=graph, outcome="alone")
 
 
 def _have(key):
@@ -235,14 +335,15 @@ def _own(once, load, args, kwargs, key, graph):
     """Looks up and compiles as usual; the files are sent once the compile
     ends (_stage2), or now on a local hit (nothing new to send then: the
     others compile for themselves)."""
-    before = _snapshot()
+    before = files_.snapshot()
+    t0 = time.monotonic()
     got = load(*args, **kwargs)
     if got[0] is not None:
-        _send(once, key, graph, failure="the owner found it in its own "
-              "cache (its files are not sent)")
+        send(once, key, graph, failure="the owner found it in its own "
+             "cache (its files are not sent)")
         return got
     once.counts.compiled += 1
-    once.owed.entry = (key, graph, before)
+    once.owed.entry = (key, graph, before, t0)
     return got
 
 
@@ -251,32 +352,55 @@ def _stage2(once, upstream, args, kwargs):
     produced nothing, when the compile ends."""
     owed = getattr(once.owed, "entry", None)
     once.owed.entry = None
-    if owed is None:
+    if owed is not None:
+        return owe(once, owed, lambda: upstream(*args, **kwargs))
+    if getattr(once.fx, "graph", None) is None:
         return upstream(*args, **kwargs)
-    key, graph, before = owed
     try:
-        _inject(once, "raise", "kill", "stop")
-        out = upstream(*args, **kwargs)
+        return upstream(*args, **kwargs)
+    finally:
+        _fx_done(once)
+
+
+def owe(once, owed, compile_):
+    """Runs an owner's compile_() and sends its files, or why it failed."""
+    key, graph, before, t0 = owed
+    try:
+        inject(once, "raise", "kill", "stop")
+        out = compile_()
     except BaseException as e:
-        _send(once, key, graph, failure=f"its compile raised "
-              f"{type(e).__name__}: {str(e)[:300]}")
+        send(once, key, graph, failure=f"its compile raised "
+             f"{type(e).__name__}: {str(e)[:300]}")
         raise
-    _send(once, key, graph, files=_new_files(before))
+    send(once, key, graph, files=files_.new_files(before),
+         compile_s=time.monotonic() - t0)
     return out
 
 
 def settle(once, err):
-    """A compile that failed before AOTAutograd's compile began (Dynamo's
-    _compile raised): an owner still owing that graph tells the others."""
-    owed = getattr(once.owed, "entry", None)
-    once.owed.entry = None
+    """A compile that failed before the owner's files were sent (Dynamo's
+    _compile raised): an owner still owing a graph tells the others."""
+    once.fx.graph = None
+    for slot in ("entry", "fx"):
+        owed = getattr(once.owed, slot, None)
+        setattr(once.owed, slot, None)
+        if owed is not None:
+            send(once, owed[0], owed[1], failure=f"its compile raised "
+                 f"{type(err).__name__}: {str(err)[:300]}")
+
+
+def _settle_stale(once):
+    """An FX-level owner whose compile ended without saving to the cache
+    (torch gave up on caching it) still owes the others an answer: it is
+    given before the next agreement."""
+    owed = getattr(once.owed, "fx", None)
     if owed is not None:
-        key, graph, _ = owed
-        _send(once, key, graph, failure=f"its compile raised "
-              f"{type(err).__name__}: {str(err)[:300]}")
+        once.owed.fx = None
+        send(once, owed[0], owed[1], failure="its compile ended without "
+             "writing the graph to its cache")
 
 
-def _inject(once, *which):
+def inject(once, *which):
     """The test fault CCOL_TORCH_ONCE_FAULT, at the first shared graph."""
     if once.fault not in which:
         return
@@ -291,119 +415,18 @@ def _inject(once, *which):
                        "raised")
 
 
-def _snapshot():
-    """{relative path: (size, mtime)} of the files in this rank's cache."""
-    from torch._inductor.runtime.runtime_utils import cache_dir
-    root = cache_dir()
-    seen = {}
-    for d, dirs, files in os.walk(root):
-        dirs[:] = [x for x in dirs if x not in _SKIP_DIRS]
-        for f in files:
-            p = os.path.join(d, f)
-            try:
-                st = os.stat(p)
-            except OSError:
-                continue
-            seen[os.path.relpath(p, root)] = (st.st_size, st.st_mtime_ns)
-    return seen
-
-
-def _new_files(before):
-    """The files the compile added or rewrote: [(relative path, bytes)],
-    the AOTAutograd entry last."""
-    from torch._inductor.runtime.runtime_utils import cache_dir
-    root = cache_dir()
-    out = []
-    for rel, stamp in _snapshot().items():
-        if before.get(rel) == stamp or _temporary(rel):
-            continue
-        try:
-            with open(os.path.join(root, rel), "rb") as f:
-                out.append((rel, f.read()))
-        except OSError:
-            continue
-    out.sort(key=lambda f: (f[0].startswith("aotautograd" + os.sep), f[0]))
-    return out
-
-
-def _temporary(rel):
-    base = os.path.basename(rel)
-    return base.startswith(".") or ".tmp" in base or base.endswith(".lock")
-
-
 # ---- the wire -------------------------------------------------------------
 
-def _pack(key, files=None, failure=None):
-    """MAGIC, version, header length, JSON header, then the files' bytes.
-    The header names each file with its length and SHA-256, and the SHA-256
-    of all the bytes."""
-    files = files or []
-    body = b"".join(data for _, data in files)
-    head = {"key": key, "failure": failure,
-            "files": [[rel, len(data), hashlib.sha256(data).hexdigest()]
-                      for rel, data in files],
-            "length": len(body), "sha256": hashlib.sha256(body).hexdigest()}
-    h = json.dumps(head).encode()
-    return MAGIC + struct.pack("<II", VERSION, len(h)) + h + body
-
-
-class Corrupt(Exception):
-    """An artifact that fails its check."""
-
-
-def _unpack(blob, key):
-    """(failure, [(relative path, bytes)]) from the owner's message; Corrupt
-    for anything that does not check out, malformed headers included."""
-    n = len(MAGIC) + 8
-    if len(blob) < n or blob[:len(MAGIC)] != MAGIC:
-        raise Corrupt("not a compile_once message")
-    version, hlen = struct.unpack("<II", blob[len(MAGIC):n])
-    if version != VERSION or n + hlen > len(blob):
-        raise Corrupt(f"version {version} or header length {hlen} is off")
-    try:
-        return _contents(json.loads(blob[n:n + hlen]), blob[n + hlen:], key)
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise Corrupt(f"malformed header: {type(e).__name__}: {e}") from None
-
-
-def _contents(head, body, key):
-    """_unpack's reading of the JSON header and the files' bytes."""
-    if head.get("key") != key:
-        raise Corrupt("the artifact is for another cache key")
-    if head.get("failure"):
-        return str(head["failure"]), []
-    if len(body) != head["length"]:
-        raise Corrupt(f"{len(body)} bytes received, {head['length']} sent")
-    if hashlib.sha256(body).hexdigest() != head["sha256"]:
-        raise Corrupt("the SHA-256 of the artifact differs from the owner's")
-    files, at = [], 0
-    for rel, length, digest in head["files"]:
-        data = body[at:at + length]
-        at += length
-        if len(data) != length or \
-                hashlib.sha256(data).hexdigest() != digest:
-            raise Corrupt(f"{rel}: length or SHA-256 differs")
-        files.append((_safe(rel), data))
-    return None, files
-
-
-def _safe(rel):
-    """A relative path that stays inside the cache directory."""
-    norm = os.path.normpath(rel)
-    if os.path.isabs(norm) or norm.startswith(".."):
-        raise Corrupt(f"{rel!r} is not a path inside the cache")
-    return norm
-
-
-def _send(once, key, graph, files=None, failure=None):
+def send(once, key, graph, files=None, failure=None, compile_s=0.0):
     """The owner's broadcast: the files, or why there are none."""
     job = once.job
-    if files is not None and sum(len(d) for _, d in files) > MAX_SHARE:
+    if files is not None and \
+            sum(len(d) for _, d in files) > files_.MAX_SHARE:
         files, failure = None, (f"the artifact is larger than "
-                                f"{MAX_SHARE >> 20} MiB")
+                                f"{files_.MAX_SHARE >> 20} MiB")
     if files is not None and not files:
         failure = "its compile added nothing to its cache"
-    blob = _pack(key, files, failure)
+    blob = files_.pack(key, files, failure, compile_s)
     if once.fault == "corrupt" and files:
         once.fault = ""
         i = len(blob) - 1
@@ -441,39 +464,63 @@ def _bcast(job, blob, owner, graph):
 
 # ---- the others -------------------------------------------------------------
 
+def take(once, key, graph, owner):
+    """A receiver's side of the owner's broadcast: (Artifact with its files
+    written into this rank's cache, bytes received), or (None, why)."""
+    try:
+        blob = _bcast(once.job, None, owner, graph)
+        once.counts.bytes_received += len(blob)
+        once.arrived_ns = time.monotonic_ns()
+        art = files_.unpack(blob, key)
+        if art.failure is not None:
+            return None, art.failure
+        files_.write(art.files)
+        return art, len(blob)
+    except (ccol.Error, files_.Corrupt, OSError) as e:
+        what = type(e).__name__ if not isinstance(e, files_.Corrupt) else \
+            "a corrupt artifact"
+        return None, f"{what}: {e}"
+
+
+def loaded(once, graph, owner, key, art, size, t0, t1):
+    """A receiver loaded the owner's artifact: waited from t0 to t1 (the
+    owner's compile and the transfer), then wrote and loaded it."""
+    job = once.job
+    once.counts.loaded += 1
+    once.counts.saved_s += art.compile_s
+    now = time.monotonic_ns()
+    job.event("once", frame=graph, outcome="loaded", owner=owner, key=key,
+              bytes=size, files=len(art.files), dur_ns=now - t0,
+              wait_ns=t1 - t0, load_ns=now - t1,
+              owner_compile_ns=int(art.compile_s * 1e9))
+    log.debug("compile_once: %s: loaded rank %d's artifact (%d files, %d "
+              "bytes)", graph, _jr(job, owner), len(art.files), size)
+
+
 def _receive(once, load, args, kwargs, key, graph, owner):
     """Waits for the owner's artifact, checks and writes it, and loads
     through torch's lookup; compiles here when anything goes wrong."""
-    job = once.job
     t0 = time.monotonic_ns()
-    try:
-        blob = _bcast(job, None, owner, graph)
-        once.counts.bytes_received += len(blob)
-        failure, files = _unpack(blob, key)
-        if failure is None:
-            _write(files)
-    except (ccol.Error, Corrupt, OSError) as e:
-        what = type(e).__name__ if not isinstance(e, Corrupt) else \
-            "a corrupt artifact"
-        failure = f"{what}: {e}"
-    if failure is None:
+    art, got_or_why = take(once, key, graph, owner)
+    t1 = once.arrived_ns
+    if art is not None:
         got = load(*args, **kwargs)
         if got[0] is not None:
-            once.counts.loaded += 1
-            job.event("once", frame=graph, outcome="loaded", owner=owner,
-                      key=key, bytes=len(blob), files=len(files),
-                      dur_ns=time.monotonic_ns() - t0)
-            log.debug("compile_once: %s: loaded rank %d's artifact (%d "
-                      "files, %d bytes)", graph, _jr(job, owner), len(files),
-                      len(blob))
+            loaded(once, graph, owner, key, art, got_or_why, t0, t1)
             return got
-        failure = "torch's cache lookup rejected the artifact"
-    return _fallback(once, load, args, kwargs, key, graph, owner, failure)
+        got_or_why = "torch's cache lookup rejected the artifact"
+    fell_back(once, graph, owner, key, got_or_why)
+    return _compiled_here(once, load, args, kwargs, graph, "fallback")
 
 
 def _bystander(once, load, args, kwargs, graph, owner):
     """A rank whose cache has the entry takes part in the owner's broadcast
     (a collective), drops what it gets and loads its own."""
+    bystand(once, graph, owner)
+    return _compiled_here(once, load, args, kwargs, graph, "bystander")
+
+
+def bystand(once, graph, owner):
     try:
         _bcast(once.job, None, owner, graph)
     except ccol.Error as e:
@@ -481,34 +528,30 @@ def _bystander(once, load, args, kwargs, graph, owner):
                     "(%s: %s); rank %d has its own", graph,
                     _jr(once.job, owner), type(e).__name__, e,
                     once.job.world.rank)
-    return _compiled_here(once, load, args, kwargs)
 
 
-def _fallback(once, load, args, kwargs, key, graph, owner, failure):
+def fell_back(once, graph, owner, key, failure):
     job = once.job
-    once.counts.fallbacks += 1
-    log.warning("compile_once: %s: the owner, rank %d, did not deliver "
-                "(%s); rank %d compiles it itself", graph, _jr(job, owner),
-                failure, job.world.rank)
-    job.event("once", frame=graph, outcome="fallback", owner=owner, key=key,
-              error=failure[:2000])
-    return _compiled_here(once, load, args, kwargs)
+    not_shared(once, graph, "fallback", failure, said=f"the owner, rank "
+               f"{_jr(job, owner)}, did not deliver ({failure}); rank "
+               f"{job.world.rank} compiles it itself", owner=owner, key=key)
 
 
-def _write(files):
-    """Writes the files into this rank's cache: each through a temporary
-    name and a rename, kernels first and the AOTAutograd entry last, so a
-    failure leaves no entry that references missing files."""
-    from torch._inductor.runtime.runtime_utils import cache_dir
-    root = cache_dir()
-    for rel, data in files:
-        path = os.path.join(root, rel)
-        if os.path.exists(path):
-            continue
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.ccol-{os.getpid()}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-        if rel.endswith(".so"):
-            os.chmod(tmp, 0o755)
-        os.replace(tmp, path)
+# ---- the summary ----------------------------------------------------------
+
+def summary(once):
+    """This rank's account of compile_once, logged when it exits: graphs
+    compiled here, loaded, not shared (by outcome), bytes, and the compile
+    time saved (the owners' compile time of the graphs loaded here)."""
+    c = once.counts
+    missed = {k: getattr(c, k) for k in ("bypassed", "divergent",
+                                         "fallbacks") if getattr(c, k)}
+    if not (c.compiled or c.loaded or missed):
+        return
+    level = log.warning if missed else log.info
+    level("compile_once summary for rank %d: compiled %d graphs, loaded %d "
+          "(%.1f MB received, %.1f MB sent); not shared: %s; compile time "
+          "saved here: %.1f s", once.job.world.rank, c.compiled, c.loaded,
+          c.bytes_received / 1e6, c.bytes_sent / 1e6,
+          ", ".join(f"{v} {k}" for k, v in missed.items()) or "none",
+          c.saved_s)

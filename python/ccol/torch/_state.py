@@ -78,6 +78,7 @@ class Job:
         self.activity = "running"  # what this rank is doing (heartbeat)
         self.interrupted_while = "running"  # the activity a Ctrl-C hit
         self.on_join = []         # called with the job once joined
+        self.join_error = None    # what an on_join call raised
         self.compile_once = False  # _once.py: one rank compiles each graph
         self.once = None          # _once.Once while compile_once is on
         self._local = threading.local()
@@ -118,8 +119,14 @@ class Job:
                     joined = self._connect()
                     self.joined = joined
                     self._comm = joined.comm
-                    for fn in self.on_join:
-                        fn(self)
+                    try:
+                        for fn in self.on_join:
+                            fn(self)
+                    except BaseException as e:
+                        self.join_error = e
+                        raise
+        if self.join_error is not None:  # raised on every use, in every
+            raise self.join_error        # thread: never half set up
         return self._comm
 
     @property

@@ -1,0 +1,116 @@
+"""compile_once at Inductor's FX graph cache: the graphs AOTAutograd's
+cache refuses on every rank are shared one Inductor graph at a time.
+
+The common case is compiled DDP: Dynamo's optimize_ddp (on by default)
+splits a graph at DDP's buckets and compiles each piece with
+fakify_first_call, and AOTAutograd's cache refuses every such piece. Inside
+each piece's compile, Inductor still looks each forward and backward graph
+up in its FX graph cache, under a key that is the same on every rank. So,
+while _once._fx_level marks a bypassed compile on this thread:
+
+- ``FxGraphCache.load_with_key`` (Inductor's lookup) looks up as usual,
+  then the ranks agree on the key and on who has it (_once.decide). The
+  owner returns its miss (Inductor compiles) and owes the others its files;
+  a receiver takes the owner's files, writes them into its cache and looks
+  up again (a hit: no compile), or compiles itself on any doubt;
+- ``FxGraphCache._save_graph`` (Inductor saving the owner's graph) is where
+  the owner's debt falls due: the files its compile added are sent.
+
+Where Inductor's FX graph cache refuses a piece too
+(``FxGraphCache.prepare_key`` finds no key), its reason is kept for the
+WARNING that the graph is not shared.
+
+AOTAutograd's own loads (evaluate_guards given) and lookups outside a
+bypassed compile are left alone: those graphs are shared whole at
+AOTAutograd's cache (_once.py).
+"""
+
+import time
+
+from . import _once
+from . import _once_files as files_
+from ._hooks import Hook
+
+
+def _arg(args, kwargs, i, name, default=None):
+    return args[i] if len(args) > i else kwargs.get(name, default)
+
+
+def _through(fn):
+    """A hook maker for one of FxGraphCache's staticmethods: each call goes
+    through fn(once, upstream, args, kwargs)."""
+    def make(job, upstream, module):
+        upstream, once = upstream.__func__, job.once
+
+        def hooked(*args, **kwargs):
+            return fn(once, upstream, args, kwargs)
+        return staticmethod(hooked)
+    return make
+
+
+def _prepare(once, prepare, args, kwargs):
+    """Inductor's FX cache key; its bypass reason is kept while a bypassed
+    compile is shared at this level."""
+    key_info, info = prepare(*args, **kwargs)
+    if key_info is None and getattr(once.fx, "graph", None) is not None:
+        once.fx.why = str((info or {}).get("cache_bypass_reason"))
+    return key_info, info
+
+
+def _load(once, load, args, kwargs):
+    graph = getattr(once.fx, "graph", None)
+    if graph is None or _arg(args, kwargs, 7, "evaluate_guards") is not None:
+        return load(*args, **kwargs)
+    key = _arg(args, kwargs, 0, "key")
+    side = "backward" if _arg(args, kwargs, 5, "is_backward") else "forward"
+    once.fx.pieces += 1  # named by position: the key may differ by rank
+    piece = f"{graph}, Inductor graph {once.fx.pieces} ({side})"
+    got = load(*args, **kwargs)
+    role, owner = _once.decide(once, piece, key, got[0] is not None)
+    if role == "owner":
+        once.owed.fx = (key, piece, files_.snapshot(), time.monotonic())
+        once.counts.compiled += 1
+    elif role == "bystander":
+        _once.bystand(once, piece, owner)
+    elif role == "receiver":
+        return _receive(once, load, args, kwargs, key, piece, owner, got)
+    elif got[0] is None:
+        _once.compiled_alone(once, piece, role)
+    return got
+
+
+def _receive(once, load, args, kwargs, key, piece, owner, miss):
+    """The owner's files written into this cache, then Inductor's lookup
+    again: a hit, or the miss (Inductor compiles here) on any doubt."""
+    t0 = time.monotonic_ns()
+    art, got_or_why = _once.take(once, key, piece, owner)
+    t1 = once.arrived_ns
+    if art is not None:
+        got = load(*args, **kwargs)
+        if got[0] is not None:
+            _once.loaded(once, piece, owner, key, art, got_or_why, t0, t1)
+            return got
+        got_or_why = "Inductor's cache lookup rejected the artifact"
+    _once.fell_back(once, piece, owner, key, got_or_why)
+    once.counts.compiled += 1
+    return miss
+
+
+def _save(once, save, args, kwargs):
+    """Inductor saves a graph; an owner that owes it sends its files."""
+    owed = getattr(once.owed, "fx", None)
+    key = _arg(args, kwargs, 0, "key")
+    if owed is None or owed[0] != key:
+        return save(*args, **kwargs)
+    once.owed.fx = None
+    return _once.owe(once, owed, lambda: save(*args, **kwargs))
+
+
+HOOKS = (
+    Hook("torch._inductor.codecache", "load_with_key", _through(_load),
+         owner="FxGraphCache"),
+    Hook("torch._inductor.codecache", "_save_graph", _through(_save),
+         owner="FxGraphCache"),
+    Hook("torch._inductor.codecache", "prepare_key", _through(_prepare),
+         owner="FxGraphCache"),
+)
