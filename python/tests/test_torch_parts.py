@@ -570,3 +570,36 @@ def test_own_interrupt_is_named_by_what_the_rank_was_doing():
     assert "interrupted (Ctrl-C) while compiling loss (train.py:56)" in \
         str(later)
     assert "collective" not in str(later)
+
+
+def test_a_failure_while_the_job_is_set_up_is_raised_on_every_use():
+    """An on_join step that raises (a hook that cannot be placed, say)
+    leaves no half set-up job behind: the error is raised again at every
+    later use, in any thread, and the job is not joined twice."""
+    import threading
+    import types
+    from ccol.torch._state import Job
+    joins = []
+
+    def connect():
+        joins.append(1)
+        return types.SimpleNamespace(comm=object())
+
+    def boom(job):
+        raise NameError("a hook maker is missing")
+    job = Job(None, True, connect=connect)
+    job.on_join.append(boom)
+    for _ in range(2):
+        with pytest.raises(NameError, match="a hook maker is missing"):
+            job.world
+    seen = []
+
+    def other():
+        try:
+            job.world
+        except NameError as e:
+            seen.append(e)
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert len(seen) == 1 and joins == [1]
