@@ -123,7 +123,6 @@ class Once:
         self.owed = threading.local()  # .entry (AOT), .fx: what is owed
         self.fx = threading.local()    # .graph while FX-level sharing is on
         self.warned = set()            # reasons already warned about
-        self.arrived_ns = 0            # when the last artifact arrived
 
 
 # ---- install ------------------------------------------------------------
@@ -464,25 +463,27 @@ def _bcast(job, blob, owner, graph):
 
 # ---- the others -------------------------------------------------------------
 
-def take(once, key, graph, owner):
+def _take(once, key, graph, owner):
     """A receiver's side of the owner's broadcast: (Artifact with its files
-    written into this rank's cache, bytes received), or (None, why)."""
+    written into this rank's cache, bytes received, when they arrived), or
+    (None, why, when)."""
+    arrived = time.monotonic_ns()
     try:
         blob = _bcast(once.job, None, owner, graph)
         once.counts.bytes_received += len(blob)
-        once.arrived_ns = time.monotonic_ns()
+        arrived = time.monotonic_ns()
         art = files_.unpack(blob, key)
         if art.failure is not None:
-            return None, art.failure
+            return None, art.failure, arrived
         files_.write(art.files)
-        return art, len(blob)
+        return art, len(blob), arrived
     except (ccol.Error, files_.Corrupt, OSError) as e:
         what = type(e).__name__ if not isinstance(e, files_.Corrupt) else \
             "a corrupt artifact"
-        return None, f"{what}: {e}"
+        return None, f"{what}: {e}", arrived
 
 
-def loaded(once, graph, owner, key, art, size, t0, t1):
+def _loaded(once, graph, owner, key, art, size, t0, t1):
     """A receiver loaded the owner's artifact: waited from t0 to t1 (the
     owner's compile and the transfer), then wrote and loaded it."""
     job = once.job
@@ -497,19 +498,26 @@ def loaded(once, graph, owner, key, art, size, t0, t1):
               "bytes)", graph, _jr(job, owner), len(art.files), size)
 
 
-def _receive(once, load, args, kwargs, key, graph, owner):
-    """Waits for the owner's artifact, checks and writes it, and loads
-    through torch's lookup; compiles here when anything goes wrong."""
+def receive(once, key, graph, owner, lookup):
+    """A receiver at either level: waits for the owner's artifact, checks
+    and writes it, then lookup() (torch's own); torch's hit, or None after
+    a named fallback (the caller compiles here)."""
     t0 = time.monotonic_ns()
-    art, got_or_why = take(once, key, graph, owner)
-    t1 = once.arrived_ns
+    art, got_or_why, t1 = _take(once, key, graph, owner)
     if art is not None:
-        got = load(*args, **kwargs)
+        got = lookup()
         if got[0] is not None:
-            loaded(once, graph, owner, key, art, got_or_why, t0, t1)
+            _loaded(once, graph, owner, key, art, got_or_why, t0, t1)
             return got
         got_or_why = "torch's cache lookup rejected the artifact"
     fell_back(once, graph, owner, key, got_or_why)
+    return None
+
+
+def _receive(once, load, args, kwargs, key, graph, owner):
+    got = receive(once, key, graph, owner, lambda: load(*args, **kwargs))
+    if got is not None:
+        return got
     return _compiled_here(once, load, args, kwargs, graph, "fallback")
 
 

@@ -82,16 +82,10 @@ def _load(once, load, args, kwargs):
 def _receive(once, load, args, kwargs, key, piece, owner, miss):
     """The owner's files written into this cache, then Inductor's lookup
     again: a hit, or the miss (Inductor compiles here) on any doubt."""
-    t0 = time.monotonic_ns()
-    art, got_or_why = _once.take(once, key, piece, owner)
-    t1 = once.arrived_ns
-    if art is not None:
-        got = load(*args, **kwargs)
-        if got[0] is not None:
-            _once.loaded(once, piece, owner, key, art, got_or_why, t0, t1)
-            return got
-        got_or_why = "Inductor's cache lookup rejected the artifact"
-    _once.fell_back(once, piece, owner, key, got_or_why)
+    got = _once.receive(once, key, piece, owner,
+                        lambda: load(*args, **kwargs))
+    if got is not None:
+        return got
     once.counts.compiled += 1
     return miss
 
