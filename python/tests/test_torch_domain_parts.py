@@ -246,6 +246,58 @@ def test_a_domain_pairing_error_names_job_ranks():
         _guard._combine([b"G1f (a.py:1)", b"G1g (b.py:2)"], (6, 7))
 
 
+def test_graph_checks_kinds_and_decisions_name_job_ranks():
+    """Inside the domain of ranks 4, 6, 9 every message names those ranks,
+    never the domain's own 0, 1, 2: the graph checks (ccol's and torch's
+    SPMD check), a rank in another kind of collective, a decision's
+    witnesses and a rank's unreadable state."""
+    from torch._dynamo import pgo
+    from torch._dynamo.symbolic_convert import LocalState
+    from ccol.torch import _codec, _decisions, _graph, _spmd
+    jr = (4, 6, 9).__getitem__
+    row = ["k", "call_function", "aten.add", "[2]", "m.py:3"]
+    other = ["j", "call_function", "aten.mul", "[2]", "m.py:4"]
+    msg = _graph.divergence("f", [[row], [row], [other]], jr)
+    assert "rank 9 differs from rank 4. rank 9 first differs at tensor " \
+        "node 0: rank 4 has call_function aten.add" in msg, msg
+    fps = [["a"], ["b"], ["a"]]
+    rows = [[row[1:]], [other[1:]], [row[1:]]]
+    msg = _spmd.spmd_divergence("f", fps, rows, jr)
+    assert "rank 6 differs from rank 4. rank 6 first differs at " \
+        "call_function node 0: rank 4 has aten.add" in msg, msg
+    exchange = json.dumps({"v": 1, "frame": "g (b.py:3)", "compile": 1,
+                           "seq": 2, "at": "?", "state": {}}).encode()
+    with pytest.raises(ccol.DivergedError, match="rank 6 is in the exchange "
+                                                 ".* while rank 4 is in"):
+        _codec.check_kinds([b"G1f (a.py:1)", exchange, b"G1f (a.py:1)"],
+                           _codec.GUARD, "guard collective", (4, 6, 9))
+    states = []
+    for n in (2, 3, 5):
+        st = LocalState()
+        st.automatic_dynamic["L['n']"] = \
+            pgo.FrameStateSizeEntry.make_scalar(n)
+        states.append(st)
+    seen = _decisions.everyone(states, (4, 6, 9))
+    assert [r for r, _ in seen["L['n']"][0]] == [4, 6, 9]
+    good = _codec.encode_state(states[0])
+    with pytest.raises(ccol.PeerError, match="rank 9: L"):
+        _compile._gathered(_FakeGather([good, good, {"L['n']": []}]),
+                           _head(), None, (4, 6, 9))
+
+
+class _FakeGather:
+    """A communicator whose all-gather returns the given states, each in
+    an exchange with the same header."""
+
+    def __init__(self, states):
+        self.states = states
+
+    def allgather(self, blob):
+        mine = json.loads(blob)
+        return [json.dumps(dict(mine, state=s)).encode()
+                for s in self.states]
+
+
 # ---- the meeting at a first compile --------------------------------------------
 
 class _Live:

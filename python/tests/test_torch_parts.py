@@ -464,7 +464,7 @@ def test_decisions_name_changes_over_time_and_what_one_rank_alone_would_do():
         pgo._CODE_STATE = None
         def decide(states, rank):
             return _decisions.decide(c, states, states[rank],
-                                     _decisions.everyone(states))
+                                     _decisions.everyone(states, (0, 1)))
         made, changes = decide([state(4, 2), state(4, 3)], 0)
         assert [(d.what, d.alone_dynamic) for d in made] == [("L['n']", False)]
         assert made[0].explain() == "L['n'] dynamic: 2 on rank 0, 3 on rank 1"

@@ -215,8 +215,8 @@ def agree(job, site, key, value):
     t0 = time.monotonic_ns()
     try:
         blobs = comm.allgather(blob)
-        check_kinds(blobs, AGREE, "agreement")
         m = d.members
+        check_kinds(blobs, AGREE, "agreement", m)
         got = [loads(b, m[r]) for r, b in enumerate(blobs)]
         check_pairing([g[:3] for g in got], m)
         values = [decode(g[3], m[r]) for r, g in enumerate(got)]

@@ -164,11 +164,12 @@ def kind_of(blob):
     return None, "sending bytes of no known kind"
 
 
-def check_kinds(blobs, kind, what):
+def check_kinds(blobs, kind, what, members=None):
     """Every rank's payload must be of `kind` (the collective `what`);
-    else the same ccol.DivergedError on every rank, naming rank 0 and the
-    first rank doing something else. Bytes of no known kind are left to
-    the kind's own decoder (a PeerError naming the rank)."""
+    else the same ccol.DivergedError on every rank, naming the first rank
+    and the first rank doing something else by their job ranks (members:
+    the domain's, None for the whole job). Bytes of no known kind are left
+    to the kind's own decoder (a PeerError naming the rank)."""
     if all(_quick_kind(b) == kind for b in blobs):
         return
     kinds = [kind_of(b) for b in blobs]
@@ -176,9 +177,10 @@ def check_kinds(blobs, kind, what):
                   if k is not None and k != kinds[0][0]), None)
     if other is None or kinds[0][0] is None:
         return
+    m = members or range(len(blobs))
     raise diverged_error(
-        f"torch.compile {what}: rank {other} is {kinds[other][1]} while "
-        f"rank 0 is {kinds[0][1]}")
+        f"torch.compile {what}: rank {m[other]} is {kinds[other][1]} while "
+        f"rank {m[0]} is {kinds[0][1]}")
 
 
 def _quick_kind(blob):

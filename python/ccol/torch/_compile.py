@@ -254,19 +254,21 @@ def _reduced(comm, header, state, members):
     if res.brk is not None:
         apart = _apart(header, [(0, res.h0), (res.brk["rank"],
                                                res.brk["h"])], members)
-    return (res.states, {n: (res.seen[n], res.count[n]) for n in res.seen},
-            apart)
+    seen = {n: ([(members[r], e) for r, e in res.seen[n]], res.count[n])
+            for n in res.seen}
+    return res.states, seen, apart
 
 
 def _gathered(comm, header, state, members):
     """The exchange as upstream's all-gather of every rank's state."""
     mine = dict(header, v=1, state=state)
     blobs = comm.allgather(json.dumps(mine).encode())
-    check_kinds(blobs, COMPILE, "compiler collective")
+    check_kinds(blobs, COMPILE, "compiler collective", members)
     got = [_decode_rank(members[r], b) for r, b in enumerate(blobs)]
     check_pairing(got, members)
-    states = [decode_state(g["state"], r) for r, g in enumerate(got)]
-    return (states, _decisions.everyone(states),
+    states = [decode_state(g["state"], members[r])
+              for r, g in enumerate(got)]
+    return (states, _decisions.everyone(states, members),
             _apart(header, list(enumerate(got)), members))
 
 
@@ -281,7 +283,7 @@ def _report(job, code, frame, k, exchanged, ns):
         if not d.alone_dynamic:
             log.warning("compile %d of %s: %s (rank %d alone would have "
                         "kept it static)", k, frame, d.explain(),
-                        job.comm.rank)
+                        job.job_rank(job.comm.rank))
 
 
 def _decode_rank(rank, blob):

@@ -58,12 +58,13 @@ class Decision:
         return f"{self.what} dynamic: {shown}"
 
 
-def everyone(states):
-    """{name: ([(rank, entry)], ranks)} of an all-gathered exchange."""
+def everyone(states, members):
+    """{name: ([(job rank, entry)], ranks)} of an all-gathered exchange
+    over the domain whose job ranks are `members`."""
     seen = {}
     for r, st in enumerate(states):
         for name, e in st.automatic_dynamic.items():
-            seen.setdefault(name, ([], 0))[0].append((r, e))
+            seen.setdefault(name, ([], 0))[0].append((members[r], e))
     return {n: (v, len(v)) for n, (v, _) in seen.items()}
 
 

@@ -125,7 +125,7 @@ def _describe(rows, i):
     return f"{op} {target} {shapes} at {src or '(no source line)'}"
 
 
-def divergence(key, rows):
+def divergence(key, rows, jr=lambda r: r):
     """The same message on every rank, from every rank's node rows (in
     _spmd.py's wording for torch's SPMD check)."""
     differ = [r for r in range(1, len(rows))
@@ -138,7 +138,8 @@ def divergence(key, rows):
     def first(r):
         i = _first_difference(rows[0], rows[r])
         return i, _describe(rows[0], i), _describe(rows[r], i)
-    return graphs_differ("graph check", key, differ, "tensor node", first)
+    return graphs_differ("graph check", key, differ, "tensor node", first,
+                         jr)
 
 
 def check(job, gm):
@@ -152,8 +153,8 @@ def check(job, gm):
         return
     mine = [[k] + row for k, row in got[:MAX_ROWS]]
     every = _agree.agree(job, "graph.nodes", key, mine)
-    rows = [_check_rows(r, rank) for rank, r in enumerate(every)]
-    msg = divergence(key, rows)
+    rows = [_check_rows(r, job.job_rank(i)) for i, r in enumerate(every)]
+    msg = divergence(key, rows, job.job_rank)
     if job.graph_check == "error":
         raise diverged_error(msg)
     log.warning("%s", msg)

@@ -267,20 +267,14 @@ def _fx_done(once):
                    f"graph cache: {fx.why or 'not looked up'}")
 
 
-def _jr(job, r):
-    """The job rank of the domain's rank r (messages name job ranks)."""
-    d = job.active
-    return d.job_rank(r) if d is not None else r
-
-
 def _diverged(once, graph, keys):
     """Names the ranks whose key differs from rank 0's."""
     job = once.job
-    others = [_jr(job, r) for r, k in enumerate(keys) if k != keys[0]]
+    others = [job.job_rank(r) for r, k in enumerate(keys) if k != keys[0]]
     what = (f"ranks {', '.join(map(str, others))} have another cache key "
-            f"than rank {_jr(job, 0)}, so every rank compiles its own")
+            f"than rank {job.job_rank(0)}, so every rank compiles its own")
     if not all(keys):
-        none = [_jr(job, r) for r, k in enumerate(keys) if not k]
+        none = [job.job_rank(r) for r, k in enumerate(keys) if not k]
         what = (f"torch bypasses its cache on ranks "
                 f"{', '.join(map(str, none))} only, so every rank "
                 "compiles its own")
@@ -449,7 +443,7 @@ def send(once, key, graph, files=None, failure=None, compile_s=0.0):
 
 def _bcast(job, blob, owner, graph):
     comm = job.comm
-    what = f"compile_once of {graph} from rank {_jr(job, owner)}"
+    what = f"compile_once of {graph} from rank {job.job_rank(owner)}"
     comm.set_label(what)
     live = job.live
     if live is not None:
@@ -495,7 +489,7 @@ def _loaded(once, graph, owner, key, art, size, t0, t1):
               wait_ns=t1 - t0, load_ns=now - t1,
               owner_compile_ns=int(art.compile_s * 1e9))
     log.debug("compile_once: %s: loaded rank %d's artifact (%d files, %d "
-              "bytes)", graph, _jr(job, owner), len(art.files), size)
+              "bytes)", graph, job.job_rank(owner), len(art.files), size)
 
 
 def receive(once, key, graph, owner, lookup):
@@ -534,14 +528,14 @@ def bystand(once, graph, owner):
     except ccol.Error as e:
         log.warning("compile_once: %s: the owner, rank %d, did not deliver "
                     "(%s: %s); rank %d has its own", graph,
-                    _jr(once.job, owner), type(e).__name__, e,
+                    once.job.job_rank(owner), type(e).__name__, e,
                     once.job.world.rank)
 
 
 def fell_back(once, graph, owner, key, failure):
     job = once.job
     not_shared(once, graph, "fallback", failure, said=f"the owner, rank "
-               f"{_jr(job, owner)}, did not deliver ({failure}); rank "
+               f"{job.job_rank(owner)}, did not deliver ({failure}); rank "
                f"{job.world.rank} compiles it itself", owner=owner, key=key)
 
 

@@ -34,7 +34,7 @@ def _site_gather(scope_, object_list, obj):
     values = _agree.agree(scope_.job, name, scope_.key,
                           scope_.to_wire(name, obj))
     for r, v in enumerate(values):
-        object_list[r] = scope_.from_wire(name, v, r)
+        object_list[r] = scope_.from_wire(name, v, scope_.job.job_rank(r))
 
 
 def make_all_gather_object(upstream):
@@ -95,7 +95,8 @@ def _agreed_reduce(s, tensor, found):
                           {"op": op, "shape": list(mine.shape),
                            "dtype": str(mine.dtype),
                            "data": mine.reshape(-1).tolist()})
-    rows = [_peer_row(name, op, mine, r, v) for r, v in enumerate(values)]
+    rows = [_peer_row(name, op, mine, s.job.job_rank(r), v)
+            for r, v in enumerate(values)]
     out = reduce(torch.stack(rows)).reshape(mine.shape)
     with torch.no_grad():
         tensor.copy_(out)

@@ -125,26 +125,28 @@ def _describe(row):
     return f"{target} {shapes} at {src or '(no source line)'}"
 
 
-def graphs_differ(check, key, differ, node, first):
+def graphs_differ(check, key, differ, node, first, jr):
     """The wording of both graph checks (torch's SPMD check here, ccol's in
     _graph.py), the same on every rank: `check` found that the graphs of
-    `key` differ on the ranks `differ`; for each of the first four,
-    first(rank) is (index, rank 0's node, that rank's node) of their first
-    differing `node`, each described."""
+    `key` differ on the domain's ranks `differ`; for each of the first
+    four, first(rank) is (index, the domain's first rank's node, that
+    rank's node) of their first differing `node`, each described. jr(r)
+    is the job rank of the domain's rank r (what the message names)."""
     parts = []
+    r0 = jr(0)
     for r in differ[:4]:
         i, a, b = first(r)
-        parts.append(f"rank {r} first differs at {node} {i}: rank 0 has "
-                     f"{a}; rank {r} has {b}")
+        parts.append(f"rank {jr(r)} first differs at {node} {i}: rank {r0} "
+                     f"has {a}; rank {jr(r)} has {b}")
     more = (f"; and {len(differ) - 4} more ranks"
             if len(differ) > 4 else "")
-    who = (f"ranks {', '.join(map(str, differ))} differ"
-           if len(differ) > 1 else f"rank {differ[0]} differs")
+    who = (f"ranks {', '.join(str(jr(r)) for r in differ)} differ"
+           if len(differ) > 1 else f"rank {jr(differ[0])} differs")
     return (f"torch.compile {check}: the graphs of {key} differ between "
-            f"ranks: {who} from rank 0. " + "; ".join(parts) + more)
+            f"ranks: {who} from rank {r0}. " + "; ".join(parts) + more)
 
 
-def spmd_divergence(key, fingerprints, rows):
+def spmd_divergence(key, fingerprints, rows, jr=lambda r: r):
     """The same message on every rank: for each rank whose graph differs
     from rank 0's, its first differing call_function node beside rank 0's."""
     def shape(r):
@@ -162,7 +164,7 @@ def spmd_divergence(key, fingerprints, rows):
         return (i, _describe(ra[i] if i < len(ra) else None),
                 _describe(rb[i] if i < len(rb) else None))
     return graphs_differ("SPMD check", key, differ, "call_function node",
-                         first)
+                         first, jr)
 
 
 def spmd_after(s, upstream, args, kwargs):
@@ -174,9 +176,10 @@ def spmd_after(s, upstream, args, kwargs):
         if s.fingerprints is None:
             raise
         raise diverged_error(spmd_divergence(
-            s.key, s.fingerprints, s.rows)) from None
+            s.key, s.fingerprints, s.rows, s.job.job_rank)) from None
     if s.fingerprints is not None:
-        log.warning("%s", spmd_divergence(s.key, s.fingerprints, s.rows))
+        log.warning("%s", spmd_divergence(s.key, s.fingerprints, s.rows,
+                                          s.job.job_rank))
     return result
 
 

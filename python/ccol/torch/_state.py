@@ -100,6 +100,12 @@ class Job:
         self.active = d
         return d
 
+    def job_rank(self, r):
+        """The job rank of rank r of the active domain (messages name job
+        ranks)."""
+        d = self.active
+        return d.job_rank(r) if d is not None else r
+
     @property
     def agree_seq(self):
         """Agreements so far per site, every domain's together."""
