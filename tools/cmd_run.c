@@ -921,7 +921,7 @@ cmd_run(int argc, char **argv)
             return 1;
     }
     tool_launch env = launch_of(&o);
-    if (!tool_launch_env(&env)) {
+    if (!tool_launch_token(&env) || !tool_launch_env(&env)) {
         fprintf(stderr, "ccol run: cannot set the environment: %s\n",
                 strerror(errno));
         return 1;

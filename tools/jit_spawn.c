@@ -93,6 +93,12 @@ abandon(child *ch, int bad, int n)
 static int
 start(const jit_opts *o, child *ch, int port, char *err, size_t errlen)
 {
+    tool_launch launch = { .nlocal = o->nranks, .nnodes = 1 };
+
+    if (!tool_launch_token(&launch)) {
+        snprintf(err, errlen, "cannot make a job token: %s", strerror(errno));
+        return -1;
+    }
     fflush(NULL);
     for (int r = 0; r < o->nranks; r++) {
         int fds[2];

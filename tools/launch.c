@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <unistd.h> /* environ, with _GNU_SOURCE */
 
 /* True for a variable by which an outer launcher gives a rank its place. */
@@ -62,6 +63,27 @@ setenv_int(const char *name, int v)
 
     snprintf(buf, sizeof buf, "%d", v);
     return setenv(name, buf, 1) == 0;
+}
+
+/* A job on one host without CCOL_TOKEN gets a random one: its shm
+ * segment's name and contents then mean nothing to another local user
+ * (attach_shm names the segment after the token's digest). Several hosts
+ * must share one token, which only the user can hand to every
+ * `ccol run --node-rank`, so theirs is left as given. */
+bool
+tool_launch_token(const tool_launch *l)
+{
+    const char *t = getenv("CCOL_TOKEN");
+    uint8_t raw[16];
+    char hex[2 * sizeof raw + 1];
+
+    if (l->nnodes > 1 || (t != NULL && t[0] != '\0'))
+        return true;
+    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)
+        return false;
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+    return setenv("CCOL_TOKEN", hex, 1) == 0;
 }
 
 bool

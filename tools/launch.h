@@ -31,6 +31,9 @@ typedef struct tool_launch {
  * cannot be set.
  */
 bool tool_launch_env(const tool_launch *l);
+/* Sets a random CCOL_TOKEN for a job on one host that has none; called
+ * once in the launcher before it forks, so every rank shares it. */
+bool tool_launch_token(const tool_launch *l);
 
 /*
  * Checks, once before any rank starts, the CCOL_* variables libccol reads

@@ -188,16 +188,57 @@ ccol__shm_unmap(ccol__shm_link *l)
     l->fd = -1;
 }
 
-/* Maps `bytes` of fd; remembers the inode behind the name. */
+/* A segment is this job's only if this user made it and no one else may
+ * write it: a name another local user created first (any mode), or one
+ * others may write, is refused naming its owner, never joined (its
+ * contents would be theirs to forge). */
+static ccol_status
+check_owner(const char *path, const struct stat *sb, ccol__err *err)
+{
+    if (sb->st_uid == geteuid() && (sb->st_mode & 0077) == 0)
+        return CCOL_OK;
+    return ccol__seterr(err, CCOL_ERR_BUSY,
+                        "shm segment %s is not this user's own: it belongs "
+                        "to uid %u with mode %04o (this process is uid %u "
+                        "and makes its segments 0600); another local user "
+                        "may have taken the job's name, so it is refused. "
+                        "Remove it or give the job another name or "
+                        "MASTER_PORT",
+                        path, (unsigned)sb->st_uid,
+                        (unsigned)(sb->st_mode & 07777),
+                        (unsigned)geteuid());
+}
+
+/* shm_open refused the name (EACCES): another user's segment, named by
+ * its owner as check_owner would (POSIX shm names live in /dev/shm). */
+static ccol_status
+refused_open(const char *path, ccol__err *err)
+{
+    char file[300];
+    struct stat sb;
+    int e = errno;
+
+    snprintf(file, sizeof file, "/dev/shm%s", path);
+    if (stat(file, &sb) == 0 && check_owner(path, &sb, err) != CCOL_OK)
+        return CCOL_ERR_BUSY;
+    return ccol__seterr(err, CCOL_ERR_IO, "cannot open shm segment %s: %s",
+                        path, strerror(e));
+}
+
+/* Maps `bytes` of fd after checking who owns it; remembers the inode
+ * behind the name. */
 static ccol_status
 map_fd(ccol__shm_link *l, int fd, size_t bytes, ccol__err *err)
 {
     struct stat sb;
     void *p;
+    ccol_status st;
 
     if (fstat(fd, &sb) != 0)
         return ccol__seterr(err, CCOL_ERR_IO, "shm segment %s: fstat: %s",
                             l->path, strerror(errno));
+    if ((st = check_owner(l->path, &sb, err)) != CCOL_OK)
+        return st;
     p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED)
         return ccol__seterr(err, CCOL_ERR_IO,
@@ -220,8 +261,14 @@ clear_stale(ccol__shm_link *l, const ccol__link_cfg *cfg, ccol__err *err)
     int creator = 0;
     uint32_t magic = 0;
 
+    if (fd < 0 && errno == EACCES)
+        return refused_open(l->path, err);
     if (fd < 0)
         return CCOL_OK; /* gone meanwhile */
+    if (fstat(fd, &sb) == 0 && check_owner(l->path, &sb, err) != CCOL_OK) {
+        close(fd);
+        return CCOL_ERR_BUSY; /* never read, never removed */
+    }
     if (fstat(fd, &sb) == 0 && (size_t)sb.st_size >= CCOL__LINE) {
         seg_hdr *h = mmap(NULL, CCOL__LINE, PROT_READ, MAP_SHARED, fd, 0);
         if (h != MAP_FAILED) {
@@ -376,8 +423,7 @@ open_seg(ccol__shm_link *l, const ccol__link_cfg *cfg, ccol__err *err)
     if (fd < 0 && errno == ENOENT)
         return 0;
     if (fd < 0) {
-        ccol__seterr(err, CCOL_ERR_IO, "cannot open shm segment %s: %s",
-                     l->path, strerror(errno));
+        refused_open(l->path, err);
         return -1;
     }
     if (fstat(fd, &sb) != 0 || (size_t)sb.st_size < CCOL__LINE) {

@@ -418,6 +418,62 @@ CCOL_TEST(live_jobs_segment_is_refused)
     drop_segment(name); /* its killed rank 0 could not */
 }
 
+/* Gives the segment of `name` another owner and mode, as a segment some
+ * other local user created first would have. */
+static void
+squat(const char *name, uid_t uid, mode_t mode)
+{
+    char path[96], file[128];
+
+    ccol__shm_path(name, path, sizeof path);
+    snprintf(file, sizeof file, "/dev/shm%s", path);
+    CHECK(chown(file, uid, (gid_t)-1) == 0);
+    CHECK(chmod(file, mode) == 0);
+}
+
+/* Both a joining rank and a second rank 0 refuse the segment, naming who
+ * owns it and its mode. */
+static void
+expect_refused(const char *name, const char *owner)
+{
+    for (int rank = 1; rank >= 0; rank--) {
+        ccol_comm_params p = shm_params(name, rank, 2, 1);
+        ccol_comm *c = NULL;
+        CHECK_STATUS(ccol_comm_create(&p, &c), CCOL_ERR_BUSY);
+        CHECK_CONTAINS(ccol_comm_errmsg(c), "is not this user's own");
+        CHECK_CONTAINS(ccol_comm_errmsg(c), owner);
+        ccol_comm_destroy(c);
+    }
+}
+
+/* Another local user creates the job's segment name first (a real rank 0
+ * of theirs, waiting): this user's ranks never join it, whether its mode
+ * lets them write (0666) or it belongs to another uid (run as root, the
+ * one way to make such a segment here; skipped with a message as any
+ * other user). */
+CCOL_TEST(segment_another_user_created_first_is_refused)
+{
+    char name[64];
+    pid_t pid;
+    int st;
+
+    snprintf(name, sizeof name, "squat-%d", (int)getpid());
+    pid = spawn_rank(name, 0, 2, 5);
+    wait_for_segment(name);
+    squat(name, geteuid(), 0666);
+    expect_refused(name, "mode 0666");
+    if (geteuid() == 0) {
+        squat(name, 65534, 0600);
+        expect_refused(name, "uid 65534");
+    } else {
+        printf("  (skipped the other-uid case: making a segment owned by "
+               "another user needs root)\n");
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    drop_segment(name);
+}
+
 CCOL_TEST(rank_claimed_twice_is_refused)
 {
     char name[64];
@@ -1091,6 +1147,7 @@ CCOL_TEST_MAIN(CCOL_T(environment_selects_shm),
                CCOL_T(segment_name_is_removed_after_joining),
                CCOL_T(stale_segment_of_a_crashed_job_is_replaced),
                CCOL_T(live_jobs_segment_is_refused),
+               CCOL_T(segment_another_user_created_first_is_refused),
                CCOL_T(rank_claimed_twice_is_refused),
                CCOL_T(missing_rank_0_is_named_at_join),
                CCOL_T(slot_reader_rejects_bad_slots),
