@@ -54,11 +54,12 @@ extern "C" {
      CCOL_VERSION_PATCH)
 
 /* Version of the bytes ranks exchange. Ranks with different protocol
- * versions refuse each other with CCOL_ERR_VERSION. Version 3: a 72-byte
+ * versions refuse each other with CCOL_ERR_VERSION. Version 4: a 72-byte
  * frame header, labels of up to CCOL_LABEL_MAX bytes travel whole, and
- * tcp connections of a job with a token authenticate both ways and tag
- * every frame (docs/comm.md "Frames" has the layout and the history). */
-#define CCOL_PROTOCOL_VERSION 3
+ * tcp connections of a job with a token authenticate both ways (every
+ * field of the HELLO under its MAC) and tag every frame (docs/comm.md
+ * "Frames" has the layout and the history). */
+#define CCOL_PROTOCOL_VERSION 4
 
 /*
  * Bounds of the names in messages. A label (ccol_comm_set_label), a code

@@ -168,8 +168,21 @@ tcp_send(ccol__link *l, int peer, const uint8_t *frame, size_t len,
                         strerror(e));
 }
 
+static ccol_status
+not_authentic(ccol__tcp *t, int peer, ccol__err *err)
+{
+    return ccol__seterr(err, CCOL_ERR_PEER,
+                        "a frame from rank %d fails authentication with the "
+                        "job token: bytes were changed on the way, or a "
+                        "process outside the job wrote into the connection",
+                        gr(t, peer));
+}
+
 /* With a token, a frame read from `peer` must carry the connection's next
- * tag; its token field then reads as the job's for ccol__frame_check. */
+ * tag; its token field then reads as the job's for ccol__frame_check. A
+ * frame of another protocol version on such a connection is one whose
+ * version field was changed: the authenticated handshake had this rank's
+ * version (read_from). */
 static ccol_status
 authentic(ccol__tcp *t, int peer, const uint8_t *raw, ccol__msg *msg,
           ccol__err *err)
@@ -179,12 +192,7 @@ authentic(ccol__tcp *t, int peer, const uint8_t *raw, ccol__msg *msg,
     if (!k->on)
         return CCOL_OK;
     if (!ccol__tcp_open(k, raw, msg->payload, ccol__hdr_body(&msg->h)))
-        return ccol__seterr(err, CCOL_ERR_PEER,
-                            "a frame from rank %d fails authentication with "
-                            "the job token: bytes were changed on the way, "
-                            "or a process outside the job wrote into the "
-                            "connection",
-                            gr(t, peer));
+        return not_authentic(t, peer, err);
     msg->h.token = t->base.id.token;
     return CCOL_OK;
 }
@@ -204,6 +212,8 @@ read_from(ccol__tcp *t, int peer, int64_t deadline, int *from, ccol__msg *msg,
     if (st == CCOL_ERR_TIMEOUT)
         return st;
     *from = peer;
+    if (st == CCOL_ERR_VERSION && t->key[peer].on)
+        return not_authentic(t, peer, err); /* its handshake had ours */
     if (st != CCOL_OK)
         return ccol__seterr(err, st, "rank %d %s", gr(t, peer), why);
     st = authentic(t, peer, raw, msg, err);

@@ -3,8 +3,14 @@
  * directions.
  *
  * The accepting side (rank 0, or a tree parent) sends a fresh nonce Ns in
- * its CHALLENGE; the joining rank answers with its own fresh nonce Nj and
- * HMAC-SHA-256(token, "ccol hello" || Ns || Nj || rank). Both sides then
+ * its CHALLENGE; the joining rank answers with a HELLO that carries its
+ * own fresh nonce Nj among its fields (rank, world size, pid, host,
+ * listen port) and, last, HMAC-SHA-256(token, "ccol hello" || Ns || every
+ * field before the MAC || the frame's sender and communicator id): none
+ * of what the acceptor learns from the HELLO can be rewritten on the way
+ * (a rewritten host would move a rank to another host's group). The
+ * header's version is checked before (a different one is refused as
+ * such) and the label binds this purpose. Both sides then
  * derive one key per direction from the token and both nonces, and with a
  * token every later frame on the connection carries a tag: the first 8
  * bytes of HMAC-SHA-256(key, frame number || header || payload), in the
@@ -68,10 +74,22 @@ ccol__tcp_random(uint8_t *p, size_t n)
 }
 
 void
-ccol__tcp_mac(const char *token, const uint8_t *ns, const uint8_t *nj,
-              uint32_t rank, uint8_t out[CCOL__TCP_MAC])
+ccol__tcp_hello_mac(const char *token, const uint8_t *ns, const uint8_t *body,
+                    size_t len, uint32_t from, uint64_t comm_id,
+                    uint8_t out[CCOL__TCP_MAC])
 {
-    derive(token, HELLO_LABEL, ns, nj, rank, out);
+    const char *key = token ? token : "";
+    uint8_t head[12];
+    ccol__hmac m;
+
+    ccol__st32(head, from);
+    ccol__st64(head + 4, comm_id);
+    ccol__hmac_init(&m, key, strlen(key));
+    ccol__hmac_update(&m, HELLO_LABEL, sizeof HELLO_LABEL);
+    ccol__hmac_update(&m, ns, CCOL__TCP_NONCE);
+    ccol__hmac_update(&m, body, len);
+    ccol__hmac_update(&m, head, sizeof head);
+    ccol__hmac_final(&m, out);
 }
 
 void

@@ -158,10 +158,12 @@ ccol__tcp_io ccol__tcp_send_frame(const ccol__ident *id, int fd,
 /* Fills p with n bytes from the kernel's random source. */
 bool ccol__tcp_random(uint8_t *p, size_t n);
 /* The answer a joining rank presents: HMAC-SHA-256 keyed by the job
- * token (NULL when none) over the acceptor's nonce ns, its own nonce nj
- * and its rank. */
-void ccol__tcp_mac(const char *token, const uint8_t *ns, const uint8_t *nj,
-                   uint32_t rank, uint8_t out[CCOL__TCP_MAC]);
+ * token (NULL when none) over the acceptor's nonce ns, the HELLO payload
+ * before its MAC (body, len bytes: every field, its own nonce included)
+ * and the HELLO frame's sender and communicator id. */
+void ccol__tcp_hello_mac(const char *token, const uint8_t *ns,
+                         const uint8_t *body, size_t len, uint32_t from,
+                         uint64_t comm_id, uint8_t out[CCOL__TCP_MAC]);
 /* The keys of the connection of `rank` after a challenge ns answered with
  * nj, on the accepting side (`acceptor`) or the joining one; off without
  * a token (NULL). */
@@ -180,6 +182,11 @@ bool ccol__tcp_open(ccol__tcp_key *k, const uint8_t *hdr, const uint8_t *body,
 /* Encodes / decodes a HELLO payload. Decoding returns NULL on success or
  * a static reason. */
 uint8_t *ccol__tcp_hello_encode(const ccol__tcp_hello *h, size_t *len);
+/* Encodes h with its MAC (ccol__tcp_hello_mac, also stored in h->mac) as
+ * the rank `from` of communicator comm_id answers the challenge ns. */
+uint8_t *ccol__tcp_hello_seal(ccol__tcp_hello *h, const char *token,
+                              const uint8_t *ns, uint32_t from,
+                              uint64_t comm_id, size_t *len);
 const char *ccol__tcp_hello_decode(const uint8_t *p, size_t len,
                                    ccol__tcp_hello *h);
 /*

@@ -152,8 +152,9 @@ send_hello(rdv *j, int fd, const char *name, const uint8_t *ns,
     if (ccol__host_id(h.host, sizeof h.host, j->err) != CCOL_OK)
         return j->err->code;
     memcpy(h.nonce, nj, CCOL__TCP_NONCE);
-    ccol__tcp_mac(j->cfg->token_str, ns, nj, h.rank, h.mac);
-    p = ccol__tcp_hello_encode(&h, &len);
+    p = ccol__tcp_hello_seal(&h, j->cfg->token_str, ns,
+                             (uint32_t)ccol__id_gr(j->id, j->id->rank),
+                             j->id->comm_id, &len);
     if (p == NULL)
         return ccol__seterr(j->err, CCOL_ERR_NO_MEMORY,
                             "out of memory in the rendezvous");

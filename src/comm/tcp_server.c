@@ -150,6 +150,22 @@ ccol__tcp_hello_encode(const ccol__tcp_hello *h, size_t *len)
     return ccol__buf_take(&b, len);
 }
 
+uint8_t *
+ccol__tcp_hello_seal(ccol__tcp_hello *h, const char *token, const uint8_t *ns,
+                     uint32_t from, uint64_t comm_id, size_t *len)
+{
+    uint8_t *p;
+
+    memset(h->mac, 0, sizeof h->mac);
+    p = ccol__tcp_hello_encode(h, len);
+    if (p == NULL)
+        return NULL;
+    ccol__tcp_hello_mac(token, ns, p, *len - CCOL__TCP_MAC, from, comm_id,
+                        h->mac);
+    memcpy(p + *len - CCOL__TCP_MAC, h->mac, CCOL__TCP_MAC);
+    return p;
+}
+
 /* Decodes a HELLO from an unauthenticated peer: every field bounded,
  * no trailing bytes, the host name made printable. Returns NULL, or what
  * was wrong. */
@@ -675,9 +691,14 @@ check_hello(server *s, const pend *p, ccol__tcp_hello *h, char *out, size_t len)
     bad = ccol__tcp_hello_decode(pl, p->h.len, h);
     if (bad != NULL)
         return say(V_GARBAGE, out, len, "malformed HELLO: %s", bad);
-    ccol__tcp_mac(s->cfg->token_str, p->nonce, h->nonce, h->rank, mac);
+    ccol__tcp_hello_mac(s->cfg->token_str, p->nonce, pl,
+                        p->h.len - CCOL__TCP_MAC, p->h.from, p->h.comm_id,
+                        mac);
     if (!ccol__ct_equal(mac, h->mac, CCOL__TCP_MAC))
-        return say(V_TOKEN, out, len, "job token does not match (CCOL_TOKEN)");
+        return say(V_TOKEN, out, len,
+                   "its HELLO does not authenticate with the job token "
+                   "(CCOL_TOKEN differs, or its bytes were changed on the "
+                   "way)");
     return check_member(s, p, h, out, len);
 }
 

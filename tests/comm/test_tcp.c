@@ -136,6 +136,10 @@ read_msg(int fd, ccol__msg *m)
                                 NULL, why, sizeof why);
 }
 
+/* When set, fake_join's HELLO has its host rewritten after it was sealed,
+ * as a process on the way between the ranks would. */
+static const char *hello_rewrite;
+
 /*
  * A hand-made client: connects to rank 0 at port, answers its challenge
  * with an HMAC of `token`, claiming `rank` of `size` in protocol `version`.
@@ -171,9 +175,14 @@ fake_join(int port, int rank, int size, const char *token, unsigned version,
     h.pid = (uint32_t)getpid();
     snprintf(h.host, sizeof h.host, "fakehost");
     CHECK(ccol__tcp_random(h.nonce, sizeof h.nonce));
-    ccol__tcp_mac(fc.token_str, ch.payload, h.nonce, h.rank, h.mac);
+    pl = ccol__tcp_hello_seal(&h, fc.token_str, ch.payload,
+                              (uint32_t)rank, ch.h.comm_id, &len);
     free(ch.payload);
-    pl = ccol__tcp_hello_encode(&h, &len);
+    if (hello_rewrite != NULL) { /* on the way: the host, the MAC kept */
+        snprintf(h.host, sizeof h.host, "%s", hello_rewrite);
+        free(pl);
+        pl = ccol__tcp_hello_encode(&h, &len);
+    }
     f = make_frame(&fc, CCOL__K_HELLO, CCOL__OP_RENDEZVOUS, version, pl, len,
                    &flen);
     CHECK(send_all(fd, f, flen));
@@ -390,6 +399,51 @@ token_body(ccol_comm *unused, int rank, void *arg)
     CHECK_EQ(count_fds(), fds);
 }
 
+/* A HELLO whose host was rewritten on the way (which would move the rank
+ * to another host's group: tcp+shm turned into flat tcp) fails the
+ * token's MAC and is refused; the rank's own untouched HELLO then joins. */
+static void
+rewrite_body(ccol_comm *unused, int rank, void *arg)
+{
+    static const char token[] = "job-token-rewrite";
+    ccol_test_job *job = arg;
+    ccol_comm_params p;
+    ccol_comm *c = NULL;
+    ccol__msg m;
+    uint64_t id;
+
+    (void)unused;
+    if (rank == 1) {
+        int fd;
+        hello_rewrite = "elsewhere";
+        fd = fake_join(job->port, 1, 2, token, CCOL_PROTOCOL_VERSION, &m, &id);
+        hello_rewrite = NULL;
+        CHECK_EQ(m.h.kind, CCOL__K_REFUSE);
+        CHECK(m.payload != NULL &&
+              memmem(m.payload, m.h.len, "does not authenticate", 21) != NULL);
+        free(m.payload);
+        if (fd >= 0)
+            close(fd);
+    }
+    ccol_test_params(job, rank, &p);
+    p.mask |= CCOL_COMM_PARAM_TOKEN;
+    p.token = token;
+    CHECK_OK(ccol_comm_create(&p, &c), c);
+    CHECK_OK(ccol_barrier(c), c);
+    ccol_comm_destroy(c);
+}
+
+CCOL_TEST(hello_rewritten_on_the_way_is_refused)
+{
+    ccol_test_job job;
+
+    memset(&job, 0, sizeof job);
+    job.size = 2;
+    job.transport = CCOL_TEST_TCP;
+    job.no_comm = true;
+    CHECK_EQ(ccol_test_ranks(&job, rewrite_body, &job), 0);
+}
+
 /* A process with another token is refused; the real job still forms. */
 CCOL_TEST(wrong_token)
 {
@@ -577,7 +631,9 @@ secret_body(ccol_comm *unused, int rank, void *arg)
         CHECK(m.payload == NULL ||
               memmem(m.payload, m.h.len, token, strlen(token)) == NULL);
         CHECK(ccol__tcp_hello_decode(m.payload, m.h.len, &h) == NULL);
-        ccol__tcp_mac(fc.token_str, nonce, h.nonce, 1, mac);
+        ccol__tcp_hello_mac(fc.token_str, nonce, m.payload,
+                            m.h.len - CCOL__TCP_MAC, m.h.from, m.h.comm_id,
+                            mac);
         CHECK(memcmp(mac, h.mac, sizeof mac) == 0);
         ccol__tcp_refuse(&fc.id, fd, CCOL_ERR_PEER, "seen enough");
         free(m.payload);
@@ -1508,7 +1564,8 @@ CCOL_TEST(hello_codec)
 
 CCOL_TEST_MAIN(CCOL_T(star_3), CCOL_T(tree_3), CCOL_T(tree_8),
                CCOL_T(tree_11_fanout_3), CCOL_T(late_root), CCOL_T(many_ranks),
-               CCOL_T(wrong_token), CCOL_T(strangers), CCOL_T(version_client),
+               CCOL_T(wrong_token), CCOL_T(hello_rewritten_on_the_way_is_refused),
+               CCOL_T(strangers), CCOL_T(version_client),
                CCOL_T(version_root), CCOL_T(token_not_sent),
                CCOL_T(duplicate_rank), CCOL_T(wrong_size),
                CCOL_T(rendezvous_timeouts), CCOL_T(missing_rank_named),

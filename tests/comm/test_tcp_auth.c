@@ -188,7 +188,7 @@ CCOL_TEST(squatter_with_the_digest)
 
 /* Which direction the proxy tampers with: none, rank 0 to rank 1, or
  * rank 1 to rank 0. */
-typedef enum tamper { T_NONE, T_DOWN, T_UP } tamper;
+typedef enum tamper { T_NONE, T_DOWN, T_UP, T_DOWN_VERSION } tamper;
 
 static tamper cur_tamper;
 
@@ -201,15 +201,18 @@ typedef struct pipe_ {
     bool flip;         /* change the first data frame */
 } pipe_;
 
-/* Changes one payload byte of a whole frame and fixes both checksums,
- * so only the tag can tell. */
+/* Changes one payload byte of a whole frame (or, for T_DOWN_VERSION, its
+ * protocol version) and fixes both checksums, so only the tag can tell. */
 static void
 forge(uint8_t *f, size_t len)
 {
     uint32_t plen = ccol__ld32(f + 56);
 
     CHECK(plen > 0);
-    f[CCOL__HDR_SIZE] ^= 0x20;
+    if (cur_tamper == T_DOWN_VERSION)
+        ccol__st16(f + 4, (uint16_t)(ccol__ld16(f + 4) + 1));
+    else
+        f[CCOL__HDR_SIZE] ^= 0x20;
     ccol__st32(f + 60, ccol__crc32c(0, f + CCOL__HDR_SIZE,
                                     len - CCOL__HDR_SIZE));
     ccol__st32(f + 68, ccol__crc32c(0, f, 68));
@@ -261,7 +264,8 @@ proxy(int port)
     up = (pipe_){ .in = a, .out = b, .need = CCOL__HDR_SIZE,
                   .flip = cur_tamper == T_UP };
     down = (pipe_){ .in = b, .out = a, .need = CCOL__HDR_SIZE,
-                    .flip = cur_tamper == T_DOWN };
+                    .flip = cur_tamper == T_DOWN ||
+                            cur_tamper == T_DOWN_VERSION };
     while (a >= 0 && b >= 0 && ccol_test_now() < end) {
         struct pollfd pf[2] = { { .fd = a, .events = POLLIN },
                                 { .fd = b, .events = POLLIN } };
@@ -304,7 +308,7 @@ proxy_body(ccol_comm *unused, int rank, void *arg)
     if (cur_tamper == T_NONE) {
         CHECK_OK(st, c);
         CHECK(out != NULL && memcmp(out, "from-r0!from-r1!", 16) == 0);
-    } else if ((cur_tamper == T_DOWN) == (rank == 1)) {
+    } else if ((cur_tamper != T_UP) == (rank == 1)) {
         /* the receiving side of the forged frame names its sender */
         CHECK_STATUS(st, CCOL_ERR_PEER);
         CHECK_CONTAINS(ccol_comm_errmsg(c), rank == 1 ? "from rank 0"
@@ -343,13 +347,22 @@ CCOL_TEST(byte_changed_towards_a_joiner)
     run_proxy(T_DOWN);
 }
 
+/* The version field of rank 0's result changed, checksums fixed: the
+ * handshake proved both sides' version, so rank 1 says the frame fails
+ * authentication (not that rank 0 speaks another version). */
+CCOL_TEST(version_changed_towards_a_joiner)
+{
+    run_proxy(T_DOWN_VERSION);
+}
+
 /* A byte changed in rank 1's contribution: rank 0 refuses it. */
 CCOL_TEST(byte_changed_towards_rank_0)
 {
     run_proxy(T_UP);
 }
 
-CCOL_TEST_MAIN(CCOL_T(squatter_replaying_a_welcome),
+CCOL_TEST_MAIN(CCOL_T(version_changed_towards_a_joiner),
+               CCOL_T(squatter_replaying_a_welcome),
                CCOL_T(squatter_with_the_digest), CCOL_T(proxy_passes_a_job),
                CCOL_T(byte_changed_towards_a_joiner),
                CCOL_T(byte_changed_towards_rank_0))

@@ -107,9 +107,11 @@ wrong_hello(int fd)
     h.size = 3;
     snprintf(h.host, sizeof h.host, "intruder");
     if (ch.h.kind == CCOL__K_CHALLENGE && ch.h.len == CCOL__TCP_NONCE)
-        ccol__tcp_mac("not-the-token", ch.payload, h.nonce, h.rank, h.mac);
+        pl = ccol__tcp_hello_seal(&h, "not-the-token", ch.payload, 1,
+                                  fc.comm_id, &len);
+    else
+        pl = ccol__tcp_hello_encode(&h, &len);
     free(ch.payload);
-    pl = ccol__tcp_hello_encode(&h, &len);
     ccol__hdr_init(&hd, &fc, CCOL__K_HELLO, CCOL__OP_RENDEZVOUS, 0, 0, 0, "",
                    0);
     f = ccol__frame_encode(&hd, pl, len, &flen);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the named seeds of the frame and shm fuzz corpora.
 
-The frame layout is that of src/comm/comm.h (protocol version 3): a 72-byte
+The frame layout is that of src/comm/comm.h (protocol version 4): a 72-byte
 header, then the payload, then the sender's label, with the label length at
 byte 14 and one CRC-32C over the body. Run from the repository root after a
 change to the layout; the seeds named by the fuzzers themselves (hashes)
@@ -11,7 +11,7 @@ are left alone.
 import os
 import struct
 
-VERSION = 3
+VERSION = 4
 MAGIC = 0x4C4F4343
 K_UP, K_ABORT = 1, 4
 OP_ALLGATHERV, OP_ALLREDUCE_I64, OP_BARRIER = 1, 3, 6
