@@ -19,6 +19,7 @@ import signal
 import struct
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -428,10 +429,130 @@ def test_hostile_artifacts_are_corrupt_never_another_error():
                    "files": [["a", 2, digest]]}, b"x"),
         with_head({"key": key, "compile_s": "1"}),
         with_head({"key": key, "compile_s": -1.0}),
+        f.MAGIC + struct.pack("<II", f.VERSION, 200000) + b"[" * 200000,
+        with_head({"key": key, "length": 1, "sha256": digest,
+                   "files": [["a", 1, digest]]}, b"x") + b"tail",
+        with_head({"key": key, "length": 1, "sha256": digest,
+                   "files": [["a", 1.0, digest]]}, b"x"),
     ]
+    x = hashlib.sha256(b"x").hexdigest()
+    for name in ("a\0b", "a\nb", "a/./b", "a//b", "a/", "/".join(
+            ["d"] * (f.MAX_DEPTH + 1)), "n" * (f.MAX_NAME + 1), ".", ""):
+        hostile.append(with_head({"key": key, "length": 1, "sha256": x,
+                                  "files": [[name, 1, x]]}, b"x"))
+    empty = hashlib.sha256(b"").hexdigest()
+    hostile.append(with_head({"key": key, "length": 0, "sha256": empty,
+                              "files": [[f"e{i}", 0, empty] for i in range(
+                                  f.MAX_FILES + 1)]}))
     for blob in hostile:
         with pytest.raises(f.Corrupt):
             f.unpack(blob, key)
+    deepest = "/".join(["d"] * f.MAX_DEPTH)
+    assert f.unpack(f.pack(key, [(deepest, b"k")]), key).files == [
+        (deepest, b"k")]
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """_once_files writing into tmp_path/cache as this rank's cache."""
+    from ccol.torch import _once_files as f
+    root = tmp_path / "cache"
+    root.mkdir()
+    monkeypatch.setattr(f, "_root", lambda: str(root))
+    return root
+
+
+def test_receivers_of_one_pid_writing_one_shared_cache_never_cut_a_file(
+        cache):
+    """Two receivers with the same pid (here two threads; containers on a
+    network filesystem in the field) write the same artifact into one
+    cache directory at once, many times, while a third reads it as
+    torch's lookup would: neither writer fails, the reader only ever sees
+    whole files, and no temporary is left."""
+    from ccol.torch import _once_files as f
+    files = [(f"fxgraph/k{i}/entry", bytes([i]) * (1 << 20))
+             for i in range(4)]
+    problems = []
+
+    def write(gate):
+        gate.wait()
+        try:
+            f.write(files)
+        except Exception as e:  # noqa: BLE001 - the test's finding
+            problems.append(f"writer: {type(e).__name__}: {e}")
+
+    def read(gate, done):
+        gate.wait()
+        while not done.is_set():
+            for rel, data in files:
+                try:
+                    got = (cache / rel).read_bytes()
+                except FileNotFoundError:
+                    continue
+                if got != data:
+                    problems.append(f"reader: {rel} has {len(got)} bytes")
+    for _ in range(12):
+        for rel, _ in files:
+            p = cache / rel
+            if p.exists():
+                p.unlink()
+        gate, done = threading.Barrier(3), threading.Event()
+        ts = [threading.Thread(target=write, args=(gate,)) for _ in range(2)]
+        reader = threading.Thread(target=read, args=(gate, done))
+        for t in ts + [reader]:
+            t.start()
+        for t in ts:
+            t.join()
+        done.set()
+        reader.join()
+        for rel, data in files:
+            assert (cache / rel).read_bytes() == data, rel
+    assert not problems, problems[:5]
+    left = [p for p in cache.rglob("*") if p.name.endswith(".tmp")]
+    assert not left, left
+
+
+def test_a_planted_link_never_leads_a_write_out_of_the_cache(cache,
+                                                             tmp_path):
+    """A link in the cache, where a directory or a file of the artifact
+    goes, is never written through: a directory led out of the cache is
+    Corrupt (the receiver compiles for itself), a file's name taken by a
+    link is left alone, and the link's target keeps its bytes."""
+    from ccol.torch import _once_files as f
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim = outside / "victim"
+    victim.write_bytes(b"mine")
+    (cache / "fxgraph").mkdir()
+    (cache / "fxgraph" / "ab").symlink_to(outside)
+    with pytest.raises(f.Corrupt, match="leads its directory out"):
+        f.write([("fxgraph/ab/planted", b"evil")])
+    (cache / "fxgraph" / "cd").mkdir()
+    (cache / "fxgraph" / "cd" / "y").symlink_to(victim)
+    f.write([("fxgraph/cd/y", b"evil")])
+    assert victim.read_bytes() == b"mine"
+    assert sorted(p.name for p in outside.iterdir()) == ["victim"]
+
+
+def test_a_full_disk_is_an_oserror_and_leaves_no_temporary(cache):
+    """A write that fails for room (here a file size limit, as a full disk
+    would) raises OSError, which makes the receiver compile for itself,
+    and removes its temporary."""
+    code = f"""
+import resource, signal
+from ccol.torch import _once_files as f
+f._root = lambda: {str(cache)!r}
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+try:
+    f.write([("fxgraph/z/entry", b"k" * 65536)])
+except OSError as e:
+    print("OSError", e.errno)
+"""
+    out = _py(code)
+    assert out.stdout.startswith("OSError"), out.stdout + out.stderr
+    assert [p.name for p in cache.rglob("*") if p.is_file()] == [], \
+        list(cache.rglob("*"))
 
 
 class _Job:

@@ -417,6 +417,9 @@ def send(once, key, graph, files=None, failure=None, compile_s=0.0):
             sum(len(d) for _, d in files) > files_.MAX_SHARE:
         files, failure = None, (f"the artifact is larger than "
                                 f"{files_.MAX_SHARE >> 20} MiB")
+    if files is not None and len(files) > files_.MAX_FILES:
+        files, failure = None, (f"its compile added more than "
+                                f"{files_.MAX_FILES} files")
     if files is not None and not files:
         failure = "its compile added nothing to its cache"
     blob = files_.pack(key, files, failure, compile_s)

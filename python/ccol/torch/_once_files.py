@@ -8,17 +8,30 @@ compile took (the receivers count it as time they saved). A failure
 message carries only the key and why there are no files. Bytes from
 another rank are untrusted: anything that does not check out is Corrupt,
 and the receiver compiles for itself.
+
+A receiver writes into a cache directory that may be shared (several
+ranks of a host, containers on one network filesystem): each file goes
+through a temporary of its own made by mkstemp (O_EXCL: a random name,
+never a planted link followed) in the target's directory, then a rename;
+a directory that a link leads out of the cache is refused, and a failed
+write leaves no temporary behind.
 """
 
 import hashlib
 import json
 import math
 import os
+import stat
 import struct
+import tempfile
 
 MAGIC = b"CCOLONCE"
 VERSION = 1
 MAX_SHARE = 48 << 20   # larger artifacts are compiled by every rank
+MAX_FILES = 4096       # one compile's files (a few dozen in practice)
+MAX_HEADER = 4 << 20   # the JSON header's bytes
+MAX_DEPTH = 16         # a file's path components below the cache
+MAX_NAME = 255         # bytes of one component (NAME_MAX)
 _SKIP_DIRS = ("locks",)  # lock files and the like are never shared
 
 
@@ -54,12 +67,20 @@ def unpack(blob, key):
     if len(blob) < n or blob[:len(MAGIC)] != MAGIC:
         raise Corrupt("not a compile_once message")
     version, hlen = struct.unpack("<II", blob[len(MAGIC):n])
-    if version != VERSION or n + hlen > len(blob):
+    if version != VERSION or n + hlen > len(blob) or hlen > MAX_HEADER:
         raise Corrupt(f"version {version} or header length {hlen} is off")
     try:
-        return _contents(json.loads(blob[n:n + hlen]), blob[n + hlen:], key)
+        head = json.loads(blob[n:n + hlen])
+    except (ValueError, RecursionError) as e:
+        raise Corrupt(f"malformed header: {type(e).__name__}: "
+                      f"{str(e)[:200]}") from None
+    if not isinstance(head, dict):
+        raise Corrupt("malformed header: not an object")
+    try:
+        return _contents(head, blob[n + hlen:], key)
     except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise Corrupt(f"malformed header: {type(e).__name__}: {e}") from None
+        raise Corrupt(f"malformed header: {type(e).__name__}: "
+                      f"{str(e)[:200]}") from None
 
 
 def _contents(head, body, key):
@@ -76,23 +97,39 @@ def _contents(head, body, key):
         raise Corrupt(f"{len(body)} bytes received, {head['length']} sent")
     if hashlib.sha256(body).hexdigest() != head["sha256"]:
         raise Corrupt("the SHA-256 of the artifact differs from the owner's")
+    listed = head["files"]
+    if not isinstance(listed, list) or len(listed) > MAX_FILES:
+        raise Corrupt(f"the file list is not a list of at most {MAX_FILES}")
     files, at = [], 0
-    for rel, length, digest in head["files"]:
+    for rel, length, digest in listed:
+        if type(length) is not int or length < 0:
+            raise Corrupt(f"{rel!r:.80}: length {length!r:.40} is not a size")
         data = body[at:at + length]
         at += length
         if len(data) != length or \
                 hashlib.sha256(data).hexdigest() != digest:
             raise Corrupt(f"{rel}: length or SHA-256 differs")
         files.append((_safe(rel), data))
+    if at != len(body):
+        raise Corrupt(f"the files hold {at} bytes, the artifact {len(body)}")
     return Artifact(None, files, spent)
 
 
 def _safe(rel):
-    """A relative path that stays inside the cache directory."""
-    norm = os.path.normpath(rel)
-    if os.path.isabs(norm) or norm.startswith(".."):
-        raise Corrupt(f"{rel!r} is not a path inside the cache")
-    return norm
+    """A relative path that stays inside the cache directory: text with
+    no NUL or control character, no component that is empty, '.' or '..'
+    or longer than NAME_MAX, at most MAX_DEPTH deep."""
+    if not isinstance(rel, str) or not rel:
+        raise Corrupt(f"{rel!r:.80} is not a file name")
+    if any(ord(c) < 32 or ord(c) == 127 for c in rel):
+        raise Corrupt(f"{rel!r:.80} holds a control character")
+    parts = rel.split("/")
+    if rel.startswith("/") or len(parts) > MAX_DEPTH or any(
+            p in ("", ".", "..") or len(p.encode("utf-8", "replace")) >
+            MAX_NAME for p in parts):
+        raise Corrupt(f"{rel!r:.80} is not a path inside the cache of at "
+                      f"most {MAX_DEPTH} components")
+    return os.path.join(*parts)
 
 
 # ---- the cache directory -------------------------------------------------
@@ -111,10 +148,12 @@ def snapshot():
         for f in files:
             p = os.path.join(d, f)
             try:
-                st = os.stat(p)
+                st = os.lstat(p)
             except OSError:
                 continue
-            seen[os.path.relpath(p, root)] = (st.st_size, st.st_mtime_ns)
+            if stat.S_ISREG(st.st_mode):  # never what a link points at
+                seen[os.path.relpath(p, root)] = (st.st_size,
+                                                  st.st_mtime_ns)
     return seen
 
 
@@ -148,18 +187,37 @@ def _temporary(rel):
 
 
 def write(files):
-    """Writes the files into this rank's cache: each through a temporary
-    name and a rename, in the order sent (entries last), so a failure
-    leaves no entry that references missing files."""
-    root = _root()
+    """Writes the files into this rank's cache in the order sent (entries
+    last), so a failure leaves no entry that references missing files.
+    OSError for a write that failed (a full disk), Corrupt for a
+    directory a link leads out of the cache."""
+    root = os.path.realpath(_root())
     for rel, data in files:
         path = os.path.join(root, rel)
-        if os.path.exists(path):
+        if os.path.lexists(path):
             continue
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.ccol-{os.getpid()}.tmp"
-        with open(tmp, "wb") as f:
+        parent = os.path.dirname(path)
+        os.makedirs(parent, exist_ok=True)
+        if os.path.commonpath([root, os.path.realpath(parent)]) != root:
+            raise Corrupt(f"{rel}: a link in the cache leads its directory "
+                          "out of it")
+        _write_one(parent, path, data, 0o755 if rel.endswith(".so")
+                   else 0o644)
+
+
+def _write_one(parent, path, data, mode):
+    """data at path, through a temporary of its own in the same
+    directory (mkstemp: O_EXCL, a random name) and a rename; on any
+    failure the temporary is removed."""
+    fd, tmp = tempfile.mkstemp(prefix=".ccol-", suffix=".tmp", dir=parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
             f.write(data)
-        if rel.endswith(".so"):
-            os.chmod(tmp, 0o755)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
