@@ -348,9 +348,9 @@ def test_a_published_failure_reaches_the_other_ranks():
 
 # ---- the store rendezvous ----
 
-def _join_threads(store, size):
-    """Ranks as threads joining through one store; each gets its Joined
-    (or the exception it raised)."""
+def _join_threads(store, size, names=False):
+    """Ranks as threads joining through one store (named rank-<r> with
+    names); each gets its Joined (or the exception it raised)."""
     out = [None] * size
 
     def run(r):
@@ -358,7 +358,9 @@ def _join_threads(store, size):
             out[r] = _join.join_store(store, "j", "a test store", r, size, 10)
         except BaseException as e:  # noqa: BLE001 - reported by the test
             out[r] = e
-    ts = [threading.Thread(target=run, args=(r,)) for r in range(size)]
+    ts = [threading.Thread(target=run, args=(r,),
+                           name=f"rank-{r}" if names else None)
+          for r in range(size)]
     for t in ts:
         t.start()
     for t in ts:
@@ -392,19 +394,104 @@ def test_ranks_of_one_host_meet_over_shm(size):
                 j.comm.close()
 
 
-def test_a_plan_without_ccol_token_carries_a_fresh_one(monkeypatch):
-    """Only processes that read the launcher's store learn it: a stranger
-    who merely reaches ccol's port cannot join."""
-    store = _Store()
-    for r, host in enumerate(["a", "b"]):
-        store.set(f"j/host/{r}", json.dumps({"host": host, "pid": 1}))
+def _values(store):
+    return b"\n".join(v if isinstance(v, bytes) else str(v).encode()
+                      for v in store.d.values())
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """A home directory of this test's own (the job's secret goes there)."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.delenv("CCOL_TOKEN", raising=False)
-    monkeypatch.setattr(_join, "_reach_address", lambda s: "127.0.0.1")
-    one, two = _join._plan(store, "j", 2), _join._plan(store, "j", 2)
-    assert one["transport"] == "tcp"
-    assert len(one["token"]) == 32 and one["token"] != two["token"]
+    return tmp_path / "home"
+
+
+def test_the_job_token_never_enters_the_store(home, monkeypatch):
+    """Without CCOL_TOKEN rank 0 leaves a fresh secret in a private file;
+    the store holds only its name, the plan's HMAC and each rank's proof.
+    Every rank joins with the secret (a stranger who reads the store
+    learns nothing that joins), and the file is gone once all have it."""
+    made = []
+    real = _join._create
+
+    def create(plan, rank, size, timeout, token):
+        made.append(token)
+        return real(plan, rank, size, timeout, token)
+    monkeypatch.setattr(_join, "_create", create)
+    store = _Store()
+    got = _join_threads(store, 3)
+    try:
+        assert all(isinstance(j, _join.Joined) for j in got), got
+        assert len(set(made)) == 1 and len(made[0]) == 64, made
+        assert made[0].encode() not in _values(store)
+        jobs = home / ".cache" / "ccol" / "jobs"
+        assert oct(jobs.stat().st_mode & 0o777) == "0o700"
+        assert list(jobs.iterdir()) == []
+    finally:
+        for j in got:
+            if isinstance(j, _join.Joined):
+                j.comm.close()
+
+
+def test_a_plan_someone_else_wrote_first_is_refused_by_every_rank(home):
+    """A process that reaches the store writes its own plan before rank 0:
+    rank 0 refuses the job (its compare-and-set finds the plan), and the
+    others refuse the plan, whose HMAC does not check under the secret
+    they cannot read either: nobody joins the stranger's communicator."""
+    store = _Store()
+    store.set("j/plan", json.dumps({"plan": json.dumps(
+        {"transport": "shm", "name": "torch-intruder", "nonce": "n",
+         "secret": None}), "mac": None}))
+    got = _join_threads(store, 2)
+    assert all(isinstance(e, ccol.PeerError) for e in got), got
+    assert "found a plan already in torch's store" in str(got[0])
+
+
+def test_ccol_token_binds_the_plan_and_a_forged_plan_is_named(home,
+                                                              monkeypatch):
+    """With CCOL_TOKEN the plan is HMAC'd with it: a plan forged without it
+    is refused by name on a rank that reads it."""
     monkeypatch.setenv("CCOL_TOKEN", "the user's own")
-    assert "token" not in _join._plan(store, "j", 2)
+    store = _Store()
+    store.set("j/plan", json.dumps({"plan": json.dumps(
+        {"transport": "shm", "name": "x", "nonce": "n"}), "mac": "00"}))
+    with pytest.raises(ccol.PeerError, match="does not authenticate with the "
+                                             "job token"):
+        _join._read_plan(store, "j", 1, None)
+
+
+def test_a_rank_without_the_secret_makes_the_job_tokenless_and_warned(
+        home, monkeypatch):
+    """A rank on a host without the shared home cannot read the secret:
+    the job runs without a token on every rank, and rank 0 says so once,
+    with how to get one."""
+    from test_torch_hooks import _Lines
+    made = []
+    real_read, real_create = _join._secret.read, _join._create
+
+    def read(name):
+        if threading.current_thread().name == "rank-1":
+            return None, "FileNotFoundError: no such file"
+        return real_read(name)
+
+    def create(plan, rank, size, timeout, token):
+        made.append(token)
+        return real_create(plan, rank, size, timeout, token)
+    monkeypatch.setattr(_join._secret, "read", read)
+    monkeypatch.setattr(_join, "_create", create)
+    with _Lines() as lines:
+        got = _join_threads(_Store(), 2, names=True)
+    try:
+        assert all(isinstance(j, _join.Joined) for j in got), got
+        assert made == [None, None], made
+        warned = [m for m in lines.lines if "no secret outside" in m]
+        assert len(warned) == 1 and "rank 1 cannot read it " \
+            "(FileNotFoundError" in warned[0] and "CCOL_TOKEN" in warned[0]
+    finally:
+        for j in got:
+            if isinstance(j, _join.Joined):
+                j.comm.close()
 
 
 def test_a_rank_that_never_joins_is_named_at_the_deadline():
@@ -433,7 +520,7 @@ def test_ranks_on_several_hosts_meet_over_tcp(monkeypatch):
     try:
         assert all(isinstance(j, _join.Joined) for j in got), got
         assert {j.comm.transport for j in got} == {"tcp"}
-        plan = json.loads(store.get("j/plan"))
+        plan = json.loads(json.loads(store.get("j/plan"))["plan"])
         assert plan["transport"] == "tcp" and plan["hosts"] == 2
     finally:
         for j in got:

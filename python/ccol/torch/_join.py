@@ -17,6 +17,12 @@ second well-known port:
    hosts, an error naming the hosts that every rank raises;
 3. every rank creates its ccol.Comm from that plan.
 
+The store is a meeting point, not a secret (_secret.py): the job's token
+never goes there. Rank 0 writes the plan once (compare-and-set: a plan
+already there is refused) with an HMAC under the token, every rank checks
+it and says, in a key of its own written once, whether it has the token;
+the job uses the token when every rank has it.
+
 An elastic restart is a new rendezvous round: the prefix holds the run id
 and the restart count, so old and new ranks never mix. Every wait polls, so
 Ctrl-C interrupts it at once, and ends at the deadline with a
@@ -35,8 +41,9 @@ from datetime import timedelta
 
 import ccol
 
-from . import _env
+from . import _env, _secret
 from ._errors import peer_error, timeout_error
+from ._log import log
 
 _POLL_S = 0.02
 
@@ -170,9 +177,7 @@ def _plan(store, p, size):
     """Rank 0: CCOL_TRANSPORT when set (checked by _env.transport()), else
     shm when every rank shares its host and tcp otherwise. shm asked for
     across hosts is a plan carrying the error, so every rank raises it.
-    Without CCOL_TOKEN the plan carries a fresh job token: only processes
-    that can read the launcher's store (the job's own) learn it, so a
-    stranger who merely reaches ccol's port cannot join."""
+    The plan never carries the job's token (_secret.py)."""
     hosts = [json.loads(store.get(f"{p}/host/{r}"))["host"]
              for r in range(size)]
     one_host = all(h == hosts[0] for h in hosts)
@@ -188,8 +193,6 @@ def _plan(store, p, size):
         addr = _reach_address(store)
         plan = {"transport": "tcp", "addr": addr, "port": _free_port(addr),
                 "hosts": len(set(hosts))}
-    if not os.environ.get("CCOL_TOKEN"):
-        plan["token"] = secrets.token_hex(16)
     return plan
 
 
@@ -221,26 +224,131 @@ def _meet(store, prefix, where, rank, size, timeout):
         return (f"joining the torch job through {where}: rank {rank} waited "
                 f"{timeout:g} s; ranks that never came: {ranks}")
     _wait_keys(store, keys, deadline, missing, left)
-    if rank == 0:
-        store.set(f"{prefix}/plan", json.dumps(_plan(store, prefix, size)))
+    made = _offer(store, prefix, size) if rank == 0 else None
     _wait_keys(store, [f"{prefix}/plan"], deadline,
                lambda ks: f"joining the torch job through {where}: rank 0 "
                           f"never published its plan within {timeout:g} s",
                left)
-    plan = json.loads(store.get(f"{prefix}/plan"))
+    plan, token = _read_plan(store, prefix, rank, made)
     if "error" in plan:
         raise _env.invalid(str(plan["error"]))
+    token = _agree_token(store, prefix, rank, size, plan, token,
+                         (deadline, where, timeout, left))
     pids = {r: json.loads(store.get(k)) for r, k in enumerate(keys)}
     left_s = max(deadline - time.monotonic(), 0.5)
-    comm = _create(plan, rank, size, left_s)
+    comm = _create(plan, rank, size, left_s, token)
     comm.timeout = timeout
     return Joined(comm, where, store, prefix, pids)
 
 
-def _create(plan, rank, size, timeout):
-    token = os.environ.get("CCOL_TOKEN") or plan.get("token") or None
-    if token is not None and not isinstance(token, str):
-        raise peer_error("rank 0 published a plan whose token is not text")
+def _offer(store, prefix, size):
+    """Rank 0: the plan, written once with its HMAC under the job token
+    (CCOL_TOKEN, else a fresh secret left in a private file whose name
+    the plan carries); (file name or None, token or None)."""
+    plan = _plan(store, prefix, size)
+    token = os.environ.get("CCOL_TOKEN") or None
+    name = None
+    if token is None and "error" not in plan:
+        try:
+            name, token = _secret.make()
+        except (OSError, _secret.Unsafe) as e:
+            log.warning("ccol.torch: cannot leave the job's secret in %s "
+                        "(%s: %s)", _secret.directory(), type(e).__name__, e)
+    plan["secret"] = name
+    plan["nonce"] = secrets.token_hex(16)
+    text = json.dumps(plan, sort_keys=True)
+    value = json.dumps({"plan": text, "mac": _secret.mac(token, text)
+                        if token else None})
+    got = store.compare_set(f"{prefix}/plan", "", value)
+    if (got.decode(errors="replace") if isinstance(got, bytes) else got) \
+            != value:
+        if name:
+            _secret.drop(name)
+        err = ("rank 0 found a plan already in torch's store under this "
+               "job's key: a process outside the job wrote into the store; "
+               "the job is refused")
+        store.set(f"{prefix}/left", err)
+        raise peer_error(err)
+    return name, token
+
+
+def _read_plan(store, prefix, rank, made):
+    """The plan rank 0 wrote and this rank's token: CCOL_TOKEN, else the
+    secret the plan names (None where this rank cannot read it). A plan
+    whose HMAC does not check under the token was not rank 0's."""
+    try:
+        env = json.loads(store.get(f"{prefix}/plan"))
+        plan = json.loads(env["plan"])
+        if not isinstance(plan, dict) or not isinstance(
+                plan.get("nonce"), str):
+            raise TypeError("not an object with a nonce")
+    except (ValueError, TypeError, KeyError) as e:
+        raise peer_error(f"the plan in torch's store is malformed ({e})") \
+            from None
+    token = made[1] if made else os.environ.get("CCOL_TOKEN") or None
+    if token is None and plan.get("secret") is not None:
+        token, plan["_why"] = _secret.read(plan["secret"])
+    if token is not None and not _secret.same(
+            env.get("mac"), _secret.mac(token, env["plan"])):
+        raise peer_error(f"rank {rank}: the plan in torch's store does not "
+                         "authenticate with the job token (CCOL_TOKEN "
+                         "differs between ranks, or a process outside the "
+                         "job wrote it); the job is refused")
+    return plan, token
+
+
+def _agree_token(store, prefix, rank, size, plan, token, wait):
+    """Every rank says, once, whether it has the token (proved by an HMAC
+    over the plan's nonce); the job uses it when all do, else runs
+    without one (rank 0 warns). A rank whose key someone else wrote first
+    refuses the job."""
+    nonce = plan["nonce"]
+    mine = _secret.mac(token, f"have {rank} {nonce}") if token else \
+        "lack: " + str(plan.get("_why") or "no CCOL_TOKEN")[:300]
+    key = f"{prefix}/token/{rank}"
+    got = store.compare_set(key, "", mine)
+    if (got.decode(errors="replace") if isinstance(got, bytes) else got) \
+            != mine:
+        raise peer_error(f"rank {rank}: its key in torch's store was "
+                         "already written: a process outside the job "
+                         "wrote into the store; the job is refused")
+    deadline, where, timeout, left = wait
+    keys = [f"{prefix}/token/{r}" for r in range(size)]
+    _wait_keys(store, keys, deadline,
+               lambda ks: f"joining the torch job through {where}: ranks "
+                          f"{', '.join(k.rsplit('/', 1)[1] for k in ks)} "
+                          f"never said whether they have the job's token "
+                          f"within {timeout:g} s", left)
+    said = [v.decode(errors="replace") for v in store.multi_get(keys)]
+    if rank == 0 and plan.get("secret"):
+        _secret.drop(plan["secret"])
+    lacking = [r for r, v in enumerate(said) if v.startswith("lack")]
+    if token is not None and not lacking and not all(
+            _secret.same(v, _secret.mac(token, f"have {r} {nonce}"))
+            for r, v in enumerate(said)):
+        raise peer_error(f"rank {rank}: a rank's word in torch's store "
+                         "does not authenticate with the job token; the "
+                         "job is refused")
+    if not lacking:
+        return token
+    if rank == 0:
+        _warn_no_token(lacking, said)
+    return os.environ.get("CCOL_TOKEN") or None
+
+
+def _warn_no_token(lacking, said):
+    log.warning(
+        "ccol.torch: this job has no secret outside torch's store: rank%s "
+        "%s cannot read it (%s). Its connections are not authenticated: "
+        "anyone who reaches rank 0's port can join. Set CCOL_TOKEN to the "
+        "same random text on every node before torchrun (for example "
+        "CCOL_TOKEN=$(python -c 'import secrets; "
+        "print(secrets.token_hex(16))')), or give the hosts a shared home "
+        "directory", "s" if len(lacking) > 1 else "",
+        ", ".join(map(str, lacking)), said[lacking[0]][len("lack: "):])
+
+
+def _create(plan, rank, size, timeout, token):
     if plan["transport"] == "shm":
         return ccol.Comm(rank, size, transport="shm", name=plan["name"],
                          timeout=timeout, token=token)
