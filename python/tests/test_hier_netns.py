@@ -1,7 +1,8 @@
 """A tcp+shm job across two network namespaces, three ranks in each: the
 ranks of a namespace meet in shm, its leader (ranks 0 and 3) speaks tcp.
-Every operation gives the right result; a leader killed or stopped, and a
-non-leader killed, is named by every survivor within the deadline."""
+Every operation gives the right result; a leader killed or stopped (rank 0
+too), and a non-leader killed, is named by every survivor within the
+deadline."""
 
 import os
 import signal
@@ -59,7 +60,7 @@ def _fail(rank, hosts, port, victim, how, pidfile):
             c.barrier()
         except (ccol.PeerError, ccol.TimeoutError) as e:
             took = time.monotonic() - t0
-            if rank == 0 and how == signal.SIGSTOP:
+            if rank == (3 if victim == 0 else 0) and how == signal.SIGSTOP:
                 os.kill(int(open(pidfile).read()), signal.SIGKILL)
             return type(e).__name__, str(e), took
         return "no error", "", time.monotonic() - t0
@@ -70,6 +71,8 @@ def _fail(rank, hosts, port, victim, how, pidfile):
     (3, signal.SIGKILL),   # the second namespace's leader
     (3, signal.SIGSTOP),   # the same, stopped
     (4, signal.SIGKILL),   # a rank below that leader
+    (0, signal.SIGSTOP),   # rank 0 stopped: the other host's members name
+    (0, signal.SIGKILL),   # it, passed on by their leader, not the leader
 ])
 def test_a_failed_rank_is_named_by_every_survivor(tmp_path, victim, how):
     pidfile = str(tmp_path / "victim.pid")

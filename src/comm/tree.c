@@ -248,19 +248,27 @@ child_missing(const void *ud, int x)
 }
 
 /* What follows a missing child's number: its subtree and what it was
- * last seen doing. */
+ * last seen doing. A child last seen sending its part of an earlier
+ * operation had that operation's result from this rank to act on: the
+ * message says so, naming this rank, since the result may be what never
+ * reached it. */
 static void
 child_seen(const void *ud, int x, char *out, size_t n)
 {
     const run *r = ud;
-    char seen[CCOL__WHAT_MAX + 16];
+    const ccol__seen *s = &r->e->seen[x];
+    char seen[CCOL__WHAT_MAX + 16], sent[64] = "";
 
     describe_seen(r->e, x, seen, sizeof seen);
-    snprintf(out, n, "%s (%s)",
+    if (s->any && s->seq < r->op->seq &&
+        !(r->e->slots_seen->any && r->e->slots_seen->seq > s->seq))
+        snprintf(sent, sizeof sent, ", whose result rank %d sent it",
+                 gr(r, r->e->id->rank));
+    snprintf(out, n, "%s (%s%s)",
              ccol__shape_height(r->e->shape, x) > 0
                  ? " and the ranks below it"
                  : "",
-             seen);
+             seen, sent);
 }
 
 /* Names the children that did not arrive by the deadline. */
@@ -532,6 +540,25 @@ report_no_reply(run *r)
                         what_of(r), r->op->timeout_s, gr(r, parent), seen);
 }
 
+/* The parent's ABORT of a later operation came while this rank waits
+ * for this one's result: that result was lost on the way, and the
+ * parent's failure (cleaned, cut to 400 bytes) says how it went on. */
+static ccol_status
+moved_on(run *r, int from, const ccol__msg *m)
+{
+    char said[401];
+    size_t n = m->h.len - 4;
+
+    ccol__text_clean(said, (const char *)m->payload + 4,
+                     (n > 400 ? 400 : n) + 1, false);
+    return ccol__seterr(r->e->err, CCOL_ERR_PEER,
+                        "rank %d's result of %s never reached this rank: "
+                        "rank %d went on to %s #%" PRIu64 ", which failed "
+                        "(%s)",
+                        gr(r, from), what_of(r), gr(r, from),
+                        ccol__op_name(m->h.op), m->h.seq, said);
+}
+
 /* Takes the parent's answer: the result, its ABORT, or a wrong frame. */
 static ccol_status
 take_down(run *r, int from, ccol__msg *m)
@@ -541,6 +568,9 @@ take_down(run *r, int from, ccol__msg *m)
     note_seen(r, from, &m->h);
     if (m->h.kind == CCOL__K_ABORT && m->h.seq == r->op->seq)
         st = decode_error(r, from, m);
+    else if (m->h.kind == CCOL__K_ABORT && m->h.seq > r->op->seq &&
+             m->h.len >= 4)
+        st = moved_on(r, from, m);
     else if (m->h.kind != CCOL__K_DOWN || m->h.seq != r->op->seq ||
              m->h.op != r->op->op)
         st = ccol__seterr(r->e->err, CCOL_ERR_PEER,
@@ -566,6 +596,8 @@ await_down(run *r, int64_t deadline, ccol__err *err)
     ccol__msg m = { 0 };
     ccol_status st;
 
+    bool verdict = false;
+
     st = l->ops->recv(l, &r->e->shape->parent, 1, deadline, &from, &m, err);
     if (st == CCOL_ERR_TIMEOUT && ccol__intr_hit()) {
         /* Our part went up already: the parent must hear we left. */
@@ -575,9 +607,13 @@ await_down(run *r, int64_t deadline, ccol__err *err)
     }
     if (st == CCOL_ERR_TIMEOUT)
         return report_no_reply(r);
-    if (st == CCOL_OK)
+    if (st == CCOL_OK) {
+        verdict = m.h.kind == CCOL__K_ABORT && m.h.seq == r->op->seq;
         st = take_down(r, from, &m);
+    }
     free(m.payload);
+    if (st != CCOL_OK && !verdict)
+        send_errup(r); /* why we fail on the parent's frame, before we go */
     return st;
 }
 
@@ -655,10 +691,27 @@ run_init(run *r, const ccol__engine *e, ccol__coll *op)
     return CCOL_OK;
 }
 
+/* How long a non-root waits for its parent's answer: T plus the grace
+ * of the whole tree (so rank 0's report reaches everyone before they give
+ * up on it), plus one grace per level this rank sits below the top (its
+ * subtree is that much lower than rank 0's): a parent that gives up on
+ * its own parent does so a grace before its children would give up on
+ * it, and its ABORT names the rank that went silent, so a stopped rank 0
+ * is named on every rank, not the healthy leader in between. */
+static int64_t
+down_deadline(const run *r)
+{
+    const ccol__shape *s = r->e->shape;
+    int top = ccol__shape_height(s, 0);
+    int below = top - ccol__shape_height(s, r->e->id->rank);
+
+    return r->started_mono + timeout_ns(r) +
+           (int64_t)(top + 2 + (below > 0 ? below : 0)) * grace_ns(r);
+}
+
 /* Up, then down: non-roots wait for the result (or ABORT) from their
- * parent for T plus the grace of the whole tree, which is what lets rank
- * 0's report reach everyone before they give up on it; nodes with children
- * forward the outcome, whatever it is. */
+ * parent until down_deadline; nodes with children forward the outcome,
+ * whatever it is. */
 ccol_status
 ccol__tree_exec(const ccol__engine *e, ccol__coll *op)
 {
@@ -671,11 +724,7 @@ ccol__tree_exec(const ccol__engine *e, ccol__coll *op)
     if (st == CCOL_OK)
         st = run_up(&r);
     if (st == CCOL_OK && e->shape->parent >= 0)
-        st = await_down(&r, r.started_mono + timeout_ns(&r) +
-                                (int64_t)(ccol__shape_height(e->shape, 0) +
-                                          2) *
-                                    grace_ns(&r),
-                        e->err);
+        st = await_down(&r, down_deadline(&r), e->err);
     if (e->shape->nchildren > 0)
         send_down(&r, st == CCOL_OK);
     run_free(&r);
