@@ -4,6 +4,10 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+from conftest import ccol_tool
+
 BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                      "bench", "python", "bench_python.py")
 
@@ -32,7 +36,6 @@ EXCHANGE = os.path.join(os.path.dirname(BENCH), "bench_exchange.py")
 
 
 def test_bench_exchange_measures_both_kinds_and_models_the_rest():
-    import pytest
     pytest.importorskip("torch")
     out = subprocess.run([sys.executable, EXCHANGE, "--max-ranks", "4",
                           "--iters", "1"], capture_output=True, text=True,
@@ -66,7 +69,6 @@ HIER = os.path.join(os.path.dirname(BENCH), "bench_hier_netns.py")
 
 
 def test_bench_hier_netns_compares_both_modes():
-    import pytest
     out = subprocess.run([sys.executable, HIER, "-n", "4", "--iters", "5",
                           "--rounds", "1"], capture_output=True, text=True,
                          timeout=300)
@@ -108,3 +110,17 @@ def test_compare_comm_refuses_bad_options():
                           "y", "--transports", "carrier-pigeon"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "--transports" in out.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_documented_fault_campaign_names_the_faulty_rank_every_time():
+    """docs/reliability.md's campaign, as written there: 200 random
+    faults in real jobs over shm and tcp, every survivor names the faulty
+    rank (or succeeds), none hangs (the suite's quick run is
+    tests/tools/test_faults.sh, 24 trials)."""
+    out = subprocess.run([ccol_tool(), "bench", "faults", "--trials", "200",
+                          "--seed", "1"], capture_output=True, text=True,
+                         timeout=900)
+    assert out.returncode == 0 and "200 trials, 0 failed" in out.stdout, \
+        out.stdout[-3000:] + out.stderr[-2000:]
