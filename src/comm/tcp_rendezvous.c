@@ -76,7 +76,19 @@ refuse_status(uint64_t arg)
     return CCOL_ERR_PEER;
 }
 
-/* Turns a REFUSE from `name` into this rank's error. */
+/* What a refusal's words are worth in a job with a token. */
+static const char *
+unproven(const rdv *j)
+{
+    return j->cfg->token_str != NULL
+               ? ", unauthenticated: a refusal comes before the other side "
+                 "proves it knows the job token"
+               : "";
+}
+
+/* Turns a REFUSE from `name` into this rank's error, always saying who
+ * refused; with a token, also that a refusal comes before the WELCOME
+ * that proves the other side knows it, so its words may be anyone's. */
 static ccol_status
 refused(rdv *j, const char *name, const ccol__msg *m)
 {
@@ -88,10 +100,12 @@ refused(rdv *j, const char *name, const ccol__msg *m)
     reason[n] = '\0';
     ccol__tcp_sanitize(reason);
     j->retry = (m->h.arg & CCOL__TCP_RETRY) != 0;
-    if (refuse_status(m->h.arg) == CCOL_ERR_TIMEOUT) /* names the server */
-        return ccol__seterr(j->err, CCOL_ERR_TIMEOUT, "%s", reason);
+    if (refuse_status(m->h.arg) == CCOL_ERR_TIMEOUT) /* the server's verdict */
+        return ccol__seterr(j->err, CCOL_ERR_TIMEOUT, "%s (so said %s%s)",
+                            reason, name, unproven(j));
     return ccol__seterr(j->err, refuse_status(m->h.arg),
-                        "%s refused rank %d: %s", name, me(j), reason);
+                        "%s refused rank %d%s: %s", name, me(j),
+                        *unproven(j) ? " (unauthenticated)" : "", reason);
 }
 
 /*
