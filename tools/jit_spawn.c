@@ -291,6 +291,7 @@ jit_spawn_run(const jit_opts *o, json_t **entries, char *err,
     if (start(o, ch, port, err, errlen) != 0)
         rc = -1;
     collect(o, ch); /* also after a failed start: reap what started */
+    tool_forget_segment(port); /* what a killed rank 0 left in /dev/shm */
     for (int r = 0; r < o->nranks; r++) {
         if (rc == 0 && !ch[r].overflow && !ch[r].killed && ch[r].len > 0)
             entries[r] = jit_summary_decode(ch[r].buf, ch[r].len, r);

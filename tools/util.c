@@ -3,9 +3,12 @@
  */
 #include "util.h"
 
+#include "../src/comm/shm.h"
+
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -113,4 +116,14 @@ tool_free_port(const char *addr, const char **why)
         close(fd);
     freeaddrinfo(ai);
     return port;
+}
+
+void
+tool_forget_segment(int port)
+{
+    char name[32];
+    const char *token = getenv("CCOL_TOKEN");
+
+    snprintf(name, sizeof name, "port-%d", port);
+    ccol__shm_forget(name, token != NULL && token[0] != '\0' ? token : NULL);
 }

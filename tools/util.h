@@ -22,6 +22,14 @@ void tool_write_all(int fd, const void *buf, size_t len);
  */
 int tool_free_port(const char *addr, const char **why);
 
+/*
+ * After every rank of a local job on `port` ended: removes the shared-
+ * memory segment name its rank 0 left if it died (or was stopped and
+ * killed) before removing it itself, so nothing of the job stays in
+ * /dev/shm. CCOL_TOKEN is read as the ranks read it.
+ */
+void tool_forget_segment(int port);
+
 /* The range tool_parse_seconds accepts: the library's own for
  * CCOL_TIMEOUT (below a millisecond is a typo, 1e7 s the comm's limit). */
 #define TOOL_MIN_SECONDS 0.001

@@ -555,29 +555,11 @@ spin_policy(slink *l, const ccol__link_cfg *cfg, ccol__err *err)
 
 /* Maps the job's segment and joins; rank 0 removes the name once
  * everyone mapped it, so nothing can go stale from then on. */
-/* With a job token the segment's name ends in 16 hex digits of an HMAC
- * of it: another local user cannot tell the name in advance to squat it
- * (the digest gives nothing of the token away). */
-static void
-token_suffix(const ccol__link_cfg *cfg, char *name, size_t len)
-{
-    static const char what[] = "ccol shm segment name";
-    uint8_t mac[32];
-    size_t n = strlen(name);
-
-    if (cfg->token_str == NULL || n + 18 >= len)
-        return;
-    ccol__hmac_sha256(cfg->token_str, strlen(cfg->token_str), what,
-                      sizeof what - 1, mac);
-    snprintf(name + n, len - n, "-%016" PRIx64, ccol__ld64(mac));
-}
-
 ccol_status
 ccol__shm_attach(const ccol__link_cfg *cfg, const ccol__shape *shape,
                  const char *name, ccol__link **out, ccol__err *err)
 {
     slink *l = calloc(1, sizeof *l);
-    char full[128];
     ccol_status st;
 
     *out = NULL;
@@ -590,9 +572,7 @@ ccol__shm_attach(const ccol__link_cfg *cfg, const ccol__shape *shape,
     l->board.gone = -1;
     l->parent = -1;
     l->fd = -1;
-    snprintf(full, sizeof full, "%s", name);
-    token_suffix(cfg, full, sizeof full);
-    ccol__shm_path(full, l->path, sizeof l->path);
+    ccol__shm_job_path(name, cfg->token_str, l->path, sizeof l->path);
     st = spin_policy(l, cfg, err);
     if (st == CCOL_OK)
         st = ccol__shm_join(l, cfg, err);

@@ -77,5 +77,15 @@ void ccol__shm_asm_reset(ccol__shm_asm *a);
 /* The name of the segment for a job name (shm_segment.c): "/ccol-<uid>-<name>", with
  * characters outside [A-Za-z0-9._-] replaced and long names hashed. */
 void ccol__shm_path(const char *name, char *out, size_t outlen);
+/* The segment path of a job named `name` with job token `token` (NULL:
+ * none): ccol__shm_path of the name, with a token followed by 16 hex
+ * digits of an HMAC of it (so another user cannot tell it in advance). */
+void ccol__shm_job_path(const char *name, const char *token, char *out,
+                        size_t outlen);
+/* For launchers whose ranks have all ended: removes the segment name the
+ * job `name` (token `token`) would have left if its rank 0 died or was
+ * stopped and killed before removing it. Only a segment of this user
+ * whose rank 0 is gone; true when one was removed. */
+bool ccol__shm_forget(const char *name, const char *token);
 
 #endif /* CCOL_SHM_H */

@@ -122,6 +122,26 @@ ccol__shm_path(const char *name, char *out, size_t outlen)
         snprintf(out, outlen, "/ccol-%u-%s", (unsigned)getuid(), clean);
 }
 
+/* With a job token the segment's name ends in 16 hex digits of an HMAC
+ * of it: another local user cannot tell the name in advance to squat it
+ * (the digest gives nothing of the token away). */
+void
+ccol__shm_job_path(const char *name, const char *token, char *out,
+                   size_t outlen)
+{
+    static const char what[] = "ccol shm segment name";
+    char full[128];
+    uint8_t mac[32];
+
+    snprintf(full, sizeof full, "%.100s", name);
+    if (token != NULL) {
+        ccol__hmac_sha256(token, strlen(token), what, sizeof what - 1, mac);
+        snprintf(full + strlen(full), sizeof full - strlen(full),
+                 "-%016" PRIx64, ccol__ld64(mac));
+    }
+    ccol__shm_path(full, out, outlen);
+}
+
 /* ---- its size ---- */
 
 ccol_status
@@ -251,6 +271,46 @@ map_fd(ccol__shm_link *l, int fd, size_t bytes, ccol__err *err)
     return CCOL_OK;
 }
 
+/* The magic and rank 0's pid from the header of the segment open as fd
+ * (both 0 when it is too short to hold them). */
+static void
+read_creator(int fd, uint32_t *magic, int *creator)
+{
+    struct stat sb;
+
+    *magic = 0;
+    *creator = 0;
+    if (fstat(fd, &sb) == 0 && (size_t)sb.st_size >= CCOL__LINE) {
+        seg_hdr *h = mmap(NULL, CCOL__LINE, PROT_READ, MAP_SHARED, fd, 0);
+        if (h != MAP_FAILED) {
+            *magic = atomic_load(&h->magic);
+            *creator = atomic_load(&h->creator);
+            munmap(h, CCOL__LINE);
+        }
+    }
+}
+
+bool
+ccol__shm_forget(const char *name, const char *token)
+{
+    char path[160];
+    struct stat sb;
+    uint32_t magic;
+    int creator, fd;
+    bool stale = false;
+
+    ccol__shm_job_path(name, token, path, sizeof path);
+    fd = shm_open(path, O_RDONLY, 0);
+    if (fd < 0)
+        return false;
+    if (fstat(fd, &sb) == 0 && sb.st_uid == geteuid()) {
+        read_creator(fd, &magic, &creator);
+        stale = creator <= 0 || !pid_alive(creator);
+    }
+    close(fd);
+    return stale && shm_unlink(path) == 0;
+}
+
 /* Rank 0, name taken: a live job keeps it (BUSY), a dead one's is removed.
  * Returns OK when the caller may try to create the segment again. */
 static ccol_status
@@ -269,14 +329,7 @@ clear_stale(ccol__shm_link *l, const ccol__link_cfg *cfg, ccol__err *err)
         close(fd);
         return CCOL_ERR_BUSY; /* never read, never removed */
     }
-    if (fstat(fd, &sb) == 0 && (size_t)sb.st_size >= CCOL__LINE) {
-        seg_hdr *h = mmap(NULL, CCOL__LINE, PROT_READ, MAP_SHARED, fd, 0);
-        if (h != MAP_FAILED) {
-            magic = atomic_load(&h->magic);
-            creator = atomic_load(&h->creator);
-            munmap(h, CCOL__LINE);
-        }
-    }
+    read_creator(fd, &magic, &creator);
     close(fd);
     if (magic == SEG_MAGIC && pid_alive(creator))
         return ccol__seterr(err, CCOL_ERR_BUSY,
@@ -578,8 +631,9 @@ await_all(ccol__shm_link *l, const ccol__link_cfg *cfg, int64_t deadline,
     }
 }
 
-/* The join's deadline passed with no live segment to join: rank 0 never
- * made one, or the one it made is left by a rank 0 that is gone. */
+/* The join's deadline passed with no live segment to join: rank 0 has
+ * not made one, or gave up and removed it (this rank came late: it cannot
+ * tell which), or the one it made is left by a rank 0 that is gone. */
 static ccol_status
 no_segment(const ccol__shm_link *l, const ccol__link_cfg *cfg,
            ccol__err *err)
@@ -592,9 +646,10 @@ no_segment(const ccol__shm_link *l, const ccol__link_cfg *cfg,
                             l->path, ccol__id_gr(&cfg->id, 0), l->gone_creator,
                             cfg->timeout_s, ccol__id_gr(&cfg->id, 0));
     return ccol__seterr(err, CCOL_ERR_TIMEOUT,
-                        "shm segment %s: rank %d did not create it within "
-                        "%.3g s (missing: %d)",
-                        l->path, ccol__id_gr(&cfg->id, 0), cfg->timeout_s,
+                        "shm segment %s: none to join within %.3g s: rank %d "
+                        "has not created it, or it gave up on the job and "
+                        "removed it before this rank came (missing: %d)",
+                        l->path, cfg->timeout_s, ccol__id_gr(&cfg->id, 0),
                         ccol__id_gr(&cfg->id, 0));
 }
 

@@ -474,6 +474,30 @@ CCOL_TEST(segment_another_user_created_first_is_refused)
     drop_segment(name);
 }
 
+/* A job stopped while forming and then killed leaves its segment's name
+ * (its rank 0 never got to remove it); the launcher's cleanup after its
+ * ranks ended (ccol__shm_forget) removes it, and never the name of a job
+ * whose rank 0 lives. */
+CCOL_TEST(launcher_forgets_a_killed_jobs_segment_only)
+{
+    char name[64];
+    pid_t pid;
+    int st;
+
+    snprintf(name, sizeof name, "forget-%d", (int)getpid());
+    pid = spawn_rank(name, 0, 2, 30);
+    wait_for_segment(name);
+    CHECK(!ccol__shm_forget(name, NULL)); /* its rank 0 lives */
+    CHECK(seg_exists(name));
+    kill(pid, SIGSTOP);
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    CHECK(seg_exists(name));
+    CHECK(ccol__shm_forget(name, NULL));
+    CHECK(!seg_exists(name));
+    CHECK(!ccol__shm_forget(name, NULL)); /* nothing left to remove */
+}
+
 CCOL_TEST(rank_claimed_twice_is_refused)
 {
     char name[64];
@@ -1148,6 +1172,7 @@ CCOL_TEST_MAIN(CCOL_T(environment_selects_shm),
                CCOL_T(stale_segment_of_a_crashed_job_is_replaced),
                CCOL_T(live_jobs_segment_is_refused),
                CCOL_T(segment_another_user_created_first_is_refused),
+               CCOL_T(launcher_forgets_a_killed_jobs_segment_only),
                CCOL_T(rank_claimed_twice_is_refused),
                CCOL_T(missing_rank_0_is_named_at_join),
                CCOL_T(slot_reader_rejects_bad_slots),
