@@ -461,6 +461,20 @@ def test_ccol_token_binds_the_plan_and_a_forged_plan_is_named(home,
         _join._read_plan(store, "j", 1, None)
 
 
+@pytest.mark.parametrize("value", [
+    b"", b"\xff\xfe", b"[]", b"{}", b'{"plan": 7}', b'{"plan": "[1]"}',
+    b'{"plan": "{}"}', b'{"plan": "{\\"nonce\\": 3}"}',
+    b"[" * 100000], ids=lambda v: repr(v[:24]))
+def test_a_malformed_plan_in_the_store_is_a_peer_error(home, value):
+    """Whatever bytes sit under the plan's key, a rank raises a named
+    ccol.PeerError, never another exception."""
+    store = _Store()
+    store.set("j/plan", value)
+    with pytest.raises(ccol.PeerError, match="plan in torch's store is "
+                                             "malformed"):
+        _join._read_plan(store, "j", 1, None)
+
+
 def test_a_rank_without_the_secret_makes_the_job_tokenless_and_warned(
         home, monkeypatch):
     """A rank on a host without the shared home cannot read the secret:

@@ -282,9 +282,9 @@ def _read_plan(store, prefix, rank, made):
         if not isinstance(plan, dict) or not isinstance(
                 plan.get("nonce"), str):
             raise TypeError("not an object with a nonce")
-    except (ValueError, TypeError, KeyError) as e:
-        raise peer_error(f"the plan in torch's store is malformed ({e})") \
-            from None
+    except (ValueError, TypeError, KeyError, RecursionError) as e:
+        raise peer_error(f"the plan in torch's store is malformed "
+                         f"({type(e).__name__}: {str(e)[:200]})") from None
     token = made[1] if made else os.environ.get("CCOL_TOKEN") or None
     if token is None and plan.get("secret") is not None:
         token, plan["_why"] = _secret.read(plan["secret"])
