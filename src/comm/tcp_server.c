@@ -25,28 +25,38 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 /*
  * Budget of the unauthenticated. The rendezvous must get the real ranks
  * through a flood of strangers (silent connections, garbage, wrong
- * tokens): the listen backlog is drained into PEND_MAX slots, and when
- * they are full a slot goes to the next connection by evicting one that
- * had its chance. A real rank answers its challenge as soon as it is
- * scheduled once (one read, one HMAC, one write), so SILENT_NS, 0.5 s
- * from the challenge to the first byte, covers a 2-core machine running
- * ~150 runnable processes at the scheduler's 3 ms slice; and it applies
- * only while slots are wanted, so a rendezvous that is not crowded
- * refuses nobody for being slow. A peer that began its HELLO but did not
- * finish gets STALL_NS. 256 slots turn over ~500 silent connections a
- * second. The budget per address is a share, not a hard cap: the victim
- * is taken from the address holding the most slots, so a flood from one
- * host cannot take the slots another host's ranks hold, while ranks that
- * share an address with the flood (loopback, NAT) are never refused for
- * where they come from.
+ * tokens, peers that send a few bytes and stall): the listen backlog is
+ * drained into a table of slots, and when they are full a slot goes to
+ * the next connection by evicting one that had its chance. A real rank
+ * answers its challenge as soon as it is scheduled once (one read, one
+ * HMAC, one write of the whole HELLO), so SILENT_NS, 0.5 s from the
+ * challenge to the first byte, covers a 2-core machine running ~150
+ * runnable processes at the scheduler's 3 ms slice; a part of a HELLO
+ * followed by SILENT_NS of nothing is as good as silence (STALL_NS from
+ * the challenge bounds a trickle), and a peer that spoke before its
+ * challenge is no rank at all. These apply only while slots are wanted,
+ * so a rendezvous that is not crowded refuses nobody for being slow.
+ * Real ranks queued in the backlog behind a flood wait for all of it,
+ * and each slot turns over 2 strangers a second: the table has a quarter
+ * of the descriptors the process may open, PEND_MIN to PEND_MAX slots
+ * (fewer once accept() runs out of descriptors, which makes slots
+ * wanted too), so 1024 slots take ~2,000 stalling strangers a second
+ * and a peer that spoke first costs no wait at all. The budget per
+ * address is a share, not a hard cap: the victim is taken from the
+ * address holding the most slots, so a flood from one host cannot take
+ * the slots another host's ranks hold, while ranks that share an address
+ * with the flood (loopback, NAT) are never refused for where they come
+ * from.
  */
-#define PEND_MAX     256
+#define PEND_MIN     256
+#define PEND_MAX     1024
 #define SILENT_NS    (500 * 1000000LL)
 #define STALL_NS     (2000 * 1000000LL)
 #define REST_NS      (20 * 1000000LL) /* pause when out of descriptors */
@@ -91,6 +101,8 @@ typedef struct pend {
     size_t got;                     /* bytes in buf */
     size_t need;                    /* header size, then frame size */
     int64_t since;                  /* when it was challenged */
+    int64_t last;                   /* when its last bytes came */
+    bool early;                     /* spoke before its challenge */
     ccol__hdr h;                    /* decoded once need > header */
     char addr[CCOL__TCP_ADDR_MAX];  /* "ip:port" of the peer */
     uint8_t buf[CCOL__HDR_SIZE + CCOL__TCP_HS_MAX +
@@ -110,7 +122,8 @@ typedef struct server {
     int64_t deadline;      /* of the whole rendezvous */
     int64_t rest;          /* no accept before this (out of descriptors) */
     ccol__tcp_member *m;   /* per rank, the joined ones */
-    pend *p;               /* PEND_MAX slots */
+    pend *p;               /* the slots */
+    int cap;               /* their number */
     int np;                /* slots in use */
     source src[SOURCES_MAX]; /* addresses seen, the last pooling the rest */
     int nsrc;              /* entries of src in use */
@@ -395,8 +408,22 @@ source_of(server *s, const char *ip)
     return s->nsrc++;
 }
 
+static ccol_status pend_serve(server *s, int i);
+
+/* Whether the peer on fd has sent something already. Asked before its
+ * challenge goes out, when no rank has anything to say: a HELLO needs
+ * the challenge's nonce. */
+static bool
+spoke_first(int fd)
+{
+    char c;
+
+    return recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+}
+
 /* Takes a new connection from ip:port (source src) into a pending slot
- * and challenges it. */
+ * and challenges it. One that spoke first is read at once, so what it
+ * sent is judged before it can be evicted. */
 static ccol_status
 pend_open(server *s, int fd, int src, const char *ip, int port)
 {
@@ -404,10 +431,12 @@ pend_open(server *s, int fd, int src, const char *ip, int port)
     int err;
 
     p->fd = fd;
+    p->early = spoke_first(fd);
     p->src = src;
     p->got = 0;
     p->need = CCOL__HDR_SIZE;
     p->since = ccol__now_ns();
+    p->last = p->since;
     snprintf(p->addr, sizeof p->addr, "%s:%d", ip, port);
     s->src[src].pending++;
     s->np++;
@@ -417,18 +446,30 @@ pend_open(server *s, int fd, int src, const char *ip, int port)
                         s->where, strerror(errno));
     if (ccol__tcp_send_frame(&s->cfg->id, fd, CCOL__K_CHALLENGE, 0, p->nonce,
                              CCOL__TCP_NONCE, NULL, ccol__tcp_deadline(1.0),
-                             &err) != CCOL__IO_OK)
+                             &err) != CCOL__IO_OK) {
         pend_refuse(s, s->np - 1, R_CLOSED, 0,
                     "went away before its challenge");
-    return CCOL_OK;
+        return CCOL_OK;
+    }
+    return p->early ? pend_serve(s, s->np - 1) : CCOL_OK;
 }
 
 /* When pending connection p may be evicted: SILENT_NS after its
- * challenge if it sent nothing, STALL_NS if it began a HELLO. */
+ * challenge if it sent nothing; if it began a HELLO, SILENT_NS after its
+ * last bytes (a real rank sends its HELLO at once, so a part followed
+ * by nothing is as good as silence), and STALL_NS after its challenge
+ * at the latest (a trickle of bytes buys no more). One that spoke
+ * before its challenge is no rank: at once. */
 static int64_t
 evictable_at(const pend *p)
 {
-    return p->since + (p->got == 0 ? SILENT_NS : STALL_NS);
+    int64_t t = p->last + SILENT_NS;
+
+    if (p->early)
+        return p->since;
+    if (p->got == 0)
+        return p->since + SILENT_NS;
+    return t < p->since + STALL_NS ? t : p->since + STALL_NS;
 }
 
 /* The pending connection to evict for a newcomer: among those past
@@ -463,15 +504,28 @@ pick_victim(const server *s, int64_t now)
 static void
 evict(server *s, int i)
 {
-    bool silent = s->p[i].got == 0;
-    char reason[REASON_MAX];
+    const pend *p = &s->p[i];
+    char what[96], reason[REASON_MAX];
 
+    if (p->early)
+        snprintf(what, sizeof what,
+                 "sent part of a frame before its challenge, then nothing");
+    else if (p->got == 0)
+        snprintf(what, sizeof what,
+                 "sent nothing within %.1f s of its challenge",
+                 SILENT_NS / 1e9);
+    else if (p->last + SILENT_NS <= p->since + STALL_NS)
+        snprintf(what, sizeof what,
+                 "sent part of a HELLO, then nothing for %.1f s",
+                 SILENT_NS / 1e9);
+    else
+        snprintf(what, sizeof what,
+                 "did not complete its HELLO within %.1f s of its challenge",
+                 STALL_NS / 1e9);
     snprintf(reason, sizeof reason,
-             "%s within %.1f s of its challenge while %d connections "
-             "waited to be authenticated (%s)",
-             silent ? "sent nothing" : "did not complete its HELLO",
-             (silent ? SILENT_NS : STALL_NS) / 1e9, s->np, s->where);
-    pend_refuse(s, i, silent ? R_SILENT : R_STALLED, 0, reason);
+             "%s while %d connections waited to be authenticated (%s)",
+             what, s->np, s->where);
+    pend_refuse(s, i, p->got == 0 ? R_SILENT : R_STALLED, 0, reason);
 }
 
 /* Whether the listener may be served now: a slot is free or can be
@@ -483,7 +537,7 @@ may_accept(const server *s, int *ms)
 
     if (now < s->rest) {
         soon = s->rest; /* out of descriptors a moment ago */
-    } else if (s->np < PEND_MAX) {
+    } else if (s->np < s->cap) {
         return true;
     } else {
         for (int i = 0; i < s->np; i++) {
@@ -498,32 +552,55 @@ may_accept(const server *s, int *ms)
     return false;
 }
 
-/* Makes room for a connection just accepted when the table is full:
- * evicts a connection past its time, from the heaviest address. */
-static void
+/* Makes room for a connection when the table is full: evicts a
+ * connection past its time, from the heaviest address. Returns whether
+ * a slot is free. */
+static bool
 make_room(server *s)
 {
     int v;
 
-    if (s->np < PEND_MAX)
-        return;
+    if (s->np < s->cap)
+        return true;
     v = pick_victim(s, ccol__now_ns());
     if (v >= 0)
         evict(s, v);
+    return v >= 0;
+}
+
+/* Out of descriptors: from now on the table is full at its present
+ * size (slots are wanted), so the connection waiting may take the
+ * descriptor of a victim past its time. Returns whether one was freed. */
+static bool
+out_of_fds(server *s)
+{
+    if (s->np == 0)
+        return false;
+    if (s->np < s->cap)
+        s->cap = s->np;
+    return make_room(s);
 }
 
 /* One accept() on the listener. Returns the socket, or -1 when the
- * backlog is empty (or out of descriptors: then rests a moment). */
+ * backlog is empty (or out of descriptors and no slot could be freed:
+ * then rests a moment). */
 static int
 accept_one(server *s)
 {
+    bool freed = false;
+
     for (;;) {
         int fd = accept(s->lfd, NULL, NULL);
 
         if (fd < 0 && errno == EINTR)
             continue;
-        if (fd < 0 && (errno == EMFILE || errno == ENFILE))
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+            if (!freed && out_of_fds(s)) {
+                freed = true;
+                continue;
+            }
             s->rest = ccol__now_ns() + REST_NS;
+        }
         if (fd < 0)
             return -1; /* EAGAIN, or an aborted connection */
         if (ccol__tcp_prepare(fd))
@@ -533,13 +610,15 @@ accept_one(server *s)
 }
 
 /* Drains the listen backlog while a slot is free or can be freed, so
- * the real ranks queued behind strangers keep coming in. */
+ * the real ranks queued behind strangers keep coming in; at most a
+ * table's worth per round, so the HELLOs of those admitted are read
+ * before their time runs out. */
 static ccol_status
 accept_new(server *s)
 {
     int ms = 0;
 
-    while (may_accept(s, &ms)) {
+    for (int k = 0; k < s->cap && may_accept(s, &ms); k++) {
         char ip[64] = "unknown";
         int fd = accept_one(s), port = 0, src;
         ccol_status st;
@@ -548,8 +627,7 @@ accept_new(server *s)
             return CCOL_OK;
         ccol__tcp_name(fd, true, ip, sizeof ip, &port);
         src = source_of(s, ip);
-        make_room(s);
-        if (s->np >= PEND_MAX) { /* not expected: may_accept said so */
+        if (!make_room(s)) { /* not expected: may_accept said so */
             close(fd);
             return CCOL_OK;
         }
@@ -607,6 +685,7 @@ pend_read(server *s, int i)
             return -1;
         }
         p->got += (size_t)n;
+        p->last = ccol__now_ns();
         if (p->got < p->need)
             continue;
         if (p->need > CCOL__HDR_SIZE)
@@ -894,6 +973,16 @@ serve_timeout(server *s)
     return st;
 }
 
+/* Reads what pending connection i sent and acts on its frame once it
+ * is complete. */
+static ccol_status
+pend_serve(server *s, int i)
+{
+    if (pend_read(s, i) != 1)
+        return CCOL_OK;
+    return pend_frame(s, i);
+}
+
 /* Handles every ready socket of one poll() round. pf[0] is the listener,
  * pf[1 + i] pending slot i. */
 static ccol_status
@@ -902,9 +991,9 @@ serve_ready(server *s, const struct pollfd *pf, int n)
     for (int i = n - 2; i >= 0; i--) {
         ccol_status st;
 
-        if (pf[i + 1].revents == 0 || pend_read(s, i) != 1)
+        if (pf[i + 1].revents == 0)
             continue;
-        st = pend_frame(s, i);
+        st = pend_serve(s, i);
         if (st != CCOL_OK)
             return st;
     }
@@ -945,6 +1034,20 @@ serve_loop(server *s)
     return CCOL_OK;
 }
 
+/* How many slots the unauthenticated may hold: a quarter of the
+ * descriptors this process may open, PEND_MIN to PEND_MAX. */
+static int
+slots(void)
+{
+    struct rlimit rl;
+    rlim_t n;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return PEND_MIN;
+    n = rl.rlim_cur / 4;
+    return n < PEND_MIN ? PEND_MIN : n > PEND_MAX ? PEND_MAX : (int)n;
+}
+
 /* The ranks this server waits for and its pending-connection slots. */
 static ccol_status
 server_init(server *s, const int *ranks, int n)
@@ -953,8 +1056,9 @@ server_init(server *s, const int *ranks, int n)
 
     for (int r = 0; r < size; r++)
         s->m[r].fd = -1;
+    s->cap = slots();
     s->want = calloc((size_t)size, sizeof *s->want);
-    s->p = calloc(PEND_MAX, sizeof *s->p);
+    s->p = calloc((size_t)s->cap, sizeof *s->p);
     if (s->want == NULL || s->p == NULL)
         return ccol__seterr(s->err, CCOL_ERR_NO_MEMORY,
                             "%s: out of memory for the rendezvous", s->where);
