@@ -6,7 +6,9 @@
  * an interrupt landed; then attaches each agreement to the compile that
  * was running when it ended. Every
  * problem is an error "file:line: what"; the line is skipped and reading
- * goes on.
+ * goes on. Trace text is untrusted: every string is scrubbed here, as it
+ * is read (scrub()), so that no control byte reaches a terminal or a page
+ * whichever output prints it.
  */
 #include "report.h"
 #include "../src/core/grow.h"
@@ -80,6 +82,53 @@ typedef struct line {
     tool_rep_rank *rk; /* its rank */
 } line;
 
+/*
+ * Makes untrusted text safe to print: every C0 control byte (ESC starts
+ * the terminal's escape sequences) and DEL becomes a visible '?', as
+ * report_text.c and report_html.c show them too. A newline is kept when
+ * `keep_nl` (a source snippet under a message continues on its own
+ * line), else it becomes '?' as well.
+ */
+static void
+scrub(char *s, bool keep_nl)
+{
+    for (; *s != '\0'; s++) {
+        unsigned char c = (unsigned char)*s;
+        if ((c < 0x20 && !(c == '\n' && keep_nl)) || c == 0x7f)
+            *s = '?';
+    }
+}
+
+/* Does s hold a byte scrub() replaces (a newline excepted)? */
+static bool
+has_ctl(const char *s)
+{
+    for (; *s != '\0'; s++)
+        if (((unsigned char)*s < 0x20 && *s != '\n') || *s == 0x7f)
+            return true;
+    return false;
+}
+
+/* The text of the JSON string v, scrubbed in the parsed object (so every
+ * later read of it sees the same text); "" when out of memory. */
+static const char *
+str_value(json_t *v)
+{
+    const char *s = json_string_value(v);
+    char *d;
+    int bad;
+
+    if (!has_ctl(s))
+        return s;
+    d = strdup(s);
+    if (d == NULL)
+        return "";
+    scrub(d, true);
+    bad = json_string_set(v, d);
+    free(d);
+    return bad != 0 ? "" : json_string_value(v);
+}
+
 static void error_at(tool_report *r, const char *name, size_t no,
                      const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -97,6 +146,7 @@ error_at(tool_report *r, const char *name, size_t no, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    scrub(msg, false); /* jansson's messages quote the line's bytes */
     if (no > 0)
         tool_strs_add(&r->errors, "%s:%zu: %s", name, no, msg);
     else
@@ -110,7 +160,7 @@ str_field(line *l, const char *key, bool need)
     json_t *v = json_object_get(l->o, key);
 
     if (json_is_string(v))
-        return json_string_value(v);
+        return str_value(v);
     if (need || (v != NULL && !json_is_null(v)))
         error_at(l->r, l->name, l->no, "%s: field '%s' must be a string",
                  l->event, key);
@@ -339,10 +389,11 @@ on_compile_end(line *l)
                  "be an array of strings");
         return;
     }
-    json_array_foreach(
-        dyn, i, v) if (json_is_string(v) &&
-                       !tool_strs_has(&c->dynamic, json_string_value(v)))
-        tool_strs_add(&c->dynamic, "%s", json_string_value(v));
+    json_array_foreach(dyn, i, v)
+    {
+        if (json_is_string(v) && !tool_strs_has(&c->dynamic, str_value(v)))
+            tool_strs_add(&c->dynamic, "%s", str_value(v));
+    }
     if (c->dynamic.n > 1)
         qsort(c->dynamic.v, c->dynamic.n, sizeof(char *), cmp_str);
 }
