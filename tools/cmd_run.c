@@ -4,7 +4,10 @@
  * LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, GROUP_RANK, CCOL_RUN=1),
  * prefixes every output line with "[rank R] ", and when the first rank fails
  * stops the others and exits with that rank's status. Each rank runs in its
- * own process group so that stopping a rank also stops what it started.
+ * own process group so that stopping a rank also stops what it started,
+ * under a keeper (tool_launch_fork_kept) that kills whatever the rank
+ * started, in its group or not, when the rank ends or the launcher dies,
+ * even by SIGKILL.
  */
 #include "tools.h"
 #include "launch.h"
@@ -57,6 +60,8 @@ typedef struct stream {
 /* One rank process. */
 typedef struct rank_proc {
     pid_t pid;     /* also its process group; 0 before fork */
+    pid_t keeper;  /* its keeper, the child to wait for (exits as the
+                    * rank did, once all the rank started is gone) */
     bool live;     /* not yet reaped */
     int status;    /* waitpid() status once reaped */
     stream io[2];  /* stdout and stderr */
@@ -497,9 +502,9 @@ spawn_rank(launcher *l, const run_opts *o, int r)
         return false;
     }
     /* In its own process group: stopping the rank stops what it
-     * started. */
-    p->pid = tool_launch_fork(true, handled_sigs,
-                              sizeof handled_sigs / sizeof handled_sigs[0]);
+     * started; under a keeper: nothing it started outlives it. */
+    p->pid = tool_launch_fork_kept(handled_sigs, sizeof handled_sigs /
+                                   sizeof handled_sigs[0], &p->keeper);
     if (p->pid == 0)
         child_exec(o, r, out[1], err[1], null_in);
     close(out[1]);
@@ -675,7 +680,7 @@ reap(launcher *l)
         int status;
         rank_proc *p = &l->ranks[r];
 
-        if (p->live && waitpid(p->pid, &status, WNOHANG) == p->pid)
+        if (p->live && waitpid(p->keeper, &status, WNOHANG) == p->keeper)
             rank_exited(l, r, status);
     }
 }
@@ -897,6 +902,8 @@ launch(const run_opts *o)
         goto out;
     spawn_all(&l, o);
     event_loop(&l, pfd, owner);
+    if (o->nnodes == 1)
+        tool_forget_segment(o->port); /* what a killed rank 0 left */
     code = l.code;
 out:
     launcher_free(&l);

@@ -1,18 +1,22 @@
 /*
- * launch.c - the environment and the start of local ranks (launch.h).
+ * launch.c - the environment and the start of local ranks (launch.h),
+ * alone or under a keeper that takes everything the rank started with it.
  */
 #include "launch.h"
 
 #include "ccol.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
-#include <unistd.h> /* environ, with _GNU_SOURCE */
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h> /* environ, close_range, with _GNU_SOURCE */
 
 /* True for a variable by which an outer launcher gives a rank its place. */
 static bool
@@ -192,4 +196,230 @@ tool_launch_fork(bool own_group, const int *caught, size_t n)
         setpgid(pid, pid);
     errno = saved;
     return pid;
+}
+
+/* ---- a rank under a keeper ---- */
+
+/* The keeper's parent-death signal: blocked there, so it is only read. */
+#define KEEPER_DEATH_SIG SIGTERM
+
+/* Ends the keeper as the rank ended: its exit status, or its signal (no
+ * core dump of the keeper: the rank's own was written already). */
+static void
+exit_as(int status)
+{
+    struct rlimit none = { 0, 0 };
+    struct sigaction dfl;
+    sigset_t one;
+    int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+
+    if (sig == 0)
+        _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 1);
+    setrlimit(RLIMIT_CORE, &none);
+    prctl(PR_SET_DUMPABLE, 0);
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigaction(sig, &dfl, NULL);
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    kill(getpid(), sig);
+    sigprocmask(SIG_UNBLOCK, &one, NULL);
+    _exit(128 + sig); /* a signal whose default is not to end the process */
+}
+
+/*
+ * SIGKILLs every child of the keeper (the rank, and as a subreaper the
+ * orphans of its descendants, whichever process group they went to), read
+ * from /proc without stdio or malloc (the launcher may have had threads).
+ * Returns how many could be signalled (zombies included); -1 when /proc
+ * cannot say.
+ */
+static int
+kill_children(void)
+{
+    char buf[4096];
+    ssize_t k;
+    long pid = -1;
+    int fd, n = 0;
+
+    fd = open("/proc/thread-self/children", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    while ((k = read(fd, buf, sizeof buf)) > 0 || (k < 0 && errno == EINTR)) {
+        for (ssize_t i = 0; i < k; i++) {
+            if (buf[i] >= '0' && buf[i] <= '9') {
+                pid = (pid < 0 ? 0 : pid * 10) + (buf[i] - '0');
+                continue;
+            }
+            if (pid > 0 && kill((pid_t)pid, SIGKILL) == 0)
+                n++;
+            pid = -1;
+        }
+    }
+    if (pid > 0 && kill((pid_t)pid, SIGKILL) == 0)
+        n++;
+    close(fd);
+    return n;
+}
+
+/*
+ * Kills and reaps everything left under the keeper until no child it may
+ * signal is left (one it may not, a set-user-ID program that changed its
+ * real user, goes to init when the keeper exits), or none ended for 5 s
+ * (a process that cannot die, in an uninterruptible wait, must not keep
+ * the launcher waiting for the keeper).
+ */
+static void
+kill_rest(void)
+{
+    struct timespec tick = { 0, 100 * 1000 * 1000 };
+    sigset_t chld;
+    int idle = 0;
+
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    while (kill_children() > 0 && idle < 50) {
+        if (waitpid(-1, NULL, WNOHANG) > 0)
+            idle = 0;
+        else
+            idle += sigtimedwait(&chld, NULL, &tick) < 0;
+    }
+    while (waitpid(-1, NULL, WNOHANG) > 0) /* zombies of those left */
+        ;
+}
+
+/* Reaps the children that ended other than the rank; true when the rank
+ * ended (not reaped: its zombie keeps its pid and process group id from
+ * being reused until the group is killed). */
+static bool
+rank_ended(pid_t rank)
+{
+    siginfo_t si;
+
+    for (;;) {
+        memset(&si, 0, sizeof si);
+        if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+            si.si_pid == 0)
+            return false;
+        if (si.si_pid == rank)
+            return true;
+        waitpid(si.si_pid, NULL, 0); /* an orphan it adopted */
+    }
+}
+
+/*
+ * The keeper's life, every signal blocked and read one at a time: until
+ * the rank ends or the launcher dies (its death signal, with getppid()
+ * changed; any other signal is ignored: the launcher signals the rank's
+ * group itself). Then the rank's process group and every other process
+ * left under the keeper are SIGKILLed, and the keeper exits as the rank
+ * did.
+ */
+static void
+keep(pid_t launcher, pid_t rank)
+{
+    sigset_t all;
+    bool ended = false;
+    int sig, status = 0;
+
+    sigfillset(&all);
+    while (!ended) {
+        sig = sigwaitinfo(&all, NULL);
+        if (sig == SIGCHLD)
+            ended = rank_ended(rank);
+        else if (sig > 0 && getppid() != launcher)
+            break;
+    }
+    kill(-rank, SIGKILL); /* the rank's zombie keeps its group's id */
+    if (ended)
+        waitpid(rank, &status, 0);
+    kill_rest();
+    if (!ended)
+        _exit(1); /* the launcher died: nobody waits for this status */
+    exit_as(status);
+}
+
+/*
+ * In the keeper, every signal blocked since the fork: its own process
+ * group, its death signal, the subreaper bit, then the rank. Reports the
+ * rank's pid (or -errno) on fd `report`; returns 0 in the rank, and
+ * never returns in the keeper.
+ */
+static pid_t
+keeper(pid_t launcher, int report, const int *caught, size_t n)
+{
+    struct sigaction dfl;
+    pid_t rank;
+    int v;
+
+    setpgid(0, 0); /* not the terminal's: its Ctrl-C is the launcher's */
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL; /* not ignored: children become zombies */
+    sigaction(SIGCHLD, &dfl, NULL);
+    if (prctl(PR_SET_PDEATHSIG, KEEPER_DEATH_SIG) != 0 ||
+        getppid() != launcher || prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
+        _exit(127);
+    rank = tool_launch_fork(true, caught, n);
+    if (rank == 0) {
+        close(report);
+        return 0;
+    }
+    v = rank > 0 ? (int)rank : -errno;
+    if (write(report, &v, sizeof v) != (ssize_t)sizeof v) {
+        /* The launcher is gone: keep() sees its death signal at once. */
+    }
+    if (rank < 0)
+        _exit(127);
+    close_range(0, ~0U, 0); /* the keeper needs no file of the launcher's */
+    keep(launcher, rank);
+    return -1; /* not reached: keep() exits */
+}
+
+/* In the launcher: the rank's pid as the keeper `k` reports it on fd
+ * `from`; -1 (errno set, the keeper reaped) when it has none. */
+static pid_t
+rank_of(pid_t k, int from)
+{
+    int v = 0;
+    ssize_t got;
+
+    do
+        got = read(from, &v, sizeof v);
+    while (got < 0 && errno == EINTR);
+    close(from);
+    if (got == (ssize_t)sizeof v && v > 0)
+        return (pid_t)v;
+    while (waitpid(k, NULL, 0) < 0 && errno == EINTR)
+        ;
+    errno = got == (ssize_t)sizeof v && v < 0 ? -v : ECHILD;
+    return -1;
+}
+
+pid_t
+tool_launch_fork_kept(const int *caught, size_t n, pid_t *keeper_pid)
+{
+    pid_t launcher = getpid(), k;
+    sigset_t all, old;
+    int fds[2], saved;
+
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return -1;
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, &old);
+    k = fork();
+    if (k == 0) {
+        close(fds[0]);
+        return keeper(launcher, fds[1], caught, n);
+    }
+    saved = errno;
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    close(fds[1]);
+    if (k < 0) {
+        close(fds[0]);
+        errno = saved;
+        return -1;
+    }
+    setpgid(k, k);
+    *keeper_pid = k;
+    return rank_of(k, fds[0]);
 }

@@ -3,7 +3,8 @@
  * execs a command per rank, and `ccol jit -n`, which forks ranks that run
  * the JIT): their environment (torchrun's variables, nothing of outer
  * launchers, shared memory between ranks of one host) and their start,
- * as processes that die with the launcher and never run its handlers.
+ * as processes that die with the launcher and never run its handlers
+ * (and, under a keeper, take every process they started with them).
  */
 #ifndef CCOL_TOOLS_LAUNCH_H
 #define CCOL_TOOLS_LAUNCH_H
@@ -65,5 +66,21 @@ bool tool_launch_rank_env(const tool_launch *l, int local);
  * the launcher's main thread.
  */
 pid_t tool_launch_fork(bool own_group, const int *caught, size_t n);
+
+/*
+ * Forks a rank as tool_launch_fork(true, caught, n) does, under a keeper:
+ * a process between the launcher and the rank, in a process group of its
+ * own, a child subreaper (the orphans of the rank's descendants become its
+ * children, whichever group they moved to) with a parent-death signal it
+ * reads rather than dies of. When the rank ends, or when the launcher dies
+ * (even by SIGKILL), the keeper SIGKILLs the rank's process group and
+ * every process left under it, then exits as the rank did (its exit
+ * status, or killed by its signal). So nothing a rank started outlives
+ * it, or the launcher. In the rank: 0, the rank leading its own process
+ * group. In the launcher: the rank's pid (its group, to signal), with
+ * *keeper the keeper's (the child to wait for); or -1, errno set. The
+ * launcher must not ignore SIGCHLD; call it from its main thread.
+ */
+pid_t tool_launch_fork_kept(const int *caught, size_t n, pid_t *keeper);
 
 #endif /* CCOL_TOOLS_LAUNCH_H */

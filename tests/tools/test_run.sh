@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test_run.sh - tests of the `ccol run` launcher: per-rank environment,
 # output prefixing, exit status propagation, stopping ranks on failure and
-# on SIGINT, ranks dying with a SIGKILLed launcher, usage errors and
-# free-port selection.
+# on SIGINT, ranks and what they started dying with a SIGKILLed launcher
+# (or a killed rank), usage errors and free-port selection.
 # Usage: bash test_run.sh <path-of-ccol> <source-dir>
 set -u
 
@@ -445,6 +445,97 @@ test_launcher_killed() {
     ok launcher_killed
 }
 
+# wait_marked MARK N: waits up to 5 s for N `sleep MARK` processes; sets
+# LEFT to their pids. gone MARK: waits up to 5 s for none to be left.
+wait_marked() {
+    local i
+    for i in $(seq 100); do
+        LEFT=$(marked "$1")
+        [ "$(wc -w <<<"$LEFT")" = "$2" ] && return 0
+        sleep 0.05
+    done
+    return 1
+}
+gone() { wait_marked "$1" 0; }
+
+# What a rank started dies with it, whether it stayed in the rank's
+# process group (`sleep &`) or left it (setsid): its keeper kills both
+# when the launcher is SIGKILLed (the ranks' death signal alone would
+# leave them running) ...
+test_launcher_killed_tree() {
+    local mark="300.$$$RANDOM" tpid cpid
+    timeout -k 5 60 "$CCOL" run -n 2 -- sh -c "sleep $mark & \
+setsid sh -c 'exec sleep $mark' & wait" >"$TMP/out" 2>"$TMP/err" \
+        </dev/null &
+    tpid=$!
+    wait_marked "$mark" 4
+    cpid=$(pgrep -P "$tpid" -x ccol)
+    if [ "$(wc -w <<<"$LEFT")" != 4 ] || [ -z "$cpid" ]; then
+        bad launcher_killed_tree "not started: '$LEFT' launcher '$cpid'"
+        kill -KILL $tpid $LEFT 2>/dev/null
+        { wait "$tpid"; } 2>/dev/null
+        return
+    fi
+    kill -KILL "$cpid"
+    gone "$mark"
+    { wait "$tpid"; } 2>/dev/null
+    if [ -n "$LEFT" ]; then
+        kill -KILL $LEFT 2>/dev/null
+        bad launcher_killed_tree "outlived the launcher by 5 s: $LEFT"
+        return
+    fi
+    ok launcher_killed_tree
+}
+
+# ... and when a rank is killed (the launcher then stops the other rank,
+# whose keeper kills what it started too), with the rank's status
+# reported as before.
+test_rank_killed_tree() {
+    local mark="300.$$$RANDOM" tpid rc
+    timeout -k 5 60 "$CCOL" run -n 2 -- sh -c "echo \$\$ > $TMP/kpid.\$RANK; \
+sleep $mark & setsid sh -c 'exec sleep $mark' & wait" >"$TMP/out" \
+        2>"$TMP/err" </dev/null &
+    tpid=$!
+    if ! wait_marked "$mark" 4 || [ ! -s "$TMP/kpid.1" ]; then
+        bad rank_killed_tree "not started: '$LEFT'"
+        kill -KILL $tpid $LEFT 2>/dev/null
+        { wait "$tpid"; } 2>/dev/null
+        return
+    fi
+    kill -KILL "$(cat "$TMP/kpid.1")"
+    wait "$tpid"
+    rc=$?
+    gone "$mark"
+    if [ -n "$LEFT" ]; then
+        kill -KILL $LEFT 2>/dev/null
+        bad rank_killed_tree "outlived their rank by 5 s: $LEFT"
+        return
+    fi
+    [ "$rc" = 137 ] && grep -q 'rank 1 was killed by signal 9' "$TMP/err" ||
+        { bad rank_killed_tree "exit $rc: $(cat "$TMP/err")"; return; }
+    ok rank_killed_tree
+}
+
+# A rank that ends leaves nothing behind either: its exit status is the
+# launcher's, at once (no wait for the pipes a leftover would hold).
+test_rank_exit_tree() {
+    local mark="300.$$$RANDOM" t0 t1
+    t0=$(now_ms)
+    run -n 2 -- sh -c "sleep $mark & setsid sh -c 'exec sleep $mark' & \
+echo up"
+    t1=$(now_ms)
+    gone "$mark"
+    if [ -n "$LEFT" ]; then
+        kill -KILL $LEFT 2>/dev/null
+        bad rank_exit_tree "outlived their rank: $LEFT"
+        return
+    fi
+    [ "$RC" = 0 ] && [ "$(grep -c 'up$' <<<"$OUT")" = 2 ] &&
+        [ $((t1 - t0)) -lt 1500 ] ||
+        { bad rank_exit_tree "rc=$RC after $((t1 - t0)) ms: $OUT $ERR"; return; }
+    ok rank_exit_tree
+}
+
 # Ranks never run the launcher's handlers: a rank that gets SIGTERM while
 # just forked must not make the launcher report a signal nobody sent it.
 # Rank 0 fails at once, so the others are stopped as they start.
@@ -462,6 +553,9 @@ test_no_phantom_signal() {
 
 test_env
 test_launcher_killed
+test_launcher_killed_tree
+test_rank_killed_tree
+test_rank_exit_tree
 test_no_phantom_signal
 test_transport_default
 test_master_addr
