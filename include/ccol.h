@@ -259,6 +259,16 @@ CCOL_API ccol_status ccol_comm_create_env(const ccol_comm_params *overrides,
                                           ccol_comm **out);
 
 /*
+ * For a launcher of local shm ranks, once every rank has ended: removes
+ * the shared-memory segment name the job of `params` (its `name`, else
+ * "port-<port>", and its `token`, as ccol_comm_create derives them) left
+ * behind because its rank 0 was killed before removing it. Never the name
+ * of a job whose rank 0 lives, never another user's. Returns 1 when a
+ * name was removed, 0 otherwise (nothing there, or not removable).
+ */
+CCOL_API int ccol_shm_cleanup(const ccol_comm_params *params);
+
+/*
  * Bring your own communicator: an out-of-band all-gather in the style of
  * UCC's ucc_oob_coll_t. A framework that already has MPI, NCCL's bootstrap,
  * Gloo or its own store fills this table; every ccol operation is derived

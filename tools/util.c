@@ -3,12 +3,11 @@
  */
 #include "util.h"
 
-#include "../src/comm/shm.h"
+#include "ccol.h"
 
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -121,9 +120,9 @@ tool_free_port(const char *addr, const char **why)
 void
 tool_forget_segment(int port)
 {
-    char name[32];
-    const char *token = getenv("CCOL_TOKEN");
+    ccol_comm_params p = { .mask = CCOL_COMM_PARAM_PORT |
+                                   CCOL_COMM_PARAM_TOKEN,
+                           .port = port, .token = getenv("CCOL_TOKEN") };
 
-    snprintf(name, sizeof name, "port-%d", port);
-    ccol__shm_forget(name, token != NULL && token[0] != '\0' ? token : NULL);
+    ccol_shm_cleanup(&p);
 }

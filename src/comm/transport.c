@@ -32,20 +32,43 @@ attach_inproc(const ccol_comm_params *p, ccol__link_cfg *cfg,
 }
 
 /* shm: the job is named by params.name, else by the rendezvous port. */
+/* The name a shm job of p goes by (before the token's digest): its name,
+ * else its port; false when it has neither. */
+static bool
+shm_job_name(const ccol_comm_params *p, char *out, size_t len)
+{
+    if ((p->mask & CCOL_COMM_PARAM_NAME) && p->name != NULL && p->name[0])
+        snprintf(out, len, "%s", p->name);
+    else if ((p->mask & CCOL_COMM_PARAM_PORT) && p->port > 0)
+        snprintf(out, len, "port-%d", p->port);
+    else
+        return false;
+    return true;
+}
+
+int
+ccol_shm_cleanup(const ccol_comm_params *p)
+{
+    char name[96];
+    const char *token = NULL;
+
+    if (p == NULL || !shm_job_name(p, name, sizeof name))
+        return 0;
+    if ((p->mask & CCOL_COMM_PARAM_TOKEN) && p->token != NULL && p->token[0])
+        token = p->token;
+    return ccol__shm_forget(name, token) ? 1 : 0;
+}
+
 static ccol_status
 attach_shm(const ccol_comm_params *p, ccol__link_cfg *cfg,
            const ccol__shape *shape, ccol__link **out, ccol__err *err)
 {
-    uint64_t m = p->mask;
     char name[96], id[128];
+    bool named = shm_job_name(p, name, sizeof name);
 
-    if ((m & CCOL_COMM_PARAM_NAME) && p->name != NULL && p->name[0])
-        snprintf(name, sizeof name, "%s", p->name);
-    else if ((m & CCOL_COMM_PARAM_PORT) && p->port > 0)
-        snprintf(name, sizeof name, "port-%d", p->port);
-    else if (cfg->id.size == 1)
+    if (!named && cfg->id.size == 1)
         return CCOL_OK; /* a one-rank job needs no segment */
-    else
+    if (!named)
         return ccol__seterr(err, CCOL_ERR_INVALID_ARG,
                             "the shm transport needs a job name (params.name) "
                             "or the job's port (params.port or MASTER_PORT)");

@@ -481,21 +481,23 @@ CCOL_TEST(segment_another_user_created_first_is_refused)
 CCOL_TEST(launcher_forgets_a_killed_jobs_segment_only)
 {
     char name[64];
+    ccol_comm_params p;
     pid_t pid;
     int st;
 
     snprintf(name, sizeof name, "forget-%d", (int)getpid());
+    p = shm_params(name, 0, 2, 30); /* what the launcher knows of it */
     pid = spawn_rank(name, 0, 2, 30);
     wait_for_segment(name);
-    CHECK(!ccol__shm_forget(name, NULL)); /* its rank 0 lives */
+    CHECK_EQ(ccol_shm_cleanup(&p), 0); /* its rank 0 lives */
     CHECK(seg_exists(name));
     kill(pid, SIGSTOP);
     kill(pid, SIGKILL);
     waitpid(pid, &st, 0);
     CHECK(seg_exists(name));
-    CHECK(ccol__shm_forget(name, NULL));
+    CHECK_EQ(ccol_shm_cleanup(&p), 1);
     CHECK(!seg_exists(name));
-    CHECK(!ccol__shm_forget(name, NULL)); /* nothing left to remove */
+    CHECK_EQ(ccol_shm_cleanup(&p), 0); /* nothing left to remove */
 }
 
 CCOL_TEST(rank_claimed_twice_is_refused)
