@@ -82,6 +82,20 @@ CCOL_TEST(tcp_corrupt_is_peer_named)
     }
 }
 
+/* Rank 0's result of operation 2 reaches its children damaged: they fail
+ * on it and tell rank 0 why before they go, so rank 0 (at operation 3)
+ * fails with their words, and no survivor blames a rank for leaving
+ * ("rank 1 closed its connection"). */
+CCOL_TEST(tcp_corrupt_result_is_named_by_every_rank)
+{
+    ccol_outcome *o = run(CCOL_TEST_TCP, 3, "rank=0,op=2,kind=corrupt");
+    for (int r = 0; r < 3; r++) {
+        CHECK_STATUS((ccol_status)o->status[r], CCOL_ERR_PEER);
+        CHECK_CONTAINS(o->msg[r], "rank 0 sent a corrupt");
+        CHECK(strstr(o->msg[r], "closed its connection") == NULL);
+    }
+}
+
 CCOL_TEST(tcp_truncate_and_close_are_peer_named)
 {
     ccol_outcome *o = run(CCOL_TEST_TCP, 3, "rank=2,op=2,kind=truncate");
@@ -193,6 +207,7 @@ CCOL_TEST(bad_fault_spec_is_rejected)
 
 CCOL_TEST_MAIN(CCOL_T(tcp_kill_is_peer_named), CCOL_T(tcp_stall_is_timeout_named),
                CCOL_T(tcp_corrupt_is_peer_named),
+               CCOL_T(tcp_corrupt_result_is_named_by_every_rank),
                CCOL_T(tcp_truncate_and_close_are_peer_named),
                CCOL_T(tcp_drop_is_timeout_named),
                CCOL_T(short_delay_is_harmless),
