@@ -40,6 +40,13 @@ def run_quick():
                           str(JOB_DEADLINE), "--retries", "2"],
                          capture_output=True, text=True,
                          timeout=7 * JOB_DEADLINE)
+    if out.returncode != 0 and "no off job finished" in out.stderr:
+        # torch's own job, without ccol, deadlocked in its gloo gathers in
+        # every attempt (two ranks in different all_gathers, as the bench
+        # explains): there is no baseline to compare with, and nothing of
+        # ccol ran. A ccol job that hangs still fails below.
+        pytest.skip("upstream torch's own job (no ccol) deadlocked in every "
+                    "attempt:\n" + out.stdout[-3000:])
     assert out.returncode == 0, out.stdout + out.stderr[-6000:]
     print(out.stdout)
     return out.stdout
