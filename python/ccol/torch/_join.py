@@ -241,6 +241,11 @@ def _meet(store, prefix, where, rank, size, timeout):
     return Joined(comm, where, store, prefix, pids)
 
 
+def _text(v):
+    """A store value as text (c10d stores return bytes)."""
+    return v.decode(errors="replace") if isinstance(v, bytes) else v
+
+
 def _offer(store, prefix, size):
     """Rank 0: the plan, written once with its HMAC under the job token
     (CCOL_TOKEN, else a fresh secret left in a private file whose name
@@ -259,9 +264,7 @@ def _offer(store, prefix, size):
     text = json.dumps(plan, sort_keys=True)
     value = json.dumps({"plan": text, "mac": _secret.mac(token, text)
                         if token else None})
-    got = store.compare_set(f"{prefix}/plan", "", value)
-    if (got.decode(errors="replace") if isinstance(got, bytes) else got) \
-            != value:
+    if _text(store.compare_set(f"{prefix}/plan", "", value)) != value:
         if name:
             _secret.drop(name)
         err = ("rank 0 found a plan already in torch's store under this "
@@ -306,9 +309,7 @@ def _agree_token(store, prefix, rank, size, plan, token, wait):
     mine = _secret.mac(token, f"have {rank} {nonce}") if token else \
         "lack: " + str(plan.get("_why") or "no CCOL_TOKEN")[:300]
     key = f"{prefix}/token/{rank}"
-    got = store.compare_set(key, "", mine)
-    if (got.decode(errors="replace") if isinstance(got, bytes) else got) \
-            != mine:
+    if _text(store.compare_set(key, "", mine)) != mine:
         raise peer_error(f"rank {rank}: its key in torch's store was "
                          "already written: a process outside the job "
                          "wrote into the store; the job is refused")
@@ -319,7 +320,7 @@ def _agree_token(store, prefix, rank, size, plan, token, wait):
                           f"{', '.join(k.rsplit('/', 1)[1] for k in ks)} "
                           f"never said whether they have the job's token "
                           f"within {timeout:g} s", left)
-    said = [v.decode(errors="replace") for v in store.multi_get(keys)]
+    said = [_text(v) for v in store.multi_get(keys)]
     if rank == 0 and plan.get("secret"):
         _secret.drop(plan["secret"])
     lacking = [r for r, v in enumerate(said) if v.startswith("lack")]
