@@ -7,8 +7,13 @@
 # test must not hide the Python suite's results), under a header that
 # names it; each part prints its own progress. At the end one line per part
 # gives its time and verdict, and the exit status is non-zero if any part
-# failed.
+# failed. Each header and the summary also say how much disk is free (a
+# full disk fails a part in ways that name something else).
 set -u
+
+free_disk() {
+    df -h --output=avail . 2>/dev/null | tail -1 | tr -d ' '
+}
 
 names=() times=() verdicts=()
 failed=0
@@ -19,6 +24,7 @@ for part in "$@"; do
     cmd=${part#*=}
     echo
     echo "==== $name: $cmd"
+    echo "     (disk free here: $(free_disk))"
     t0=$(date +%s)
     bash -c "$cmd"
     rc=$?
@@ -34,7 +40,7 @@ for part in "$@"; do
 done
 
 echo
-echo "==== summary ($(( $(date +%s) - start_all )) s)"
+echo "==== summary ($(( $(date +%s) - start_all )) s; disk free: $(free_disk))"
 for i in "${!names[@]}"; do
     printf '  %-34s %5s s  %s\n' "${names[$i]}" "${times[$i]}" "${verdicts[$i]}"
 done
