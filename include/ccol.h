@@ -677,6 +677,94 @@ CCOL_API ccol_status ccol_sync_render(ccol_sync *sync, const char *code_id,
 CCOL_API ccol_status ccol_sync_guard(ccol_sync *sync, const char *code_id,
                                      bool hit, bool *all_hit);
 
+/*
+ * Profiles (PGO). A restarted job need not recompile what its last run
+ * learned: which dims, strides and scalars became dynamic. A profile is the
+ * sync's persistent state of every frame (code id -> source -> entry), the
+ * state each compile exchange leaves on every rank: in modes compile and
+ * lockstep the join of every rank's observations, so it is the same bytes
+ * on every rank and carries no rank number (a profile written by a job of
+ * N ranks loads in a job of M ranks). Its bytes are the lattice wire
+ * format's "state" document (format byte 0xE3, docs/wire-format.md):
+ * canonical, so equal states give equal bytes.
+ *
+ * Typical use: at start-up every rank reads the profile file (if any) and
+ * calls ccol_sync_profile_agree() before its first compile; after the
+ * last successful compile one rank calls ccol_sync_profile_save() and
+ * writes the bytes (atomically). docs/protocol.md, "Profiles".
+ */
+
+/* Encodes the persistent state of every frame into *out (malloc'd, free
+ * with ccol_free; an empty state is a valid 6-byte document) and *len.
+ * Fails only with CCOL_ERR_NO_MEMORY. */
+CCOL_API ccol_status ccol_sync_profile_save(ccol_sync *sync, void **out,
+                                            size_t *len);
+
+/*
+ * Decodes a profile (untrusted bytes: checked as thoroughly as a peer's)
+ * and joins it into the persistent state, frame by frame, so the next
+ * compile of each frame starts from it: its first compile is already
+ * dynamic where the profile says so (after the exchange; the preflight is
+ * static as always). Joining keeps what the sync knew. Must be called
+ * before the first compile, on every rank, with the same bytes (different
+ * states are not fatal, the compile exchange joins them with a warning, but
+ * then the first compiles differ from the profile's decisions):
+ * ccol_sync_profile_agree() makes that hold by construction. Malformed
+ * bytes give CCOL_ERR_PEER (CCOL_ERR_VERSION for another format version)
+ * with a message naming what is wrong and the byte offset ("not a
+ * profile: bad state document (212 bytes) at byte 37: keys not strictly
+ * sorted"), and leave the sync unchanged, as does CCOL_ERR_NO_MEMORY. A
+ * compile open on the sync is CCOL_ERR_BUSY; NULL data with len > 0 is
+ * CCOL_ERR_INVALID_ARG.
+ */
+CCOL_API ccol_status ccol_sync_profile_load(ccol_sync *sync,
+                                            const void *data, size_t len);
+
+/*
+ * Agrees on one profile and loads it on every rank: collective on the
+ * sync's communicator (in every mode; without a communicator or with one
+ * rank it is ccol_sync_profile_load of usable bytes). Every rank passes
+ * what it read, or NULL/0 when it could not read anything.
+ *
+ * - Bytes a rank passes that do not decode are left out on that rank, with
+ *   a WARNING naming what is wrong ("profile agreement: not a profile: bad
+ *   state document ..."): the rank takes part as if it had none, so one
+ *   rank's bad read neither fails the job nor keeps the others from a good
+ *   profile.
+ * - The source is the lowest rank with usable bytes. If other ranks' bytes
+ *   differ (the SHA-256 digests of the bytes are compared), the source's
+ *   win and every rank whose bytes differed logs a WARNING naming both.
+ * - Every rank then loads the source's bytes (broadcast to the ranks that
+ *   lack them), so every rank starts from the same state.
+ * - If no rank has usable bytes, nothing is loaded and every rank gets
+ *   CCOL_OK (a cold start).
+ *
+ * One all-gather of 41 bytes per rank, plus one broadcast of the profile
+ * unless every rank already holds the source's bytes. Call it before the
+ * first compile. Failures: those of the collectives (TIMEOUT, PEER,
+ * DIVERGED, ... with the communicator's message, the label "profile
+ * agreement"), CCOL_ERR_NO_MEMORY, CCOL_ERR_BUSY during a compile; the
+ * sync is then unchanged.
+ */
+CCOL_API ccol_status ccol_sync_profile_agree(ccol_sync *sync,
+                                             const void *data, size_t len);
+
+/* Checks a profile as ccol_sync_profile_load would, without loading it:
+ * CCOL_OK when the bytes would load, else the load's status and message
+ * (on the sync, which is otherwise unchanged). For a tool that wants to
+ * say which file is bad before the agreement leaves its bytes out. */
+CCOL_API ccol_status ccol_sync_profile_check(ccol_sync *sync,
+                                             const void *data, size_t len);
+
+/* The number of frames the persistent state holds (what
+ * ccol_sync_profile_save would write): right after loading a profile into
+ * a fresh sync, the profile's frames. 0 for NULL. */
+CCOL_API size_t ccol_sync_profile_frames(const ccol_sync *sync);
+
+/* True once a profile was joined into the sync (by ccol_sync_profile_load,
+ * or by ccol_sync_profile_agree when some rank had usable bytes). */
+CCOL_API bool ccol_sync_profile_loaded(const ccol_sync *sync);
+
 /* ------------------------------------------------------------------------ */
 /* 3b. The lattice on its own                                                */
 /* ------------------------------------------------------------------------ */

@@ -55,6 +55,12 @@ CCOL_API ccol_status ccol_jit_session_create(ccol_jit_module *m,
                                              ccol_jit_session **out);
 /* Destroys a session; NULL is a no-op. */
 CCOL_API void ccol_jit_session_destroy(ccol_jit_session *s);
+/* The session's compile-collective state (borrowed; lives as long as the
+ * session), for the ccol_sync calls a client makes between calls of the
+ * session, such as loading a profile before the first call
+ * (ccol_sync_profile_agree) and saving it after the last one. NULL for a
+ * NULL session. */
+CCOL_API ccol_sync *ccol_jit_session_sync(ccol_jit_session *s);
 /* The last failure on `s` ("" if none). */
 CCOL_API const char *ccol_jit_session_errmsg(const ccol_jit_session *s);
 

@@ -25,6 +25,7 @@ static const char usage_text[] =
     "                [--collectives off|compile|lockstep] [--json]\n"
     "                [--trace DIR] [--timeout S] [--recompile-limit K]\n"
     "                [--check] [--explain] [--transport tcp|mpi]\n"
+    "                [--profile FILE]\n"
     "\n"
     "  -n N               start N local ranks (1..128); without it, join\n"
     "                     the job of the environment (ccol run, torchrun,\n"
@@ -40,7 +41,10 @@ static const char usage_text[] =
     "  --transport T      of a joined job: tcp (ccol's rendezvous,\n"
     "                     MASTER_ADDR/MASTER_PORT) or mpi (MPI_COMM_WORLD);\n"
     "                     default mpi under mpirun without MASTER_PORT when\n"
-    "                     built with MPI, else tcp\n";
+    "                     built with MPI, else tcp\n"
+    "  --profile FILE     start from the automatic-dynamic profile in FILE\n"
+    "                     (agreed by every rank; missing: a cold start) and\n"
+    "                     write the job's profile there when it succeeds\n";
 
 static int
 usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -155,6 +159,10 @@ apply_value(const char *name, const char *v, jit_opts *o,
         o->transport = v[0] == 'm' ? JIT_TRANSPORT_MPI : JIT_TRANSPORT_ENV;
     } else if (strcmp(name, "--trace") == 0) {
         o->trace_dir = v;
+    } else if (strcmp(name, "--profile") == 0) {
+        if (v[0] == '\0')
+            return usage_error("%s", "--profile needs a file name");
+        o->profile = v;
     } else if (strcmp(name, "--timeout") == 0) {
         if (parse_seconds(v, &o->timeout_s) != 0)
             return usage_error("--timeout must be a plain decimal number "
@@ -176,7 +184,7 @@ parse_valued(int argc, char **argv, int *i, jit_opts *o,
 {
     static const char *const names[] = { "-n", "--schedule",
                                          "--collectives", "--trace",
-                                         "--transport",
+                                         "--transport", "--profile",
                                          "--timeout", "--recompile-limit",
                                          NULL };
     const char *v, *name = NULL;

@@ -242,18 +242,14 @@ join(const jit_opts *o, json_t **out, bool *printer, char *err,
     return *out ? 0 : -1;
 }
 
-int
-jit_job_run(const jit_opts *o, json_t **out, bool *printer, char *err,
-            size_t errlen)
+/* Starts the local ranks (-n) and builds the job from their entries. */
+static int
+spawn(const jit_opts *o, json_t **out, char *err, size_t errlen)
 {
     json_t **entries;
     char check[1024];
     int rc;
 
-    *out = NULL;
-    *printer = true;
-    if (o->nranks == 0)
-        return join(o, out, printer, err, errlen);
     if (check_fit(o, o->nranks, check, sizeof check) != 0) {
         snprintf(err, errlen, "%s", check);
         return 1;
@@ -270,4 +266,19 @@ jit_job_run(const jit_opts *o, json_t **out, bool *printer, char *err,
         json_decref(entries[r]);
     free(entries);
     return rc == 0 && *out == NULL ? -1 : rc;
+}
+
+int
+jit_job_run(const jit_opts *o, json_t **out, bool *printer, char *err,
+            size_t errlen)
+{
+    int rc;
+
+    *out = NULL;
+    *printer = true;
+    rc = o->nranks == 0 ? join(o, out, printer, err, errlen)
+                        : spawn(o, out, err, errlen);
+    if (rc == 0 && o->profile != NULL)
+        jit_summary_profile(*out);
+    return rc;
 }

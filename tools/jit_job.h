@@ -58,6 +58,7 @@ typedef struct jit_opts {
     bool explain;           /* --explain: print decisions to stderr */
     bool quiet;             /* drop program output and logs (demo) */
     const char *trace_dir;  /* --trace DIR, or NULL */
+    const char *profile;    /* --profile FILE, or NULL */
     double timeout_s;       /* --timeout S, or 0 for the default */
     int recompile_limit;    /* --recompile-limit K, or 0 for the default */
     jit_fault fault;        /* test hook (CCOL_JIT_TEST_KILL_RANK, demo) */
@@ -123,6 +124,9 @@ void jit_args_release(ccol_jit_value **vals, size_t n);
 
 /* Builds the job object from per-rank entries (stolen). */
 json_t *jit_summary_job(int world, int mode, json_t **entries);
+/* --profile: sets the job's "profile" object from rank 0's entry (nothing
+ * loaded or written when rank 0 could not report). */
+void jit_summary_profile(json_t *job);
 /* The job object with only the fields of docs/cli.md (a new object). */
 json_t *jit_summary_public(const json_t *job);
 /* Prints the job as one JSON line (json) or as readable text. */
@@ -146,6 +150,45 @@ char *jit_summary_encode(const json_t *entry);
 /* Decodes an entry that came from rank `rank` (untrusted bytes): NULL
  * unless it is an object whose "rank" is `rank`. */
 json_t *jit_summary_decode(const char *buf, size_t len, int rank);
+
+/* ---- profiles (jit_profile.c, --profile FILE) ---- */
+
+/* What a rank knows of the job's profile. */
+typedef struct jit_profile {
+    bool loaded;   /* the job started from a profile (some rank had one) */
+    size_t frames; /* frames of the profile loaded */
+    bool written;  /* the job's profile was written (rank 0 only) */
+} jit_profile;
+
+/*
+ * Before the first call, on every rank of the session's communicator:
+ * reads o->profile (a missing file is a cold start, said once by rank 0;
+ * an unreadable or malformed one is a warning on stderr naming it, and
+ * the rank takes part without it), then agrees on one profile with the
+ * other ranks (ccol_sync_profile_agree) and loads it. `tag` starts the
+ * rank's lines ("[rank 1] ", or "" under a launcher that adds it).
+ * CCOL_OK, or the agreement's failure with err saying why.
+ */
+ccol_status jit_profile_start(const jit_opts *o, ccol_sync *sync, int rank,
+                              const char *tag, jit_profile *p, char *err,
+                              size_t errlen);
+
+/*
+ * After the last call, on every rank of the job's communicator `comm`:
+ * when every rank succeeded (`ok` on each), joins the ranks' states into
+ * rank 0's `sync` (may be NULL elsewhere), and rank 0 writes the job's
+ * profile to o->profile atomically. `contribute` says whether this rank's
+ * state can differ from every lower rank's: true for every rank with
+ * collectives off, for the lowest rank of each domain otherwise (the
+ * compile exchanges made the others' equal to it). A failure to join or
+ * write is a warning; p->written says whether the file was written.
+ */
+void jit_profile_finish(const jit_opts *o, ccol_comm *comm, ccol_sync *sync,
+                        bool ok, bool contribute, const char *tag,
+                        jit_profile *p);
+
+/* The rank's "profile" object: {"loaded", "frames", "written"}. */
+json_t *jit_profile_json(const jit_profile *p);
 
 /* ---- local ranks (jit_spawn.c) ---- */
 

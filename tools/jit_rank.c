@@ -36,11 +36,20 @@ typedef struct rank_ctx {
     json_t *error;         /* the first failure, or NULL */
     FILE *print_to;        /* print() output: stdout, or stderr with --json */
     bool prefixed;         /* a launcher prefixes our lines (ccol run) */
+    jit_profile prof;      /* --profile: loaded, frames, written */
 } rank_ctx;
 
 static void
 set_error(rank_ctx *c, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* True when the rank made every call and nothing failed. */
+static bool
+rank_ok(const rank_ctx *c)
+{
+    return c->error == NULL &&
+           json_array_size(c->results) == c->o->sched->ncalls;
+}
 
 /* Records the first failure of the rank; later ones are consequences. */
 static void
@@ -412,6 +421,57 @@ run_call(rank_ctx *c, size_t k)
     return rc;
 }
 
+/* "[rank R] " before this rank's own lines, or "" when a launcher adds
+ * the rank already. */
+static const char *
+rank_tag(const rank_ctx *c, char *buf, size_t size)
+{
+    if (c->prefixed)
+        return "";
+    snprintf(buf, size, "[rank %d] ", c->rank);
+    return buf;
+}
+
+/* --profile: reads the file and agrees on a profile with the session's
+ * other ranks before the first call; a failed agreement (a collective
+ * that failed) stops the rank like a failed call. */
+static int
+start_profile(rank_ctx *c)
+{
+    char tag[32], err[CCOL_ERRMSG_MAX];
+    ccol_status st;
+
+    if (c->o->profile == NULL)
+        return 0;
+    st = jit_profile_start(c->o, ccol_jit_session_sync(c->s), c->rank,
+                           rank_tag(c, tag, sizeof tag), &c->prof, err,
+                           sizeof err);
+    if (st == CCOL_OK)
+        return 0;
+    set_error(c, ccol_status_name(st), "%s", err);
+    return -1;
+}
+
+/* --profile: after the end of the schedule, every rank of the job takes
+ * part in writing the job's profile (when every rank succeeded). With
+ * compile collectives the ranks of a domain hold equal states, so only
+ * the domain's lowest rank contributes its own. */
+static void
+end_profile(rank_ctx *c)
+{
+    int size = ccol_comm_size(c->dom);
+    bool coll = jit_mode_resolve(c->o->mode, size) != CCOL_SYNC_OFF &&
+                size > 1;
+    char tag[32];
+
+    if (c->o->profile == NULL)
+        return;
+    jit_profile_finish(c->o, c->comm,
+                       c->s ? ccol_jit_session_sync(c->s) : NULL,
+                       rank_ok(c), !coll || ccol_comm_rank(c->dom) == 0,
+                       rank_tag(c, tag, sizeof tag), &c->prof);
+}
+
 /* Every rank meets the others once its schedule is done (or failed), so
  * a rank that died or went elsewhere is named on every rank. */
 static void
@@ -464,18 +524,16 @@ entry_of(rank_ctx *c, double wall_s)
         for (size_t i = 0; i < ccol_jit_session_nframes(c->s); i++)
             json_array_append_new(frames, frame_entry(c->s, i));
     }
-    bool ok = c->error == NULL &&
-              json_array_size(c->results) == c->o->sched->ncalls;
-
-    return json_pack("{s:i, s:o*, s:b, s:o, s:I, s:I, s:o, s:o, s:o, s:f}",
-                     "rank", c->rank, "domain",
+    return json_pack("{s:i, s:o*, s:b, s:o, s:I, s:I, s:o, s:o, s:o, s:f, "
+                     "s:o*}", "rank", c->rank, "domain",
                      c->domain >= 0 ? json_integer(c->domain) : NULL,
-                     "ok", ok, "error",
+                     "ok", (int)rank_ok(c), "error",
                      c->error ? json_incref(c->error) : json_null(),
                      "compiles", compiles, "exchanges", exchanges, "frames",
                      frames, "results", json_incref(c->results),
                      "compile_calls", json_incref(c->compile_calls),
-                     "wall_s", wall_s);
+                     "wall_s", wall_s, "profile",
+                     c->o->profile ? jit_profile_json(&c->prof) : NULL);
 }
 
 json_t *
@@ -492,7 +550,7 @@ jit_rank_run(const jit_opts *o, ccol_comm *comm)
     c.results = json_array();
     c.compile_calls = json_array();
     if (load_program(&c) == 0 && open_domain(&c) == 0 &&
-        open_session(&c) == 0)
+        open_session(&c) == 0 && start_profile(&c) == 0)
         for (size_t k = 0; k < o->sched->ncalls; k++)
             if (run_call(&c, k) != 0)
                 break;
@@ -504,6 +562,7 @@ jit_rank_run(const jit_opts *o, ccol_comm *comm)
         set_error(&c, "INTERNAL", "only %zu of the %zu calls ran",
                   json_array_size(c.results), o->sched->ncalls);
     finish(&c);
+    end_profile(&c);
     entry = entry_of(&c, tool_now_s() - t0);
     ccol_jit_session_destroy(c.s);
     if (c.dom != c.comm)

@@ -118,6 +118,37 @@ jit_summary_job(int world, int mode, json_t **entries)
                      "ranks", ranks);
 }
 
+/* True when p is {"loaded": bool, "frames": int >= 0, "written": bool}
+ * (a rank's entry is bytes from another process). */
+static bool
+valid_profile(const json_t *p)
+{
+    json_t *f = json_object_get(p, "frames");
+
+    return json_is_object(p) && json_object_size(p) == 3 &&
+           json_is_boolean(json_object_get(p, "loaded")) &&
+           json_is_integer(f) && json_integer_value(f) >= 0 &&
+           json_is_boolean(json_object_get(p, "written"));
+}
+
+/* Rank 0 loaded the profile every rank agreed on and alone writes the
+ * job's, so its entry speaks for the job. */
+void
+jit_summary_profile(json_t *job)
+{
+    json_t *r0 = json_array_get(json_object_get(job, "ranks"), 0);
+    json_t *p = json_object_get(r0, "profile");
+
+    if (job == NULL)
+        return;
+    if (valid_profile(p))
+        json_object_set(job, "profile", p);
+    else
+        json_object_set_new(job, "profile",
+                            json_pack("{s:b, s:i, s:b}", "loaded", 0,
+                                      "frames", 0, "written", 0));
+}
+
 bool
 jit_summary_ok(const json_t *job)
 {
@@ -143,10 +174,12 @@ jit_summary_public(const json_t *job)
 
     json_array_foreach(json_object_get(job, "ranks"), i, e)
         json_array_append_new(ranks, public_entry(e));
-    return json_pack("{s:O, s:O, s:O, s:o}", "ok",
+    /* "profile" (--profile only) between the job's fields and its ranks */
+    return json_pack("{s:O, s:O, s:O, s:O*, s:o}", "ok",
                      json_object_get(job, "ok"), "world_size",
                      json_object_get(job, "world_size"), "mode",
-                     json_object_get(job, "mode"), "ranks", ranks);
+                     json_object_get(job, "mode"), "profile",
+                     json_object_get(job, "profile"), "ranks", ranks);
 }
 
 /* Numbers as the JSON shows them: at most 10 significant digits. */
@@ -320,6 +353,23 @@ print_ranks_grouped(FILE *f, const json_t *ranks,
     free(ids);
 }
 
+/* The profile line of the readable summary (--profile only). */
+static void
+print_profile(FILE *f, const json_t *p)
+{
+    json_int_t n = json_integer_value(json_object_get(p, "frames"));
+
+    if (p == NULL)
+        return;
+    if (json_is_true(json_object_get(p, "loaded")))
+        fprintf(f, "profile: started from %lld frame%s", (long long)n,
+                n == 1 ? "" : "s");
+    else
+        fputs("profile: cold start", f);
+    fprintf(f, "; %s\n", json_is_true(json_object_get(p, "written"))
+                             ? "written" : "not written");
+}
+
 static void
 print_text(const json_t *job, FILE *f)
 {
@@ -337,6 +387,7 @@ print_text(const json_t *job, FILE *f)
     else
         fprintf(f, "FAILED on %zu of %zu ranks\n", bad,
                 json_array_size(ranks));
+    print_profile(f, json_object_get(job, "profile"));
     print_ranks_grouped(f, ranks, print_rank_body);
 }
 

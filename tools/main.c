@@ -1,6 +1,7 @@
 /*
  * main.c - the `ccol` command: dispatches to a subcommand.
  */
+#include "store.h"
 #include "tools.h"
 
 #include "ccol.h"
@@ -16,6 +17,7 @@ static const tool_cmd commands[] = {
     { "jit", cmd_jit, "run a .tl program's schedule through the JIT" },
     { "dyn", cmd_dyn, "merge per-rank observation files (lattice)" },
     { "report", cmd_report, "HTML or text report of a trace directory" },
+    { "store", cmd_store, "list or check a job's compile store" },
     { "bench", cmd_bench, "benchmarks (comm, sync, ...)" },
     { "version", cmd_version, "print library and protocol versions" },
 };

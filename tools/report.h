@@ -90,6 +90,8 @@ enum {
     TOOL_ONCE_DIVERGENT, /* the ranks' keys differ: compiled its own */
     TOOL_ONCE_BYPASSED, /* torch's caches refuse it: every rank compiles */
     TOOL_ONCE_ALONE,    /* no other rank lacked it: compiled here alone */
+    TOOL_ONCE_STORED,   /* loaded from the job store (docs/store.md) */
+    TOOL_ONCE_KEPT,     /* its files were kept in the job store */
     TOOL_ONCE_NKINDS
 };
 

@@ -23,6 +23,8 @@ const char *const tool_once_outcomes[TOOL_ONCE_NKINDS] = {
     [TOOL_ONCE_DIVERGENT] = "divergent",
     [TOOL_ONCE_BYPASSED] = "bypassed",
     [TOOL_ONCE_ALONE] = "alone",
+    [TOOL_ONCE_STORED] = "stored",
+    [TOOL_ONCE_KEPT] = "kept",
 };
 
 /* The row of `frame`, appended when new; NULL past the cap. */
@@ -136,6 +138,10 @@ tool_report_once_says(const tool_rep_oncerow *row)
                "bypassed (torch's caches refuse it)");
     once_says_ranks(buf, sizeof buf, row, TOOL_ONCE_ALONE,
                "compiled alone (no other rank lacked it)");
+    once_says_ranks(buf, sizeof buf, row, TOOL_ONCE_STORED,
+               "loaded from the job store");
+    once_says_ranks(buf, sizeof buf, row, TOOL_ONCE_KEPT,
+               "kept in the job store");
     if (row->error != NULL) {
         size_t at = strlen(buf);
         snprintf(buf + at, sizeof buf - at, ": %.1000s", row->error);

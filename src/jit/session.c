@@ -571,6 +571,12 @@ ccol_jit_session_destroy(ccol_jit_session *s)
     free(s);
 }
 
+ccol_sync *
+ccol_jit_session_sync(ccol_jit_session *s)
+{
+    return s ? s->sync : NULL;
+}
+
 /* The last failure's message ("" before any). */
 const char *
 ccol_jit_session_errmsg(const ccol_jit_session *s)

@@ -3,8 +3,8 @@
  * the compile in progress (compile.c: lifecycle, observations and marks;
  * exchange.c: the compile collective and finish; decide.c: decisions,
  * explanations, render), the guard
- * collective (guard.c), the decision helpers (helpers.c) and message
- * formatting (text.c).
+ * collective (guard.c), the decision helpers (helpers.c), profiles
+ * (profile.c) and message formatting (text.c).
  */
 #ifndef CCOL_SYNC_H
 #define CCOL_SYNC_H
@@ -38,6 +38,8 @@ struct ccol_sync {
     uint64_t nguard;           /* guard collectives run */
     ccol_compile *open;        /* the compile in progress, if any */
     ccol_trace *trace;         /* CCOL_TRACE writer, NULL when off */
+    bool profiled;             /* a profile was joined into `state`
+                                  (profile.c) */
 };
 
 /* A user mark on one dim of a source. */

@@ -473,7 +473,8 @@ once(tfile *t, int64_t ms, const char *graph, const char *outcome, int owner,
 
 /* Three ranks, five graphs: one shared (rank 1 owns it), one whose
  * owner failed (rank 2 compiled alone), one with divergent keys, one
- * torch's caches refuse, one only rank 2 lacked. */
+ * torch's caches refuse, one only rank 2 lacked (and kept in the job
+ * store), one every rank loaded from the job store. */
 CCOL_TEST(test_compile_once)
 {
     tool_report r = { 0 };
@@ -494,6 +495,11 @@ CCOL_TEST(test_compile_once)
         if (k == 2)
             ev(&t, 5, "\"event\":\"once\",\"frame\":\"compile 4 of f\","
                "\"outcome\":\"alone\"");
+        if (k == 2)
+            ev(&t, 6, "\"event\":\"once\",\"frame\":\"compile 4 of f\","
+               "\"outcome\":\"kept\"");
+        ev(&t, 7, "\"event\":\"once\",\"frame\":\"compile 5 of f\","
+           "\"outcome\":\"stored\"");
         tfeed(&r, &t);
     }
     text = text_of(&r);
@@ -520,7 +526,11 @@ CCOL_TEST(test_compile_once)
                          "torch's caches refuse it on ranks 0-2, so each "
                          "compiled it (fakify_first_call)");
     CHECK_CONTAINS(text, "  compile 4 of f: compiled alone (no other rank "
-                         "lacked it) on rank 2\n");
+                         "lacked it) on rank 2; kept in the job store on "
+                         "rank 2\n");
+    CHECK_CONTAINS(text, "  compile 5 of f: loaded from the job store on "
+                         "ranks 0-2\n");
+    CHECK(strstr(text, "compile once of compile 5 of f") == NULL);
     CHECK(strstr(text, "compile once of compile 4 of f") == NULL);
     CHECK(strstr(text, "compile once of compile 1 of f (a.py:3):") == NULL);
     CHECK_CONTAINS(html, "<section id=\"once\"><h2>Compile once</h2>");

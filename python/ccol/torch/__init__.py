@@ -234,7 +234,8 @@ def wrap_init_process_group():
 
 
 def enable(timeout=None, guard_collectives=True, comm=None, patience=None,
-           graph_check=None, compile_once=None, run_patience=None):
+           graph_check=None, compile_once=None, run_patience=None,
+           job_dir=None, job_name=None):
     """Routes torch.compile's compiler collectives through ccol.
 
     Call before the first compile. The job is joined now (join()) unless
@@ -249,17 +250,24 @@ def enable(timeout=None, guard_collectives=True, comm=None, patience=None,
     or "off"; default CCOL_TORCH_GRAPH_CHECK, else "warn") is what a Dynamo
     graph that differs between ranks does; `compile_once` (default
     CCOL_TORCH_COMPILE_ONCE, else off) makes one rank compile each graph
-    that every rank compiles alike and the others load it (_once.py). A
-    one-rank job changes nothing. Returns the Comm in use.
+    that every rank compiles alike and the others load it (_once.py);
+    `job_dir` (default CCOL_TORCH_JOB_DIR) keeps the job's compile state in
+    a job store, DIR/NAME with NAME `job_name` (default
+    CCOL_TORCH_JOB_NAME, torch's job_id, else "default"), for its restarts
+    (docs/store.md; compile_once on). Without a job store a one-rank job
+    changes nothing. Returns the Comm in use.
     """
     if comm is not None and not isinstance(comm, ccol.Comm):
         raise TypeError(f"comm must be a ccol.Comm, not "
                         f"{type(comm).__name__}")
     graph_check = _graph_policy(graph_check)
     _check_patience(run_patience, "run_patience")
+    from . import _store
+    store = _store.from_settings(job_dir, job_name)
     if compile_once is None:
         compile_once = _env.switch("CCOL_TORCH_COMPILE_ONCE", False)
-    _check_torch(bool(compile_once))
+    compile_once = bool(compile_once) or store is not None
+    _check_torch(compile_once)
     global _job
     with _lock:
         if _job is not None:
@@ -270,11 +278,15 @@ def enable(timeout=None, guard_collectives=True, comm=None, patience=None,
         job = _new_job(joined.comm, guard_collectives, patience, graph_check,
                        run_patience)
         job.domains.partition = _env.check_env_partition(joined.comm.size)
-        job.compile_once = bool(compile_once)
+        job.compile_once = compile_once
         job.joined = joined
+        job.store = store
         if joined.comm.size > 1:
             _install(job)
             _joined(job)
+        elif store is not None:
+            from . import _store_job
+            _store_job.install_solo(job)
         _job = job
         return joined.comm
 
@@ -290,14 +302,26 @@ def enable_from_env():
     once = _env.switch("CCOL_TORCH_COMPILE_ONCE", False)
     _, size, _ = _env.launcher()
     partition = _env.check_env_partition(size) if size > 1 else None
+    from . import _store
+    store = _store.from_settings()
     _check_torch()  # compile_once's hook points at join: torch is mid-import
     global _job
     with _lock:
-        if _job is not None or size < 2:
+        if _job is not None:
+            return
+        if size < 2:
+            if store is not None:  # a one-rank job keeps its store too
+                from . import _store_job
+                job = _new_job(_store_job.solo_comm(), guards, None,
+                               graph_check)
+                job.compile_once, job.store = True, store
+                _store_job.install_solo(job)
+                _job = job
             return
         job = _new_job(None, guards, None, graph_check)
         job.domains.partition = partition
-        job.compile_once = once
+        job.store = store
+        job.compile_once = once or store is not None
         job._connect = lambda: _joined_once(timeout)
         job.on_join.append(_joined)
         _install(job)
@@ -380,6 +404,9 @@ def _joined(job):
              comm.transport, joined.where if joined else "?", comm.rank,
              deadline, watched, "on" if job.guard_collectives else "off")
     log.debug("ccol.torch: graph check %s", job.graph_check)
+    if job.store is not None:
+        from . import _store_job
+        _store_job.start(job)
     if job.compile_once:
         log.info("ccol.torch: compile_once on: one rank compiles each graph "
                  "every rank compiles alike, the others load it")
@@ -491,8 +518,9 @@ def compile_once_counts():
     itself ("compiled"), loaded from their owner ("loaded"), compiled
     itself because the ranks' keys differed ("divergent"), because the
     owner did not deliver ("fallbacks") or because torch's caches refuse
-    the graph ("bypassed"), and the bytes it sent and received. All zero
-    while compile_once is off."""
+    the graph ("bypassed"), and the bytes it sent and received; with a job
+    store, the graphs loaded from it ("from_store", counted in "loaded"
+    too) and kept in it ("stored"). All zero while compile_once is off."""
     job = _job
     if job is None or job.once is None:
         from ._once import Counts

@@ -173,6 +173,20 @@ def library():
                           else f"CCOL_FAULT: {msg}") from None
 
 
+_JOB_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}\Z")
+
+
+def job_name_env():
+    """CCOL_TORCH_JOB_NAME (the job store's name for the job, _store.py),
+    or None when unset."""
+    v = os.environ.get("CCOL_TORCH_JOB_NAME", "")
+    if v and not _JOB_NAME.match(v):
+        raise invalid(f"CCOL_TORCH_JOB_NAME={v!r:.80} is not a job name: "
+                      "use 1 to 128 characters of A-Z a-z 0-9 . _ -, not "
+                      "starting with a dot")
+    return v or None
+
+
 def check():
     """Every variable ccol.torch reads, checked as CCOL_TORCH=1 starts."""
     switch("CCOL_TORCH", False)
@@ -184,6 +198,7 @@ def check():
     seconds("CCOL_TORCH_RUN_PATIENCE", 1800.0)
     choice("CCOL_TORCH_GRAPH_CHECK", GRAPH_CHECKS, GRAPH_CHECKS[0])
     choice("CCOL_TORCH_EXCHANGE", EXCHANGES, EXCHANGES[0])
+    job_name_env()
     transport()
     library()
     _, size, _ = launcher()

@@ -102,7 +102,7 @@ class Counts:
     """What compile_once did on this rank (compile_once_counts())."""
 
     FIELDS = ("compiled", "loaded", "divergent", "fallbacks", "bypassed",
-              "bytes_sent", "bytes_received")
+              "bytes_sent", "bytes_received", "from_store", "stored")
 
     def __init__(self):
         for f in self.FIELDS:
@@ -174,26 +174,39 @@ def backward_with_forward():
 
 # ---- the agreement on the key ------------------------------------------
 
-def decide(once, graph, key, have):
+def decide(once, graph, key, have, stored=False):
     """The agreement on one graph: (role, owner) with role one of
     "bypass" (no rank has a key), "divergent", "alone" (fewer than two
     ranks lack it), "owner", "bystander" (has it, takes part in the
-    owner's broadcast) or "receiver"."""
+    owner's broadcast) or "receiver"; with a job store (`stored`: this
+    rank read a good artifact for key from it), "stored" (no rank lacks
+    it: each loads its own or the store's), or "source" (the lowest rank
+    that read the store's artifact sends it to the ranks that lack it;
+    its role, the others' as above with it as the owner)."""
     job = once.job
     _settle_stale(once)
-    got = _agree.agree(job, SITE, graph, [key or "", bool(have)])
+    got = _agree.agree(job, SITE, graph, [key or "", bool(have),
+                                          bool(stored)])
     keys = [g[0] for g in got]
     if not any(keys):
         return "bypass", None
     if key is None or any(k != keys[0] for k in keys):
         _diverged(once, graph, keys)
         return "divergent", None
-    lacking = [r for r, g in enumerate(got) if not g[1]]
+    lacking = [r for r, g in enumerate(got) if not g[1] and not g[2]]
+    sources = [r for r, g in enumerate(got) if g[2]]
+    me = job.comm.rank
+    if sources:
+        if not lacking:
+            return "stored", None
+        if me == sources[0]:
+            return "source", me
+        return ("bystander" if have or stored else "receiver"), sources[0]
     if len(lacking) < 2:
         return "alone", None
     owner = lacking[int(hashlib.sha256(key.encode()).hexdigest(), 16) %
                     len(lacking)]
-    if owner == job.comm.rank:
+    if owner == me:
         return "owner", owner
     return ("bystander" if have else "receiver"), owner
 
@@ -226,20 +239,108 @@ def graph_name(job):
 def _try_load(once, load, args, kwargs):
     job = once.job
     once.fx.graph = None  # a bypassed compile that never reached _stage2
-    if job.local or job.comm.size < 2:
+    once.fx.alone = False
+    store = store_of(job)
+    if job.local or (job.comm.size < 2 and store is None):
         return load(*args, **kwargs)
     key, why = _key_of(load, args, kwargs)
     graph = graph_name(job)
-    role, owner = decide(once, graph, key, key is not None and _have(key))
+    have = key is not None and _have(key)
+    blob = store.read_artifact(key) if store and key and not have \
+        else None
+    if job.comm.size < 2:
+        return _solo(once, load, args, kwargs, key, graph, have, blob)
+    role, owner = decide(once, graph, key, have, blob is not None)
+    # whoever compiles after this agreement, not every rank does
+    once.fx.alone = role not in ("bypass", "divergent")
     if role == "bypass":
         return _fx_level(once, graph, why, load, args, kwargs)
-    if role == "owner":
-        return _own(once, load, args, kwargs, key, graph)
+    if role in ("stored", "source"):
+        return _from_store(once, load, args, kwargs, key, graph, blob,
+                           role == "source")
+    if role == "owner" or (role == "alone" and store and not have):
+        return _own(once, load, args, kwargs, key, graph,
+                    share=role == "owner")
     if role == "bystander":
+        if blob is not None:  # takes part, then loads the store's
+            bystand(once, graph, owner)
+            return _from_store(once, load, args, kwargs, key, graph, blob,
+                               False)
         return _bystander(once, load, args, kwargs, graph, owner)
     if role == "receiver":
         return _receive(once, load, args, kwargs, key, graph, owner)
     return _compiled_here(once, load, args, kwargs, graph, role)
+
+
+def _solo(once, load, args, kwargs, key, graph, have, blob):
+    """A one-rank job with a job store: the store's artifact when it has
+    one, else a compile whose files go into the store."""
+    if blob is not None:
+        return _from_store(once, load, args, kwargs, key, graph, blob, False)
+    if key is None or have:
+        return load(*args, **kwargs)
+    return _own(once, load, args, kwargs, key, graph, share=False)
+
+
+def _from_store(once, load, args, kwargs, key, graph, blob, send_it):
+    """AOTAutograd's level of from_store(): its hit, or this rank's own
+    compile after a named fallback."""
+    got = from_store(once, graph, key, blob, lambda: load(*args, **kwargs),
+                     send_it)
+    if got is not None:
+        return got
+    return _compiled_here(once, load, args, kwargs, graph, "fallback")
+
+
+def from_store(once, graph, key, blob, lookup, send_it):
+    """Loads the job store's artifact for key (`blob`, read and checked by
+    this rank; None where this rank has the graph in its own cache): its
+    files written into this rank's cache, then lookup() (torch's own). A
+    source first sends it to the ranks that lack it. Returns torch's hit,
+    or None after a named fallback (the caller compiles)."""
+    job = once.job
+    if send_it:
+        try:
+            _bcast(job, blob, job.comm.rank, graph)
+            once.counts.bytes_sent += len(blob)
+        except ccol.Error as e:
+            log.warning("compile_once: %s: sending the job store's artifact "
+                        "failed: %s", graph, e)
+    if blob is None:
+        got = lookup()
+        return got if got[0] is not None else None
+    t0 = time.monotonic_ns()
+    try:
+        art = files_.unpack(blob, key)
+        files_.write(art.files)
+    except (files_.Corrupt, OSError) as e:
+        _store_fallback(once, graph, key, f"{type(e).__name__}: {e}")
+        return None
+    got = lookup()
+    if got[0] is None:
+        _store_fallback(once, graph, key, "torch's cache lookup rejected it")
+        return None
+    once.counts.loaded += 1
+    once.counts.from_store += 1
+    once.counts.saved_s += art.compile_s
+    job.event("once", frame=graph, outcome="stored", key=key,
+              bytes=len(blob), files=len(art.files),
+              load_ns=time.monotonic_ns() - t0,
+              owner_compile_ns=int(art.compile_s * 1e9))
+    log.info("compile_once: %s: loaded from the job store (%d files, its "
+             "compile took %.1f s)", graph, len(art.files), art.compile_s)
+    return got
+
+
+def _store_fallback(once, graph, key, why):
+    not_shared(once, graph, "fallback", f"the job store's artifact: {why}",
+               said=f"the job store's artifact was not loaded ({why}); "
+               f"rank {once.job.world.rank} compiles it itself", key=key)
+
+
+def store_of(job):
+    """The job's store when it is usable, else None."""
+    return job.store if job.store is not None and job.store.ok else None
 
 
 def _fx_level(once, graph, why, load, args, kwargs):
@@ -324,25 +425,34 @@ def _have(key):
 
 # ---- the owner ------------------------------------------------------------
 
-def _own(once, load, args, kwargs, key, graph):
+def _own(once, load, args, kwargs, key, graph, share=True):
     """Looks up and compiles as usual; the files are sent once the compile
     ends (_stage2), or now on a local hit (nothing new to send then: the
-    others compile for themselves)."""
+    others compile for themselves), and kept in the job store if there is
+    one. `share` False: a compile no other rank waits for (one rank lacks
+    the graph, or a one-rank job), whose files only go to the store."""
     before = files_.snapshot()
     t0 = time.monotonic()
     got = load(*args, **kwargs)
     if got[0] is not None:
-        send(once, key, graph, failure="the owner found it in its own "
-             "cache (its files are not sent)")
+        if share:
+            send(once, key, graph, failure="the owner found it in its own "
+                 "cache (its files are not sent)")
         return got
     once.counts.compiled += 1
-    once.owed.entry = (key, graph, before, t0)
+    once.owed.entry = (key, graph, before, t0, share)
     return got
 
 
 def _stage2(once, upstream, args, kwargs):
     """AOTAutograd's compile; an owner sends what it produced, or why it
-    produced nothing, when the compile ends."""
+    produced nothing, when the compile ends. A compile some ranks of the
+    domain do not make (the agreement decided who compiles) tunes its
+    GEMMs itself (_tuned_here)."""
+    alone, once.fx.alone = getattr(once.fx, "alone", False), False
+    if alone:
+        with _tuned_here():
+            return _stage2(once, upstream, args, kwargs)
     owed = getattr(once.owed, "entry", None)
     once.owed.entry = None
     if owed is not None:
@@ -355,19 +465,55 @@ def _stage2(once, upstream, args, kwargs):
         _fx_done(once)
 
 
-def owe(once, owed, compile_):
-    """Runs an owner's compile_() and sends its files, or why it failed."""
-    key, graph, before, t0 = owed
+def _tuned_here():
+    """Inductor's distributed GEMM autotuning off around a compile that
+    not every rank makes: its gather (an agreement only a miss makes) would
+    wait for ranks that loaded the graph instead. This rank tunes every
+    GEMM itself; the ranks that load its artifact take its choices."""
+    import contextlib
     try:
-        inject(once, "raise", "kill", "stop")
+        import torch._inductor.config as ic
+    except ImportError:
+        return contextlib.nullcontext()
+    if not getattr(ic, "distributed_max_autotune_gemm", False):
+        return contextlib.nullcontext()
+    return ic.patch(distributed_max_autotune_gemm=False)
+
+
+def owe(once, owed, compile_):
+    """Runs an owner's compile_() and sends its files, or why it failed;
+    then keeps them in the job store."""
+    key, graph, before, t0 = owed[:4]
+    share = owed[4] if len(owed) > 4 else True
+    try:
+        if share:
+            inject(once, "raise", "kill", "stop")
         out = compile_()
     except BaseException as e:
-        send(once, key, graph, failure=f"its compile raised "
-             f"{type(e).__name__}: {str(e)[:300]}")
+        if share:
+            send(once, key, graph, failure=f"its compile raised "
+                 f"{type(e).__name__}: {str(e)[:300]}")
         raise
-    send(once, key, graph, files=files_.new_files(before),
-         compile_s=time.monotonic() - t0)
+    made, spent = files_.new_files(before), time.monotonic() - t0
+    if share:
+        send(once, key, graph, files=made, compile_s=spent)
+    keep(once, key, graph, made, spent)
     return out
+
+
+def keep(once, key, graph, files, compile_s):
+    """The compile's files into the job store (the one rank that compiled
+    the graph for the job), when there is one and they fit."""
+    store = once.job.store
+    if store is None or not store.ok or not files or \
+            sum(len(d) for _, d in files) > files_.MAX_SHARE or \
+            len(files) > files_.MAX_FILES:
+        return
+    if store.write_artifact(key, files, compile_s):
+        once.counts.stored += 1
+        once.job.event("once", frame=graph, outcome="kept", key=key,
+                       files=len(files))
+        log.info("compile_once: %s: kept in the job store", graph)
 
 
 def settle(once, err):
@@ -377,7 +523,8 @@ def settle(once, err):
     for slot in ("entry", "fx"):
         owed = getattr(once.owed, slot, None)
         setattr(once.owed, slot, None)
-        if owed is not None:
+        shared = owed is not None and (len(owed) < 5 or owed[4])
+        if shared:
             send(once, owed[0], owed[1], failure=f"its compile raised "
                  f"{type(err).__name__}: {str(err)[:300]}")
 
@@ -387,8 +534,8 @@ def _settle_stale(once):
     (torch gave up on caching it) still owes the others an answer: it is
     given before the next agreement."""
     owed = getattr(once.owed, "fx", None)
-    if owed is not None:
-        once.owed.fx = None
+    once.owed.fx = None
+    if owed is not None and (len(owed) < 5 or owed[4]):
         send(once, owed[0], owed[1], failure="its compile ended without "
              "writing the graph to its cache")
 

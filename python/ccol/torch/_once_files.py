@@ -49,13 +49,16 @@ class Artifact:
         self.failure, self.files, self.compile_s = failure, files, compile_s
 
 
-def pack(key, files=None, failure=None, compile_s=0.0):
+def pack(key, files=None, failure=None, compile_s=0.0, extra=None):
+    """The message for key; `extra` adds fields to the header (the job
+    store's versions, run and HMAC; docs/store.md)."""
     files = files or []
     body = b"".join(data for _, data in files)
     head = {"key": key, "failure": failure, "compile_s": float(compile_s),
             "files": [[rel, len(data), hashlib.sha256(data).hexdigest()]
                       for rel, data in files],
             "length": len(body), "sha256": hashlib.sha256(body).hexdigest()}
+    head.update(extra or {})
     h = json.dumps(head).encode()
     return MAGIC + struct.pack("<II", VERSION, len(h)) + h + body
 
@@ -205,16 +208,37 @@ def write(files):
                    else 0o644)
 
 
-def _write_one(parent, path, data, mode):
+def write_file(path, data, mode=0o600, replace=True):
+    """data at path, atomically, on disk (one file outside the cache: the
+    job store's); with replace False, only where no file is there yet
+    (False when one is: written once, never replaced)."""
+    return _write_one(os.path.dirname(path), path, data, mode, sync=True,
+                      replace=replace)
+
+
+def _write_one(parent, path, data, mode, sync=False, replace=True):
     """data at path, through a temporary of its own in the same
-    directory (mkstemp: O_EXCL, a random name) and a rename; on any
-    failure the temporary is removed."""
+    directory (mkstemp: O_EXCL, a random name) and a rename (a link where
+    an existing file must not be replaced); on any failure, or when the
+    file was there, the temporary is removed. True when written."""
     fd, tmp = tempfile.mkstemp(prefix=".ccol-", suffix=".tmp", dir=parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+            if sync:  # a store file outlives the run: on disk first
+                f.flush()
+                os.fsync(f.fileno())
         os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        if replace:
+            os.replace(tmp, path)
+            return True
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(tmp)
+        return True
     except BaseException:
         try:
             os.unlink(tmp)

@@ -14,7 +14,12 @@ while _once._fx_level marks a bypassed compile on this thread:
   a receiver takes the owner's files, writes them into its cache and looks
   up again (a hit: no compile), or compiles itself on any doubt;
 - ``FxGraphCache._save_graph`` (Inductor saving the owner's graph) is where
-  the owner's debt falls due: the files its compile added are sent.
+  the owner's debt falls due: the files its compile added are sent (and
+  kept in the job store, when there is one).
+
+With a job store, a piece the store holds is loaded from it as a whole
+graph is (_once.from_store): the lowest rank that read it sends it to the
+ranks that lack it.
 
 Where Inductor's FX graph cache refuses a piece too
 (``FxGraphCache.prepare_key`` finds no key), its reason is kept for the
@@ -66,9 +71,18 @@ def _load(once, load, args, kwargs):
     once.fx.pieces += 1  # named by position: the key may differ by rank
     piece = f"{graph}, Inductor graph {once.fx.pieces} ({side})"
     got = load(*args, **kwargs)
-    role, owner = _once.decide(once, piece, key, got[0] is not None)
-    if role == "owner":
-        once.owed.fx = (key, piece, files_.snapshot(), time.monotonic())
+    store = _once.store_of(once.job)
+    blob = store.read_artifact(key) if store and got[0] is None else None
+    role, owner = _once.decide(once, piece, key, got[0] is not None,
+                               blob is not None)
+    if role in ("stored", "source") or (role == "bystander" and blob):
+        if role == "bystander":
+            _once.bystand(once, piece, owner)
+        return _stored(once, load, args, kwargs, key, piece, blob,
+                       role == "source", got)
+    if role == "owner" or (role == "alone" and store and got[0] is None):
+        once.owed.fx = (key, piece, files_.snapshot(), time.monotonic(),
+                        role == "owner")
         once.counts.compiled += 1
     elif role == "bystander":
         _once.bystand(once, piece, owner)
@@ -77,6 +91,20 @@ def _load(once, load, args, kwargs):
     elif got[0] is None:
         _once.compiled_alone(once, piece, role)
     return got
+
+
+def _stored(once, load, args, kwargs, key, piece, blob, send_it, first):
+    """The job store's files for this piece (_once.from_store), or
+    Inductor's first lookup (a miss: Inductor compiles here) after a
+    named fallback; a rank without `blob` had a hit of its own."""
+    if blob is None:
+        return first
+    got = _once.from_store(once, piece, key, blob,
+                           lambda: load(*args, **kwargs), send_it)
+    if got is not None:
+        return got
+    once.counts.compiled += 1
+    return first
 
 
 def _receive(once, load, args, kwargs, key, piece, owner, miss):

@@ -81,6 +81,8 @@ class Job:
         self.join_error = None    # what an on_join call raised
         self.compile_once = False  # _once.py: one rank compiles each graph
         self.once = None          # _once.Once while compile_once is on
+        self.store = None         # _store.Store: the job compile store
+        self.store_writer = None  # _store_profile.Writer of its profile
         self._local = threading.local()
         self._join_lock = threading.RLock()
         # the thread that last ran or compiled compiled code: its stack

@@ -1,0 +1,382 @@
+"""The job compile store: one directory per job that outlives its runs.
+
+What a job learned while it compiled (the profile: which dims became
+dynamic, per frame; compile once's artifacts, per graph) is kept in
+DIR/NAME (docs/store.md), so a restart at any world size, on any hosts,
+starts from it. This module is the directory and its files: names,
+checks, atomic writes. The profile's meaning is _store_profile.py; how
+the ranks agree on what they load is _once.py (artifacts) and
+_store_profile.agree (the profile).
+
+Everything read from the store is untrusted: a file that does not check
+out is a WARNING naming it and what is wrong, and the job compiles as if
+the store did not have it. The directory must belong to this user and be
+writable by no one else (a store others can write decides what code every
+rank loads); with CCOL_TOKEN every file carries an HMAC under it and a
+file without a valid one is refused.
+"""
+
+import hashlib
+import hmac
+import json
+import os
+import re
+import secrets
+import stat
+import struct
+
+import ccol
+
+from . import _env
+from . import _once_files as files_
+from ._log import log
+
+FORMAT = "ccol-job-store"
+VERSION = 1
+PROFILE_FORMAT = "ccol-profile"
+MAX_PROFILE = 1 << 20          # bytes of one profile file
+MAX_ARTIFACT = files_.MAX_SHARE + files_.MAX_HEADER + 64
+_HEX = re.compile(r"[0-9a-f]{64}\Z")
+
+
+class Bad(Exception):
+    """A store file that does not check out (the message says why)."""
+
+
+def job_name(given=None):
+    """The job's name: enable(job_name=...), CCOL_TORCH_JOB_NAME, torch's
+    job_id, else "default"; a name docs/store.md does not allow is a
+    ValueError (enable()'s) or ccol.InvalidError (the variable's)."""
+    if given is not None:
+        if not isinstance(given, str) or not _env._JOB_NAME.match(given):
+            raise ValueError(f"job_name={given!r:.80} is not a job name: use "
+                             "1 to 128 characters of A-Z a-z 0-9 . _ -, not "
+                             "starting with a dot")
+        return given
+    env = _env.job_name_env()
+    if env:
+        return env
+    try:
+        import torch.compiler.config as cc
+        jid = cc.job_id
+    except Exception:  # noqa: BLE001 - a torch without it
+        jid = None
+    if jid and _env._JOB_NAME.match(str(jid)):
+        return str(jid)
+    if jid:
+        log.warning("ccol.torch: torch's job_id %r is not a job store name "
+                    "(A-Z a-z 0-9 . _ -): the job store uses \"default\"; "
+                    "set CCOL_TORCH_JOB_NAME", str(jid)[:80])
+    return "default"
+
+
+def versions():
+    import torch
+    return {"torch": str(torch.__version__), "ccol": ccol.__version__}
+
+
+def frame_id(file_hash, line, name):
+    """A frame's file name in profile/ (docs/store.md): its identity
+    without the closure (closures of one function share an entry)."""
+    text = f"{file_hash}:{line}:{name}:None"
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def artifact_id(key):
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+
+
+class Store:
+    """DIR/NAME, opened by open(); `ok` is False once it is found unusable
+    (said once at WARNING), and the job then compiles as without it."""
+
+    def __init__(self, directory, name, token=None, where="job_dir"):
+        self.where = where  # what named the directory, for messages
+        self.dir = os.path.abspath(directory)
+        self.name = name
+        self.root = os.path.join(self.dir, name)
+        self.token = token.encode() if token else None
+        self.run = secrets.token_hex(8)  # this run, in what it writes
+        self.ok = True
+        self.warned = set()
+
+    # ---- the directory ---------------------------------------------------
+
+    def open(self, create):
+        """Checks the store (creating it when `create`: the writer); False,
+        said once, when it cannot be used."""
+        try:
+            if create:
+                _private_dirs(self.dir, self.root)
+            self._check_dir(self.root)
+            self._store_json(create)
+            for sub in ("profile", "artifacts"):
+                p = os.path.join(self.root, sub)
+                if create:
+                    _private_dirs(p)
+                if os.path.lexists(p):
+                    self._check_dir(p)
+        except (OSError, Bad) as e:
+            self.unusable(f"{type(e).__name__}: {e}" if isinstance(e, OSError)
+                          else str(e))
+        return self.ok
+
+    def _check_dir(self, path):
+        st = os.lstat(path)
+        if not stat.S_ISDIR(st.st_mode):
+            raise Bad(f"{path} is not a directory")
+        if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            raise Bad(f"{path} belongs to uid {st.st_uid} with mode "
+                      f"{stat.S_IMODE(st.st_mode):04o}: a job store must "
+                      f"belong to this user (uid {os.geteuid()}) and be "
+                      "writable by no one else")
+
+    def _store_json(self, create):
+        path = os.path.join(self.root, "store.json")
+        want = {"format": FORMAT, "version": VERSION, "job": self.name}
+        if create and not os.path.lexists(path):
+            files_.write_file(path, json.dumps(want).encode() + b"\n")
+            return
+        data = read_file(path, 4096)
+        try:
+            got = json.loads(data)
+        except ValueError:
+            got = None
+        if not isinstance(got, dict) or got.get("format") != FORMAT:
+            raise Bad(f"{path} is not a ccol job store's store.json")
+        if got.get("version") != VERSION:
+            raise Bad(f"{path}: store version {got.get('version')!r:.20}, "
+                      f"this ccol reads version {VERSION}")
+        if got.get("job") != self.name:
+            raise Bad(f"{path} names job {got.get('job')!r:.80}, not "
+                      f"{self.name!r}")
+
+    def unusable(self, why):
+        if self.ok:
+            log.warning("ccol.torch: the job store %s (%s) is not used: %s; "
+                        "every graph is compiled as without it", self.root,
+                        self.where, why)
+        self.ok = False
+
+    def warn(self, what, why):
+        """A store file that does not check out: WARNING the first time per
+        file, INFO after."""
+        level = log.info if what in self.warned else log.warning
+        self.warned.add(what)
+        level("ccol.torch: the job store's %s is not used: %s; compiled as "
+              "without it", what, why)
+
+    def concurrent(self, run, what):
+        """Another run wrote `what` while this one runs: said once at
+        WARNING (both runs' entries are joined; artifacts are written once
+        and never replaced, so nothing is lost or mixed)."""
+        if "concurrent" in self.warned:
+            return
+        self.warned.add("concurrent")
+        log.warning("ccol.torch: the job store %s: another run (%.40s) "
+                    "wrote %s while this one (%s) runs: two jobs of the "
+                    "same name? Their profiles are joined; give each job "
+                    "its own name (CCOL_TORCH_JOB_NAME) to keep them apart",
+                    self.root, str(run), what, self.run)
+
+    # ---- signing ---------------------------------------------------------
+
+    def mac(self, data):
+        if self.token is None:
+            return None
+        return hmac.new(self.token, data, hashlib.sha256).hexdigest()
+
+    def check_mac(self, given, data):
+        if self.token is None:
+            return
+        if not isinstance(given, str) or not hmac.compare_digest(
+                given, self.mac(data)):
+            raise Bad("its HMAC under CCOL_TOKEN is missing or wrong (written "
+                      "by another job, without the token, or altered)")
+
+    def check_versions(self, got):
+        mine = versions()
+        for k in ("torch", "ccol"):
+            if got.get(k) != mine[k]:
+                raise Bad(f"written by {k} {got.get(k)!r:.40}, this rank runs "
+                          f"{k} {mine[k]}")
+
+    # ---- profile files ---------------------------------------------------
+
+    def profile_path(self, fid):
+        return os.path.join(self.root, "profile", fid + ".json")
+
+    def read_profiles(self):
+        """{frame id: the file's bytes} of every profile file that can be
+        read (unreadable ones said at WARNING); checked by the reader."""
+        d = os.path.join(self.root, "profile")
+        out = {}
+        try:
+            names = sorted(os.listdir(d))
+        except FileNotFoundError:
+            return out
+        except OSError as e:
+            self.warn("profile directory", f"{type(e).__name__}: {e}")
+            return out
+        for n in names:
+            fid = n[:-5] if n.endswith(".json") else None
+            if fid is None or not re.fullmatch(r"[0-9a-f]{32}", fid):
+                continue  # temporaries and strangers: not ours to judge
+            try:
+                out[fid] = read_file(os.path.join(d, n), MAX_PROFILE)
+            except (OSError, Bad) as e:
+                self.warn(f"profile/{n}", str(e))
+        return out
+
+    def seal_profile(self, body):
+        head = {"format": PROFILE_FORMAT, "version": VERSION,
+                "length": len(body), "sha256": hashlib.sha256(body).hexdigest(),
+                "mac": self.mac(body)}
+        return json.dumps(head).encode() + b"\n" + body
+
+    def open_profile(self, data):
+        """The body (a dict) of one profile file's bytes; Bad if the header,
+        length, digest, HMAC or versions do not check out."""
+        nl = data.find(b"\n")
+        if nl < 0:
+            raise Bad("no header line")
+        try:
+            head = json.loads(data[:nl])
+        except ValueError as e:
+            raise Bad(f"malformed header: {e}") from None
+        if not isinstance(head, dict) or \
+                head.get("format") != PROFILE_FORMAT or \
+                head.get("version") != VERSION:
+            raise Bad("not a ccol-profile version 1 header")
+        body = data[nl + 1:]
+        if head.get("length") != len(body):
+            raise Bad(f"the body has {len(body)} bytes, the header says "
+                      f"{head.get('length')!r:.20}")
+        if not isinstance(head.get("sha256"), str) or \
+                hashlib.sha256(body).hexdigest() != head["sha256"]:
+            raise Bad("the body's SHA-256 differs from the header's")
+        self.check_mac(head.get("mac"), body)
+        try:
+            got = json.loads(body)
+        except (ValueError, RecursionError) as e:
+            raise Bad(f"malformed body: {type(e).__name__}") from None
+        if not isinstance(got, dict):
+            raise Bad("the body is not an object")
+        self.check_versions(got)
+        return got
+
+    def write_profile(self, fid, body):
+        files_.write_file(self.profile_path(fid), self.seal_profile(body))
+
+    # ---- artifacts -------------------------------------------------------
+
+    def artifact_path(self, key):
+        return os.path.join(self.root, "artifacts",
+                            artifact_id(key) + ".ccolonce")
+
+    def has_artifact(self, key):
+        """Whether a file for key is there (its checks come with reading)."""
+        return self.ok and os.path.isfile(self.artifact_path(key))
+
+    def read_artifact(self, key):
+        """The checked compile_once message for key (bytes), or None (a
+        missing file; a bad one said at WARNING)."""
+        path = self.artifact_path(key)
+        rel = os.path.relpath(path, self.root)
+        try:
+            blob = read_file(path, MAX_ARTIFACT)
+            head = artifact_header(blob)
+            self.check_versions(head)
+            self.check_mac(head.get("mac"), _artifact_signed(head))
+            art = files_.unpack(blob, key)
+            if art.failure is not None:
+                raise Bad("it records a failed compile")
+        except FileNotFoundError:
+            return None
+        except (OSError, Bad, files_.Corrupt) as e:
+            self.warn(rel, str(e))
+            return None
+        return blob
+
+    def write_artifact(self, key, files, compile_s):
+        """Keeps one compile's files in the store (the owner, once per
+        graph); a failure is a WARNING, never the compile's."""
+        extra = dict(versions(), run=self.run)
+        sha = hashlib.sha256(b"".join(d for _, d in files)).hexdigest()
+        extra["mac"] = self.mac(f"{sha}\n{key}".encode("utf-8",
+                                                      "surrogatepass"))
+        blob = files_.pack(key, files, None, compile_s, extra=extra)
+        try:
+            if not files_.write_file(self.artifact_path(key), blob,
+                                     replace=False):
+                log.info("ccol.torch: the job store has %s already (another "
+                         "run kept it)", artifact_id(key))
+                return False
+        except OSError as e:
+            self.warn("artifacts directory", f"writing {artifact_id(key)} "
+                      f"failed: {type(e).__name__}: {e}")
+            return False
+        return True
+
+
+def artifact_header(blob):
+    """The JSON header of a compile_once message, checked as unpack checks
+    it (Bad otherwise)."""
+    n = len(files_.MAGIC) + 8
+    if len(blob) < n or blob[:len(files_.MAGIC)] != files_.MAGIC:
+        raise Bad("not a compile_once artifact")
+    _, hlen = struct.unpack("<II", blob[len(files_.MAGIC):n])
+    if hlen > files_.MAX_HEADER or n + hlen > len(blob):
+        raise Bad(f"header length {hlen} is off")
+    try:
+        head = json.loads(blob[n:n + hlen])
+    except (ValueError, RecursionError):
+        raise Bad("malformed header") from None
+    if not isinstance(head, dict):
+        raise Bad("malformed header: not an object")
+    return head
+
+
+def _artifact_signed(head):
+    return f"{head.get('sha256')}\n{head.get('key')}".encode(
+        "utf-8", "surrogatepass")
+
+
+def read_file(path, limit):
+    """A regular file's bytes, never through a link, at most `limit`."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Bad(f"{path} is not a regular file")
+        if st.st_size > limit:
+            raise Bad(f"{path} has {st.st_size} bytes, more than a store "
+                      f"file may have ({limit})")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read(limit + 1)[:limit]
+    finally:
+        os.close(fd)
+
+
+def _private_dirs(*paths):
+    """Creates each directory (0700) where it is missing."""
+    for p in paths:
+        os.makedirs(p, mode=0o700, exist_ok=True)
+
+
+def from_settings(job_dir=None, job_name_=None):
+    """The Store the settings ask for (enable()'s arguments, else
+    CCOL_TORCH_JOB_DIR and the name's sources), or None."""
+    d = job_dir if job_dir is not None else \
+        os.environ.get("CCOL_TORCH_JOB_DIR", "")
+    if not d:
+        _env.job_name_env()  # checked even while the store is off
+        return None
+    if not isinstance(d, (str, os.PathLike)):
+        raise TypeError(f"job_dir must be a path, not {type(d).__name__}")
+    where = "job_dir" if job_dir is not None else "CCOL_TORCH_JOB_DIR"
+    d = os.fspath(d)
+    if "\0" in d:
+        raise ValueError(f"{where} holds a NUL character")
+    return Store(d, job_name(job_name_),
+                 token=os.environ.get("CCOL_TOKEN") or None, where=where)
