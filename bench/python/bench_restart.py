@@ -50,26 +50,13 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_compile_once import make_model  # noqa: E402 - the same model
+
 HERE = os.path.abspath(__file__)
-TAG = "BENCH_RESTART "
 
 
 # ---------------------------------------------------------------- worker --
-
-def make_model(torch):
-    class Tiny(torch.nn.Module):
-        def __init__(self, vocab=256, d=64, layers=2):
-            super().__init__()
-            self.emb = torch.nn.Embedding(vocab, d)
-            layer = torch.nn.TransformerEncoderLayer(
-                d, 4, dim_feedforward=4 * d, dropout=0.0, batch_first=True)
-            self.enc = torch.nn.TransformerEncoder(layer, layers)
-            self.head = torch.nn.Linear(d, vocab)
-
-        def forward(self, tokens):
-            return self.head(self.enc(self.emb(tokens)))
-    return Tiny()
-
 
 def worker(a):
     rank = int(os.environ["RANK"])
@@ -98,7 +85,7 @@ def worker(a):
     ind = counters["inductor"]
     me = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    print(TAG + json.dumps({
+    row = json.dumps({
         "rank": rank, "first": t_first, "loss": loss.item(),
         "graphs": int(counters["stats"]["unique_graphs"]),
         "fx_miss": int(ind["fxgraph_cache_miss"]),
@@ -106,7 +93,10 @@ def worker(a):
         "compiled": int(ind["fxgraph_cache_miss"]),
         "from_store": once["from_store"],
         "cpu": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime,
-    }), flush=True)
+    })
+    # a file per rank: the ranks' stdout lines can interleave
+    with open(os.path.join(a.caches, f"result-{rank}.json"), "w") as f:
+        f.write(row)
 
 
 # ---------------------------------------------------------------- driver --
@@ -130,8 +120,14 @@ def launch(a, n, caches, ccol_store=None, job_id="bench-restart"):
            "--steps", str(a.steps)]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True,
                          timeout=a.timeout)
-    rows = [json.loads(ln[len(TAG):]) for ln in out.stdout.splitlines()
-            if ln.startswith(TAG)]
+    rows = []
+    for r in range(n):
+        try:
+            with open(os.path.join(caches, f"result-{r}.json")) as f:
+                rows.append(json.load(f))
+            os.unlink(os.path.join(caches, f"result-{r}.json"))
+        except (OSError, ValueError):
+            pass
     if out.returncode != 0 or len(rows) != n:
         sys.exit(f"a job of {n} ranks failed (exit {out.returncode}):\n"
                  f"{out.stdout[-3000:]}\n{out.stderr[-3000:]}")

@@ -21,7 +21,6 @@ import pytest
 from conftest import _SCALE
 from test_torchrun import (Job, job_env, results, run_job, script, tail,
                            torchrun_cmd)
-from conftest import free_port
 
 torch = pytest.importorskip("torch")
 
@@ -85,6 +84,7 @@ def test_restart_warm_at_two_three_and_one_ranks(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.one_release
 @pytest.mark.timeout(DEADLINE + 60)
 def test_a_rank_without_the_store_gets_the_bytes_from_a_peer(tmp_path):
     store = tmp_path / "store"
@@ -448,6 +448,7 @@ def test_the_writer_joins_with_what_another_writer_left(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.one_release
 @pytest.mark.timeout(2 * DEADLINE + 60)
 def test_ddp_split_graphs_restart_warm(tmp_path):
     """Compiled DDP with Dynamo's default optimize_ddp: AOTAutograd's

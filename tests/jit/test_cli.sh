@@ -15,28 +15,7 @@ G=$SRC/tests/jit/golden
 EX=$SRC/examples
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-pass=0
-fail=0
-RC=0
-
-ok() { pass=$((pass + 1)); echo "ok $1"; }
-bad() {
-    fail=$((fail + 1))
-    echo "not ok $1"
-    printf '%s\n' "$2" | head -40 | sed 's/^/  /'
-}
-
-# jit ARGS...: runs `ccol jit ARGS` (at most 120 s); stdout in $TMP/out,
-# stderr in $TMP/err, exit status in $RC.
-jit() {
-    timeout 120 "$CCOL" jit "$@" >"$TMP/out" 2>"$TMP/err"
-    RC=$?
-}
-
-details() {
-    printf 'rc=%s\nstdout: %s\nstderr: %s\n' "$RC" \
-        "$(head -c 3000 "$TMP/out")" "$(head -c 3000 "$TMP/err")"
-}
+. "$(dirname "$0")/cli_lib.sh"
 
 # The checker: `match` compares a summary with an expectation (keys of
 # the expectation only; "message_has" lists substrings of "message").

@@ -9,22 +9,13 @@
 # start with correct results (and is replaced by a good profile); FILE in
 # a read-only directory is a warning and exit status 0; a failed job
 # leaves FILE alone. Every command runs under `timeout`.
-# Usage: bash test_profile.sh PATH-OF-CCOL SOURCE-DIR
+# Usage: bash test_profile_cli.sh PATH-OF-CCOL SOURCE-DIR
 set -u
 CCOL=${1:?usage: test_profile_cli.sh PATH-OF-CCOL SOURCE-DIR}
 TMP=$(mktemp -d)
 trap 'chmod -R u+w "$TMP" 2>/dev/null; rm -rf "$TMP"' EXIT
 chmod 755 "$TMP" # the read-only case runs as another user when root
-pass=0
-fail=0
-RC=0
-
-ok() { pass=$((pass + 1)); echo "ok $1"; }
-bad() {
-    fail=$((fail + 1))
-    echo "not ok $1"
-    printf '%s\n' "$2" | head -40 | sed 's/^/  /'
-}
+. "$(dirname "$0")/cli_lib.sh"
 
 # Two functions and a resume frame (the print): sizes and an int change
 # at every call, so a cold run compiles each frame twice.
@@ -50,18 +41,6 @@ EOF
 P=$TMP/p.tl
 S=$TMP/s.json
 F=$TMP/prof
-
-# jit ARGS...: `ccol jit` (at most 120 s): stdout in $TMP/out, stderr in
-# $TMP/err, exit status in $RC.
-jit() {
-    timeout 120 "$CCOL" jit "$@" >"$TMP/out" 2>"$TMP/err"
-    RC=$?
-}
-
-details() {
-    printf 'rc=%s\nstdout: %s\nstderr: %s\n' "$RC" \
-        "$(head -c 3000 "$TMP/out")" "$(head -c 3000 "$TMP/err")"
-}
 
 cat >"$TMP/lib.py" <<'EOF'
 import json

@@ -36,7 +36,6 @@ VERSION = 1
 PROFILE_FORMAT = "ccol-profile"
 MAX_PROFILE = 1 << 20          # bytes of one profile file
 MAX_ARTIFACT = files_.MAX_SHARE + files_.MAX_HEADER + 64
-_HEX = re.compile(r"[0-9a-f]{64}\Z")
 
 
 class Bad(Exception):

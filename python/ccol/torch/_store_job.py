@@ -89,16 +89,22 @@ def install_solo(job):
 
 
 def _solo_ready(job):
+    """The store opened and read, compile once's hooks in; a torch without
+    them leaves the store unused (said once), never the compile failed."""
     from . import _check_torch
     from . import _once, _once_fx
-    _check_torch(True)
+    job.solo_ready = True
+    try:
+        _check_torch(True)
+    except Exception as e:  # noqa: BLE001 - said; the job compiles on
+        job.store.unusable(f"compile once cannot run here: {e}")
+        return
     if job.once is None:
         _once.install(job, _once_fx.HOOKS)
     raw = job.store.read_profiles() if job.store.open(create=True) else {}
     _seed(job, raw)
     log.info("ccol.torch: a one-rank job uses the job store %s",
              job.store.root)
-    job.solo_ready = True
 
 
 def _solo_compile(job, upstream):
@@ -109,6 +115,7 @@ def _solo_compile(job, upstream):
         job.current = None
         with backward_with_forward():
             result = upstream(code, *args, **kwargs)
-        job.store_writer.after_compile(code)
+        if job.store_writer is not None:
+            job.store_writer.after_compile(code)
         return result
     return _compile

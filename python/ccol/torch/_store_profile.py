@@ -267,6 +267,15 @@ class Writer:
         self.last = {}
 
     def after_compile(self, code):
+        """The frame's profile written when it changed; anything that goes
+        wrong is a WARNING, never the compile's failure."""
+        try:
+            self._write(code)
+        except Exception as e:  # noqa: BLE001 - the store is an extra
+            self.store.warn(f"profile of {code.co_name}",
+                            f"writing it failed: {type(e).__name__}: {e}")
+
+    def _write(self, code):
         got = frame_entries(code)
         if got is None or not self.store.ok:
             return
