@@ -596,3 +596,27 @@ def test_any_artifact_bytes_are_read_or_refused(tmp_path_factory, edits,
             _once_files.unpack(data, key)
         except _once_files.Corrupt:
             pass
+
+
+def test_ccol_store_check_agrees_with_the_python_reader(tmp_path):
+    """What ccol.torch writes, `ccol store check` (C, jansson and OpenSSL)
+    finds good, and a byte changed in it bad, naming the file."""
+    from conftest import ccol_tool
+    s = _store_at(tmp_path)
+    fid = _write_profile(s)
+    key, _ = _artifact(s)
+
+    def check():
+        return subprocess.run([ccol_tool(), "store", "check", s.root],
+                              capture_output=True, text=True, timeout=60)
+    out = check()
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "all good" in out.stderr
+    path = s.artifact_path(key)
+    data = bytearray(open(path, "rb").read())
+    data[-1] ^= 1
+    open(path, "wb").write(bytes(data))
+    out = check()
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert os.path.basename(path) in out.stdout
+    assert f"profile/{fid}.json" not in out.stdout
