@@ -162,6 +162,20 @@ def _entry(*size):
         stride=(pgo.InferStride(1), 1))
 
 
+@pytest.fixture
+def caplog(caplog):
+    """pytest's caplog, its handler on the logger "ccol.torch" itself:
+    torch's logging setup (registering "ccol") stops that logger from
+    propagating to the root logger, where caplog listens."""
+    import logging
+    log = logging.getLogger("ccol.torch")
+    log.addHandler(caplog.handler)
+    try:
+        yield caplog
+    finally:
+        log.removeHandler(caplog.handler)
+
+
 IDENT = ("/job/model.py", 41, "forward", "3b5d0c11")
 
 
@@ -478,14 +492,16 @@ def test_ddp_split_graphs_restart_warm(tmp_path):
 @pytest.mark.timeout(3 * DEADLINE + 60)
 def test_warm_and_cold_ranks_with_distributed_autotuning(tmp_path):
     """Inductor's distributed GEMM autotuning: a rank that hits its cache
-    skips the gather a rank that misses makes. The ranks agree on who has
-    each graph first, so the one that compiles tunes alone: no hang, no
-    autotuning gather. With the job store both ranks load the same
-    artifact (the same kernels, so the same choices)."""
+    skips the gather a rank that misses makes. Under compile once (which a
+    job store turns on) the ranks agree on who has each graph first, so
+    the one that compiles tunes alone: no hang, no autotuning gather. With
+    the job store both ranks load the same artifact (the same kernels, so
+    the same choices)."""
     caches = tmp_path / "caches"
 
     def job(name, n=2, store=None):
-        env = dict(CCOL_TORCH=1, ONCE_CACHE_ROOT=caches, CCOL_TIMEOUT=60)
+        env = dict(CCOL_TORCH=1, ONCE_CACHE_ROOT=caches, CCOL_TIMEOUT=60,
+                   CCOL_TORCH_COMPILE_ONCE=1)
         if store:
             env["CCOL_TORCH_JOB_DIR"] = store
         j = run_job(tmp_path / name, "store.py", args=["--autotune"],

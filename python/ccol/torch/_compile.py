@@ -141,7 +141,6 @@ def _compile_wrapper(job, upstream):
         alone, job.alone_compile = job.alone_compile, False
         if alone:  # a call only this rank makes (_guard.py): no agreement
             job.enter_local()
-        _once_for_autotune(job)
         try:
             with _backward_with_forward(job):
                 result = upstream(code, *args, **kwargs)
@@ -169,44 +168,6 @@ def _compile_wrapper(job, upstream):
         _trace.compile_end(job, True, None)
         return result
     return _compile
-
-
-def _once_for_autotune(job):
-    """With Inductor's distributed GEMM autotuning on, a rank whose cache
-    has a graph skips the autotuning gather that a rank that lacks it
-    makes, and the latter waits for it. Compile once's agreement on who
-    has which graph decides that before any such gather (_once.py), so it
-    is turned on here, once, when torch's switch is seen on."""
-    if job.compile_once:
-        return
-    try:
-        import torch._inductor.config as ic
-    except ImportError:
-        return
-    if not getattr(ic, "distributed_max_autotune_gemm", False):
-        return
-    from . import _check_torch
-    if _check_torch_once(_check_torch):
-        return
-    job.compile_once = True
-    log.info("ccol.torch: Inductor's distributed GEMM autotuning is on: "
-             "compile once is turned on, so the ranks agree on which has "
-             "each graph before any autotuning gather")
-    if job._comm is not None and job.once is None:
-        from . import _once, _once_fx
-        _once.install(job, _once_fx.HOOKS)
-
-
-def _check_torch_once(check):
-    """True (after a WARNING) when torch lacks compile once's hook
-    points."""
-    try:
-        check(True)
-    except Exception as e:  # noqa: BLE001 - said, and left off
-        log.warning("ccol.torch: distributed GEMM autotuning is on but "
-                    "compile once cannot be: %s", e)
-        return True
-    return False
 
 
 def _backward_with_forward(job):
