@@ -450,9 +450,11 @@ def _stage2(once, upstream, args, kwargs):
     domain do not make (the agreement decided who compiles) tunes its
     GEMMs itself (_tuned_here)."""
     alone, once.fx.alone = getattr(once.fx, "alone", False), False
-    if alone:
-        with _tuned_here():
-            return _stage2(once, upstream, args, kwargs)
+    with _tuned_here(alone):
+        return _stage2_compile(once, upstream, args, kwargs)
+
+
+def _stage2_compile(once, upstream, args, kwargs):
     owed = getattr(once.owed, "entry", None)
     once.owed.entry = None
     if owed is not None:
@@ -465,12 +467,15 @@ def _stage2(once, upstream, args, kwargs):
         _fx_done(once)
 
 
-def _tuned_here():
+def _tuned_here(alone):
     """Inductor's distributed GEMM autotuning off around a compile that
-    not every rank makes: its gather (an agreement only a miss makes) would
-    wait for ranks that loaded the graph instead. This rank tunes every
-    GEMM itself; the ranks that load its artifact take its choices."""
+    not every rank makes (`alone`): its gather (an agreement only a miss
+    makes) would wait for ranks that loaded the graph instead. This rank
+    tunes every GEMM itself; the ranks that load its artifact take its
+    choices."""
     import contextlib
+    if not alone:
+        return contextlib.nullcontext()
     try:
         import torch._inductor.config as ic
     except ImportError:
@@ -483,8 +488,7 @@ def _tuned_here():
 def owe(once, owed, compile_):
     """Runs an owner's compile_() and sends its files, or why it failed;
     then keeps them in the job store."""
-    key, graph, before, t0 = owed[:4]
-    share = owed[4] if len(owed) > 4 else True
+    key, graph, before, t0, share = owed
     try:
         if share:
             inject(once, "raise", "kill", "stop")
@@ -504,10 +508,8 @@ def owe(once, owed, compile_):
 def keep(once, key, graph, files, compile_s):
     """The compile's files into the job store (the one rank that compiled
     the graph for the job), when there is one and they fit."""
-    store = once.job.store
-    if store is None or not store.ok or not files or \
-            sum(len(d) for _, d in files) > files_.MAX_SHARE or \
-            len(files) > files_.MAX_FILES:
+    store = store_of(once.job)
+    if store is None or _unfit(files) is not None:
         return
     if store.write_artifact(key, files, compile_s):
         once.counts.stored += 1
@@ -523,8 +525,7 @@ def settle(once, err):
     for slot in ("entry", "fx"):
         owed = getattr(once.owed, slot, None)
         setattr(once.owed, slot, None)
-        shared = owed is not None and (len(owed) < 5 or owed[4])
-        if shared:
+        if owed is not None and owed[4]:  # others wait for it
             send(once, owed[0], owed[1], failure=f"its compile raised "
                  f"{type(err).__name__}: {str(err)[:300]}")
 
@@ -535,7 +536,7 @@ def _settle_stale(once):
     given before the next agreement."""
     owed = getattr(once.owed, "fx", None)
     once.owed.fx = None
-    if owed is not None and (len(owed) < 5 or owed[4]):
+    if owed is not None and owed[4]:
         send(once, owed[0], owed[1], failure="its compile ended without "
              "writing the graph to its cache")
 
@@ -560,15 +561,9 @@ def inject(once, *which):
 def send(once, key, graph, files=None, failure=None, compile_s=0.0):
     """The owner's broadcast: the files, or why there are none."""
     job = once.job
-    if files is not None and \
-            sum(len(d) for _, d in files) > files_.MAX_SHARE:
-        files, failure = None, (f"the artifact is larger than "
-                                f"{files_.MAX_SHARE >> 20} MiB")
-    if files is not None and len(files) > files_.MAX_FILES:
-        files, failure = None, (f"its compile added more than "
-                                f"{files_.MAX_FILES} files")
-    if files is not None and not files:
-        failure = "its compile added nothing to its cache"
+    if files is not None:
+        failure = _unfit(files)
+        files = files if failure is None else None
     blob = files_.pack(key, files, failure, compile_s)
     if once.fault == "corrupt" and files:
         once.fault = ""
@@ -589,6 +584,17 @@ def send(once, key, graph, files=None, failure=None, compile_s=0.0):
     log.info("compile_once: %s: sent %d files, %d bytes, to the other ranks"
              "%s", graph, len(files or ()), len(blob),
              f" (none: {failure})" if failure else "")
+
+
+def _unfit(files):
+    """Why one compile's files are neither sent nor kept, or None."""
+    if sum(len(d) for _, d in files) > files_.MAX_SHARE:
+        return f"the artifact is larger than {files_.MAX_SHARE >> 20} MiB"
+    if len(files) > files_.MAX_FILES:
+        return f"its compile added more than {files_.MAX_FILES} files"
+    if not files:
+        return "its compile added nothing to its cache"
+    return None
 
 
 def _bcast(job, blob, owner, graph):

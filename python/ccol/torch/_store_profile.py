@@ -191,13 +191,17 @@ def _state_class():
             if got is not None:
                 for src, e in got[1].items():
                     st.automatic_dynamic[src] = _copy(e)
-            if got is not None and got[0] not in self.said:
+                self._say(cid, got)
+            self[cid] = st
+            return st
+
+        def _say(self, cid, got):
+            """Once per frame: where its first compile starts from."""
+            if got[0] not in self.said:
                 self.said.add(got[0])
                 log.info("ccol.torch: %s starts from the job store's "
                          "profile: %s dynamic", cid.name,
                          ", ".join(dynamic(got[1], pgo)) or "nothing")
-            self[cid] = st
-            return st
 
         def __reduce__(self):  # torch's own PGO pickles a plain one
             return (defaultdict, (pgo.CodeState, dict(self)))
@@ -229,12 +233,7 @@ def seed(profile):
     st = _state_class()(profile)
     old = getattr(pgo, "_CODE_STATE", None) or {}
     for cid, cs in old.items():
-        mine = st[cid]
-        for src, e in cs.automatic_dynamic.items():
-            if src in mine.automatic_dynamic:
-                mine.automatic_dynamic[src] |= e
-            else:
-                mine.automatic_dynamic[src] = e
+        _join_into(st[cid].automatic_dynamic, cs.automatic_dynamic)
     pgo._CODE_STATE = st
     if getattr(pgo, "_INIT_CODE_STATE", None) is None:
         pgo._INIT_CODE_STATE = _copy(defaultdict(pgo.CodeState, st))
