@@ -19,6 +19,8 @@
 #define STORE_MAX_HEADER (4u << 20)  /* bytes of an artifact's header */
 #define STORE_MAX_FILES 4096         /* files of one artifact */
 #define STORE_MAX_DEPTH 16           /* components of an artifact path */
+#define STORE_MAX_PROBES 64          /* probe answers in an artifact's isa */
+#define STORE_MAX_PROBE_NAME 512     /* bytes of one probe's name */
 #define STORE_MAX_NAME 255           /* bytes of one path component */
 #define STORE_MAX_DIMS 64            /* atoms of a size or stride list */
 #define STORE_ID_HEX 32              /* hex digits of a profile's ID */

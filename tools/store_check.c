@@ -123,8 +123,11 @@ store_esc(const char *s, size_t max, char *out, size_t outsize)
 static bool
 is_hex64(const char *s)
 {
-    size_t n = strspn(s, "0123456789abcdef");
+    size_t n;
 
+    if (s == NULL)
+        return false;
+    n = strspn(s, "0123456789abcdef");
     return n == 64 && s[n] == '\0';
 }
 
@@ -697,6 +700,32 @@ artifact_preamble(const unsigned char *data, size_t size, size_t *hlen,
 }
 
 /* Checks the header's fields but `files`' entries. */
+/* Checks the optional "isa" field, the owner's answers to Inductor's
+ * vector-instruction probes: {host: 64 hex digits, checks: {name: bool}}
+ * with at most STORE_MAX_PROBES names of at most STORE_MAX_PROBE_NAME
+ * bytes (ccol.torch's _once_isa.checked()). */
+static int
+artifact_isa(const json_t *isa, store_result *r)
+{
+    json_t *checks = json_object_get(isa, "checks"), *v;
+    const char *name;
+
+    if (isa == NULL)
+        return 0;
+    if (!json_is_object(isa) || json_object_size(isa) != 2 ||
+        !is_hex64(str_of(isa, "host")) || !json_is_object(checks) ||
+        json_object_size(checks) > STORE_MAX_PROBES)
+        return fail(r, "the header's isa is not {host, checks} with at most "
+                       "%d probes", STORE_MAX_PROBES);
+    json_object_foreach(checks, name, v) {
+        if (strlen(name) > STORE_MAX_PROBE_NAME || !json_is_boolean(v))
+            return fail(r, "the header's isa.checks has a name longer "
+                           "than %d bytes or an answer that is not a "
+                           "boolean", STORE_MAX_PROBE_NAME);
+    }
+    return 0;
+}
+
 static int
 artifact_fields(const json_t *h, store_result *r)
 {
@@ -723,7 +752,7 @@ artifact_fields(const json_t *h, store_result *r)
     if (!json_is_array(json_object_get(h, "files")) ||
         json_array_size(json_object_get(h, "files")) > STORE_MAX_FILES)
         return fail(r, "the header's files is not a list of at most 4096");
-    return 0;
+    return artifact_isa(json_object_get(h, "isa"), r);
 }
 
 /* Why `path` is not a safe relative path, or NULL. */

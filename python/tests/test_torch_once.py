@@ -51,19 +51,22 @@ def once_job(tmp_path, nproc=2, once=True, args=(), monitor=None, **env):
 
 def exactly_one_compiles(res):
     """One graph (forward and backward in one AOTAutograd entry): one rank
-    compiled it, with Inductor, and every other rank loaded it."""
+    compiled it, with Inductor, and every other rank loaded it, taking the
+    owner's vector-instruction probe answers with it (same host: it ran
+    no probe of its own)."""
     owners = [r for r in res if r["once"]["compiled"]]
     assert len(owners) == 1, [r["once"] for r in res]
     for r in res:
         o, cs = r["once"], r["counters"]
         if r is owners[0]:
             assert cs["fx_miss"] == 2 and cs["aot_miss"] == 1, r
-            assert o["bytes_sent"] > 0, o
+            assert o["bytes_sent"] > 0 and r["isa"]["ran"] > 0, r
         else:
             assert o == dict(o, compiled=0, loaded=1, divergent=0,
                              fallbacks=0), o
             assert cs["fx_miss"] == 0 and cs["aot_hit"] == 1, r
             assert o["bytes_received"] == owners[0]["once"]["bytes_sent"]
+            assert r["isa"]["ran"] == 0 and r["isa"]["adopted"] > 0, r
     return owners[0]["rank"]
 
 

@@ -54,8 +54,10 @@ def solo(tmp_path, name, store, **env):
 
 def warm(r):
     """A rank that compiled nothing with Inductor and made one Dynamo
-    graph: the dynamic one, from the start."""
+    graph: the dynamic one, from the start; and ran no vector-instruction
+    probe (it took the answers the store's artifact carries)."""
     assert r["counters"]["fx_miss"] == 0, r
+    assert r["isa"]["ran"] == 0 and r["isa"]["adopted"] > 0, r
     assert r["graphs"] == 1, r
     assert r["once"]["compiled"] == 0, r
 
@@ -319,14 +321,28 @@ def _artifact(s, key="graph-key-1"):
     return key, files
 
 
+@pytest.fixture
+def probe_answers():
+    """This rank knows one vector-instruction probe answer (it goes with
+    every artifact it keeps, under the artifact's MAC)."""
+    from ccol.torch import _once_isa
+    _once_isa.forget()
+    isa = {"host": _once_isa.fingerprint(), "checks": {"VecX|-mx|0": True}}
+    _once_isa.adopt(isa, "a test")
+    yield isa
+    _once_isa.forget()
+
+
 def test_artifact_round_trip_and_every_alteration_refused(tmp_path,
-                                                         caplog):
+                                                         caplog,
+                                                         probe_answers):
     s = _store_at(tmp_path, token="t")
     key, files = _artifact(s)
     blob = s.read_artifact(key)
     from ccol.torch import _once_files
     art = _once_files.unpack(blob, key)
     assert art.files == [(r, d) for r, d in files] and art.compile_s == 1.5
+    assert art.isa == probe_answers
     path = s.artifact_path(key)
     good = open(path, "rb").read()
     n = len(_once_files.MAGIC) + 8
@@ -336,7 +352,7 @@ def test_artifact_round_trip_and_every_alteration_refused(tmp_path,
         "body": good[:-1] + bytes([good[-1] ^ 1]),
         "short": good[:-4],
         "magic": b"XXXXXXXX" + good[8:],
-        "torch": None, "mac": None, "key": None, "path": None,
+        "torch": None, "mac": None, "key": None, "path": None, "isa": None,
     }
     for what, data in cases.items():
         if data is None:
@@ -347,6 +363,8 @@ def test_artifact_round_trip_and_every_alteration_refused(tmp_path,
                 h["mac"] = "0" * 64
             elif what == "key":
                 h["key"] = "another"
+            elif what == "isa":  # an answer changed: the MAC covers them
+                h["isa"] = dict(h["isa"], checks={"VecX|-mx|0": False})
             else:
                 h["files"] = [["../x", len(files[0][1]),
                                hashlib.sha256(files[0][1]).hexdigest()],
@@ -614,9 +632,11 @@ def test_any_artifact_bytes_are_read_or_refused(tmp_path_factory, edits,
             pass
 
 
-def test_ccol_store_check_agrees_with_the_python_reader(tmp_path):
-    """What ccol.torch writes, `ccol store check` (C, jansson and OpenSSL)
-    finds good, and a byte changed in it bad, naming the file."""
+def test_ccol_store_check_agrees_with_the_python_reader(tmp_path,
+                                                       probe_answers):
+    """What ccol.torch writes (probe answers included), `ccol store check`
+    (C, jansson and OpenSSL) finds good, and a byte changed in it bad,
+    naming the file."""
     from conftest import ccol_tool
     s = _store_at(tmp_path)
     fid = _write_profile(s)

@@ -161,9 +161,11 @@ typedef struct afile {
 } afile;
 
 /* An artifact's bytes (malloc'd, *n of them) for KEY holding files;
- * `digest_of` >= 0 writes a wrong SHA-256 for that file. */
+ * `digest_of` >= 0 writes a wrong SHA-256 for that file; `isa`, when not
+ * NULL, is the JSON of the header's isa field. */
 static unsigned char *
-artifact_of(const afile *files, size_t nf, int digest_of, size_t *n)
+artifact_with(const afile *files, size_t nf, int digest_of, const char *isa,
+              size_t *n)
 {
     char *body = NULL, *head = NULL, *list = NULL, sha[65];
     size_t blen = 0, llen = 0, hlen;
@@ -185,8 +187,9 @@ artifact_of(const afile *files, size_t nf, int digest_of, size_t *n)
                    "{\"key\": \"%s\", \"failure\": null, \"compile_s\": 12.4, "
                    "\"files\": [%s], \"length\": %zu, \"sha256\": \"%s\", "
                    "\"torch\": \"2.13.0\", \"ccol\": \"0.9.0\", \"run\": "
-                   "\"8c1e\", \"mac\": null}",
-                   KEY, list, blen, sha) > 0);
+                   "\"8c1e\", \"mac\": null%s%s}",
+                   KEY, list, blen, sha, isa ? ", \"isa\": " : "",
+                   isa ? isa : "") > 0);
     hlen = strlen(head);
     out = malloc(16 + hlen + blen);
     memcpy(out, "CCOLONCE\1\0\0\0", 12);
@@ -199,6 +202,12 @@ artifact_of(const afile *files, size_t nf, int digest_of, size_t *n)
     free(head);
     free(list);
     return out;
+}
+
+static unsigned char *
+artifact_of(const afile *files, size_t nf, int digest_of, size_t *n)
+{
+    return artifact_with(files, nf, digest_of, NULL, n);
 }
 
 /* The name of KEY's artifact, artifacts/<40 hex>.ccolonce, into rel. */
@@ -615,6 +624,60 @@ CCOL_TEST(test_bad_header_length)
     cleanup(dir);
 }
 
+/* The owner's vector-instruction probe answers (isa): a good table
+ * passes, and each way of being malformed is named. */
+CCOL_TEST(test_artifact_isa)
+{
+    static const char host[] =
+        "\"host\": \"0123456789abcdef0123456789abcdef"
+        "0123456789abcdef0123456789abcdef\"";
+    static const char shape[] = "the header's isa is not {host, checks} "
+                                "with at most 64 probes";
+    static const char answer[] = "the header's isa.checks has a name longer "
+                                 "than 512 bytes or an answer that is not "
+                                 "a boolean";
+    char dir[64], rel[80], good[256], many[4096], bool1[256], extra[256];
+    const struct {
+        const char *isa, *why;
+    } cases[] = {
+        { good, NULL },
+        { "[]", shape },
+        { "{\"host\": \"ab\", \"checks\": {}}", shape },
+        { bool1, answer },
+        { extra, shape },
+        { many, shape },
+    };
+    size_t at, n;
+    unsigned char *a;
+    char *out;
+
+    snprintf(good, sizeof good, "{%s, \"checks\": {\"VecAVX2|-mavx2|ab\": "
+             "true, \"VecAVX512|-mavx512f|ab\": false}}", host);
+    snprintf(bool1, sizeof bool1, "{%s, \"checks\": {\"x\": 1}}", host);
+    snprintf(extra, sizeof extra, "{%s, \"checks\": {}, \"more\": 1}", host);
+    at = (size_t)snprintf(many, sizeof many, "{%s, \"checks\": {", host);
+    for (int i = 0; i < 65; i++)
+        at += (size_t)snprintf(many + at, sizeof many - at, "%s\"p%d\": true",
+                               i ? ", " : "", i);
+    snprintf(many + at, sizeof many - at, "}}");
+    new_store(dir, true);
+    artifact_rel(rel);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        a = artifact_with(good_files, 3, -1, cases[i].isa, &n);
+        put(dir, rel, a, n);
+        free(a);
+        out = run("check", dir, false);
+        if (cases[i].why == NULL) {
+            CHECK_CONTAINS(out, "status=0\n");
+        } else {
+            CHECK_CONTAINS(out, cases[i].why);
+            CHECK_CONTAINS(out, "\nstatus=1\n");
+        }
+        free(out);
+    }
+    cleanup(dir);
+}
+
 /* Symbolic links are named and never followed: a profile, the artifacts
  * directory, store.json itself. */
 CCOL_TEST(test_symlink)
@@ -747,6 +810,6 @@ CCOL_TEST_MAIN(CCOL_T(test_good_store), CCOL_T(test_truncated_profile),
                CCOL_T(test_altered_byte), CCOL_T(test_bad_id),
                CCOL_T(test_wrong_dynamic), CCOL_T(test_bad_entries),
                CCOL_T(test_bad_profile_header),
-               CCOL_T(test_artifact_unsafe_path),
+               CCOL_T(test_artifact_unsafe_path), CCOL_T(test_artifact_isa),
                CCOL_T(test_bad_header_length), CCOL_T(test_symlink),
                CCOL_T(test_unknown_files), CCOL_T(test_empty_store))

@@ -66,7 +66,7 @@ import time
 
 import ccol
 
-from . import _agree, _env
+from . import _agree, _env, _once_isa
 from . import _once_files as files_
 from ._hooks import Hook
 from ._log import log
@@ -148,7 +148,7 @@ def install(job, more=()):
     """compile_once on for this job: its hooks (HOOKS and `more`, the
     FX graph cache's from _once_fx.py) and its summary at exit."""
     job.once = Once(job)
-    job.hooks.install(HOOKS + tuple(more))
+    job.hooks.install(HOOKS + _once_isa.HOOKS + tuple(more))
     atexit.register(summary, job.once)
 
 
@@ -312,6 +312,7 @@ def from_store(once, graph, key, blob, lookup, send_it):
     t0 = time.monotonic_ns()
     try:
         art = files_.unpack(blob, key)
+        _once_isa.adopt(art.isa, "the job store")
         files_.write(art.files)
     except (files_.Corrupt, OSError) as e:
         _store_fallback(once, graph, key, f"{type(e).__name__}: {e}")
@@ -564,7 +565,8 @@ def send(once, key, graph, files=None, failure=None, compile_s=0.0):
     if files is not None:
         failure = _unfit(files)
         files = files if failure is None else None
-    blob = files_.pack(key, files, failure, compile_s)
+    blob = files_.pack(key, files, failure, compile_s,
+                       extra=_once_isa.header() if files else None)
     if once.fault == "corrupt" and files:
         once.fault = ""
         i = len(blob) - 1
@@ -625,6 +627,7 @@ def _take(once, key, graph, owner):
         art = files_.unpack(blob, key)
         if art.failure is not None:
             return None, art.failure, arrived
+        _once_isa.adopt(art.isa, f"rank {once.job.job_rank(owner)}")
         files_.write(art.files)
         return art, len(blob), arrived
     except (ccol.Error, files_.Corrupt, OSError) as e:

@@ -4,7 +4,9 @@ cache directory, packed for the wire, checked and written by the others.
 The message is MAGIC, version, header length, a JSON header, then the
 files' bytes. The header names the graph's cache key, each file with its
 length and SHA-256, the SHA-256 of all the bytes, and how long the owner's
-compile took (the receivers count it as time they saved). A failure
+compile took (the receivers count it as time they saved) and, once the
+owner has run them, its answers to Inductor's vector-instruction probes
+(_once_isa.py). A failure
 message carries only the key and why there are no files. Bytes from
 another rank are untrusted: anything that does not check out is Corrupt,
 and the receiver compiles for itself.
@@ -25,6 +27,8 @@ import stat
 import struct
 import tempfile
 
+from . import _once_isa
+
 MAGIC = b"CCOLONCE"
 VERSION = 1
 MAX_SHARE = 48 << 20   # larger artifacts are compiled by every rank
@@ -41,17 +45,21 @@ class Corrupt(Exception):
 
 class Artifact:
     """What the owner sent: failure (why there are no files, or None),
-    files [(relative path, bytes)] and compile_s (its compile's seconds)."""
+    files [(relative path, bytes)], compile_s (its compile's seconds) and
+    isa (its vector-instruction probe answers, _once_isa.checked(), or
+    None)."""
 
-    __slots__ = ("failure", "files", "compile_s")
+    __slots__ = ("failure", "files", "compile_s", "isa")
 
-    def __init__(self, failure, files, compile_s=0.0):
+    def __init__(self, failure, files, compile_s=0.0, isa=None):
         self.failure, self.files, self.compile_s = failure, files, compile_s
+        self.isa = isa
 
 
 def pack(key, files=None, failure=None, compile_s=0.0, extra=None):
     """The message for key; `extra` adds fields to the header (the job
-    store's versions, run and HMAC; docs/store.md)."""
+    store's versions, run and HMAC; docs/store.md; the owner's probe
+    answers, _once_isa.header())."""
     files = files or []
     body = b"".join(data for _, data in files)
     head = {"key": key, "failure": failure, "compile_s": float(compile_s),
@@ -115,7 +123,7 @@ def _contents(head, body, key):
         files.append((_safe(rel), data))
     if at != len(body):
         raise Corrupt(f"the files hold {at} bytes, the artifact {len(body)}")
-    return Artifact(None, files, spent)
+    return Artifact(None, files, spent, _once_isa.checked(head.get("isa")))
 
 
 def _safe(rel):

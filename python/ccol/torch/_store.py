@@ -27,7 +27,7 @@ import struct
 
 import ccol
 
-from . import _env
+from . import _env, _once_isa
 from . import _once_files as files_
 from ._log import log
 
@@ -300,10 +300,11 @@ class Store:
     def write_artifact(self, key, files, compile_s):
         """Keeps one compile's files in the store (the owner, once per
         graph); a failure is a WARNING, never the compile's."""
-        extra = dict(versions(), run=self.run)
+        isa = _once_isa.header()
         sha = hashlib.sha256(b"".join(d for _, d in files)).hexdigest()
-        extra["mac"] = self.mac(f"{sha}\n{key}".encode("utf-8",
-                                                      "surrogatepass"))
+        extra = dict(versions(), run=self.run, **isa)
+        extra["mac"] = self.mac(_artifact_signed(dict(isa, sha256=sha,
+                                                      key=key)))
         blob = files_.pack(key, files, None, compile_s, extra=extra)
         try:
             if not files_.write_file(self.artifact_path(key), blob,
@@ -337,8 +338,12 @@ def artifact_header(blob):
 
 
 def _artifact_signed(head):
-    return f"{head.get('sha256')}\n{head.get('key')}".encode(
-        "utf-8", "surrogatepass")
+    """What an artifact's MAC covers: its bytes' SHA-256, its key and the
+    probe answers it carries (_once_isa.py), where it has them."""
+    signed = f"{head.get('sha256')}\n{head.get('key')}"
+    if "isa" in head:
+        signed += "\n" + json.dumps(head["isa"], sort_keys=True)
+    return signed.encode("utf-8", "surrogatepass")
 
 
 def read_file(path, limit):

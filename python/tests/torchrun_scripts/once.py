@@ -87,6 +87,7 @@ def main():
     c.own_inductor_cache()
     import torch
     import ccol.torch
+    from ccol.torch import _once_isa
 
     torch.manual_seed(1234)
     d = 384 if args.ddp else 32
@@ -103,6 +104,7 @@ def main():
         grads = [p.grad for p in model.parameters()]
         c.emit("RESULT", out=digest(out, *grads), compile_s=compile_s,
                once=ccol.torch.compile_once_counts(),
+               isa=_once_isa.counts(),
                counters=c.cache_counters(), **c.ccol_state())
     except BaseException as e:
         c.report_error(e, t0)

@@ -79,6 +79,7 @@ def main():
         os.environ["CCOL_TORCH_JOB_DIR"] = other
     import torch
     import ccol.torch
+    from ccol.torch import _once_isa
 
     if args.autotune:  # GEMM autotuning, spread over the ranks
         import torch._inductor.config as ic
@@ -111,6 +112,7 @@ def main():
         c.emit("RESULT", out=h.hexdigest(), graphs=graphs,
                first_step_s=first_step_s, attempt=attempt,
                once=ccol.torch.compile_once_counts(),
+               isa=_once_isa.counts(),
                counters=c.cache_counters(), agreements=agreements(),
                **c.ccol_state())
     except BaseException as e:
