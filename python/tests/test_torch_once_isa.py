@@ -96,6 +96,21 @@ def test_the_fingerprint_names_the_compiler_and_torch(monkeypatch):
     assert _once_isa.fingerprint() != first
 
 
+def test_without_a_fingerprint_nothing_is_sent_or_taken(monkeypatch):
+    from torch._inductor import cpp_builder
+
+    def no_compiler():
+        raise RuntimeError("no C++ compiler")
+    monkeypatch.setattr(cpp_builder, "get_cpp_compiler", no_compiler)
+    check_build, calls = hooked()
+    check_build(FakeISA(), "code")
+    assert len(calls) == 1 and _once_isa.fingerprint() is None
+    assert _once_isa.header() == {}
+    name = _once_isa.probe_name(FakeISA("-mx"), "code")
+    assert _once_isa.adopt({"host": "ab" * 32, "checks": {name: True}},
+                           "rank 1") == 0
+
+
 GOOD = {"host": "ab" * 32, "checks": {"VecAVX2|-mavx2|00": True}}
 
 

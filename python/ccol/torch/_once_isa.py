@@ -83,18 +83,28 @@ def _compiler():
 
 def fingerprint():
     """What the probes' answers depend on, hashed: platform, CPU flags, the
-    compiler, torch's version and install, Inductor's ISA settings."""
+    compiler, torch's version and install, Inductor's ISA settings; None
+    where they cannot be told (no answer is then sent or taken)."""
     global _print
     if _print is None:
-        import torch
-        from torch._inductor import config
-        parts = [sys.platform, platform.machine(), _cpu_flags(),
-                 _compiler(), torch.__version__,
-                 os.path.dirname(os.path.realpath(torch.__file__)),
-                 repr(config.cpp.vec_isa_ok), repr(config.cpp.simdlen),
-                 os.environ.get("ATEN_CPU_CAPABILITY", "")]
-        _print = hashlib.sha256(json.dumps(parts).encode()).hexdigest()
-    return _print
+        try:
+            _print = _fingerprint()
+        except Exception as e:  # torch's compiler search, /proc, ...
+            log.debug("compile_once: no fingerprint of this host for the "
+                      "probe answers: %s: %s", type(e).__name__, e)
+            _print = ""
+    return _print or None
+
+
+def _fingerprint():
+    import torch
+    from torch._inductor import config
+    parts = [sys.platform, platform.machine(), _cpu_flags(), _compiler(),
+             torch.__version__,
+             os.path.dirname(os.path.realpath(torch.__file__)),
+             repr(config.cpp.vec_isa_ok), repr(config.cpp.simdlen),
+             os.environ.get("ATEN_CPU_CAPABILITY", "")]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
 
 def header():
@@ -102,8 +112,8 @@ def header():
     {} where no probe has run here yet."""
     with _lock:
         checks = dict(_known)
-    return {"isa": {"host": fingerprint(), "checks": checks}} if checks \
-        else {}
+    host = fingerprint() if checks else None
+    return {"isa": {"host": host, "checks": checks}} if host else {}
 
 
 def checked(isa):
@@ -130,7 +140,7 @@ def adopt(isa, sender):
     """Takes another rank's answers (a checked() field or None) when they
     were made on a host like this one; returns how many were new. The
     first answers taken, and the first refused, are said at INFO."""
-    if not isa:
+    if not isa or fingerprint() is None:
         return 0
     if isa["host"] != fingerprint():
         _say_once("other", "compile_once: %s's vector-instruction probe "
