@@ -273,10 +273,6 @@ class Store:
         return os.path.join(self.root, "artifacts",
                             artifact_id(key) + ".ccolonce")
 
-    def has_artifact(self, key):
-        """Whether a file for key is there (its checks come with reading)."""
-        return self.ok and os.path.isfile(self.artifact_path(key))
-
     def read_artifact(self, key):
         """The checked compile_once message for key (bytes), or None (a
         missing file; a bad one said at WARNING)."""
