@@ -148,18 +148,19 @@ def install(job, more=()):
     """compile_once on for this job: its hooks (HOOKS and `more`, the
     FX graph cache's from _once_fx.py) and its summary at exit."""
     job.once = Once(job)
-    job.hooks.install(HOOKS + _once_isa.HOOKS + tuple(more))
+    job.hooks.install(HOOKS + tuple(more))
     atexit.register(summary, job.once)
 
 
 # try_load and aot_stage2_compile are wrapped (the backward is compiled
-# with the forward by backward_with_forward, around each compile).
+# with the forward by backward_with_forward, around each compile); the
+# vector-instruction probes answer from what the owners sent.
 HOOKS = (
     Hook("torch._functorch._aot_autograd.autograd_cache", "try_load",
          _try_load_hook, owner="AOTAutogradCache"),
     Hook("torch._functorch.aot_autograd", "aot_stage2_compile",
          _stage2_hook),
-)
+) + _once_isa.HOOKS
 
 
 def backward_with_forward():
