@@ -140,9 +140,10 @@ def adopt(isa, sender):
     """Takes another rank's answers (a checked() field or None) when they
     were made on a host like this one; returns how many were new. The
     first answers taken, and the first refused, are said at INFO."""
-    if not isa or fingerprint() is None:
+    host = fingerprint()
+    if not isa or host is None:
         return 0
-    if isa["host"] != fingerprint():
+    if isa["host"] != host:
         _say_once("other", "compile_once: %s's vector-instruction probe "
                   "answers are for another kind of host (its CPU flags, C++ "
                   "compiler or torch differ); this rank runs its own", sender)
