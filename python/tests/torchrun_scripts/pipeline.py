@@ -286,6 +286,7 @@ def main():
     dist.init_process_group("gloo")
     try:
         run(args, dist, torch)
+        dist.barrier()  # every rank done before teardown (see domains.py)
     except BaseException as e:
         c.report_error(e, started)
         raise
