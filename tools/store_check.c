@@ -699,7 +699,6 @@ artifact_preamble(const unsigned char *data, size_t size, size_t *hlen,
     return 0;
 }
 
-/* Checks the header's fields but `files`' entries. */
 /* Checks the optional "isa" field, the owner's answers to Inductor's
  * vector-instruction probes: {host: 64 hex digits, checks: {name: bool}}
  * with at most STORE_MAX_PROBES names of at most STORE_MAX_PROBE_NAME
@@ -726,6 +725,7 @@ artifact_isa(const json_t *isa, store_result *r)
     return 0;
 }
 
+/* Checks the header's fields but `files`' entries. */
 static int
 artifact_fields(const json_t *h, store_result *r)
 {
