@@ -602,8 +602,36 @@ count_missing(const ccol__shm_link *l, int size)
     return missing;
 }
 
+/* Rank 0 left the segment on purpose (its own join gave up, or it
+ * failed): its line says so, where a killed rank 0 leaves it joined. */
+static bool
+creator_left(const ccol__shm_link *l)
+{
+    uint32_t state = atomic_load(&ctl_of(l, 0)->state);
+
+    return state == CCOL__RANK_DEPARTED || state == CCOL__RANK_FAILED;
+}
+
+/* The ranks still missing, named as the join's failure (and that rank 0
+ * gave up first, when it did). */
+static int
+missed(const ccol__shm_link *l, const ccol__link_cfg *cfg, bool creator_gone,
+       ccol__err *err)
+{
+    char where[192];
+
+    snprintf(where, sizeof where, "shm segment %s%s", l->path,
+             creator_gone ? " (its rank 0 gave up waiting first and left)"
+                          : "");
+    ccol__missed_join(err, &cfg->id, where, cfg->timeout_s, unclaimed, l);
+    return -1;
+}
+
 /* Waits until every rank joined. 1 when the segment must be reopened
- * (it was stale), 0 when all joined, < 0 on failure. */
+ * (it was stale), 0 when all joined, < 0 on failure. A segment whose
+ * rank 0 gave up and left (it started a little earlier, so its deadline
+ * comes first) is not stale: the ranks missing for it are missing for
+ * this rank too, and are named now. */
 static int
 await_all(ccol__shm_link *l, const ccol__link_cfg *cfg, int64_t deadline,
           ccol__err *err)
@@ -615,16 +643,11 @@ await_all(ccol__shm_link *l, const ccol__link_cfg *cfg, int64_t deadline,
             return 0;
         if (cfg->id.rank != 0 && ccol__now_ns() >= next_check) {
             if (seg_replaced(l))
-                return 1;
+                return creator_left(l) ? missed(l, cfg, true, err) : 1;
             next_check = ccol__now_ns() + 5000000;
         }
-        if (ccol__past(deadline)) {
-            char where[128];
-            snprintf(where, sizeof where, "shm segment %s", l->path);
-            ccol__missed_join(err, &cfg->id, where, cfg->timeout_s,
-                              unclaimed, l);
-            return -1;
-        }
+        if (ccol__past(deadline))
+            return missed(l, cfg, false, err);
         nap(pause);
         if (pause < 2000000)
             pause *= 2;

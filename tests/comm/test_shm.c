@@ -526,10 +526,11 @@ CCOL_TEST(rank_claimed_twice_is_refused)
 
 /* Forks a rank of `name` (deadline `secs`) that exits 0 once it joined
  * and passed a barrier with the others; else 2 when its error contains
- * `want` (NULL: never), 1 otherwise. */
+ * `want` (NULL: never), 1 otherwise. A failed rank leaves as a crash would
+ * (its communicator not destroyed) unless `destroy`. */
 static pid_t
-spawn_member_t(const char *name, int rank, int size, double secs,
-               const char *want)
+spawn_member_how(const char *name, int rank, int size, double secs,
+                 const char *want, bool destroy)
 {
     pid_t pid;
 
@@ -542,14 +543,24 @@ spawn_member_t(const char *name, int rank, int size, double secs,
         int ok = ccol_comm_create(&p, &c) == CCOL_OK &&
                  ccol_barrier(c) == CCOL_OK;
         const char *msg = ccol_comm_errmsg(c);
-        if (!ok && want != NULL && strstr(msg, want) != NULL)
+        if (!ok && want != NULL && strstr(msg, want) != NULL) {
+            if (destroy)
+                ccol_comm_destroy(c);
             _exit(2);
+        }
         if (!ok)
             fprintf(stderr, "rank %d: %s\n", rank, msg);
         ccol_comm_destroy(c);
         _exit(ok ? 0 : 1);
     }
     return pid;
+}
+
+static pid_t
+spawn_member_t(const char *name, int rank, int size, double secs,
+               const char *want)
+{
+    return spawn_member_how(name, rank, size, secs, want, false);
 }
 
 static pid_t
@@ -630,6 +641,29 @@ CCOL_TEST(rank_0_gone_before_the_job_formed_is_named)
     CHECK(exit_status(r0) == 2);
     CHECK(exit_status(r1) == 2);
     drop_segment(name); /* its rank 0 exited without destroying */
+}
+
+/* Rank 0 gives up first (its deadline comes first: it started a little
+ * earlier) and leaves as a failed join does, destroying its communicator,
+ * while rank 1 still waits: rank 1 names the rank both waited for at
+ * once. The name is gone and its creator too, as with a crashed job's
+ * segment, but a rank 0 that left says so in its line: nothing new will
+ * come, so looking for a new segment would only end in "none to join". */
+CCOL_TEST(rank_0_giving_up_first_names_the_missing_rank)
+{
+    char name[64];
+    pid_t r0, r1;
+
+    snprintf(name, sizeof name, "gaveup0-%d", (int)getpid());
+    r0 = spawn_member_how(name, 0, 3, 0.5, "missing: 2", true);
+    wait_for_segment(name);
+    r1 = spawn_member_how(name, 1, 3, 3,
+                          "gave up waiting first and left): ranks did not "
+                          "join within 3 s; missing: 2",
+                          true);
+    CHECK(exit_status(r0) == 2);
+    CHECK(exit_status(r1) == 2);
+    CHECK(!seg_exists(name)); /* rank 0 removed it as it left */
 }
 
 /* Bytes of memory a job's segment holds (its allocated blocks). */
@@ -1160,6 +1194,7 @@ CCOL_TEST_MAIN(CCOL_T(environment_selects_shm),
                CCOL_T(rank_restarted_while_joining_takes_its_line_back),
                CCOL_T(rank_killed_while_joining_is_named_at_the_deadline),
                CCOL_T(rank_0_gone_before_the_job_formed_is_named),
+               CCOL_T(rank_0_giving_up_first_names_the_missing_rank),
                CCOL_T(failed_create_leaves_no_name),
                CCOL_T(segment_memory_grows_with_the_ranks_that_join),
                CCOL_T(tree_fallback_names_what_the_slots_saw),
