@@ -47,8 +47,67 @@ def _timeout_mult():
 _SCALE = _timeout_mult()
 
 
+# Test ports come from a block this process holds alone, below the
+# kernel's ephemeral range: a port the kernel picks (bind to port 0) can be
+# taken, before the test's rank 0 listens on it, by another test process's
+# outgoing connection or by its own pick (pytest workers, ctest's jobs).
+# Blocks are claimed with flock on a file per block, released when the
+# process exits; the C harness claims from the same files.
+_PORT_LOW, _PORT_BLOCK = 20000, 500
+_ports = {"pid": None, "fd": None, "base": 0, "next": 0}
+
+
+def _ephemeral_low():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _claim_block():
+    """Locks a free block of ports for this process: (fd, first port), or
+    None when every block is held (the kernel's choice then)."""
+    import fcntl
+    import tempfile
+    nblocks = (min(_ephemeral_low(), 32768) - _PORT_LOW) // _PORT_BLOCK
+    where = os.path.join(tempfile.gettempdir(),
+                         f"ccol-test-ports-{os.getuid()}")
+    os.makedirs(where, mode=0o700, exist_ok=True)
+    for b in range(max(nblocks, 0)):
+        fd = os.open(os.path.join(where, f"block-{b}"),
+                     os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd, _PORT_LOW + b * _PORT_BLOCK
+        except OSError:
+            os.close(fd)
+    return None
+
+
+def _bindable(port):
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
 def free_port():
-    """A port nothing listens on now (the kernel's choice)."""
+    """A port nothing listens on now, from this process's block (in turn,
+    from a point of its own, so a port just used rests a while)."""
+    if _ports["pid"] != os.getpid():
+        got = _claim_block()
+        _ports.update(pid=os.getpid(), fd=got and got[0],
+                      base=got[1] if got else 0, next=os.getpid())
+    if _ports["fd"] is not None:
+        for _ in range(_PORT_BLOCK):
+            port = _ports["base"] + _ports["next"] % _PORT_BLOCK
+            _ports["next"] += 1
+            if _bindable(port):
+                return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

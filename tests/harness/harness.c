@@ -6,16 +6,13 @@
 #endif
 #include "harness.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -108,25 +105,6 @@ ccol_test_shared(size_t size)
         abort();
     }
     return p;
-}
-
-int
-ccol_test_free_port(void)
-{
-    struct sockaddr_in a = { 0 };
-    socklen_t len = sizeof a;
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-        perror("free port");
-        abort();
-    }
-    port = ntohs(a.sin_port);
-    close(fd);
-    return port;
 }
 
 /* Waits for child `pid` until `deadline`; kills it on expiry. Returns the

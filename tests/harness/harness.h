@@ -143,7 +143,8 @@ void ccol_test_params(const ccol_test_job *job, int rank,
  * Allocate before ccol_test_ranks(); freed at process exit. */
 void *ccol_test_shared(size_t size);
 
-/* A free TCP port on 127.0.0.1. */
+/* A free TCP port on 127.0.0.1, from a block of ports this process holds
+ * alone (ports.c). */
 int ccol_test_free_port(void);
 
 /* Seconds since an arbitrary start, monotonic. */

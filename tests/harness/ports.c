@@ -1,0 +1,121 @@
+/*
+ * ports.c - free TCP ports for tests, from a block this process holds
+ * alone.
+ *
+ * A port the kernel picks (bind to port 0) lies in its ephemeral range, and
+ * between the pick and the test's rank 0 listening on it another test
+ * process's outgoing connection, or its own pick, can take it (ctest runs
+ * test programs side by side, pytest has workers). Test ports therefore
+ * come from blocks below that range: a process claims a block with flock()
+ * on a file per block (released when it exits, so a killed test frees its
+ * block) and hands its ports out in turn from a point of its own, so a
+ * port just used rests a while. The Python suite's conftest.py claims from
+ * the same files. When every block is held the kernel picks.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PORT_LOW   20000
+#define PORT_BLOCK 500
+
+static pid_t owner;   /* the process that claimed `base` */
+static int base = -1; /* first port of its block, -1: none */
+static unsigned next; /* the next port's offset, modulo PORT_BLOCK */
+
+/* The first port of the kernel's ephemeral range. */
+static int
+ephemeral_low(void)
+{
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    int low = 32768;
+
+    if (f != NULL) {
+        if (fscanf(f, "%d", &low) != 1)
+            low = 32768;
+        fclose(f);
+    }
+    return low < 32768 ? low : 32768;
+}
+
+/* Locks the first free block: its first port, or -1. The descriptor is
+ * kept open (and its lock held) until the process exits. */
+static int
+claim_block(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    char dir[512], path[600];
+    int nblocks = (ephemeral_low() - PORT_LOW) / PORT_BLOCK;
+
+    snprintf(dir, sizeof dir, "%s/ccol-test-ports-%d",
+             tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp", (int)getuid());
+    mkdir(dir, 0700);
+    for (int b = 0; b < nblocks; b++) {
+        int fd;
+
+        snprintf(path, sizeof path, "%s/block-%d", dir, b);
+        fd = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+        if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0)
+            return PORT_LOW + b * PORT_BLOCK;
+        if (fd >= 0)
+            close(fd);
+    }
+    return -1;
+}
+
+/* Binds 127.0.0.1:port (0: the kernel's choice) as a listener would; the
+ * port bound, or -1. */
+static int
+try_bind(int port)
+{
+    struct sockaddr_in a = { 0 };
+    socklen_t len = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1, got;
+
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
+    if (fd < 0)
+        return -1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    got = bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+                  getsockname(fd, (struct sockaddr *)&a, &len) == 0
+              ? ntohs(a.sin_port)
+              : -1;
+    close(fd);
+    return got;
+}
+
+int
+ccol_test_free_port(void)
+{
+    int port;
+
+    if (owner != getpid()) {
+        owner = getpid();
+        base = claim_block();
+        next = (unsigned)owner;
+    }
+    for (int i = 0; base >= 0 && i < PORT_BLOCK; i++) {
+        port = base + (int)(next++ % PORT_BLOCK);
+        if (try_bind(port) == port)
+            return port;
+    }
+    port = try_bind(0);
+    if (port < 0) {
+        perror("free port");
+        abort();
+    }
+    return port;
+}
