@@ -54,7 +54,7 @@ _SCALE = _timeout_mult()
 # Blocks are claimed with flock on a file per block, released when the
 # process exits; the C harness claims from the same files.
 _PORT_LOW, _PORT_BLOCK = 20000, 500
-_ports = {"pid": None, "fd": None, "base": 0, "next": 0}
+_ports = {"pid": None, "base": None, "next": 0}
 
 
 def _ephemeral_low():
@@ -66,8 +66,9 @@ def _ephemeral_low():
 
 
 def _claim_block():
-    """Locks a free block of ports for this process: (fd, first port), or
-    None when every block is held (the kernel's choice then)."""
+    """Locks a free block of ports for this process: its first port, or
+    None when every block is held (the kernel's choice then). The lock's
+    descriptor stays open, and the block held, until the process exits."""
     import fcntl
     import tempfile
     nblocks = (min(_ephemeral_low(), 32768) - _PORT_LOW) // _PORT_BLOCK
@@ -79,7 +80,7 @@ def _claim_block():
                      os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fd, _PORT_LOW + b * _PORT_BLOCK
+            return _PORT_LOW + b * _PORT_BLOCK
         except OSError:
             os.close(fd)
     return None
@@ -99,10 +100,9 @@ def free_port():
     """A port nothing listens on now, from this process's block (in turn,
     from a point of its own, so a port just used rests a while)."""
     if _ports["pid"] != os.getpid():
-        got = _claim_block()
-        _ports.update(pid=os.getpid(), fd=got and got[0],
-                      base=got[1] if got else 0, next=os.getpid())
-    if _ports["fd"] is not None:
+        _ports.update(pid=os.getpid(), base=_claim_block(),
+                      next=os.getpid())
+    if _ports["base"] is not None:
         for _ in range(_PORT_BLOCK):
             port = _ports["base"] + _ports["next"] % _PORT_BLOCK
             _ports["next"] += 1

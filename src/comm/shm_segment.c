@@ -615,14 +615,14 @@ creator_left(const ccol__shm_link *l)
 /* The ranks still missing, named as the join's failure (and that rank 0
  * gave up first, when it did). */
 static int
-missed(const ccol__shm_link *l, const ccol__link_cfg *cfg, bool creator_gone,
+missed(const ccol__shm_link *l, const ccol__link_cfg *cfg, bool rank0_left,
        ccol__err *err)
 {
     char where[192];
 
     snprintf(where, sizeof where, "shm segment %s%s", l->path,
-             creator_gone ? " (its rank 0 gave up waiting first and left)"
-                          : "");
+             rank0_left ? " (its rank 0 gave up waiting first and left)"
+                        : "");
     ccol__missed_join(err, &cfg->id, where, cfg->timeout_s, unclaimed, l);
     return -1;
 }
