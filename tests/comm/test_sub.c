@@ -271,7 +271,11 @@ CCOL_TEST(a_member_that_never_comes_is_named)
 }
 
 /* A member killed after the sub formed: the others' next operation on
- * the sub fails naming it (its job rank), not the parent. */
+ * the sub fails naming it (its job rank), not the parent. Every rank first
+ * meets in a barrier of the job: over shm, rank 0 (outside the sub) could
+ * otherwise still be polling the join when rank 3 has joined, formed the
+ * sub and died, and would then take rank 3 for a rank killed while joining
+ * and wait for its restart until the deadline. */
 static void
 killed_body(ccol_comm *c, int rank, void *arg)
 {
@@ -279,6 +283,7 @@ killed_body(ccol_comm *c, int rank, void *arg)
     board *b = arg;
     ccol_comm *s = NULL;
 
+    CHECK_OK(ccol_barrier(c), c);
     if (rank == 0) {
         b->done[rank] = 1; /* outside the sub: nothing to do with it */
         return;
