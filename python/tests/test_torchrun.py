@@ -435,6 +435,21 @@ def test_failing_rank_is_named_on_every_survivor(tmp_path, case, kinds,
         check_failed_job(job, 1, world, kinds, max_elapsed)
 
 
+@pytest.mark.timeout(120)
+def test_ranks_ending_during_the_background_join_keep_their_status(tmp_path):
+    """Rank 0 raises right after init_process_group and rank 1 ends a
+    second later, both while ccol.torch's background join still calls the
+    store: rank 0 exits 1, rank 1 exits 0, and neither aborts (a thread
+    left in a store call at exit would end the process with SIGABRT)."""
+    with run_job(tmp_path, "early_exit.py", nproc=2, monitor=FAIL_MONITOR_S,
+                 CCOL_TORCH=1, CCOL_TIMEOUT=30) as job:
+        job.finish(expect_ok=False)
+        out = job.output
+        assert "terminate called" not in out, tail(out)
+        assert summary_exitcodes(out) == {0: 1}, tail(out)
+        assert job.event("FINALLY", 1) is not None, tail(out)
+
+
 # ---- 3. Ctrl-C on one rank -------------------------------------------------
 
 @pytest.mark.timeout(120)

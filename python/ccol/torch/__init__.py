@@ -14,6 +14,8 @@ One file per concern:
   across hosts;
 - ``_live.py``: heartbeats, so a busy rank is waited for and a dead or
   stopped one is named within seconds;
+- ``_exit.py``: the store calls of ccol.torch's threads, ended before the
+  interpreter finalizes (so a rank that exits mid-call exits cleanly);
 - ``_hooks.py``: every hook ccol.torch places in torch, declared as data,
   placed (now or at its module's import) and restored by one registry;
 - ``_compile.py``: the compiler collective's hooks;
@@ -52,7 +54,7 @@ import threading
 
 import ccol
 
-from . import _env
+from . import _env, _exit  # noqa: F401 - _exit's atexit, placed first
 from ._codec import decode_state, encode_state
 from ._compile import frame_name
 from ._log import log

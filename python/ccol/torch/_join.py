@@ -41,7 +41,7 @@ from datetime import timedelta
 
 import ccol
 
-from . import _env, _secret
+from . import _env, _exit, _secret
 from ._errors import peer_error, timeout_error
 from ._log import log
 
@@ -84,9 +84,9 @@ def _agent_store(timeout):
     if not addr or not port:
         return None
     from torch.distributed import TCPStore
-    store = TCPStore(addr, int(port), is_master=False,
-                     timeout=timedelta(seconds=timeout),
-                     wait_for_workers=False)
+    store = _exit.call(TCPStore, addr, int(port), is_master=False,
+                       timeout=timedelta(seconds=timeout),
+                       wait_for_workers=False)
     run = os.environ.get("TORCHELASTIC_RUN_ID", "none")
     attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
     return store, f"ccol/{run}/{attempt}", f"torchrun's store at {addr}:{port}"
@@ -199,7 +199,9 @@ def _plan(store, p, size):
 def join_store(store, prefix, where, rank, size, timeout):
     """Meets the other ranks in `store` under `prefix` and returns the
     Joined job. A rank interrupted here (Ctrl-C) says so in the store, and
-    the others, still waiting, raise a ccol.PeerError naming it."""
+    the others, still waiting, raise a ccol.PeerError naming it. Every
+    later call to the store goes through _exit.Guarded."""
+    store = _exit.guarded(store)
     try:
         return _meet(store, prefix, where, rank, size, timeout)
     except KeyboardInterrupt:
