@@ -14,12 +14,15 @@ import threading
 
 import pytest
 
+import ccol
 from ccol.torch import _exit
 
 torch = pytest.importorskip("torch")
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PYTHON_DIR = os.path.join(HERE, "..")
+# the child imports the ccol this process imported (built in place, or
+# installed)
+CCOL_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(
+    ccol.__file__)))
 
 _CHILD = r"""
 import datetime, sys, threading, time
@@ -47,7 +50,7 @@ sys.exit(3)
 
 
 def _run_child(mode):
-    env = dict(os.environ, PYTHONPATH=PYTHON_DIR + os.pathsep +
+    env = dict(os.environ, PYTHONPATH=CCOL_PARENT + os.pathsep +
                os.environ.get("PYTHONPATH", ""))
     return subprocess.run([sys.executable, "-c", _CHILD, mode], env=env,
                           capture_output=True, text=True, timeout=120)
