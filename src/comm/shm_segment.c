@@ -41,8 +41,9 @@
 #include <unistd.h>
 
 #define SEG_MAGIC 0x4D485343u /* "CSHM" */
-#define SEG_VERSION 5u /* 3: slots carry whole labels, 4: a checksum,
-                           5: the checksum covers the sequence number */
+#define SEG_VERSION 6u /* 3: slots carry whole labels, 4: a checksum,
+                           5: the checksum covers the sequence number,
+                           6: the header says when the job formed */
 
 typedef struct seg_hdr {
     _Atomic uint32_t magic;  /* SEG_MAGIC once the segment is ready */
@@ -53,7 +54,10 @@ typedef struct seg_hdr {
     uint32_t fanout;
     uint64_t token;          /* job token digest */
     _Atomic int32_t creator; /* pid of rank 0 */
+    _Atomic uint32_t formed; /* 1 once a rank saw every rank joined */
 } seg_hdr;
+
+_Static_assert(sizeof(seg_hdr) <= CCOL__LINE, "the header is line 0");
 
 
 /* ---- layout ---- */
@@ -627,6 +631,28 @@ missed(const ccol__shm_link *l, const ccol__link_cfg *cfg, bool rank0_left,
     return -1;
 }
 
+/* Has the job formed? The first rank to see every rank joined and alive
+ * says so in the header. A rank that looks later (rank 0 polling late)
+ * may find one of them already dead: it died in the job, not while
+ * joining, so this rank joins too and the job's first operation names it
+ * (a PEER error at once, where waiting for a restart of a rank that
+ * never comes back would end in a TIMEOUT at the deadline). The mark
+ * counts only while rank 0 lives: a crashed job's segment says it formed
+ * too, and is stale (await_all). Without it, every line is looked at as
+ * before (a rank 0 that already ended the job counts as joined). */
+static bool
+formed(const ccol__shm_link *l, int size)
+{
+    seg_hdr *h = hdr_of(l);
+
+    if (atomic_load(&h->formed) && pid_alive(atomic_load(&h->creator)))
+        return true;
+    if (count_missing(l, size) != 0)
+        return false;
+    atomic_store(&h->formed, 1u);
+    return true;
+}
+
 /* Waits until every rank joined. 1 when the segment must be reopened
  * (it was stale), 0 when all joined, < 0 on failure. A segment whose
  * rank 0 gave up and left (it started a little earlier, so its deadline
@@ -639,7 +665,7 @@ await_all(ccol__shm_link *l, const ccol__link_cfg *cfg, int64_t deadline,
     int64_t pause = 100000, next_check = ccol__now_ns() + 5000000;
 
     for (;;) {
-        if (count_missing(l, cfg->id.size) == 0)
+        if (formed(l, cfg->id.size))
             return 0;
         if (cfg->id.rank != 0 && ccol__now_ns() >= next_check) {
             if (seg_replaced(l))

@@ -15,10 +15,12 @@
 #include "outcome.h"
 
 #include "comm/shm.h"
+#include "comm/slots.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -666,6 +668,114 @@ CCOL_TEST(rank_0_giving_up_first_names_the_missing_rank)
     CHECK(!seg_exists(name)); /* rank 0 removed it as it left */
 }
 
+/* Waits (up to 10 s) until rank r's control line in the segment `name`
+ * says joined; false if it never does. The line is line 1 + r of the
+ * segment, its first word the state. */
+static bool
+wait_for_line(const char *name, int r)
+{
+    char path[96];
+    double end = ccol_test_now() + 10;
+    bool joined = false;
+
+    ccol__shm_path(name, path, sizeof path);
+    while (!joined && ccol_test_now() < end) {
+        int fd = shm_open(path, O_RDONLY, 0);
+        size_t len = (size_t)CCOL__LINE * (size_t)(2 + r);
+        void *map = MAP_FAILED;
+        struct stat sb;
+        if (fd >= 0 && fstat(fd, &sb) == 0 && (size_t)sb.st_size >= len)
+            map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+        if (map != MAP_FAILED) {
+            const _Atomic uint32_t *state = (const _Atomic uint32_t *)
+                (const void *)((const char *)map + CCOL__LINE * (1 + r));
+            joined = atomic_load(state) == CCOL__RANK_JOINED;
+            munmap(map, len);
+        }
+        if (fd >= 0)
+            close(fd);
+        if (!joined)
+            usleep(1000);
+    }
+    return joined;
+}
+
+/* Forks a rank of `name` that joins (deadline `secs`) and exits at once,
+ * as a crash would: 0 when it joined, 1 when it did not. */
+static pid_t
+spawn_joins_and_dies(const char *name, int rank, int size, double secs)
+{
+    pid_t pid;
+
+    fflush(stdout);
+    fflush(stderr);
+    pid = fork();
+    if (pid == 0) {
+        ccol_comm_params p = shm_params(name, rank, size, secs);
+        ccol_comm *c = NULL;
+        if (ccol_comm_create(&p, &c) != CCOL_OK) {
+            fprintf(stderr, "rank %d: %s\n", rank, ccol_comm_errmsg(c));
+            _exit(1);
+        }
+        _exit(0);
+    }
+    return pid;
+}
+
+/* Forks a rank of `name` that joins and passes a barrier (deadline
+ * `secs`): 2 when either fails with status `want` and a message naming
+ * `named`, 0 when both pass, 1 otherwise. */
+static pid_t
+spawn_expecting(const char *name, int rank, int size, double secs,
+                ccol_status want, const char *named)
+{
+    pid_t pid;
+
+    fflush(stdout);
+    fflush(stderr);
+    pid = fork();
+    if (pid == 0) {
+        ccol_comm_params p = shm_params(name, rank, size, secs);
+        ccol_comm *c = NULL;
+        ccol_status st = ccol_comm_create(&p, &c);
+        if (st == CCOL_OK)
+            st = ccol_barrier(c);
+        if (st == CCOL_OK)
+            _exit(0);
+        if (st == want && strstr(ccol_comm_errmsg(c), named) != NULL)
+            _exit(2);
+        fprintf(stderr, "rank %d: %s\n", rank, ccol_comm_errmsg(c));
+        _exit(1);
+    }
+    return pid;
+}
+
+/* Rank 0 is held (SIGSTOP) between creating the segment and seeing the
+ * others join; ranks 1 and 2 join, the job forms, and rank 2 dies at
+ * once. Rank 0, let go, finds rank 2 joined with a dead pid, which alone
+ * looks like a rank killed while joining (waited for, to be taken over by
+ * its restart). The job formed, so rank 0 joins and names rank 2 as a
+ * dead peer at its first operation, not at its 20 s deadline as missing
+ * from the join. */
+CCOL_TEST(a_rank_dead_after_the_job_formed_is_a_peer_to_a_late_rank_0)
+{
+    char name[64];
+    pid_t r0, r1, r2;
+
+    snprintf(name, sizeof name, "late0-%d", (int)getpid());
+    r0 = spawn_expecting(name, 0, 3, 20, CCOL_ERR_PEER, "rank 2");
+    wait_for_segment(name);
+    CHECK(wait_for_line(name, 0));
+    kill(r0, SIGSTOP);
+    r1 = spawn_expecting(name, 1, 3, 20, CCOL_ERR_PEER, "rank 2");
+    r2 = spawn_joins_and_dies(name, 2, 3, 20);
+    CHECK(exit_status(r2) == 0);
+    kill(r0, SIGCONT);
+    CHECK(exit_status(r0) == 2);
+    CHECK(exit_status(r1) == 2);
+    drop_segment(name); /* no-op when rank 0 removed it */
+}
+
 /* Bytes of memory a job's segment holds (its allocated blocks). */
 static long long
 seg_memory(const char *name)
@@ -1195,6 +1305,7 @@ CCOL_TEST_MAIN(CCOL_T(environment_selects_shm),
                CCOL_T(rank_killed_while_joining_is_named_at_the_deadline),
                CCOL_T(rank_0_gone_before_the_job_formed_is_named),
                CCOL_T(rank_0_giving_up_first_names_the_missing_rank),
+               CCOL_T(a_rank_dead_after_the_job_formed_is_a_peer_to_a_late_rank_0),
                CCOL_T(failed_create_leaves_no_name),
                CCOL_T(segment_memory_grows_with_the_ranks_that_join),
                CCOL_T(tree_fallback_names_what_the_slots_saw),

@@ -104,7 +104,7 @@ SLOT_CAP, LABEL_MAX, SLOT_BIG = 1024, 512, 1
 
 def sealed_slot(op, payload=b"", label=b"", flags=0, length=None, arg=0,
                 seq=3):
-    """A whole slot image (src/comm/slots.h, segment version 5) published as
+    """A whole slot image (src/comm/slots.h, segment version 5 on) published as
     operation seq, sealed as its writer does: CRC-32C of bytes 0-31 (seq,
     little-endian as in the word, then arg, started, op, flags, len) and
     the payload (the label is not covered), stored at byte 32."""
