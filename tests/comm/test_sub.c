@@ -272,10 +272,10 @@ CCOL_TEST(a_member_that_never_comes_is_named)
 
 /* A member killed after the sub formed: the others' next operation on
  * the sub fails naming it (its job rank), not the parent. Every rank first
- * meets in a barrier of the job: over shm, rank 0 (outside the sub) could
- * otherwise still be polling the join when rank 3 has joined, formed the
- * sub and died, and would then take rank 3 for a rank killed while joining
- * and wait for its restart until the deadline. */
+ * meets in a barrier of the job, so no rank is still polling the job's
+ * join when rank 3 dies (a late rank 0 once took it for a rank killed
+ * while joining; the segment's formed mark, shm_segment.c, now covers
+ * that, and test_shm tests it). */
 static void
 killed_body(ccol_comm *c, int rank, void *arg)
 {
