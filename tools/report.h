@@ -163,6 +163,8 @@ typedef struct tool_rep_rank {
     char *landed_at;      /* malloc'd the frame it landed in, or NULL */
     char *failed_coll;    /* malloc'd the collective that failed in the
                            * event just before, or NULL */
+    char *waiting;        /* malloc'd the wait of the latest event when it
+                           * is a "wait" (unfinished so far), or NULL */
     char last_event[72];  /* name of the latest event (by wall clock) */
     int64_t pid;          /* process id of the first line (0: none) */
     int64_t other_pid;    /* another process id seen in the file, or 0 */
@@ -355,7 +357,8 @@ uint64_t tool_report_agrees_unlisted(const tool_report *r);
 
 /* A word for how rank i's trace ended: "ok" (closed), "running" (no close
  * event; none of the ranks wrote one, or the job is still going),
- * "stopped" (others closed, this one did not), "died" (ends inside a
+ * "stopped" (others closed, this one did not), "waiting" (no close, and
+ * the last event is a wait's progress line), "died" (ends inside a
  * line), "failed" (error events), "missing" (no events). */
 const char *tool_report_status(const tool_report *r, size_t i);
 /* The word for a compile's state (0 open, 1 ok, 2 failed). */

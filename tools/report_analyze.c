@@ -427,6 +427,18 @@ check_interrupts(tool_report *r)
     groups_free(&g);
 }
 
+/* Ranks whose trace ends inside a wait (a job that hung, or was killed
+ * while it waited): what each waited for, as its last progress line said. */
+static void
+check_waits(tool_report *r)
+{
+    for (size_t i = 0; i < r->nranks; i++)
+        if (r->ranks[i].waiting != NULL && !r->ranks[i].closed)
+            tool_strs_add(&r->warnings,
+                          "rank %zu's trace ends in an unfinished wait: %s",
+                          i, r->ranks[i].waiting);
+}
+
 /* Ranks that died, failed, or stopped before the others. */
 static void
 check_stops(tool_report *r)
@@ -480,6 +492,7 @@ tool_report_analyze(tool_report *r)
     check_decisions(r);
     check_sequences(r);
     check_interrupts(r);
+    check_waits(r);
     check_stops(r);
     tool_report_check_once(r);
     tool_report_common(r);
@@ -951,6 +964,8 @@ tool_report_status(const tool_report *r, size_t i)
         return "interrupted";
     if (r->ranks[i].closed)
         return "ok";
+    if (r->ranks[i].waiting != NULL)
+        return "waiting";
     for (size_t k = 0; k < r->nranks; k++)
         any_closed |= r->ranks[k].closed;
     return any_closed ? "stopped" : "running";

@@ -212,6 +212,7 @@ rank_slot(tool_report *r, int rank)
 }
 
 static bool opt_str(line *l, const char *key, const char **out);
+static char *dup_cut(const char *s, size_t max);
 static void failed_coll(line *l, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
@@ -534,6 +535,28 @@ failed_coll(line *l, const char *fmt, ...)
     va_end(ap);
     free(l->rk->failed_coll);
     l->rk->failed_coll = s;
+}
+
+/* A wait that went on past its first progress line: "in guard collective
+ * at f (a.py:3): rank 0 is running (not compiling), waited 40 s of 1800 s"
+ * (what its `awaited` says). A trace whose last event is one ends in an
+ * unfinished wait. */
+static void
+on_wait(line *l)
+{
+    const char *what = str_field(l, "what", true);
+    const char *awaited = str_field(l, "awaited", true);
+    int64_t waited;
+    char *s = NULL;
+
+    if (what == NULL || awaited == NULL ||
+        !int_field(l, "waited_s", true, &waited))
+        return;
+    if (waited < 0 || asprintf(&s, "%s: %s", what, awaited) < 0)
+        s = NULL;
+    free(l->rk->waiting);
+    l->rk->waiting = s != NULL ? dup_cut(s, 600) : NULL;
+    free(s);
 }
 
 /* Is an error event an interrupt (Ctrl-C)? Its code says so. */
@@ -1022,6 +1045,7 @@ static const struct {
     { "collective", on_collective },
     { "agree", on_agree },
     { "once", on_once },
+    { "wait", on_wait },
 };
 
 /* Folds one checked line into its rank. Other events (open, observe,
@@ -1036,6 +1060,11 @@ dispatch(line *l)
     if (strcmp(e, "error") != 0) {
         free(l->rk->failed_coll);
         l->rk->failed_coll = NULL;
+    }
+    /* A wait is unfinished until the rank writes anything else. */
+    if (strcmp(e, "wait") != 0) {
+        free(l->rk->waiting);
+        l->rk->waiting = NULL;
     }
 
     for (size_t i = 0; i < sizeof handlers / sizeof handlers[0]; i++)
@@ -1299,6 +1328,7 @@ free_rank(tool_rep_rank *rk)
     free(rk->landed_what);
     free(rk->landed_at);
     free(rk->failed_coll);
+    free(rk->waiting);
     free(rk->recompile_frame);
     free(rk->recompile_reason);
     tool_strs_free(&rk->seq);

@@ -240,6 +240,29 @@ test_alone_guard() {
         ok alone_guard
 }
 
+# A job that hung in a guard collective: rank 1's trace ends in a wait
+# (its progress lines), rank 0's in its own code; a wait that ended (any
+# event after it) is not reported.
+test_unfinished_wait() {
+    local d=$TMP/wait r
+    local what='in guard collective at train (/home/u/proj/train.py:40)'
+    mkdir -p "$d"
+    for r in 0 1; do
+        ev "$d" $r '"event":"open","mode":"lockstep"'
+        begin "$d" $r "$F" 1
+        ev "$d" $r "\"event\":\"compile_end\",\"frame\":\"$F\",\"index\":1,\"ok\":true"
+    done
+    ev "$d" 0 "\"event\":\"wait\",\"what\":\"$what\",\"awaited\":\"rank 1 is compiling g\",\"waited_s\":10"
+    ev "$d" 0 '"event":"guard","frame":"train (/home/u/proj/train.py:40)","hit":true,"all_hit":true,"collective":true,"dur_ns":1000,"ok":true'
+    ev "$d" 1 "\"event\":\"wait\",\"what\":\"$what\",\"awaited\":\"rank 0 is running (not compiling), in torch.distributed waiting on rank 1, waited 20 s of 1800 s\",\"waited_s\":20"
+    ev "$d" 1 "\"event\":\"wait\",\"what\":\"$what\",\"awaited\":\"rank 0 is running (not compiling), in torch.distributed waiting on rank 1, waited 40 s of 1800 s\",\"waited_s\":40"
+    report "$d" --text
+    has unfinished_wait "$OUT" "WARNING: rank 1's trace ends in an unfinished wait: in guard collective at train (train.py:40): rank 0 is running (not compiling), in torch.distributed waiting on rank 1, waited 40 s of 1800 s" &&
+        hasnt unfinished_wait "$OUT" "rank 0's trace ends in an unfinished wait" &&
+        has unfinished_wait "$(grep -E '^ +1 ' <<<"$OUT")" " waiting" &&
+        ok unfinished_wait
+}
+
 test_frames_text
 test_paths_text
 test_reasons_text
@@ -250,6 +273,7 @@ test_interrupt_compile
 test_interrupt_elsewhere
 test_no_user_field
 test_alone_guard
+test_unfinished_wait
 
 echo "test_report_torch: $PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]
