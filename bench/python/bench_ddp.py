@@ -5,15 +5,23 @@ A small GPT-style model (2 blocks, d=64, vocab 128) under DDP over gloo,
 torch.compile'd (backend aot_eager by default, --backend inductor), trained
 for a few steps where the sequence length of rank r changes at step 2+3r:
 every rank sees a new length at a different step. Each job is started with
-`python -m torch.distributed.run --nproc_per_node N` in three modes,
+`python -m torch.distributed.run --nproc_per_node N` in four modes,
 interleaved, --repeats times:
 
   off     no ccol: each rank recompiles alone at its own step, and the
           others wait for it in DDP's all-reduce;
-  enable  the script calls ccol.torch.enable() (guard + compiler
-          collectives): every rank recompiles at step 2, together, with
-          the length dynamic, and never again;
-  env     the same through CCOL_TORCH=1 (the script unchanged).
+  enable  the script calls ccol.torch.enable() (the compiler collective,
+          the waiting rule): the length is dynamic after the first
+          recompile on each rank, and never recompiles again;
+  env     the same through CCOL_TORCH=1 (the script unchanged);
+  lockstep  CCOL_TORCH=1 with CCOL_TORCH_GUARDS=1: the guard collective,
+          every compiled call waits for every rank.
+
+In enable and env a cache hit never waits (docs/torch.md, "What waits for
+what"): a rank whose length changes recompiles without waiting for the
+others, which made that call and hit; they recompile to catch up at their
+next call, with the same decisions. In lockstep every rank recompiles at
+the step where the first rank's length changes, together.
 
 Per mode, medians over the repeats of each job's median over ranks:
 compiles per rank and the steps where they happened, compile seconds
@@ -60,7 +68,9 @@ import time
 
 HERE = os.path.abspath(__file__)
 ROOT = os.path.join(os.path.dirname(HERE), "..", "..")
-MODES = ("off", "enable", "env")
+MODES = ("off", "enable", "env", "lockstep")
+MODE_ENV = {"off": {}, "enable": {}, "env": {"CCOL_TORCH": "1"},
+            "lockstep": {"CCOL_TORCH": "1", "CCOL_TORCH_GUARDS": "1"}}
 TAG = "BENCH_RESULT "
 
 
@@ -307,7 +317,7 @@ def train_part(a, n):
     jobs = {m: [] for m in MODES}
     for _ in range(a.repeats):
         for mode in MODES:
-            env = clean_env(**({"CCOL_TORCH": "1"} if mode == "env" else {}))
+            env = clean_env(**MODE_ENV[mode])
             rows, wall = launch(["--worker", "train", "--mode", mode,
                                  "--backend", a.backend, "--steps",
                                  str(a.steps)], n, env)
@@ -345,7 +355,7 @@ def train_part(a, n):
     print(f"ratio vs off (same run)\n{'mode':<8}{'compiles':>9}"
           f"{'compile s':>10}{'wait s':>8}{'wall s':>8}")
     off = agg["off"]
-    for mode in ("enable", "env"):
+    for mode in MODES[1:]:
         g = agg[mode]
         print(f"{mode:<8}"
               f"{ratio(g['compiles'], off['compiles']):>8.2f}x"

@@ -1,8 +1,10 @@
 """Run-time drift is not a ccol failure.
 
-Under CCOL_TORCH=1 the guard collective runs on every compiled call, so a
-rank that spends a while between compiled calls (a checkpoint, an
-evaluation on rank 0) keeps the others waiting there. Such a rank is alive
+By default a cache hit never waits, so a rank that spends a while between
+compiled calls keeps nobody waiting in ccol (the first test). With the
+guard collective asked for (CCOL_TORCH_GUARDS=1, the other tests) it runs
+on every compiled call, so such a rank (a checkpoint, an evaluation on
+rank 0) keeps the others waiting there. Such a rank is alive
 and running the user's code: it is waited for as long as the job's own
 process group would wait (the run patience), never just the ordinary
 deadline (CCOL_TIMEOUT), with a WARNING naming it; only past the run
@@ -34,11 +36,28 @@ _WAITED = re.compile(r"\[(?:rank|worker )1\][^\n]*\bin guard collective at "
 
 
 def drift_job(tmp_path, *args, **env):
+    env.setdefault("CCOL_TORCH_GUARDS", 1)  # lockstep, but where said
     return run_job(tmp_path, "drift.py", ["--sleep-s", str(SLEEP_S),
                                           "--pg-timeout", str(PG_TIMEOUT_S),
                                           *args],
                    nproc=2, deadline=DEADLINE, monitor=FAIL_MONITOR_S,
                    CCOL_TORCH=1, CCOL_TIMEOUT=TIMEOUT_S, **env)
+
+
+@pytest.mark.timeout(150)
+def test_a_rank_checkpointing_is_not_waited_for_by_default(tmp_path):
+    """The waiting rule (no guard collective asked for): rank 0 sleeps 10 s
+    twice; rank 1 waits only in the job's own all-reduce, never in ccol
+    (no wait line), and the job ends with equal results."""
+    with drift_job(tmp_path, CCOL_TORCH_GUARDS="") as job:
+        job.finish()
+        out = job.output
+        res = results(job, 2)
+        assert res[0]["losses"] == res[1]["losses"], res
+        assert len(res[0]["losses"]) == 4, res
+        assert not _WAITED.findall(out), tail(out)
+        assert "in guard collective" not in out, tail(out)
+        assert "a cache hit never waits" in out, tail(out)
 
 
 @pytest.mark.timeout(150)

@@ -40,7 +40,13 @@ _BASELINES = {}  # (script, mode, args) -> (results, output) of the job
 
 def run_four(tmp_path, script, mode, args=(), **env):
     """Runs a 4-rank worker script in `mode` to its end (failing on a hang
-    or a failed rank); returns (every rank's result, the job's output)."""
+    or a failed rank); returns (every rank's result, the job's output).
+    Under ccol the guard collective is asked for unless said otherwise
+    (CCOL_TORCH_GUARDS="" for the waiting rule): these jobs check that a
+    domain's ranks compile at the same steps, which is lockstep's
+    property."""
+    if env.get("CCOL_TORCH"):
+        env.setdefault("CCOL_TORCH_GUARDS", 1)
     with run_job(tmp_path, script, ["--mode", mode, *args],
                  nproc=WORLD, deadline=DEADLINE, **env) as job:
         job.finish()
@@ -162,6 +168,26 @@ CCOL_CASES = {
     "gpipe": ("gpipe", [], {}),
     "1f1b": ("1f1b", [], {}),
 }
+
+
+@pytest.mark.timeout(TEST_TIMEOUT)
+def test_pipeline_under_the_waiting_rule_converges(tmp_path):
+    """Under CCOL_TORCH=1 without the guard collective (a cache hit never
+    waits): the job ends with the results it has without ccol, and each
+    stage's replicas end with the same number of compiles, the same
+    dynamic decisions reached by meeting or by catching up (one call
+    later at most)."""
+    base, _ = baseline(tmp_path, "handwritten")
+    res, out = run_pipeline(tmp_path, "handwritten", CCOL_TORCH=1,
+                            CCOL_TORCH_GUARDS="")
+    check_layout(res)
+    for r, b in zip(res, base):
+        for key in ("lengths", "losses", "checksum"):
+            assert r[key] == b[key], (r["rank"], key, r[key], b[key])
+    for st, a, b in stages(res):
+        assert len(a["compile_steps"]) == len(b["compile_steps"]), (
+            st, a["compile_steps"], b["compile_steps"], tail(out))
+    assert "in guard collective" not in out, tail(out)
 
 
 @pytest.mark.timeout(TEST_TIMEOUT)

@@ -351,7 +351,11 @@ def test_job_succeeds_and_ranks_agree(tmp_path, name):
     args = ["--model", model, "--backend", backend]
     args += ["--enable"] if mode == "enable" else []
     args += ["--pg"] if pg else []
-    env = job_env(tmp_path, **({"CCOL_TORCH": "1"} if mode == "env" else {}))
+    # lockstep asked for: every rank recompiles at the same step, as the
+    # guard collective makes it (without it a rank that hits never waits,
+    # test_default_job_converges)
+    env = job_env(tmp_path, CCOL_TORCH_GUARDS="1",
+                  **({"CCOL_TORCH": "1"} if mode == "env" else {}))
     if agents == 1:
         job = run_job(tmp_path, "train.py", args, nproc=nproc, launch=launch,
                       env=env)
@@ -359,6 +363,29 @@ def test_job_succeeds_and_ranks_agree(tmp_path, name):
         job = two_agents(tmp_path, "train.py", args, nproc=nproc, env=env)
     with job:
         check_ok_job(job, agents * nproc)
+
+
+@pytest.mark.timeout(150)
+def test_default_job_converges(tmp_path):
+    """The waiting rule (no CCOL_TORCH_GUARDS), compiled DDP: at step 1
+    only rank 1's batch changes, so rank 1 recompiles without waiting for
+    rank 0 (which made that call and hit); rank 0 learns it from the
+    domain's news and recompiles at a later call to catch up. Both end with
+    the same graphs and the same dynamic decisions."""
+    args = ["--model", "ddp", "--backend", "aot_eager", "--steps", "8"]
+    with run_job(tmp_path, "train.py", args, nproc=2, CCOL_TORCH=1) as job:
+        job.finish()
+        res = results(job, 2)
+        out = job.output
+    for key in ("graphs", "dynamic", "unique_graphs"):
+        assert res[0][key] == res[1][key], (key, res)
+    assert res[0]["dynamic"], res
+    assert re.search(r"\[(?:rank|worker )0\][^\n]*recompiles at this "
+                     r"call to catch up", out), tail(out)
+    # rank 1 at step 1, rank 0 at a later call; nobody after that
+    assert res[1]["counts"][1] > res[1]["counts"][0], res
+    assert res[0]["counts"][1] == res[0]["counts"][0], res
+    assert res[0]["counts"][-1] == res[1]["counts"][-1], res
 
 
 # ---- 2. a rank that stalls, dies or diverges -------------------------------
@@ -425,14 +452,58 @@ def check_failed_job(job, bad, world, kinds, max_elapsed):
 ])
 def test_failing_rank_is_named_on_every_survivor(tmp_path, case, kinds,
                                                  max_elapsed):
+    """Lockstep asked for (CCOL_TORCH_GUARDS=1): every compiled call waits
+    for every rank, so the survivors wait for the odd rank at step 1's
+    call and name it."""
     world = 3
     # A stalled rank is alive and running (not compiling): waited for the
     # run patience (test_torch_drift.py), here as short as the deadline.
     env = {"CCOL_TORCH_RUN_PATIENCE": 5} if case == "stall" else {}
+    env["CCOL_TORCH_GUARDS"] = 1
     with run_job(tmp_path, "fail.py", [case], nproc=world,
                  monitor=FAIL_MONITOR_S, CCOL_TORCH=1, CCOL_TIMEOUT=5,
                  **env) as job:
         check_failed_job(job, 1, world, kinds, max_elapsed)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", [
+    "exit", pytest.param("sigkill", marks=pytest.mark.one_release)])
+def test_rank_dying_before_a_compile_the_others_wait_at_is_named(tmp_path,
+                                                                 case):
+    """The waiting rule (no CCOL_TORCH_GUARDS): every rank's batch grows at
+    step 1, so the survivors meet at that recompile; rank 1 died before its
+    call (no heartbeat since), so each survivor names it with a PeerError
+    within seconds, whatever the window."""
+    with run_job(tmp_path, "fail.py", [case, "--reshape"], nproc=3,
+                 monitor=FAIL_MONITOR_S, CCOL_TORCH=1, CCOL_TIMEOUT=5) as job:
+        check_failed_job(job, 1, 3, ("PeerError",), 5 + 6)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", ["diverge", "stall"])
+def test_a_call_of_one_rank_alone_makes_nobody_wait(tmp_path, case):
+    """The waiting rule: rank 1 calls another compiled function at step 1
+    (diverge), or sleeps for good before it (stall). Without ccol the other
+    ranks end their steps; with it too: a cache hit never waits, and rank
+    1's own compile finds nobody coming."""
+    with run_job(tmp_path, "fail.py", [case], nproc=3,
+                 monitor=FAIL_MONITOR_S, CCOL_TORCH=1, CCOL_TIMEOUT=5) as job:
+        ranks = (0, 1, 2) if case == "diverge" else (0, 2)
+        try:
+            for r in ranks:
+                assert job.wait_event("RESULT", r, timeout=60), \
+                    f"rank {r} did not end its steps:\n" + tail(job.output)
+        finally:
+            if case == "stall":
+                stalled = job.event("PID", 1)
+                os.kill(stalled["pid"], signal.SIGKILL)
+        job.finish(expect_ok=case == "diverge")
+        for r in ranks:
+            assert job.event("ERROR", r) is None, tail(job.output)
+        assert "Error" not in "".join(
+            line for line in job.output.splitlines()
+            if "ccol.torch" in line), tail(job.output)
 
 
 @pytest.mark.timeout(120)
@@ -522,14 +593,35 @@ def test_rank0_evaluation_inside_local_succeeds(tmp_path):
 
 
 @pytest.mark.timeout(120)
-def test_rank0_evaluation_outside_local_runs_alone_with_one_warning(
-        tmp_path):
-    """The same evaluation without local(): rank 0's evaluation calls run
-    on rank 0 alone (rank 1 pairs its training calls with rank 0's next
-    one), with one WARNING naming both call sites and local(); the ranks'
-    training calls keep pairing (equal exchanges, the same graphs)."""
+def test_rank0_evaluation_outside_local_compiles_without_waiting(tmp_path):
+    """The same evaluation without local(), under the waiting rule: rank
+    0's evaluation recompiles the model without waiting for rank 1 (which
+    made its calls and hit, or exited), with one INFO line saying so and no
+    WARNING; the training graphs are the same on both ranks."""
     with run_job(tmp_path, "fail.py", ["local_out", "--steps", "5"], nproc=2,
                  CCOL_TORCH=1, CCOL_TIMEOUT=20) as job:
+        job.finish()
+        res = results(job, 2)
+        out = job.output
+        assert len(job.events("MARK")) >= 2, tail(out)  # evals ran
+        told = re.findall(r"compile 2 of (.+?) was agreed among this rank "
+                          r"alone", out)
+        assert len(told) == 1, tail(out)
+        assert "on its own" not in out and "WARNING" not in out, tail(out)
+        g0, g1 = res[0]["graphs"], res[1]["graphs"]
+        assert len(g0) == len(g1) + 1 and g0[:len(g1)] == g1, res
+
+
+@pytest.mark.timeout(120)
+def test_rank0_evaluation_outside_local_runs_alone_with_one_warning(
+        tmp_path):
+    """Lockstep asked for (CCOL_TORCH_GUARDS=1), the same evaluation
+    without local(): rank 0's evaluation calls run on rank 0 alone (rank 1
+    pairs its training calls with rank 0's next one), with one WARNING
+    naming both call sites and local(); the ranks' training calls keep
+    pairing (equal exchanges, the same graphs)."""
+    with run_job(tmp_path, "fail.py", ["local_out", "--steps", "5"], nproc=2,
+                 CCOL_TORCH=1, CCOL_TORCH_GUARDS=1, CCOL_TIMEOUT=20) as job:
         job.finish()
         res = results(job, 2)
         out = job.output
@@ -623,10 +715,11 @@ def test_slow_but_alive_rank_is_waited_for(tmp_path):
 @pytest.mark.timeout(120)
 def test_sigstopped_rank_named_within_seconds(tmp_path):
     """Rank 1 stops itself (SIGSTOP) inside its compile, with a long compile
-    patience: the others name it within seconds (its heartbeats stopped)."""
+    patience, in lockstep (the others wait at their next call): the others
+    name it within seconds (its heartbeats stopped)."""
     with run_job(tmp_path, "fail.py", ["sigstop"], nproc=3,
                  monitor=FAIL_MONITOR_S, CCOL_TORCH=1, CCOL_TIMEOUT=5,
-                 CCOL_TORCH_PATIENCE=600) as job:
+                 CCOL_TORCH_GUARDS=1, CCOL_TORCH_PATIENCE=600) as job:
         stopped = None
         try:
             stopped = job.wait_event("MARK", 1, timeout=35, what="sigstop")
@@ -723,8 +816,9 @@ _SUMMARY_ROW = re.compile(
 @pytest.mark.timeout(120)
 def test_trace_closes_without_disable_and_report_reads_it(tmp_path):
     trace = tmp_path / "trace"
+    # lockstep asked for: rank 0 recompiles because rank 1 missed (below)
     with run_job(tmp_path, "train.py", nproc=2, CCOL_TORCH=1,
-                 CCOL_TRACE=trace) as job:
+                 CCOL_TORCH_GUARDS=1, CCOL_TRACE=trace) as job:
         job.finish()
         res = results(job, 2)
     for r in range(2):
@@ -762,7 +856,7 @@ def test_two_hosts_in_network_namespaces(tmp_path):
     pair (10.200.x.y only), 2 ranks each: the job is tcp+shm, shm within
     a namespace and tcp between the two leaders."""
     with netns.two_hosts() as (ns, addrs):
-        env = job_env(tmp_path, CCOL_TORCH=1)
+        env = job_env(tmp_path, CCOL_TORCH=1, CCOL_TORCH_GUARDS=1)
         # No --pg: gloo would bind the hostname's 127.0.0.1 in a namespace.
         with two_agents(tmp_path, "train.py", [], nproc=2, env=env,
                         endpoint_host=addrs[0], local_addrs=addrs,

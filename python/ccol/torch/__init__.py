@@ -19,6 +19,9 @@ One file per concern:
 - ``_hooks.py``: every hook ccol.torch places in torch, declared as data,
   placed (now or at its module's import) and restored by one registry;
 - ``_compile.py``: the compiler collective's hooks;
+- ``_board.py``: with a store, the meeting at each compile: which ranks
+  take part (those coming to it), and catching up after a compile held
+  without this rank (a cache hit never waits);
 - ``_guard.py``: the guard hook (never lets an exception into torch's C++);
 - ``_switches.py``: torch's own switches for these agreements
   (set_enable_guard_collectives, enable_compiler_collectives) honoured
@@ -235,9 +238,9 @@ def wrap_init_process_group():
         dist.init_process_group = init_process_group
 
 
-def enable(timeout=None, guard_collectives=True, comm=None, patience=None,
+def enable(timeout=None, guard_collectives=None, comm=None, patience=None,
            graph_check=None, compile_once=None, run_patience=None,
-           job_dir=None, job_name=None):
+           job_dir=None, job_name=None, window=None):
     """Routes torch.compile's compiler collectives through ccol.
 
     Call before the first compile. The job is joined now (join()) unless
@@ -247,8 +250,15 @@ def enable(timeout=None, guard_collectives=True, comm=None, patience=None,
     for; `run_patience` (seconds, default CCOL_TORCH_RUN_PATIENCE, else the
     default process group's timeout, else torch's default of 1800) is how
     long a rank that is alive and running the user's code between compiled
-    calls (a checkpoint, an evaluation) is waited for (docs/torch.md,
-    "Ranks that drift apart at run time"); `graph_check` ("warn", "error"
+    calls (a checkpoint, an evaluation) is waited for in a guard collective
+    (docs/torch.md, "Ranks that drift apart at run time");
+    `guard_collectives` (default CCOL_TORCH_GUARDS): True makes every
+    compiled call wait for every rank (lockstep recompiles), False never;
+    unset, a job joined through a store meets at compiles only and a cache
+    hit never waits (docs/torch.md, "What waits for what"), one without a
+    store runs the guard collective; `window` (seconds, default
+    CCOL_TORCH_WINDOW, else 5) is how long a compile waits for a rank that
+    runs its own code and may still come; `graph_check` ("warn", "error"
     or "off"; default CCOL_TORCH_GRAPH_CHECK, else "warn") is what a Dynamo
     graph that differs between ranks does; `compile_once` (default
     CCOL_TORCH_COMPILE_ONCE, else off) makes one rank compile each graph
@@ -264,6 +274,9 @@ def enable(timeout=None, guard_collectives=True, comm=None, patience=None,
                         f"{type(comm).__name__}")
     graph_check = _graph_policy(graph_check)
     _check_patience(run_patience, "run_patience")
+    _check_patience(window, "window")
+    if guard_collectives is None:
+        guard_collectives = _env.switch("CCOL_TORCH_GUARDS", None)
     from . import _store
     store = _store.from_settings(job_dir, job_name)
     if compile_once is None:
@@ -278,7 +291,7 @@ def enable(timeout=None, guard_collectives=True, comm=None, patience=None,
         joined = (_join.Joined(comm, "the Comm given to enable()")
                   if comm is not None else _joined_once(timeout))
         job = _new_job(joined.comm, guard_collectives, patience, graph_check,
-                       run_patience)
+                       run_patience, window)
         job.domains.partition = _env.check_env_partition(joined.comm.size)
         job.compile_once = compile_once
         job.joined = joined
@@ -298,7 +311,7 @@ def enable_from_env():
     environment, installs the hooks when the launcher announces several
     ranks, and joins the job at the first compile exchange or guard
     collective, so helper processes that never compile never join."""
-    guards = _env.switch("CCOL_TORCH_GUARDS", True)
+    guards = _env.switch("CCOL_TORCH_GUARDS", None)
     timeout = _env.seconds("CCOL_TIMEOUT", 300.0)
     graph_check = _graph_policy(None)
     once = _env.switch("CCOL_TORCH_COMPILE_ONCE", False)
@@ -353,7 +366,10 @@ def _check_patience(value, name):
         raise ValueError(f"{name}={value!r}: use seconds in (0, 1e7]")
 
 
-def _new_job(comm, guards, patience, graph_check, run_patience=None):
+def _new_job(comm, guards, patience, graph_check, run_patience=None,
+             window=None):
+    """The Job of enable() or CCOL_TORCH=1: `guards` None is the waiting
+    rule (docs/torch.md), True or False what was asked."""
     from ._state import Job
     if patience is None:
         patience = _env.seconds("CCOL_TORCH_PATIENCE", 1800.0)
@@ -363,9 +379,13 @@ def _new_job(comm, guards, patience, graph_check, run_patience=None):
         run_from = "CCOL_TORCH_RUN_PATIENCE"
     exchange = _env.choice("CCOL_TORCH_EXCHANGE", _env.EXCHANGES,
                            _env.EXCHANGES[0])
-    return Job(comm, bool(guards), patience=patience,
-               graph_check=graph_check, exchange=exchange,
-               run_patience=run_patience, run_patience_from=run_from)
+    job = Job(comm, guards is not False, patience=patience,
+              graph_check=graph_check, exchange=exchange,
+              run_patience=run_patience, run_patience_from=run_from)
+    job.guards_asked = guards is True
+    job.window = window if window is not None else \
+        _env.seconds("CCOL_TORCH_WINDOW", None)
+    return job
 
 
 def _install(job):
@@ -402,9 +422,9 @@ def _joined(job):
                        f"patience {run:g} s ({source}), dead or stopped "
                        f"ranks named within {_live.DEAD_S:g} s")
     log.info("ccol.torch: joined %d ranks over %s through %s (rank %d; "
-             "deadline %g s%s; guard collectives %s)", comm.size,
+             "deadline %g s%s; %s)", comm.size,
              comm.transport, joined.where if joined else "?", comm.rank,
-             deadline, watched, "on" if job.guard_collectives else "off")
+             deadline, watched, _waits(job))
     log.debug("ccol.torch: graph check %s", job.graph_check)
     if job.store is not None:
         from . import _store_job
@@ -412,6 +432,19 @@ def _joined(job):
     if job.compile_once:
         log.info("ccol.torch: compile_once on: one rank compiles each graph "
                  "every rank compiles alike, the others load it")
+
+
+def _waits(job):
+    """What waits for what in this job, for the join's log line."""
+    if job.lockstep:
+        return "guard collectives on: every compiled call waits for every " \
+            "rank of its domain"
+    if job.meets_each_compile:
+        from ._board import WINDOW_S
+        w = job.window if job.window is not None else WINDOW_S
+        return (f"a cache hit never waits; a compile waits for the ranks "
+                f"compiling it, and {w:g} s for ranks running other code")
+    return "guard collectives off"
 
 
 def disable():

@@ -137,6 +137,9 @@ def _compile_wrapper(job, upstream):
         job.current = None
         job.recompile_reason = None
         job.run_thread = threading.get_ident()
+        if job.live is not None:  # for the compile meeting (_board.py)
+            from ._guard import compiled_from
+            job.compiled_from = compiled_from()
         job.doing(f"compiling {frame_name(code)}")
         alone, job.alone_compile = job.alone_compile, False
         if alone:  # a call only this rank makes (_guard.py): no agreement
@@ -160,6 +163,7 @@ def _compile_wrapper(job, upstream):
         finally:
             if alone:
                 job.exit_local()
+            job.end_unmet()
             job.domains.end_compile()
             job.doing("running")
         if job.store_writer is not None:  # before compile_end clears
@@ -198,24 +202,33 @@ def exchange(job, tx, local_state):
     d = job.domains.for_compile(frame, code, getattr(tx, "f_locals", None))
     job.active = d
     comm = d.open(job)
+    meets = job.meets_each_compile
+    site = job.sites.at_compile(_guard_site(job)) if meets else None
     k = d.compiles.get(frame, 0) + 1
-    d.compiles[frame] = k
     d.exchanges += 1
     job.exchanges += 1
     d.exchange_calls = d.calls
-    job.current = (frame, k)
-    _trace.compile_begin(job, frame, k, local_state)
+    state = encode_state(local_state)
     header = {"frame": frame, "compile": k, "seq": d.exchanges,
               "at": _where(tx), "domain": d.tag}
-    comm.set_label(f"exchange for compile {k} of {code.co_name}")
+    label = (f"meeting for a compile of {frame}" if meets else
+             f"exchange for compile {k} of {frame}")
     if job.live is not None:
-        job.live.begin_wait(f"in exchange for compile {k} of {frame}")
+        job.live.begin_wait(f"in {label}")
     sent0, recv0 = comm.traffic
     t0 = time.monotonic_ns()
     try:
-        run = _gathered if job.exchange_mode == "gather" else _reduced
-        states, seen, apart = run(comm, header, encode_state(local_state),
-                                  d.members)
+        m = None
+        if meets:
+            states, seen, apart, m = _met(job, d, comm, frame, site, header,
+                                          state, local_state)
+            k = m.index
+        else:
+            job.current = (frame, k)
+            _trace.compile_begin(job, frame, k, local_state)
+            comm.set_label(f"exchange for compile {k} of {code.co_name}")
+            run = _gathered if job.exchange_mode == "gather" else _reduced
+            states, seen, apart = run(comm, header, state, d.members)
     except (ccol.Error, KeyboardInterrupt) as e:
         err = _live.explain(job, e)
         _trace.exchange(job, frame, k, sent0, recv0, t0, err)
@@ -226,14 +239,54 @@ def exchange(job, tx, local_state):
     finally:
         if job.live is not None:
             job.live.end_wait()
+    d.compiles[frame] = k
     job.exchange_ns += time.monotonic_ns() - t0
-    _trace.exchange(job, frame, k, sent0, recv0, t0, None)
-    _report(job, code, frame, k, (states, local_state, seen),
-            time.monotonic_ns() - t0)
+    met = len(d.members) if m is None else len(m.members)
+    _trace.exchange(job, frame, k, sent0, recv0, t0, None, met,
+                    met == len(d.members))
+    decided = _report(job, code, frame, k, (states, local_state, seen),
+                      time.monotonic_ns() - t0)
+    if m is not None:
+        from . import _board
+        _board.settle(job, d, frame, m, [x.what for x in decided])
     if apart is not None:  # the same on every rank of the domain
         job.broke_apart = job.current
         _broke_apart(job, code, frame, k, header["at"], apart)
     return states
+
+
+def _guard_site(job):
+    """Where this compile's call was made, as the guard hook names it (the
+    user's call site, and the frame that calls the compiled one)."""
+    from ._guard import call_site
+    return f"{call_site()} <- {job.compiled_from or '?'}"
+
+
+def _met(job, d, comm, frame, site, header, state, local_state):
+    """The exchange of a job that meets at each compile (_board.py): over
+    the domain's communicator when every rank of it came, else folded from
+    the contributions the meeting's ranks left in the store, and the rest
+    of this compile runs without collectives. Returns (states, seen, apart,
+    the _board.Meeting)."""
+    from . import _board
+    blob = json.dumps(dict(header, v=1, state=state)).encode()
+    m = _board.meet(job, d, frame, site, blob)
+    k = header["compile"] = header["seq"] = m.index
+    job.current = (frame, k)
+    _trace.compile_begin(job, frame, k, local_state)
+    skipped = [decode_state(_decode_rank(r, b)["state"], r)
+               for r, b in m.skipped]
+    if len(m.members) == len(d.members):
+        comm.set_label(f"exchange for compile {k} of {frame}")
+        run = _gathered if job.exchange_mode == "gather" else _reduced
+        states, seen, apart = run(comm, header, state, d.members)
+        return skipped + states, seen, apart, m
+    _board.tell(job, d, frame, k, m)
+    job.unmet_compile()
+    got = [_decode_rank(r, b) for r, b in zip(m.members, m.blobs)]
+    states = [decode_state(g["state"], r) for r, g in zip(m.members, got)]
+    return (skipped + states, _decisions.everyone(states, m.members),
+            _apart(header, list(enumerate(got)), m.members), m)
 
 
 # The fingerprint of a compile exchange's join_reduce: a rank in another
@@ -287,6 +340,7 @@ def _report(job, code, frame, k, exchanged, ns):
             log.warning("compile %d of %s: %s (rank %d alone would have "
                         "kept it static)", k, frame, d.explain(),
                         job.job_rank(job.comm.rank))
+    return decisions
 
 
 def _decode_rank(rank, blob):

@@ -69,6 +69,16 @@ class Domain:
         self.comm = None
         self.lock = threading.Lock()
         self.compiles = {}       # frame -> compile index of its last exchange
+        self.meetings = {}       # frame -> the next compile meeting to look
+        #                          at (_board.py)
+        self.news = {}           # frame hash -> (latest meeting posted,
+        #                          the key of its decisions)
+        self.decided = {}        # frame -> key of this rank's latest
+        #                          decisions for it (_board.settle)
+        self.news_seen = 0       # news entries read
+        self.caught = set()      # (frame, meeting) caught up with
+        self.given_up = {}       # rank -> its heartbeat's signature when a
+        #                          compile meeting last gave up on it
         self.exchanges = 0
         self.exchange_calls = 0  # compiled calls when the last exchange began
         self.calls = 0           # compiled-code calls (guard hook)

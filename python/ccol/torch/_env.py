@@ -190,12 +190,13 @@ def job_name_env():
 def check():
     """Every variable ccol.torch reads, checked as CCOL_TORCH=1 starts."""
     switch("CCOL_TORCH", False)
-    switch("CCOL_TORCH_GUARDS", True)
+    switch("CCOL_TORCH_GUARDS", None)
     switch("CCOL_TORCH_COMPILE_ONCE", False)
     choice("CCOL_TORCH_ONCE_FAULT", ONCE_FAULTS, "")
     seconds("CCOL_TIMEOUT", 300.0)
     seconds("CCOL_TORCH_PATIENCE", 1800.0)
     seconds("CCOL_TORCH_RUN_PATIENCE", 1800.0)
+    seconds("CCOL_TORCH_WINDOW", 5.0)
     choice("CCOL_TORCH_GRAPH_CHECK", GRAPH_CHECKS, GRAPH_CHECKS[0])
     choice("CCOL_TORCH_EXCHANGE", EXCHANGES, EXCHANGES[0])
     job_name_env()

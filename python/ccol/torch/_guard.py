@@ -39,7 +39,7 @@ import torch
 
 import ccol
 
-from . import _live
+from . import _board, _live
 from ._codec import GUARD, check_kinds
 from ._errors import diverged_error, peer_error
 from ._hooks import Hook
@@ -58,6 +58,27 @@ def call_site():
         return "?"
     c = f.f_code
     return f"{c.co_name} ({c.co_filename}:{f.f_lineno})"[:_SITE_MAX]
+
+
+_CCOL = os.path.dirname(ccol.__file__)
+_CONVERT = os.path.join(os.path.dirname(torch.__file__), "_dynamo",
+                        "convert_frame.py")
+
+
+def caller(skip=(_CCOL,)):
+    """'file:line' of the frame that calls the code being run or compiled:
+    the first frame up the stack outside ccol (the guard hook runs before
+    the called frame is on the stack) and outside `skip`."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(skip):
+        f = f.f_back
+    return "?" if f is None else f"{f.f_code.co_filename}:{f.f_lineno}"
+
+
+def compiled_from():
+    """The same, from a compile: Dynamo's callback frames are skipped
+    (_compile.py asks at the start of each compile)."""
+    return caller((_CCOL, _CONVERT))
 
 
 def _placed_hook(job, upstream, module):
@@ -92,18 +113,33 @@ def _guard(job, hit):
     if job.local:
         return hit
     job.run_thread = threading.get_ident()
+    job.world  # joined (CCOL_TORCH=1) before the liveness is read
     # the stack walk only when something reads the site: a guard
-    # collective, or a frame met alone (_domain.for_call)
-    site = call_site() if job.guard_collectives or job.domains.sites \
-        else None
+    # collective, a frame met alone (_domain.for_call), or the count of
+    # calls per site that compile meetings read (_board.py)
+    site = call_site() if (job.guard_collectives or job.domains.sites or
+                           job.live is not None) else None
     d = job.domains.for_call(site)  # the code called's (_domain.py)
     job.active = d
     d.calls += 1
     job.calls += 1
     if job.pending is not None:
         return False  # the compile this forces raises it
-    if not job.guard_collectives:
+    if not job.lockstep:  # a hit never waits (_board.py: compiles meet)
+        if job.live is not None:
+            where = f"{site} <- {caller()}"  # tells the frame called apart
+            if d.meetings:
+                _board.poll_news(job)
+            if hit and d.news and _board.catch_up(job, d, where):
+                hit = False  # others recompiled it: so does this rank, now
+            job.sites.call(where, hit)
         return hit
+    return _lockstep(job, d, hit, site)
+
+
+def _lockstep(job, d, hit, site):
+    """The guard collective: True when every rank of the domain hit (or
+    this rank calls from a place of its own and hit)."""
     comm = d.open(job)
     comm.set_label(f"guard collective at {site}")
     t0 = time.monotonic_ns()

@@ -154,6 +154,8 @@ class Liveness:
         self.before_wait = "running"
         self.members = None     # job ranks of this wait's domain (None: all)
         self.meeting = None     # the first-compile meeting this rank is at
+        self.left = False       # this rank left the job (close)
+        self.beat_lock = threading.Lock()
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True,
                                        name="ccol.torch heartbeat")
@@ -170,6 +172,20 @@ class Liveness:
         if self.thread.is_alive() and \
                 self.thread is not threading.current_thread():
             self.thread.join(2 * BEAT_S)
+        self._leave()
+
+    def _leave(self):
+        """The last heartbeat says this rank left (it exited, or ccol.torch
+        was disabled): the others stop counting it, where a rank whose
+        heartbeat just stops is dead."""
+        if self.left:
+            return
+        self.left = True
+        self.doing = "exited"
+        try:
+            self.beat_now()
+        except Exception as e:  # noqa: BLE001 - the store went away
+            log.debug("could not say this rank left: %s", e)
 
     def cover(self, run=None):
         """Sets the communicator's deadline past the longest wait the watch
@@ -184,6 +200,12 @@ class Liveness:
         return got
 
     # ---- this rank's heartbeat ----
+
+    def beat_now(self):
+        """A heartbeat now, from any thread (a compile's start, a meeting):
+        the others see at once what this rank is doing."""
+        with self.beat_lock:
+            self._beat()
 
     def _beat(self):
         self.beats += 1
@@ -200,13 +222,20 @@ class Liveness:
             # waits on in torch.distributed
             "home": None if home is None else list(home.members),
             "meet": self.meeting,
-            "waits": blocked_on(job.run_thread, self.size)}))
+            "waits": blocked_on(job.run_thread, self.size),
+            # compiled calls per call site (_board.py), and whether this
+            # rank left the job
+            "sites": job.sites.beat(), "left": self.left}))
 
     def _run(self):
         while not self.stop.wait(BEAT_S):
             try:
-                self._beat()
+                with self.beat_lock:
+                    self._beat()
                 self._failures()
+                if self.job.meets_each_compile:
+                    from ._board import read_news
+                    read_news(self.job)
             except Exception as e:  # noqa: BLE001 - the store went away
                 log.debug("heartbeat stopped: %s", e)
                 return
@@ -313,6 +342,14 @@ class Liveness:
             if r == self.rank:
                 continue
             n, moved = self.seen.get(r, (None, now))
+            if b.get("left") and b["doing"] != self.doing:
+                raise peer_error(
+                    f"{self.doing}: rank {r} exited (it ended its program) "
+                    "while this rank waited for it; a rank waits for every "
+                    "other at each compiled call only with guard "
+                    "collectives asked for (CCOL_TORCH_GUARDS=1): leave "
+                    "them unset, or put calls only some ranks make in "
+                    "ccol.torch.local()")
             if b["n"] != n:
                 self.seen[r] = (b["n"], now)
             elif now - moved > DEAD_S:
@@ -358,7 +395,7 @@ class Liveness:
             if was != k:
                 t = self.wait_start if was is None else now
                 self.since[r] = (k, t)
-            out.append((r, b["doing"], k, now - t))
+            out.append((r, what_it_does(b), k, now - t))
         return out
 
     def _late(self, awaited, now):
@@ -379,9 +416,13 @@ class Liveness:
             what = {COMPILING: f"it is still {doing}",
                     RUNNING: f"it is alive and {doing} (not compiling)",
                     WAITING: f"it is {doing} (another ccol collective)"}[k]
+            hint = (" (or leave CCOL_TORCH_GUARDS unset: a cache hit then "
+                    "never waits)") if k == RUNNING and self.job.lockstep \
+                and self.job.live is not None else ""
             raise timeout_error(
                 f"{self.doing}: rank {r} did not arrive within {limit:g} s; "
-                f"{what}, and {name} ran out: set {knob} to wait longer")
+                f"{what}, and {name} ran out: set {knob} to wait "
+                f"longer{hint}")
 
     def _progress(self, awaited, now):
         waited = now - self.wait_start
@@ -397,8 +438,11 @@ class Liveness:
                  f"{doing}{' (not compiling)' if k == RUNNING else ''}, "
                  f"waited {spent:.0f} s of {self._limits()[k][0]:g} s"
                  for (doing, k), (rs, spent) in groups.items()]
-        log.warning("%s: %s", self.doing, "; ".join(parts) or
-                    f"waiting for the other ranks, {waited:.0f} s")
+        said = "; ".join(parts) or \
+            f"waiting for the other ranks, {waited:.0f} s"
+        log.warning("%s: %s", self.doing, said)
+        self.job.event("wait", what=self.doing, awaited=said,
+                       waited_s=int(waited))
 
     def _dead(self, r, b, quiet):
         pid = self.pids.get(r, {}).get("pid", "?")
@@ -427,6 +471,18 @@ class Liveness:
                 f"without compiling (it is at call {b['calls']}, "
                 f"{b['x']} exchanges; a rank-dependent recompile: turn on "
                 "guard collectives, CCOL_TORCH_GUARDS=1)")
+
+
+def what_it_does(b):
+    """What a heartbeat says its rank does, for a wait's progress line and
+    error: what it reported, and the ranks it waits on in the program's
+    own torch.distributed call when it is in one."""
+    doing = b.get("doing", "?")
+    waits = b.get("waits")
+    if isinstance(waits, list) and waits and kind(doing) == RUNNING:
+        return (f"{doing}, in torch.distributed waiting on "
+                f"{_ranks([w for w in waits if isinstance(w, int)])}")
+    return doing
 
 
 # torch.distributed's blocking calls, by the argument naming the peer

@@ -97,17 +97,21 @@ def _awaited(live, here, mid, seen):
         first, last, moved = seen.setdefault(r, [b["n"], b["n"], now])
         if b["n"] != last:
             seen[r][1:] = [b["n"], now]
-        elif r != live.rank and r not in here and now - moved > _live.DEAD_S:
+        elif r != live.rank and r not in here and not b.get("left") and \
+                now - moved > _live.DEAD_S:
             raise peer_error(live._dead(r, b, now - moved))
     gone = _elsewhere(live, beats, mid) | _blocked(beats, here, seen)
     return [r for r in range(live.size) if r not in gone and r not in here]
 
 
 def _elsewhere(live, beats, mid):
-    """Ranks that formed a domain without this rank, or are at another
-    meeting."""
+    """Ranks that formed a domain without this rank, are at another
+    meeting, or left the job."""
     out = set()
     for r, b in beats.items():
+        if b.get("left"):  # it exited: it cannot come
+            out.add(r)
+            continue
         home, at = b.get("home"), b.get("meet")
         if (isinstance(home, list) and live.rank not in home) or \
                 (at is not None and at != mid):

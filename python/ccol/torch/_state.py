@@ -35,6 +35,15 @@ class Job:
         self.live = None          # _live.Liveness with a store
         self.group = CompileGroup(self)
         self.guard_collectives = guard_collectives
+        # the guard collective was asked for (enable, CCOL_TORCH_GUARDS=1,
+        # torch's switch): with a store too, every compiled call waits for
+        # every rank (lockstep); else a store's job meets at compiles only
+        self.guards_asked = False
+        from ._board import Sites
+        self.sites = Sites()      # compiled calls per call site (_board.py)
+        self.compiled_from = None  # the caller of the compile in progress
+        self.window = None        # seconds a running rank is given at a
+        #                           compile meeting (None: _board.WINDOW_S)
         # _switches.py: ccol's guard hook, torch's setter for it, torch's
         # guard_collectives_hook (and ccol's stand-in), a foreign hook seen
         self.guard_hook = None
@@ -148,12 +157,40 @@ class Job:
     def exit_local(self):
         self._local.depth -= 1
 
+    @property
+    def meets_each_compile(self):
+        """A job joined through a store meets at each compile (_board.py):
+        it can see which ranks are coming. In lockstep every rank compiles
+        at the same call, and the exchange pairs them as before."""
+        return self.live is not None and not self.lockstep
+
+    @property
+    def lockstep(self):
+        """Every compiled call waits for every rank of its domain (the
+        guard collective): without a store, or where it was asked for."""
+        return self.guard_collectives and (self.live is None or
+                                           self.guards_asked)
+
+    def unmet_compile(self):
+        """The compile in progress was agreed among fewer ranks than its
+        domain's: the rest of it runs without collectives."""
+        if not getattr(self._local, "unmet", False):
+            self._local.unmet = True
+            self.enter_local()
+
+    def end_unmet(self):
+        if getattr(self._local, "unmet", False):
+            self._local.unmet = False
+            self.exit_local()
+
     def doing(self, what):
         """What this rank is doing, for the others' progress lines (kept
         here too, so a heartbeat that starts mid-compile knows it)."""
         self.activity = what
         if self.live is not None:
             self.live.doing = what
+            if what.startswith("compiling"):  # seen by a compile meeting
+                self.live.beat_now()           # at once (_board.py)
 
     def fail(self, err, deferred=False):
         """Records a failure: raised at this rank's next compile (a

@@ -69,6 +69,7 @@ def set_guard_collectives(job, on, how):
     """Turns ccol's guard collective on or off (logged when it changes)."""
     on = bool(on)
     job.foreign_guard = None
+    job.guards_asked = on  # torch's switch asks for lockstep (_state.py)
     if job.guard_collectives == on:
         return
     job.guard_collectives = on

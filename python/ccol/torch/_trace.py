@@ -243,12 +243,17 @@ def compile_begin(job, frame, k, local_state):
                   render=entry.render())
 
 
-def exchange(job, frame, k, sent0, recv0, t0, err):
+def exchange(job, frame, k, sent0, recv0, t0, err, ranks=None,
+             collective=True):
+    """`ranks`: those the exchange ran among (a compile meeting of fewer
+    than the domain's, _board.py, is no collective of the communicator)."""
     if job.trace is None:
         return
     sent, recv = job.comm.traffic if err is None else (sent0, recv0)
     job.event("exchange", frame=frame, index=k, xseq=job.active.exchanges,
-              collective=True, ranks=job.comm.size, bytes_sent=sent - sent0,
+              collective=collective,
+              ranks=job.comm.size if ranks is None else ranks,
+              bytes_sent=sent - sent0,
               bytes_recv=recv - recv0, dur_ns=time.monotonic_ns() - t0,
               ok=err is None, error=None if err is None else str(err))
 

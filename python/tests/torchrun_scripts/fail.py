@@ -2,6 +2,9 @@
 
     torchrun ... fail.py CASE [--bad-rank R] [--steps K]
 
+With --reshape every rank's batch grows at step 1, so every rank
+recompiles there and its compile meeting waits for the others.
+
 CASE (rank R, 1 by default, is the odd one):
   stall      R sleeps forever before step 1's call (the others wait for
              it in the guard collective)
@@ -74,6 +77,10 @@ def main():
     ap.add_argument("--bad-rank", type=int, default=1)
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--slow-s", type=float, default=9.0)
+    ap.add_argument("--reshape", action="store_true",
+                    help="a new batch size from step 1 on every rank (a "
+                         "recompile every rank makes: its compile meeting "
+                         "waits for the others)")
     args = ap.parse_args()
     c.setup_logging()
     c.emit("PID", pid=os.getpid())
@@ -96,7 +103,7 @@ def main():
     values = []  # what rank_break returned, per step
     try:
         for s in range(args.steps):
-            x = torch.randn(8, 16)
+            x = torch.randn(8 if s < 1 or not args.reshape else 12, 16)
             if s == 1 and bad:
                 if args.case == "stall":
                     c.emit("MARK", what="stall")

@@ -1,0 +1,284 @@
+"""The meeting at each compile (ccol/torch/_board.py), in one process.
+
+Each rank is a Job with its liveness over one in-memory store (as
+test_torch_parts.py builds them); a rank's heartbeat is written by hand
+where a test needs another rank to be doing something. The cases: who is
+waited for (a rank in the meeting or compiling the frame), who is not (a
+rank that left, made the call and hit, waits in torch.distributed on the
+ranks here, is at another meeting) and how long a rank running its own
+code is given (the window); a dead rank named; a meeting closed without a
+rank folded by it as already agreed, and the next one not waiting for
+the ranks that held it; the news that makes a rank that hit catch up,
+once; and every byte read from the store checked.
+"""
+
+import json
+import threading
+import time
+
+import pytest
+
+import ccol
+from conftest import MemStore
+from ccol.torch import _board, _join, _live
+from ccol.torch._domain import Domain
+from ccol.torch._state import Job
+
+FRAME = "f (a.py:1)"
+SITE = "train (t.py:9) <- t.py:9"
+
+
+def _rank(store, r, size=2, window=0.3):
+    comm = type("C", (), {"rank": r, "size": size, "timeout": 30.0})
+    joined = _join.Joined(comm, "test", store, "p", {
+        k: {"host": "h", "pid": 10**7 + k} for k in range(size)})
+    job = Job(comm, True)
+    job.joined = joined
+    job.window = window
+    job.live = _live.Liveness(joined, job)
+    return job
+
+
+def _domain(size=2):
+    return Domain(range(size), "the job")
+
+
+def _beat(store, r, n, doing="running", **more):
+    store.set(f"p/beat/{r}", json.dumps(dict({"n": n, "doing": doing},
+                                             **more)))
+
+
+def _meet(job, d, calls=1, frame=FRAME, blob=None):
+    blob = blob or json.dumps({"rank": job.world.rank}).encode()
+    return _board.meet(job, d, frame, (_board.site_key(SITE), calls), blob)
+
+
+def _in_threads(*fns):
+    out, errs = [None] * len(fns), []
+
+    def run(i, fn):
+        try:
+            out[i] = fn()
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errs.append(e)
+    ts = [threading.Thread(target=run, args=(i, f)) for i, f in
+          enumerate(fns)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(30)
+    assert not errs, errs
+    return out
+
+
+def test_ranks_at_the_same_compile_meet():
+    store = MemStore()
+    jobs = [_rank(store, r) for r in range(2)]
+    ds = [_domain(), _domain()]
+    got = _in_threads(*[lambda r=r: _meet(jobs[r], ds[r]) for r in (0, 1)])
+    for m in got:
+        assert m.index == 1 and m.members == (0, 1), vars(m)
+        assert [json.loads(b)["rank"] for b in m.blobs] == [0, 1]
+    assert ds[0].meetings[FRAME] == 2
+
+
+@pytest.mark.parametrize("beat,why", [
+    ({"left": True}, "exited"),
+    ({"sites": {_board.site_key(SITE): 1}},
+     "made this call without compiling"),
+    ({"meet": "x:other/0000000000000000/1"}, "at another ccol meeting"),
+])
+def test_a_rank_not_coming_is_not_waited_for(beat, why):
+    store = MemStore()
+    job = _rank(store, 0, window=30.0)
+    _beat(store, 1, 1, **beat)
+    t0 = time.monotonic()
+    m = _meet(job, _domain())
+    assert time.monotonic() - t0 < 5.0
+    assert m.members == (0,) and m.absent == [(1, why)], vars(m)
+
+
+def test_a_rank_waiting_in_torch_distributed_on_this_one_is_not_waited():
+    store = MemStore()
+    job = _rank(store, 0, window=30.0)
+    stop = threading.Event()
+
+    def beats():  # rank 1 blocked in an all_reduce on every rank
+        n = 0
+        while not stop.is_set():
+            n += 1
+            _beat(store, 1, n, waits=[0, 1])
+            time.sleep(0.05)
+    t = threading.Thread(target=beats)
+    t.start()
+    try:
+        m = _meet(job, _domain())
+    finally:
+        stop.set()
+        t.join()
+    assert m.members == (0,), vars(m)
+    assert "waiting in torch.distributed" in m.absent[0][1]
+
+
+def test_a_running_rank_gets_the_window_then_the_rank_goes_on():
+    store = MemStore()
+    job = _rank(store, 0, window=0.4)
+    stop = threading.Event()
+
+    def beats():  # alive and running its own code
+        n = 0
+        while not stop.is_set():
+            n += 1
+            _beat(store, 1, n)
+            time.sleep(0.05)
+    t = threading.Thread(target=beats)
+    t.start()
+    try:
+        t0 = time.monotonic()
+        m = _meet(job, _domain())
+        waited = time.monotonic() - t0
+    finally:
+        stop.set()
+        t.join()
+    assert 0.4 <= waited < 5.0, waited
+    assert m.members == (0,)
+    assert "not here within the window of 0.4 s" in m.absent[0][1]
+
+
+def test_a_rank_compiling_the_frame_is_waited_for_past_the_window():
+    store = MemStore()
+    jobs = [_rank(store, r, window=0.1) for r in range(2)]
+    ds = [_domain(), _domain()]
+    _beat(store, 1, 1, f"compiling {FRAME}")
+
+    def late():
+        for n in range(2, 12):  # compiling for a second, heartbeat going
+            _beat(store, 1, n, f"compiling {FRAME}")
+            time.sleep(0.1)
+        return _meet(jobs[1], ds[1])
+    got = _in_threads(lambda: _meet(jobs[0], ds[0]), late)
+    assert [m.members for m in got] == [(0, 1), (0, 1)]
+
+
+def test_a_dead_rank_is_named(monkeypatch):
+    monkeypatch.setattr(_live, "DEAD_S", 0.3)
+    store = MemStore()
+    job = _rank(store, 0, window=30.0)
+    _beat(store, 1, 7, f"compiling {FRAME}")  # and never again
+    with pytest.raises(ccol.PeerError, match="rank 1 stopped responding"):
+        _meet(job, _domain())
+
+
+def test_a_closed_meeting_is_folded_and_the_next_does_not_wait():
+    """Rank 0 compiled alone (rank 1 exited... then came back: a rank that
+    reaches meeting 1 after it closed without it folds what it agreed and
+    goes on to meeting 2, where rank 0 is not waited for."""
+    store = MemStore()
+    r0, r1 = _rank(store, 0, window=30.0), _rank(store, 1, window=30.0)
+    d0, d1 = _domain(), _domain()
+    _beat(store, 1, 1, left=True)
+    first = _meet(r0, d0, blob=b'{"from": 0}')
+    assert first.members == (0,)
+    _beat(store, 0, 1)  # rank 0 running, alive
+    t0 = time.monotonic()
+    m = _meet(r1, d1, blob=b'{"from": 1}')
+    assert time.monotonic() - t0 < 5.0
+    assert m.index == 2 and m.members == (1,), vars(m)
+    assert m.skipped == [(0, b'{"from": 0}')]
+    assert m.absent == [(0, f"compiled {FRAME} without this rank")]
+
+
+def test_news_makes_a_rank_that_hit_catch_up_once():
+    store = MemStore()
+    r0, r1 = _rank(store, 0, window=30.0), _rank(store, 1, window=30.0)
+    d0, d1 = _domain(), _domain()
+    _in_threads(lambda: _meet(r0, d0), lambda: _meet(r1, d1))  # meeting 1
+    r1.sites.compiled(_board.site_key(SITE), FRAME)
+    # rank 1 hits at its next call while rank 0 recompiles without it
+    _beat(store, 1, 5, sites={_board.site_key(SITE): 2})
+    alone = _meet(r0, d0, calls=2)
+    assert alone.members == (0,) and alone.index == 2 and alone.post
+    dyn = _board.decided_key(["L['x'].size(0)"])
+    _board.settle(r0, d0, FRAME, alone, ["L['x'].size(0)"])
+    r1.domains.known[d1.members] = d1
+    _board.read_news(r1)
+    assert d1.news == {_board.frame_key(FRAME): (2, dyn)}
+    assert _board.catch_up(r1, d1, SITE) is True
+    assert r1.sites.forced == FRAME
+    assert _board.catch_up(r1, d1, SITE) is False  # once
+    # its catch-up compile folds meeting 2 and is never news itself
+    _beat(store, 0, 9)
+    m = _meet(r1, d1, calls=3)
+    assert m.index == 3 and m.skipped and m.members == (1,)
+    assert not m.post
+    _board.settle(r1, d1, FRAME, m, ["L['x'].size(0)"])
+    d0.news_seen, r0.domains.known[d0.members] = 0, d0
+    _board.read_news(r0)
+    assert d0.news == {_board.frame_key(FRAME): (2, dyn)}, d0.news
+
+
+def test_no_catch_up_where_this_rank_decided_the_same():
+    """A meeting without this rank that decided what this rank's latest
+    compile of the frame decided (both made the size dynamic, say) is no
+    reason to recompile."""
+    store = MemStore()
+    r0, r1 = _rank(store, 0, window=30.0), _rank(store, 1, window=30.0)
+    d0, d1 = _domain(), _domain()
+    _in_threads(lambda: _meet(r0, d0), lambda: _meet(r1, d1))
+    _board.settle(r1, d1, FRAME, _board.Meeting(1, (0, 1), [], [], []),
+                  ["L['x'].size(0)"])
+    _beat(store, 1, 5, sites={_board.site_key(SITE): 2})
+    alone = _meet(r0, d0, calls=2)
+    _board.settle(r0, d0, FRAME, alone, ["L['x'].size(0)"])
+    r1.domains.known[d1.members] = d1
+    _board.read_news(r1)
+    assert _board.catch_up(r1, d1, SITE) is False
+    assert r1.sites.forced is None
+
+
+@pytest.mark.parametrize("closed", [b"garbage", b"[]", b'{"a": 1}',
+                                    b'[0, "1"]', b"\xff\xfe"])
+def test_an_unreadable_member_list_is_a_peer_error(closed):
+    store = MemStore()
+    job = _rank(store, 0)
+    _beat(store, 1, 1, left=True)
+    key = f"{_board._base(job, _domain(), FRAME)}/1/closed"
+    store.set(key, closed)
+    with pytest.raises(ccol.PeerError, match="unreadable member list"):
+        _meet(job, _domain())
+
+
+@pytest.mark.parametrize("beat", [b"{", b"[1, 2]", b'{"n": "x"}',
+                                  b"\xff"])
+def test_an_unreadable_heartbeat_is_a_peer_error(beat):
+    store = MemStore()
+    job = _rank(store, 0)
+    store.set("p/beat/1", beat)
+    with pytest.raises(ccol.PeerError, match="rank 1 wrote"):
+        _meet(job, _domain())
+
+
+@pytest.mark.parametrize("entry", [b"", b"x", b"a b", b"f -3 k",
+                                   b"f \xd9\xa3 k", b"\xff\xfe 2 k",
+                                   b"f 2 k" + b" " * 10000, b"f 2 k extra"])
+def test_a_malformed_news_entry_is_passed_over(entry):
+    store = MemStore()
+    job = _rank(store, 0)
+    d = _domain()
+    d.meetings[FRAME] = 2
+    job.domains.known[d.members] = d
+    dk = _board._domain_key(job, d)
+    store.set(f"{dk}/nnews", b"1")
+    store.set(f"{dk}/news/1", entry)
+    _board.read_news(job)
+    assert d.news_seen == 1
+    assert all(isinstance(j, int) and j >= 0 for j, _ in d.news.values())
+
+
+def test_a_contribution_too_large_is_a_peer_error(monkeypatch):
+    monkeypatch.setattr(_board, "_MAX_BLOB", 16)
+    store = MemStore()
+    r0, r1 = _rank(store, 0), _rank(store, 1)
+    with pytest.raises(AssertionError, match="PeerError"):
+        _in_threads(lambda: _meet(r0, _domain(), blob=b"x" * 64),
+                    lambda: _meet(r1, _domain(), blob=b"y" * 64))
