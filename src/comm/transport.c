@@ -2,6 +2,8 @@
  * transport.c - the transport table (see transport.h): the one place that
  * knows every transport, so the communicator above knows none and no
  * transport knows another except the composite that is built from them.
+ * A job's link is found by walking the table (`transports` below) for the
+ * params' kind; the names CCOL_TRANSPORT accepts are the table's too.
  */
 #include "transport.h"
 
@@ -19,7 +21,7 @@
 /* inproc: the group is named by params.name. */
 static ccol_status
 attach_inproc(const ccol_comm_params *p, ccol__link_cfg *cfg,
-              const ccol__shape *shape, ccol__link **out, ccol__err *err)
+              ccol__shape *shape, ccol__link **out, ccol__err *err)
 {
     char id[300];
 
@@ -61,7 +63,7 @@ ccol_shm_cleanup(const ccol_comm_params *p)
 
 static ccol_status
 attach_shm(const ccol_comm_params *p, ccol__link_cfg *cfg,
-           const ccol__shape *shape, ccol__link **out, ccol__err *err)
+           ccol__shape *shape, ccol__link **out, ccol__err *err)
 {
     char name[96], id[128];
     bool named = shm_job_name(p, name, sizeof name);
@@ -106,6 +108,38 @@ attach_tcp(const ccol_comm_params *p, ccol__link_cfg *cfg,
     return ccol__hier_attach(cfg, shape, &plan, tcp, out, err);
 }
 
+/* A one-rank job asked for no transport in particular: it needs no
+ * network, so it gets no link. */
+static ccol_status
+attach_default(const ccol_comm_params *p, ccol__link_cfg *cfg,
+               ccol__shape *shape, ccol__link **out, ccol__err *err)
+{
+    if (cfg->id.size == 1)
+        return CCOL_OK;
+    return attach_tcp(p, cfg, shape, out, err);
+}
+
+typedef ccol_status (*attach_fn)(const ccol_comm_params *p,
+                                 ccol__link_cfg *cfg, ccol__shape *shape,
+                                 ccol__link **out, ccol__err *err);
+
+/* The transports ccol_comm_create joins, in the order messages list
+ * their names; a row without a name is one CCOL_TRANSPORT cannot ask
+ * for. The oob transport has its own entry (ccol__transport_attach_oob)
+ * and a job's sub-communicators go through its link (link.h's sub). */
+static const struct transport {
+    ccol_transport kind; /* params.transport */
+    const char *name;    /* CCOL_TRANSPORT's spelling, or NULL */
+    attach_fn attach;    /* joins the job; *out NULL for no link */
+} transports[] = {
+    { CCOL_TRANSPORT_INPROC, "inproc", attach_inproc },
+    { CCOL_TRANSPORT_TCP, "tcp", attach_tcp },
+    { CCOL_TRANSPORT_SHM, "shm", attach_shm },
+    { CCOL_TRANSPORT_DEFAULT, NULL, attach_default },
+};
+
+#define NTRANSPORTS (sizeof transports / sizeof transports[0])
+
 ccol_status
 ccol__transport_attach(const ccol_comm_params *p, ccol__link_cfg *cfg,
                        ccol__shape *shape, ccol__link **out, ccol__err *err)
@@ -115,18 +149,44 @@ ccol__transport_attach(const ccol_comm_params *p, ccol__link_cfg *cfg,
                            : CCOL_TRANSPORT_DEFAULT;
 
     *out = NULL;
-    if (t == CCOL_TRANSPORT_INPROC)
-        return attach_inproc(p, cfg, shape, out, err);
-    if (t == CCOL_TRANSPORT_SHM)
-        return attach_shm(p, cfg, shape, out, err);
-    if (t != CCOL_TRANSPORT_DEFAULT && t != CCOL_TRANSPORT_TCP)
-        return ccol__seterr(err, CCOL_ERR_INVALID_ARG,
-                            "transport %d is not supported by "
-                            "ccol_comm_create",
-                            (int)t);
-    if (cfg->id.size == 1 && t == CCOL_TRANSPORT_DEFAULT)
-        return CCOL_OK; /* a one-rank job needs no network */
-    return attach_tcp(p, cfg, shape, out, err);
+    for (size_t i = 0; i < NTRANSPORTS; i++) {
+        if (transports[i].kind == t)
+            return transports[i].attach(p, cfg, shape, out, err);
+    }
+    return ccol__seterr(err, CCOL_ERR_INVALID_ARG,
+                        "transport %d is not supported by "
+                        "ccol_comm_create",
+                        (int)t);
+}
+
+bool
+ccol__transport_named(const char *name, ccol_transport *out)
+{
+    for (size_t i = 0; i < NTRANSPORTS; i++) {
+        if (transports[i].name != NULL &&
+            strcmp(transports[i].name, name) == 0) {
+            *out = transports[i].kind;
+            return true;
+        }
+    }
+    return false;
+}
+
+void
+ccol__transport_names(char *out, size_t n)
+{
+    size_t left = 0, at = 0;
+
+    for (size_t i = 0; i < NTRANSPORTS; i++)
+        left += transports[i].name != NULL;
+    out[0] = '\0';
+    for (size_t i = 0; i < NTRANSPORTS && at < n; i++) {
+        if (transports[i].name == NULL)
+            continue;
+        left--;
+        at += (size_t)snprintf(out + at, n - at, "%s%s", transports[i].name,
+                               left == 0 ? "" : left == 1 ? " or " : ", ");
+    }
 }
 
 ccol_status
