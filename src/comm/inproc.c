@@ -534,10 +534,24 @@ out_free_link:
     free(l);
 }
 
+/* A sub-communicator's link: a group of its own, named by the sub's
+ * communicator id. */
+static ccol_status
+inproc_sub(ccol__link *job, const ccol__link_cfg *cfg, ccol__shape *shape,
+           const int *members, ccol__link **out, ccol__err *err)
+{
+    char name[64];
+
+    (void)job;
+    (void)members;
+    ccol__link_sub_name(cfg, name, sizeof name);
+    return ccol__inproc_attach(cfg, shape, name, out, err);
+}
+
 static const ccol__link_ops inproc_ops = {
     .name = "inproc", .run = inproc_run, .send = inproc_send,
     .recv = inproc_recv, .ready = NULL, .destroy = inproc_destroy,
-    .shutdown = inproc_shutdown
+    .shutdown = inproc_shutdown, .sub = inproc_sub
 };
 
 /* This rank's view of the group's slots: every rank is this process, so

@@ -514,9 +514,24 @@ board_guard(void *ud, int64_t now, ccol__err *err)
     return ccol__shm_check_size(ud, now, err);
 }
 
+/* A sub-communicator's link: a segment of its own, named by the sub's
+ * communicator id. */
+static ccol_status
+shm_sub(ccol__link *job, const ccol__link_cfg *cfg, ccol__shape *shape,
+        const int *members, ccol__link **out, ccol__err *err)
+{
+    char name[64];
+
+    (void)job;
+    (void)members;
+    ccol__link_sub_name(cfg, name, sizeof name);
+    return ccol__shm_attach(cfg, shape, name, out, err);
+}
+
 static const ccol__link_ops shm_ops = {
     .name = "shm", .run = shm_run, .send = shm_send, .recv = shm_recv,
-    .ready = NULL, .destroy = shm_destroy, .shutdown = shm_shutdown
+    .ready = NULL, .destroy = shm_destroy, .shutdown = shm_shutdown,
+    .sub = shm_sub
 };
 
 /* This rank's view of the joined segment: its board and rings. */

@@ -89,8 +89,9 @@ ccol__tcp_new(const ccol__link_cfg *cfg)
     return t;
 }
 
-bool
-ccol__tcp_is(const ccol__link *l)
+/* Whether l is a tcp link. */
+static bool
+is_tcp(const ccol__link *l)
 {
     return l != NULL && l->ops == &tcp_ops;
 }
@@ -315,9 +316,49 @@ tcp_shutdown(ccol__link *l)
             shutdown(t->fd[r], SHUT_RDWR);
 }
 
+/* A sub-communicator's link: new connections between the members, over
+ * the listeners every rank keeps (tcp_sub.c). */
+static ccol_status
+tcp_sub(ccol__link *job, const ccol__link_cfg *cfg, ccol__shape *shape,
+        const int *members, ccol__link **out, ccol__err *err)
+{
+    return ccol__tcp_attach_sub(cfg, shape, job, members, NULL, out, err);
+}
+
+/* Makes the sub-communicator's link and connects it (tcp_sub.c). */
+ccol_status
+ccol__tcp_attach_sub(const ccol__link_cfg *cfg, const ccol__shape *shape,
+                     ccol__link *job, const int *members, const int *host,
+                     ccol__link **out, ccol__err *err)
+{
+    ccol__tcp *t;
+    ccol_status st;
+
+    *out = NULL;
+    if (!is_tcp(job))
+        return ccol__seterr(err, CCOL_ERR_INTERNAL,
+                            "a tcp sub-communicator needs the job's tcp "
+                            "link, not a %s link",
+                            job != NULL ? job->ops->name : "missing");
+    t = ccol__tcp_new(cfg);
+    if (t == NULL)
+        return ccol__seterr(err, CCOL_ERR_NO_MEMORY,
+                            "out of memory for a sub-communicator's tcp "
+                            "link");
+    st = ccol__tcp_sub_connect(cfg, shape, (const ccol__tcp *)job, members,
+                               host, t, err);
+    if (st != CCOL_OK) {
+        ccol__tcp_free(t, false);
+        return st;
+    }
+    *out = &t->base;
+    return CCOL_OK;
+}
+
 static const ccol__link_ops tcp_ops = {
     .name = "tcp", .run = NULL, .send = tcp_send, .recv = tcp_recv,
-    .ready = tcp_ready, .destroy = tcp_destroy, .shutdown = tcp_shutdown
+    .ready = tcp_ready, .destroy = tcp_destroy, .shutdown = tcp_shutdown,
+    .sub = tcp_sub
 };
 
 /* Is addr one only this host reaches (127.0.0.0/8, ::1, localhost)? */

@@ -13,9 +13,7 @@
 #include "shm.h"
 #include "tcp.h"
 
-#include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* inproc: the group is named by params.name. */
@@ -198,108 +196,19 @@ ccol__transport_attach_oob(const ccol_oob *oob, const char *name,
     return ccol__oob_attach(cfg, oob, out, err);
 }
 
-/* ---- sub-communicators ---- */
-
-/* The name of a sub's own group or segment: its communicator id, which
- * is named by the job's, so two jobs' subs never meet. */
-static void
-sub_name(const ccol__link_cfg *cfg, char *out, size_t n)
-{
-    snprintf(out, n, "sub-%016" PRIx64, cfg->id.comm_id);
-}
-
-/* The members' hosts in a tcp+shm job, numbered again from 0 in member
- * order (hosts hold consecutive ranks, so members' hosts are consecutive
- * too); returns the number of hosts, or -1 when memory ran out. */
-static int
-sub_hosts(const int *job_host, const int *members, int n, int *host)
-{
-    int nh = 0;
-
-    for (int r = 0; r < n; r++) {
-        if (r > 0 && job_host[members[r]] != job_host[members[r - 1]])
-            nh++;
-        host[r] = nh;
-    }
-    return nh + 1;
-}
-
-/* Whether grouping by host pays: two hosts or more, within the tree
- * threshold, one of them with two members or more. */
-static bool
-sub_grouped(const int *host, int n, int nhosts, int threshold)
-{
-    bool shared = false;
-
-    for (int r = 1; r < n; r++)
-        shared = shared || host[r] == host[r - 1];
-    return shared && nhosts >= 2 && nhosts <= threshold;
-}
-
-/* A tcp+shm job's sub: shm alone on one host, tcp+shm across hosts when
- * some host holds two members, flat tcp otherwise. */
-static ccol_status
-attach_sub_hier(ccol__link *job, const ccol__link_cfg *cfg,
-                ccol__shape *shape, const int *members, ccol__link **out,
-                ccol__err *err)
-{
-    const int *job_host;
-    ccol__link *tcp = ccol__hier_parts(job, &job_host), *sub = NULL;
-    int n = cfg->id.size, nhosts;
-    ccol__host_plan plan = { 0 };
-    char name[64];
-    ccol_status st;
-
-    plan.host = calloc((size_t)n, sizeof *plan.host);
-    if (plan.host == NULL)
-        return ccol__seterr(err, CCOL_ERR_NO_MEMORY, "out of memory");
-    nhosts = sub_hosts(job_host, members, n, plan.host);
-    sub_name(cfg, name, sizeof name);
-    if (nhosts == 1) {
-        ccol__host_plan_free(&plan);
-        return ccol__shm_attach(cfg, shape, name, out, err);
-    }
-    if (!sub_grouped(plan.host, n, nhosts, cfg->threshold)) {
-        ccol__host_plan_free(&plan);
-        return ccol__tcp_attach_sub(cfg, shape, tcp, members, NULL, out, err);
-    }
-    plan.nhosts = nhosts;
-    snprintf(plan.nonce, sizeof plan.nonce, "%016" PRIx64,
-             ccol__hash_str(name));
-    st = ccol__host_plan_tree(shape, &plan, err);
-    if (st == CCOL_OK)
-        st = ccol__tcp_attach_sub(cfg, shape, tcp, members, plan.host, &sub,
-                                  err);
-    if (st != CCOL_OK) {
-        ccol__host_plan_free(&plan);
-        return st;
-    }
-    return ccol__hier_attach(cfg, shape, &plan, sub, out, err);
-}
-
 ccol_status
 ccol__transport_attach_sub(ccol__link *job, const ccol__link_cfg *cfg,
                            ccol__shape *shape, const int *members,
                            ccol__link **out, ccol__err *err)
 {
-    const char *kind = job != NULL ? job->ops->name : "local";
-    char name[64];
-
     *out = NULL;
-    sub_name(cfg, name, sizeof name);
     if (cfg->id.size == 1)
         return CCOL_OK; /* a sub of one rank needs no link */
-    if (strcmp(kind, "inproc") == 0)
-        return ccol__inproc_attach(cfg, shape, name, out, err);
-    if (strcmp(kind, "shm") == 0)
-        return ccol__shm_attach(cfg, shape, name, out, err);
-    if (strcmp(kind, "tcp") == 0)
-        return ccol__tcp_attach_sub(cfg, shape, job, members, NULL, out, err);
-    if (strcmp(kind, "tcp+shm") == 0)
-        return attach_sub_hier(job, cfg, shape, members, out, err);
-    return ccol__seterr(err, CCOL_ERR_INVALID_ARG,
-                        "a %s communicator has no sub-communicators: create "
-                        "one over the sub-group's own all-gather "
-                        "(ccol_comm_create_oob)",
-                        kind);
+    if (job == NULL || job->ops->sub == NULL)
+        return ccol__seterr(err, CCOL_ERR_INVALID_ARG,
+                            "a %s communicator has no sub-communicators: "
+                            "create one over the sub-group's own all-gather "
+                            "(ccol_comm_create_oob)",
+                            job != NULL ? job->ops->name : "local");
+    return job->ops->sub(job, cfg, shape, members, out, err);
 }

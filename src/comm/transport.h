@@ -38,12 +38,13 @@ ccol_status ccol__transport_attach_oob(const ccol_oob *oob, const char *name,
  * The link of a sub-communicator of a job whose link is `job` (NULL for a
  * one-rank job): cfg->id is the sub's identity and `shape` its tree (which
  * a tcp+shm job's sub may replace by its per-host tree); members[r] is sub
- * rank r's rank in the job link's numbering. Only the members take part:
- * inproc and shm jobs get a group or segment of their own named by the
- * sub's communicator id, tcp jobs new connections between members (over
- * the listeners every rank keeps), tcp+shm jobs the same grouping by host
- * again (shm alone when every member shares one host). *out is NULL for a
- * sub of one rank.
+ * rank r's rank in the job link's numbering. Only the members take part,
+ * through the job link's own `sub` (link.h): inproc and shm jobs get a
+ * group or segment of their own named by the sub's communicator id, tcp
+ * jobs new connections between members (over the listeners every rank
+ * keeps), tcp+shm jobs the same grouping by host again (shm alone when
+ * every member shares one host). *out is NULL for a sub of one rank; a
+ * link without `sub` (oob) is CCOL_ERR_INVALID_ARG.
  */
 ccol_status ccol__transport_attach_sub(ccol__link *job,
                                        const ccol__link_cfg *cfg,
