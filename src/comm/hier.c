@@ -59,16 +59,16 @@ is_local(const hlink *h, int r)
 
 static ccol_status
 hier_send(ccol__link *l, int peer, const uint8_t *frame, size_t len,
-          double timeout_s, ccol__err *err)
+          int64_t deadline, ccol__err *err)
 {
     hlink *h = (hlink *)l;
     ccol_status st;
 
     if (!is_local(h, peer))
-        st = h->tcp->ops->send(h->tcp, peer, frame, len, timeout_s, err);
+        st = h->tcp->ops->send(h->tcp, peer, frame, len, deadline, err);
     else
         st = h->shm->ops->send(h->shm, h->local_of[peer], frame, len,
-                               timeout_s, err);
+                               deadline, err);
     count_traffic(h);
     return st;
 }

@@ -244,14 +244,14 @@ await_all(const ccol__link_cfg *cfg, group *g, int64_t deadline,
  * off a socket; a departed peer or a shut-down sender is an error. */
 static ccol_status
 inproc_send(ccol__link *lk, int peer, const uint8_t *frame, size_t len,
-            double timeout_s, ccol__err *err)
+            int64_t deadline, ccol__err *err)
 {
     group *g = ((ilink *)lk)->g; /* inboxes have no bound: never waits */
     int me = lk->id.rank;
     qframe *q = malloc(sizeof *q);
     uint8_t *copy = malloc(len);
 
-    (void)timeout_s;
+    (void)deadline;
     if (q == NULL || copy == NULL) {
         free(q);
         free(copy);

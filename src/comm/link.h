@@ -67,10 +67,10 @@ typedef struct ccol__coll {
 
 /*
  * The operations of a transport; each takes its own instance.
- *  send: one frame to `peer`, waiting up to timeout_s (the operation's
- *        deadline) for room when the peer reads slowly: CCOL_ERR_TIMEOUT
- *        then, CCOL_ERR_PEER / CCOL_ERR_CLOSED when it is gone; err names
- *        the peer.
+ *  send: one frame to `peer`, waiting for room until `deadline`
+ *        (monotonic ns, as recv) when the peer reads slowly:
+ *        CCOL_ERR_TIMEOUT then, CCOL_ERR_PEER / CCOL_ERR_CLOSED when it is
+ *        gone; err names the peer.
  *  recv: waits for one frame from any of peers[0..n-1] until `deadline`
  *        (monotonic ns). CCOL_ERR_TIMEOUT (err untouched) when nothing
  *        came; CCOL_ERR_PEER / CCOL_ERR_VERSION / CCOL_ERR_CLOSED with
@@ -100,7 +100,7 @@ typedef struct ccol__link_ops {
     ccol_status (*run)(ccol__link *l, ccol__coll *op, bool *ran,
                        ccol__err *err);
     ccol_status (*send)(ccol__link *l, int peer, const uint8_t *frame,
-                        size_t len, double timeout_s, ccol__err *err);
+                        size_t len, int64_t deadline, ccol__err *err);
     ccol_status (*recv)(ccol__link *l, const int *peers, int n,
                         int64_t deadline, int *from, ccol__msg *msg,
                         ccol__err *err);

@@ -138,8 +138,9 @@ sealed(ccol__tcp_key *k, const uint8_t *frame, size_t len, uint8_t **copy)
  * deadline; a closed or reset connection names the peer. */
 static ccol_status
 tcp_send(ccol__link *l, int peer, const uint8_t *frame, size_t len,
-         double timeout_s, ccol__err *err)
+         int64_t deadline, ccol__err *err)
 {
+    int64_t start = ccol__now_ns();
     ccol__tcp *t = (ccol__tcp *)l;
     int fd = peer_fd(t, peer, err), e = 0;
     const uint8_t *out;
@@ -153,7 +154,7 @@ tcp_send(ccol__link *l, int peer, const uint8_t *frame, size_t len,
         return ccol__seterr(err, CCOL_ERR_NO_MEMORY,
                             "out of memory for a frame to rank %d",
                             gr(t, peer));
-    io = ccol__tcp_write(fd, out, len, ccol__tcp_deadline(timeout_s), &e);
+    io = ccol__tcp_write(fd, out, len, deadline, &e);
     free(copy);
     if (io == CCOL__IO_OK) {
         l->sent += len;
@@ -163,7 +164,7 @@ tcp_send(ccol__link *l, int peer, const uint8_t *frame, size_t len,
         return ccol__seterr(err, CCOL_ERR_TIMEOUT,
                             "sending to rank %d timed out after %.1f s (it "
                             "stopped reading)",
-                            gr(t, peer), timeout_s);
+                            gr(t, peer), (double)(deadline - start) / 1e9);
     return ccol__seterr(err, CCOL_ERR_PEER,
                         "lost the connection to rank %d (%s)", gr(t, peer),
                         strerror(e));
