@@ -107,6 +107,13 @@ CCOL_API unsigned ccol_protocol_version(void);
  * strings). NULL is a no-op. */
 CCOL_API void ccol_free(void *p);
 
+/* Writes the SHA-256 (FIPS 180-4) of data[0..len) into out[32]: the
+ * digest libccol uses itself (profile agreement, token HMACs), so the
+ * tools and the bindings need no second one. data may be NULL when len is
+ * 0. */
+CCOL_API void ccol_sha256(const void *data, size_t len,
+                          unsigned char out[32]);
+
 typedef enum ccol_log_level {
     CCOL_LOG_ERROR = 0,
     CCOL_LOG_WARN = 1,
