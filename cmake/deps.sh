@@ -6,7 +6,7 @@
 #               baseline); what needs it says so clearly when it is absent.
 #   --fuzz      also installs clang and its libFuzzer runtime (make fuzz).
 set -u
-required="build-essential cmake pkg-config libjansson-dev libssl-dev"
+required="build-essential cmake pkg-config libjansson-dev"
 optional="openmpi-bin libopenmpi-dev chromium"
 fuzz="clang libclang-rt-14-dev"
 

@@ -107,6 +107,13 @@ CCOL_API unsigned ccol_protocol_version(void);
  * strings). NULL is a no-op. */
 CCOL_API void ccol_free(void *p);
 
+/* Writes the SHA-256 (FIPS 180-4) of data[0..len) into out[32]: the
+ * digest libccol uses itself (profile agreement, token HMACs), so the
+ * tools and the bindings need no second one. data may be NULL when len is
+ * 0. */
+CCOL_API void ccol_sha256(const void *data, size_t len,
+                          unsigned char out[32]);
+
 typedef enum ccol_log_level {
     CCOL_LOG_ERROR = 0,
     CCOL_LOG_WARN = 1,
@@ -911,7 +918,7 @@ CCOL_API ccol_status ccol_dyn_explain(ccol_dyn *d, const char *what,
 
 /*
  * Each helper is collective on a communicator and runs exactly one
- * operation; every rank computes its result from the same gathered bytes
+ * operation (ccol_agree_bytes: at most two); every rank computes its result from the same gathered bytes
  * with the same code, so results and error messages are bit-identical on
  * every rank. Failures of the communicator are returned with its message
  * (and poison it); DIVERGED or INVALID_ARG results computed from a
@@ -960,6 +967,22 @@ CCOL_API ccol_status ccol_verify(ccol_comm *comm, uint64_t digest,
 
 /* *all = flag is true on every rank (one allreduce AND). */
 CCOL_API ccol_status ccol_agree_all(ccol_comm *comm, bool flag, bool *all);
+
+/*
+ * Agreement on bytes (what a profile or a store's files read): every rank
+ * passes what it has (len 0: nothing) and gets the bytes of the source,
+ * the lowest rank that has some, in *out (ccol_free) and *out_len, and the
+ * source's rank in *src; with no bytes anywhere *out is NULL, *out_len 0
+ * and *src -1 on every rank. The ranks compare SHA-256 digests in one
+ * all-gather of 41 bytes per rank; unless every rank already holds the
+ * source's bytes, a broadcast of them follows (so this helper may run two
+ * operations), and what arrived is checked against the source's digest
+ * (CCOL_ERR_PEER otherwise). Messages lead with the communicator's label
+ * (ccol_comm_set_label), the caller's name for what is agreed.
+ */
+CCOL_API ccol_status ccol_agree_bytes(ccol_comm *comm, const void *data,
+                                      size_t len, void **out,
+                                      size_t *out_len, int *src);
 
 /* ------------------------------------------------------------------------ */
 /* 5. Trace log                                                              */

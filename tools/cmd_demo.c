@@ -14,6 +14,7 @@
 #include "util.h"
 
 #include "jit_job.h"
+#include "jit_summary.h"
 
 #include <stdlib.h>
 #include <string.h>

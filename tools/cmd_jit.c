@@ -8,6 +8,8 @@
 #include "tools.h"
 
 #include "jit_job.h"
+#include "jit_rank.h"
+#include "jit_summary.h"
 #include "launch.h"
 #include "mpi_glue.h"
 #include "util.h"

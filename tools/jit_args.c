@@ -4,7 +4,7 @@
  * from (rank, call, argument position), given strides and user marks, and
  * lists built item by item.
  */
-#include "jit_job.h"
+#include "jit_args.h"
 
 #include "ccol_jit.h"
 #include "ccol_jit_session.h"

@@ -9,7 +9,7 @@
  * Problems with the file are warnings: a profile saves recompiles, it
  * never fails a job.
  */
-#include "jit_job.h"
+#include "jit_profile.h"
 #include "profile_file.h"
 
 #include <stdio.h>

@@ -7,7 +7,10 @@
  * against an eager call, meets the other ranks at the end of the schedule,
  * and describes what happened as a JSON summary entry (docs/cli.md).
  */
-#include "jit_job.h"
+#include "jit_rank.h"
+#include "jit_args.h"
+#include "jit_profile.h"
+#include "jit_summary.h"
 #include "util.h"
 
 #include "ccol_jit_session.h"

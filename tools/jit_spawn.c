@@ -8,7 +8,9 @@
  * the collective deadline). The ranks die with the launcher, even when it
  * is killed by SIGKILL (tool_launch_fork).
  */
-#include "jit_job.h"
+#include "jit_spawn.h"
+#include "jit_rank.h"
+#include "jit_summary.h"
 #include "launch.h"
 #include "util.h"
 #include "../src/core/grow.h"

@@ -4,7 +4,8 @@
  * printed with --json, a readable rendering, and the encoding entries travel
  * in between processes (decoded defensively: they are bytes from elsewhere).
  */
-#include "jit_job.h"
+#include "jit_summary.h"
+#include "jit_opts.h"
 
 #include <math.h>
 #include <stdlib.h>

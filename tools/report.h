@@ -251,9 +251,6 @@ void tool_report_analyze(tool_report *r);
  * highest rank seen + 1 if that is larger. */
 size_t tool_report_world(const tool_report *r);
 
-/* Appends "rank 3", "ranks 0, 2" or "ranks 0-3, 7" for ranks[0..n). */
-void tool_report_ranks(char *out, size_t outlen, const int *ranks, size_t n);
-
 /* The first compile of `frame` with `index` on rank `rk`, or NULL. */
 const tool_rep_compile *tool_report_find(const tool_rep_rank *rk,
                                            const char *frame, uint64_t index);
@@ -409,6 +406,10 @@ typedef void (*tool_piece_fn)(void *ctx, const char *s, size_t n,
  * the standard library's directory; the user's: without r->common). */
 void tool_report_pieces(const tool_report *r, const char *s, size_t max,
                         tool_piece_fn fn, void *ctx);
+
+/* Writes "rank 3", "ranks 0, 2" or "ranks 0-3, 7" for ranks[0..n) into
+ * out (a run of two ranks is written as two ranks). */
+void tool_report_ranks(char *out, size_t outlen, const int *ranks, size_t n);
 
 /* ---- report_once.c ---- */
 

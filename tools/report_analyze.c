@@ -79,29 +79,6 @@ tool_report_world(const tool_report *r)
                                                       : r->nranks;
 }
 
-void
-tool_report_ranks(char *out, size_t outlen, const int *ranks, size_t n)
-{
-    size_t len =
-        (size_t)snprintf(out, outlen, "%s", n == 1 ? "rank " : "ranks ");
-
-    for (size_t i = 0; i < n && len < outlen; i++) {
-        size_t j = i;
-
-        while (j + 1 < n && ranks[j + 1] == ranks[j] + 1)
-            j++;
-        if (j < i + 2) /* runs of two are written as two ranks */
-            j = i;
-        if (j > i)
-            len += (size_t)snprintf(out + len, outlen - len, "%s%d-%d",
-                                    i ? ", " : "", ranks[i], ranks[j]);
-        else
-            len += (size_t)snprintf(out + len, outlen - len, "%s%d",
-                                    i ? ", " : "", ranks[i]);
-        i = j;
-    }
-}
-
 char *
 tool_report_join(const tool_strs *l, const char *empty)
 {

@@ -1,5 +1,6 @@
 /*
- * report_paths.c - whose code a frame is and how its path is shown.
+ * report_paths.c - whose code a frame is, how its path is shown, and how
+ * a set of ranks is written.
  *
  * A frame of torch, ccol or the standard library is not the user's: the
  * report lists it under the user frame that reached it (compile_begin's
@@ -14,9 +15,13 @@
  * directory on (`torch/_dynamo/external_utils.py`), the standard
  * library's from its directory (`contextlib.py`), the user's without the
  * directory all of them share. The HTML keeps the full path in a tooltip.
+ *
+ * Sets of ranks are written here too, the one way every part of the report
+ * (warnings, rows, compile once) names them: "ranks 0-3, 7".
  */
 #include "report.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -254,4 +259,27 @@ tool_report_common(tool_report *r)
         r->common = common;
     else
         free(common);
+}
+
+void
+tool_report_ranks(char *out, size_t outlen, const int *ranks, size_t n)
+{
+    size_t len =
+        (size_t)snprintf(out, outlen, "%s", n == 1 ? "rank " : "ranks ");
+
+    for (size_t i = 0; i < n && len < outlen; i++) {
+        size_t j = i;
+
+        while (j + 1 < n && ranks[j + 1] == ranks[j] + 1)
+            j++;
+        if (j < i + 2) /* runs of two are written as two ranks */
+            j = i;
+        if (j > i)
+            len += (size_t)snprintf(out + len, outlen - len, "%s%d-%d",
+                                    i ? ", " : "", ranks[i], ranks[j]);
+        else
+            len += (size_t)snprintf(out + len, outlen - len, "%s%d",
+                                    i ? ", " : "", ranks[i]);
+        i = j;
+    }
 }

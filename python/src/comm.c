@@ -854,6 +854,37 @@ comm_agree_all(ccolpy_comm *o, PyObject *arg)
     return PyBool_FromLong(all);
 }
 
+static PyObject *
+comm_agree_bytes(ccolpy_comm *o, PyObject *arg)
+{
+    Py_buffer b = { 0 };
+    void *out = NULL;
+    size_t n = 0;
+    int src = -1;
+    ccol_status st;
+    PyObject *res;
+
+    if (arg != Py_None && PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (!ccolpy_comm_acquire(o)) {
+        PyBuffer_Release(&b);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    st = ccol_agree_bytes(o->comm, b.buf, (size_t)b.len, &out, &n, &src);
+    Py_END_ALLOW_THREADS
+    ccolpy_comm_release(o);
+    PyBuffer_Release(&b);
+    if (st != CCOL_OK)
+        res = comm_raise(o, st);
+    else if (src < 0)
+        res = Py_BuildValue("(iO)", src, Py_None);
+    else
+        res = Py_BuildValue("(iy#)", src, (const char *)out, (Py_ssize_t)n);
+    ccol_free(out);
+    return res;
+}
+
 /* ---- attributes ---- */
 
 static int
@@ -1095,6 +1126,12 @@ static PyMethodDef comm_methods[] = {
       "the ranks grouped by digest and the first differing summary line." },
     { "agree_all", (PyCFunction)comm_agree_all, METH_O,
       "agree_all(flag) -> bool\n\nTrue when flag is true on every rank." },
+    { "agree_bytes", (PyCFunction)comm_agree_bytes, METH_O,
+      "agree_bytes(data: bytes | None) -> (src, bytes | None)\n\n"
+      "Every rank gets the bytes of the lowest rank that passed some\n"
+      "(empty or None: nothing), and that rank src; (-1, None) when no\n"
+      "rank did. Digests are compared first: the bytes travel only to\n"
+      "ranks that lack them." },
     { "set_label", (PyCFunction)comm_set_label, METH_O,
       "set_label(label: str | None) -> None\n\n"
       "A label other ranks' error messages show for this rank, whole up\n"

@@ -9,6 +9,7 @@
  * while any other two complete sets that disagree are an error naming both.
  */
 #include "comm.h"
+#include "transport.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -92,18 +93,6 @@ resolve_rank(ccol__err *err, int *rank, int *size, int *used)
     return CCOL_OK;
 }
 
-/* The names CCOL_TRANSPORT accepts, in the order messages list them. */
-static const struct {
-    const char *name;
-    ccol_transport transport;
-} transport_names[] = {
-    { "inproc", CCOL_TRANSPORT_INPROC },
-    { "tcp", CCOL_TRANSPORT_TCP },
-    { "shm", CCOL_TRANSPORT_SHM },
-};
-
-#define NTRANSPORTS (sizeof transport_names / sizeof transport_names[0])
-
 /* Reads CCOL_TRANSPORT into p (unset or empty: the default); an unknown
  * name is an error naming it and the accepted ones. */
 static ccol_status
@@ -114,16 +103,11 @@ read_transport(ccol__err *err, ccol_comm_params *p)
 
     if (v == NULL || v[0] == '\0')
         return CCOL_OK;
-    for (size_t i = 0; i < NTRANSPORTS; i++) {
-        if (strcmp(v, transport_names[i].name) == 0) {
-            p->transport = transport_names[i].transport;
-            p->mask |= CCOL_COMM_PARAM_TRANSPORT;
-            return CCOL_OK;
-        }
-        snprintf(names + strlen(names), sizeof names - strlen(names),
-                 "%s%s", i == 0 ? "" : i + 1 == NTRANSPORTS ? " or " : ", ",
-                 transport_names[i].name);
+    if (ccol__transport_named(v, &p->transport)) {
+        p->mask |= CCOL_COMM_PARAM_TRANSPORT;
+        return CCOL_OK;
     }
+    ccol__transport_names(names, sizeof names);
     if (strcmp(v, "mpi") == 0)
         return ccol__seterr(err, CCOL_ERR_INVALID_ARG,
                             "CCOL_TRANSPORT='mpi': libccol joins MPI jobs "

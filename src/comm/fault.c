@@ -215,7 +215,7 @@ ccol__fault_on_op(ccol__faults *fs, ccol__link *l, uint64_t seq,
 /* Applies a per-frame fault; returns the status of the (maybe) send. */
 static ccol_status
 apply(ccol__link *l, struct fault *f, int peer, const uint8_t *frame,
-      size_t len, double timeout_s, ccol__err *err)
+      size_t len, int64_t deadline, ccol__err *err)
 {
     uint8_t *bad;
     ccol_status st;
@@ -226,9 +226,9 @@ apply(ccol__link *l, struct fault *f, int peer, const uint8_t *frame,
         return CCOL_OK;
     case F_DELAY:
         sleep_ms(f->ms >= 0 ? f->ms : 200);
-        return l->ops->send(l, peer, frame, len, timeout_s, err);
+        return l->ops->send(l, peer, frame, len, deadline, err);
     case F_TRUNCATE:
-        st = l->ops->send(l, peer, frame, len / 2, timeout_s, err);
+        st = l->ops->send(l, peer, frame, len / 2, deadline, err);
         if (l->ops->shutdown != NULL)
             l->ops->shutdown(l);
         return st;
@@ -238,7 +238,7 @@ apply(ccol__link *l, struct fault *f, int peer, const uint8_t *frame,
             return ccol__seterr(err, CCOL_ERR_NO_MEMORY, "out of memory");
         memcpy(bad, frame, len);
         bad[len > CCOL__HDR_SIZE ? len - 1 : 20] ^= 0x5a;
-        st = l->ops->send(l, peer, bad, len, timeout_s, err);
+        st = l->ops->send(l, peer, bad, len, deadline, err);
         free(bad);
         return st;
     }
@@ -266,16 +266,16 @@ match_message(ccol__faults *fs, uint64_t seq)
 /* Every frame of every engine goes through here. */
 ccol_status
 ccol__fault_send(ccol__link *l, int peer, const uint8_t *frame, size_t len,
-                 uint64_t seq, double timeout_s, ccol__err *err)
+                 uint64_t seq, int64_t deadline, ccol__err *err)
 {
     struct fault *f = match_message(l->faults, seq);
 
     if (f == NULL)
-        return l->ops->send(l, peer, frame, len, timeout_s, err);
+        return l->ops->send(l, peer, frame, len, deadline, err);
     ccol__log(CCOL_LOG_WARN, "comm", "rank %d/%d: injected fault: %s of "
               "frame %llu to rank %d", l->faults->rank, l->faults->size,
               kinds[f->kind], (unsigned long long)l->faults->nsent, peer);
-    return apply(l, f, peer, frame, len, timeout_s, err);
+    return apply(l, f, peer, frame, len, deadline, err);
 }
 
 /* The slot counterpart of ccol__fault_send. */

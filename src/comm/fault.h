@@ -21,10 +21,11 @@ void ccol__fault_free(ccol__faults *fs);
  * timeout_s) and close (shuts l down) faults. fs may be NULL. */
 void ccol__fault_on_op(ccol__faults *fs, ccol__link *l, uint64_t seq,
                        double timeout_s);
-/* Sends a frame of operation `seq` through l, applying the drop, delay,
- * truncate and corrupt faults of l->faults that match this message. */
+/* Sends a frame of operation `seq` through l (waiting for room until
+ * `deadline`, as the link's send), applying the drop, delay, truncate and
+ * corrupt faults of l->faults that match this message. */
 ccol_status ccol__fault_send(ccol__link *l, int peer, const uint8_t *frame,
-                             size_t len, uint64_t seq, double timeout_s,
+                             size_t len, uint64_t seq, int64_t deadline,
                              ccol__err *err);
 /* The same per-message faults for a publication that is not a frame (a
  * slot): counts it as a message, sleeps for a delay, and returns the

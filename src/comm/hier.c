@@ -18,7 +18,9 @@
 #include "hier.h"
 
 #include "shm.h"
+#include "tcp.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,16 +59,16 @@ is_local(const hlink *h, int r)
 
 static ccol_status
 hier_send(ccol__link *l, int peer, const uint8_t *frame, size_t len,
-          double timeout_s, ccol__err *err)
+          int64_t deadline, ccol__err *err)
 {
     hlink *h = (hlink *)l;
     ccol_status st;
 
     if (!is_local(h, peer))
-        st = h->tcp->ops->send(h->tcp, peer, frame, len, timeout_s, err);
+        st = h->tcp->ops->send(h->tcp, peer, frame, len, deadline, err);
     else
         st = h->shm->ops->send(h->shm, h->local_of[peer], frame, len,
-                               timeout_s, err);
+                               deadline, err);
     count_traffic(h);
     return st;
 }
@@ -190,9 +192,80 @@ hier_shutdown(ccol__link *l)
         h->shm->ops->shutdown(h->shm);
 }
 
+/* The members' hosts, numbered again from 0 in member order (hosts hold
+ * consecutive ranks, so members' hosts are consecutive too); returns the
+ * number of hosts. */
+static int
+sub_hosts(const int *job_host, const int *members, int n, int *host)
+{
+    int nh = 0;
+
+    for (int r = 0; r < n; r++) {
+        if (r > 0 && job_host[members[r]] != job_host[members[r - 1]])
+            nh++;
+        host[r] = nh;
+    }
+    return nh + 1;
+}
+
+/* Whether grouping by host pays: two hosts or more, within the tree
+ * threshold, one of them with two members or more. */
+static bool
+sub_grouped(const int *host, int n, int nhosts, int threshold)
+{
+    bool shared = false;
+
+    for (int r = 1; r < n; r++)
+        shared = shared || host[r] == host[r - 1];
+    return shared && nhosts >= 2 && nhosts <= threshold;
+}
+
+/* A sub-communicator's link: shm alone when its members share one host,
+ * tcp+shm across hosts when some host holds two members, flat tcp
+ * otherwise (over the job's tcp part). */
+static ccol_status
+hier_sub(ccol__link *job, const ccol__link_cfg *cfg, ccol__shape *shape,
+         const int *members, ccol__link **out, ccol__err *err)
+{
+    hlink *h = (hlink *)job;
+    ccol__host_plan plan = { 0 };
+    ccol__link *sub = NULL;
+    int n = cfg->id.size, nhosts;
+    char name[64];
+    ccol_status st;
+
+    plan.host = calloc((size_t)n, sizeof *plan.host);
+    if (plan.host == NULL)
+        return ccol__seterr(err, CCOL_ERR_NO_MEMORY, "out of memory");
+    nhosts = sub_hosts(h->host, members, n, plan.host);
+    ccol__link_sub_name(cfg, name, sizeof name);
+    if (nhosts == 1) {
+        ccol__host_plan_free(&plan);
+        return ccol__shm_attach(cfg, shape, name, out, err);
+    }
+    if (!sub_grouped(plan.host, n, nhosts, cfg->threshold)) {
+        ccol__host_plan_free(&plan);
+        return ccol__tcp_attach_sub(cfg, shape, h->tcp, members, NULL, out,
+                                    err);
+    }
+    plan.nhosts = nhosts;
+    snprintf(plan.nonce, sizeof plan.nonce, "%016" PRIx64,
+             ccol__hash_str(name));
+    st = ccol__host_plan_tree(shape, &plan, err);
+    if (st == CCOL_OK)
+        st = ccol__tcp_attach_sub(cfg, shape, h->tcp, members, plan.host,
+                                  &sub, err);
+    if (st != CCOL_OK) {
+        ccol__host_plan_free(&plan);
+        return st;
+    }
+    return ccol__hier_attach(cfg, shape, &plan, sub, out, err);
+}
+
 static const ccol__link_ops hier_ops = {
     .name = "tcp+shm", .run = NULL, .send = hier_send, .recv = hier_recv,
-    .ready = NULL, .destroy = hier_destroy, .shutdown = hier_shutdown
+    .ready = NULL, .destroy = hier_destroy, .shutdown = hier_shutdown,
+    .sub = hier_sub
 };
 
 /* The host's own shm link: its ranks numbered in rank order, the job's
@@ -282,13 +355,4 @@ ccol__hier_attach(const ccol__link_cfg *cfg, const ccol__shape *shape,
     count_traffic(h);
     *out = &h->base;
     return CCOL_OK;
-}
-
-ccol__link *
-ccol__hier_parts(ccol__link *l, const int **host)
-{
-    hlink *h = (hlink *)l;
-
-    *host = h->host;
-    return h->tcp;
 }

@@ -23,8 +23,4 @@ ccol_status ccol__hier_attach(const ccol__link_cfg *cfg,
                               ccol__link *tcp, ccol__link **out,
                               ccol__err *err);
 
-/* What a sub-communicator of a tcp+shm job builds on (l is a link made by
- * ccol__hier_attach): its tcp link, and in *host the host of each rank. */
-ccol__link *ccol__hier_parts(ccol__link *l, const int **host);
-
 #endif /* CCOL_HIER_H */

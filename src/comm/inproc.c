@@ -244,14 +244,14 @@ await_all(const ccol__link_cfg *cfg, group *g, int64_t deadline,
  * off a socket; a departed peer or a shut-down sender is an error. */
 static ccol_status
 inproc_send(ccol__link *lk, int peer, const uint8_t *frame, size_t len,
-            double timeout_s, ccol__err *err)
+            int64_t deadline, ccol__err *err)
 {
     group *g = ((ilink *)lk)->g; /* inboxes have no bound: never waits */
     int me = lk->id.rank;
     qframe *q = malloc(sizeof *q);
     uint8_t *copy = malloc(len);
 
-    (void)timeout_s;
+    (void)deadline;
     if (q == NULL || copy == NULL) {
         free(q);
         free(copy);
@@ -534,10 +534,24 @@ out_free_link:
     free(l);
 }
 
+/* A sub-communicator's link: a group of its own, named by the sub's
+ * communicator id. */
+static ccol_status
+inproc_sub(ccol__link *job, const ccol__link_cfg *cfg, ccol__shape *shape,
+           const int *members, ccol__link **out, ccol__err *err)
+{
+    char name[64];
+
+    (void)job;
+    (void)members;
+    ccol__link_sub_name(cfg, name, sizeof name);
+    return ccol__inproc_attach(cfg, shape, name, out, err);
+}
+
 static const ccol__link_ops inproc_ops = {
     .name = "inproc", .run = inproc_run, .send = inproc_send,
     .recv = inproc_recv, .ready = NULL, .destroy = inproc_destroy,
-    .shutdown = inproc_shutdown
+    .shutdown = inproc_shutdown, .sub = inproc_sub
 };
 
 /* This rank's view of the group's slots: every rank is this process, so

@@ -5,6 +5,7 @@
  */
 #include "link.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,12 @@ ccol__link_destroy(ccol__link *l, bool foreign)
         return;
     l->foreign = foreign;
     l->ops->destroy(l);
+}
+
+void
+ccol__link_sub_name(const ccol__link_cfg *cfg, char *out, size_t n)
+{
+    snprintf(out, n, "sub-%016" PRIx64, cfg->id.comm_id);
 }
 
 /* The absent ranks as "1, 3", each followed by what describe says of it

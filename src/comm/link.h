@@ -21,7 +21,9 @@
 #include <stdint.h>
 
 typedef struct ccol__link ccol__link;
+typedef struct ccol__link_cfg ccol__link_cfg;
 typedef struct ccol__faults ccol__faults;
+typedef struct ccol__shape ccol__shape; /* shape.h */
 
 /* ---- one collective ---- */
 
@@ -65,10 +67,10 @@ typedef struct ccol__coll {
 
 /*
  * The operations of a transport; each takes its own instance.
- *  send: one frame to `peer`, waiting up to timeout_s (the operation's
- *        deadline) for room when the peer reads slowly: CCOL_ERR_TIMEOUT
- *        then, CCOL_ERR_PEER / CCOL_ERR_CLOSED when it is gone; err names
- *        the peer.
+ *  send: one frame to `peer`, waiting for room until `deadline`
+ *        (monotonic ns, as recv) when the peer reads slowly:
+ *        CCOL_ERR_TIMEOUT then, CCOL_ERR_PEER / CCOL_ERR_CLOSED when it is
+ *        gone; err names the peer.
  *  recv: waits for one frame from any of peers[0..n-1] until `deadline`
  *        (monotonic ns). CCOL_ERR_TIMEOUT (err untouched) when nothing
  *        came; CCOL_ERR_PEER / CCOL_ERR_VERSION / CCOL_ERR_CLOSED with
@@ -83,19 +85,31 @@ typedef struct ccol__coll {
  *        only what this process holds and tells no one.
  *  shutdown (optional): closes every connection at once, as a crash
  *        would (fault injection).
+ *  sub (optional): joins the link of a sub-communicator of the job this
+ *        link serves, in *out: cfg->id is the sub's identity, `shape`
+ *        its tree (which the link may replace, as tcp+shm does by its
+ *        per-host tree), members[r] sub rank r's rank in this link's
+ *        numbering; only the members take part. NULL when the link's job
+ *        has no sub-communicators (oob: a sub is made over the sub-group's
+ *        own all-gather). Called for subs of two ranks or more.
  */
 typedef struct ccol__link_ops {
-    const char *name;
+    const char *name; /* what ccol_comm_transport() and messages say;
+                         nothing chooses by it (a link declares what it
+                         can do by its optional operations) */
     ccol_status (*run)(ccol__link *l, ccol__coll *op, bool *ran,
                        ccol__err *err);
     ccol_status (*send)(ccol__link *l, int peer, const uint8_t *frame,
-                        size_t len, double timeout_s, ccol__err *err);
+                        size_t len, int64_t deadline, ccol__err *err);
     ccol_status (*recv)(ccol__link *l, const int *peers, int n,
                         int64_t deadline, int *from, ccol__msg *msg,
                         ccol__err *err);
     bool (*ready)(ccol__link *l, const int *peers, int n);
     void (*destroy)(ccol__link *l);
     void (*shutdown)(ccol__link *l);
+    ccol_status (*sub)(ccol__link *l, const ccol__link_cfg *cfg,
+                       ccol__shape *shape, const int *members,
+                       ccol__link **out, ccol__err *err);
 } ccol__link_ops;
 
 /* What every link instance starts with. */
@@ -115,7 +129,7 @@ struct ccol__link {
  * An attach that fails leaves NULL in its *out, except where its header
  * says that a failed join still returns its link, which the caller then
  * destroys (the rank keeps its place in the job until then). */
-typedef struct ccol__link_cfg {
+struct ccol__link_cfg {
     ccol__ident id;
     double timeout_s;
     const char *token_str;  /* the job token, NULL when none */
@@ -123,13 +137,17 @@ typedef struct ccol__link_cfg {
     int fanout;
     int owner;              /* pid of the creating process */
     ccol__faults *faults;
-} ccol__link_cfg;
+};
 
 /* Fills the common part of a new link. */
 void ccol__link_init(ccol__link *l, const ccol__link_ops *ops,
                      const ccol__link_cfg *cfg);
 /* Destroys a link (NULL is allowed), as `foreign` says. */
 void ccol__link_destroy(ccol__link *l, bool foreign);
+/* The name of a sub-communicator's own group or segment (inproc, shm):
+ * its communicator id, which is named by the job's, so two jobs' subs
+ * never meet. */
+void ccol__link_sub_name(const ccol__link_cfg *cfg, char *out, size_t n);
 
 /* ---- shared by the transports ---- */
 

@@ -207,19 +207,19 @@ copy_in(ccol__shm_ring *r, uint32_t cap, uint64_t pos, const uint8_t *src,
  * counter is published after each piece and the consumer's bell rung. */
 static ccol_status
 shm_send(ccol__link *lk, int peer, const uint8_t *frame, size_t len,
-         double timeout_s, ccol__err *err)
+         int64_t deadline, ccol__err *err)
 {
     slink *l = (slink *)lk;
     int i = nbr_index(l, peer);
     space_wait w;
-    int64_t deadline = ccol__now_ns() + (int64_t)(timeout_s * 1e9);
+    int64_t start = ccol__now_ns();
     size_t off = 0;
     const int one = 1;
 
     if (l->board.closed)
         return ccol__seterr(err, CCOL_ERR_CLOSED,
                             "this rank's connections were shut down");
-    if (ccol__shm_check_size(l, ccol__now_ns(), err) != CCOL_OK)
+    if (ccol__shm_check_size(l, start, err) != CCOL_OK)
         return err->code;
     if (i < 0)
         return ccol__seterr(err, CCOL_ERR_INTERNAL,
@@ -251,7 +251,8 @@ shm_send(ccol__link *lk, int peer, const uint8_t *frame, size_t len,
                 st = ccol__seterr(err, CCOL_ERR_TIMEOUT,
                                   "rank %d did not read its messages within "
                                   "%.3g s",
-                                  ccol__id_gr(&l->base.id, peer), timeout_s);
+                                  ccol__id_gr(&l->base.id, peer),
+                                  (double)(deadline - start) / 1e9);
             if (st != CCOL_OK)
                 return st;
             l->nb[i].out_tail = atomic_load_explicit(&w.r->tail,
@@ -514,9 +515,24 @@ board_guard(void *ud, int64_t now, ccol__err *err)
     return ccol__shm_check_size(ud, now, err);
 }
 
+/* A sub-communicator's link: a segment of its own, named by the sub's
+ * communicator id. */
+static ccol_status
+shm_sub(ccol__link *job, const ccol__link_cfg *cfg, ccol__shape *shape,
+        const int *members, ccol__link **out, ccol__err *err)
+{
+    char name[64];
+
+    (void)job;
+    (void)members;
+    ccol__link_sub_name(cfg, name, sizeof name);
+    return ccol__shm_attach(cfg, shape, name, out, err);
+}
+
 static const ccol__link_ops shm_ops = {
     .name = "shm", .run = shm_run, .send = shm_send, .recv = shm_recv,
-    .ready = NULL, .destroy = shm_destroy, .shutdown = shm_shutdown
+    .ready = NULL, .destroy = shm_destroy, .shutdown = shm_shutdown,
+    .sub = shm_sub
 };
 
 /* This rank's view of the joined segment: its board and rings. */

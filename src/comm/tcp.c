@@ -89,8 +89,9 @@ ccol__tcp_new(const ccol__link_cfg *cfg)
     return t;
 }
 
-bool
-ccol__tcp_is(const ccol__link *l)
+/* Whether l is a tcp link. */
+static bool
+is_tcp(const ccol__link *l)
 {
     return l != NULL && l->ops == &tcp_ops;
 }
@@ -137,8 +138,9 @@ sealed(ccol__tcp_key *k, const uint8_t *frame, size_t len, uint8_t **copy)
  * deadline; a closed or reset connection names the peer. */
 static ccol_status
 tcp_send(ccol__link *l, int peer, const uint8_t *frame, size_t len,
-         double timeout_s, ccol__err *err)
+         int64_t deadline, ccol__err *err)
 {
+    int64_t start = ccol__now_ns();
     ccol__tcp *t = (ccol__tcp *)l;
     int fd = peer_fd(t, peer, err), e = 0;
     const uint8_t *out;
@@ -152,7 +154,7 @@ tcp_send(ccol__link *l, int peer, const uint8_t *frame, size_t len,
         return ccol__seterr(err, CCOL_ERR_NO_MEMORY,
                             "out of memory for a frame to rank %d",
                             gr(t, peer));
-    io = ccol__tcp_write(fd, out, len, ccol__tcp_deadline(timeout_s), &e);
+    io = ccol__tcp_write(fd, out, len, deadline, &e);
     free(copy);
     if (io == CCOL__IO_OK) {
         l->sent += len;
@@ -162,7 +164,7 @@ tcp_send(ccol__link *l, int peer, const uint8_t *frame, size_t len,
         return ccol__seterr(err, CCOL_ERR_TIMEOUT,
                             "sending to rank %d timed out after %.1f s (it "
                             "stopped reading)",
-                            gr(t, peer), timeout_s);
+                            gr(t, peer), (double)(deadline - start) / 1e9);
     return ccol__seterr(err, CCOL_ERR_PEER,
                         "lost the connection to rank %d (%s)", gr(t, peer),
                         strerror(e));
@@ -315,9 +317,49 @@ tcp_shutdown(ccol__link *l)
             shutdown(t->fd[r], SHUT_RDWR);
 }
 
+/* A sub-communicator's link: new connections between the members, over
+ * the listeners every rank keeps (tcp_sub.c). */
+static ccol_status
+tcp_sub(ccol__link *job, const ccol__link_cfg *cfg, ccol__shape *shape,
+        const int *members, ccol__link **out, ccol__err *err)
+{
+    return ccol__tcp_attach_sub(cfg, shape, job, members, NULL, out, err);
+}
+
+/* Makes the sub-communicator's link and connects it (tcp_sub.c). */
+ccol_status
+ccol__tcp_attach_sub(const ccol__link_cfg *cfg, const ccol__shape *shape,
+                     ccol__link *job, const int *members, const int *host,
+                     ccol__link **out, ccol__err *err)
+{
+    ccol__tcp *t;
+    ccol_status st;
+
+    *out = NULL;
+    if (!is_tcp(job))
+        return ccol__seterr(err, CCOL_ERR_INTERNAL,
+                            "a tcp sub-communicator needs the job's tcp "
+                            "link, not a %s link",
+                            job != NULL ? job->ops->name : "missing");
+    t = ccol__tcp_new(cfg);
+    if (t == NULL)
+        return ccol__seterr(err, CCOL_ERR_NO_MEMORY,
+                            "out of memory for a sub-communicator's tcp "
+                            "link");
+    st = ccol__tcp_sub_connect(cfg, shape, (const ccol__tcp *)job, members,
+                               host, t, err);
+    if (st != CCOL_OK) {
+        ccol__tcp_free(t, false);
+        return st;
+    }
+    *out = &t->base;
+    return CCOL_OK;
+}
+
 static const ccol__link_ops tcp_ops = {
     .name = "tcp", .run = NULL, .send = tcp_send, .recv = tcp_recv,
-    .ready = tcp_ready, .destroy = tcp_destroy, .shutdown = tcp_shutdown
+    .ready = tcp_ready, .destroy = tcp_destroy, .shutdown = tcp_shutdown,
+    .sub = tcp_sub
 };
 
 /* Is addr one only this host reaches (127.0.0.0/8, ::1, localhost)? */

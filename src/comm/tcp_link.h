@@ -223,8 +223,6 @@ ccol__tcp *ccol__tcp_new(const ccol__link_cfg *cfg);
 /* Closes every socket and the listener and frees t; a forked child's
  * copy (`foreign`) only closes its descriptors. */
 void ccol__tcp_free(ccol__tcp *t, bool foreign);
-/* Whether l is a tcp link. */
-bool ccol__tcp_is(const ccol__link *l);
 
 /* ---- tcp_rendezvous.c ---- */
 
@@ -261,5 +259,17 @@ ccol_status ccol__tcp_accept_peers(const ccol__link_cfg *cfg, int lfd,
  * wrong. */
 const char *ccol__tcp_table_decode(ccol__rd *r, int size,
                                    ccol__tcp_addr *table);
+
+/* ---- tcp_sub.c ---- */
+
+/* Connects t, the new link of a sub-communicator of the job whose tcp
+ * link is `job` (ccol__tcp_attach_sub in tcp.h says what the arguments
+ * are): this rank's parent in `shape` first, then its children, as the
+ * job's tree forms. On failure err says why and the caller frees t. */
+ccol_status ccol__tcp_sub_connect(const ccol__link_cfg *cfg,
+                                  const ccol__shape *shape,
+                                  const ccol__tcp *job, const int *members,
+                                  const int *host, ccol__tcp *t,
+                                  ccol__err *err);
 
 #endif /* CCOL_TCP_LINK_H */

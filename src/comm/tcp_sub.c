@@ -55,15 +55,10 @@ remote(const sub *s, int a, int b)
 
 /* The caller's arguments agree with each other and with the job link. */
 static ccol_status
-check_args(const sub *s, const ccol__link *job)
+check_args(const sub *s)
 {
     const ccol__ident *id = &s->cfg->id;
 
-    if (!ccol__tcp_is(job))
-        return ccol__seterr(s->err, CCOL_ERR_INTERNAL,
-                            "a tcp sub-communicator needs the job's tcp "
-                            "link, not a %s link",
-                            job != NULL ? job->ops->name : "missing");
     if (id->size < 1 || id->rank < 0 || id->rank >= id->size ||
         s->shape->rank != id->rank || s->shape->size != id->size)
         return ccol__seterr(s->err, CCOL_ERR_INTERNAL,
@@ -176,34 +171,20 @@ accept_children(sub *s)
     return st;
 }
 
-/* Forms the sub-communicator's link: first this rank's parent, then its
- * children, as the job's tree forms. */
 ccol_status
-ccol__tcp_attach_sub(const ccol__link_cfg *cfg, const ccol__shape *shape,
-                     ccol__link *job, const int *members, const int *host,
-                     ccol__link **out, ccol__err *err)
+ccol__tcp_sub_connect(const ccol__link_cfg *cfg, const ccol__shape *shape,
+                      const ccol__tcp *job, const int *members,
+                      const int *host, ccol__tcp *t, ccol__err *err)
 {
-    sub s = { .cfg = cfg, .shape = shape, .job = (const ccol__tcp *)job,
-              .members = members, .host = host, .err = err };
-    ccol_status st;
+    sub s = { .cfg = cfg, .shape = shape, .job = job, .members = members,
+              .host = host, .t = t, .err = err };
+    ccol_status st = check_args(&s);
 
-    *out = NULL;
-    st = check_args(&s, job);
     if (st != CCOL_OK)
         return st;
-    s.t = ccol__tcp_new(cfg);
-    if (s.t == NULL)
-        return ccol__seterr(err, CCOL_ERR_NO_MEMORY,
-                            "out of memory for a sub-communicator's tcp "
-                            "link");
     s.deadline = ccol__tcp_deadline(cfg->timeout_s);
     st = dial_parent(&s);
     if (st == CCOL_OK)
         st = accept_children(&s);
-    if (st != CCOL_OK) {
-        ccol__tcp_free(s.t, false);
-        return st;
-    }
-    *out = &s.t->base;
-    return CCOL_OK;
+    return st;
 }

@@ -2,6 +2,8 @@
  * transport.c - the transport table (see transport.h): the one place that
  * knows every transport, so the communicator above knows none and no
  * transport knows another except the composite that is built from them.
+ * A job's link is found by walking the table (`transports` below) for the
+ * params' kind; the names CCOL_TRANSPORT accepts are the table's too.
  */
 #include "transport.h"
 
@@ -11,15 +13,13 @@
 #include "shm.h"
 #include "tcp.h"
 
-#include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* inproc: the group is named by params.name. */
 static ccol_status
 attach_inproc(const ccol_comm_params *p, ccol__link_cfg *cfg,
-              const ccol__shape *shape, ccol__link **out, ccol__err *err)
+              ccol__shape *shape, ccol__link **out, ccol__err *err)
 {
     char id[300];
 
@@ -61,7 +61,7 @@ ccol_shm_cleanup(const ccol_comm_params *p)
 
 static ccol_status
 attach_shm(const ccol_comm_params *p, ccol__link_cfg *cfg,
-           const ccol__shape *shape, ccol__link **out, ccol__err *err)
+           ccol__shape *shape, ccol__link **out, ccol__err *err)
 {
     char name[96], id[128];
     bool named = shm_job_name(p, name, sizeof name);
@@ -106,6 +106,38 @@ attach_tcp(const ccol_comm_params *p, ccol__link_cfg *cfg,
     return ccol__hier_attach(cfg, shape, &plan, tcp, out, err);
 }
 
+/* A one-rank job asked for no transport in particular: it needs no
+ * network, so it gets no link. */
+static ccol_status
+attach_default(const ccol_comm_params *p, ccol__link_cfg *cfg,
+               ccol__shape *shape, ccol__link **out, ccol__err *err)
+{
+    if (cfg->id.size == 1)
+        return CCOL_OK;
+    return attach_tcp(p, cfg, shape, out, err);
+}
+
+typedef ccol_status (*attach_fn)(const ccol_comm_params *p,
+                                 ccol__link_cfg *cfg, ccol__shape *shape,
+                                 ccol__link **out, ccol__err *err);
+
+/* The transports ccol_comm_create joins, in the order messages list
+ * their names; a row without a name is one CCOL_TRANSPORT cannot ask
+ * for. The oob transport has its own entry (ccol__transport_attach_oob)
+ * and a job's sub-communicators go through its link (link.h's sub). */
+static const struct transport {
+    ccol_transport kind; /* params.transport */
+    const char *name;    /* CCOL_TRANSPORT's spelling, or NULL */
+    attach_fn attach;    /* joins the job; *out NULL for no link */
+} transports[] = {
+    { CCOL_TRANSPORT_INPROC, "inproc", attach_inproc },
+    { CCOL_TRANSPORT_TCP, "tcp", attach_tcp },
+    { CCOL_TRANSPORT_SHM, "shm", attach_shm },
+    { CCOL_TRANSPORT_DEFAULT, NULL, attach_default },
+};
+
+#define NTRANSPORTS (sizeof transports / sizeof transports[0])
+
 ccol_status
 ccol__transport_attach(const ccol_comm_params *p, ccol__link_cfg *cfg,
                        ccol__shape *shape, ccol__link **out, ccol__err *err)
@@ -115,18 +147,44 @@ ccol__transport_attach(const ccol_comm_params *p, ccol__link_cfg *cfg,
                            : CCOL_TRANSPORT_DEFAULT;
 
     *out = NULL;
-    if (t == CCOL_TRANSPORT_INPROC)
-        return attach_inproc(p, cfg, shape, out, err);
-    if (t == CCOL_TRANSPORT_SHM)
-        return attach_shm(p, cfg, shape, out, err);
-    if (t != CCOL_TRANSPORT_DEFAULT && t != CCOL_TRANSPORT_TCP)
-        return ccol__seterr(err, CCOL_ERR_INVALID_ARG,
-                            "transport %d is not supported by "
-                            "ccol_comm_create",
-                            (int)t);
-    if (cfg->id.size == 1 && t == CCOL_TRANSPORT_DEFAULT)
-        return CCOL_OK; /* a one-rank job needs no network */
-    return attach_tcp(p, cfg, shape, out, err);
+    for (size_t i = 0; i < NTRANSPORTS; i++) {
+        if (transports[i].kind == t)
+            return transports[i].attach(p, cfg, shape, out, err);
+    }
+    return ccol__seterr(err, CCOL_ERR_INVALID_ARG,
+                        "transport %d is not supported by "
+                        "ccol_comm_create",
+                        (int)t);
+}
+
+bool
+ccol__transport_named(const char *name, ccol_transport *out)
+{
+    for (size_t i = 0; i < NTRANSPORTS; i++) {
+        if (transports[i].name != NULL &&
+            strcmp(transports[i].name, name) == 0) {
+            *out = transports[i].kind;
+            return true;
+        }
+    }
+    return false;
+}
+
+void
+ccol__transport_names(char *out, size_t n)
+{
+    size_t left = 0, at = 0;
+
+    for (size_t i = 0; i < NTRANSPORTS; i++)
+        left += transports[i].name != NULL;
+    out[0] = '\0';
+    for (size_t i = 0; i < NTRANSPORTS && at < n; i++) {
+        if (transports[i].name == NULL)
+            continue;
+        left--;
+        at += (size_t)snprintf(out + at, n - at, "%s%s", transports[i].name,
+                               left == 0 ? "" : left == 1 ? " or " : ", ");
+    }
 }
 
 ccol_status
@@ -138,108 +196,19 @@ ccol__transport_attach_oob(const ccol_oob *oob, const char *name,
     return ccol__oob_attach(cfg, oob, out, err);
 }
 
-/* ---- sub-communicators ---- */
-
-/* The name of a sub's own group or segment: its communicator id, which
- * is named by the job's, so two jobs' subs never meet. */
-static void
-sub_name(const ccol__link_cfg *cfg, char *out, size_t n)
-{
-    snprintf(out, n, "sub-%016" PRIx64, cfg->id.comm_id);
-}
-
-/* The members' hosts in a tcp+shm job, numbered again from 0 in member
- * order (hosts hold consecutive ranks, so members' hosts are consecutive
- * too); returns the number of hosts, or -1 when memory ran out. */
-static int
-sub_hosts(const int *job_host, const int *members, int n, int *host)
-{
-    int nh = 0;
-
-    for (int r = 0; r < n; r++) {
-        if (r > 0 && job_host[members[r]] != job_host[members[r - 1]])
-            nh++;
-        host[r] = nh;
-    }
-    return nh + 1;
-}
-
-/* Whether grouping by host pays: two hosts or more, within the tree
- * threshold, one of them with two members or more. */
-static bool
-sub_grouped(const int *host, int n, int nhosts, int threshold)
-{
-    bool shared = false;
-
-    for (int r = 1; r < n; r++)
-        shared = shared || host[r] == host[r - 1];
-    return shared && nhosts >= 2 && nhosts <= threshold;
-}
-
-/* A tcp+shm job's sub: shm alone on one host, tcp+shm across hosts when
- * some host holds two members, flat tcp otherwise. */
-static ccol_status
-attach_sub_hier(ccol__link *job, const ccol__link_cfg *cfg,
-                ccol__shape *shape, const int *members, ccol__link **out,
-                ccol__err *err)
-{
-    const int *job_host;
-    ccol__link *tcp = ccol__hier_parts(job, &job_host), *sub = NULL;
-    int n = cfg->id.size, nhosts;
-    ccol__host_plan plan = { 0 };
-    char name[64];
-    ccol_status st;
-
-    plan.host = calloc((size_t)n, sizeof *plan.host);
-    if (plan.host == NULL)
-        return ccol__seterr(err, CCOL_ERR_NO_MEMORY, "out of memory");
-    nhosts = sub_hosts(job_host, members, n, plan.host);
-    sub_name(cfg, name, sizeof name);
-    if (nhosts == 1) {
-        ccol__host_plan_free(&plan);
-        return ccol__shm_attach(cfg, shape, name, out, err);
-    }
-    if (!sub_grouped(plan.host, n, nhosts, cfg->threshold)) {
-        ccol__host_plan_free(&plan);
-        return ccol__tcp_attach_sub(cfg, shape, tcp, members, NULL, out, err);
-    }
-    plan.nhosts = nhosts;
-    snprintf(plan.nonce, sizeof plan.nonce, "%016" PRIx64,
-             ccol__hash_str(name));
-    st = ccol__host_plan_tree(shape, &plan, err);
-    if (st == CCOL_OK)
-        st = ccol__tcp_attach_sub(cfg, shape, tcp, members, plan.host, &sub,
-                                  err);
-    if (st != CCOL_OK) {
-        ccol__host_plan_free(&plan);
-        return st;
-    }
-    return ccol__hier_attach(cfg, shape, &plan, sub, out, err);
-}
-
 ccol_status
 ccol__transport_attach_sub(ccol__link *job, const ccol__link_cfg *cfg,
                            ccol__shape *shape, const int *members,
                            ccol__link **out, ccol__err *err)
 {
-    const char *kind = job != NULL ? job->ops->name : "local";
-    char name[64];
-
     *out = NULL;
-    sub_name(cfg, name, sizeof name);
     if (cfg->id.size == 1)
         return CCOL_OK; /* a sub of one rank needs no link */
-    if (strcmp(kind, "inproc") == 0)
-        return ccol__inproc_attach(cfg, shape, name, out, err);
-    if (strcmp(kind, "shm") == 0)
-        return ccol__shm_attach(cfg, shape, name, out, err);
-    if (strcmp(kind, "tcp") == 0)
-        return ccol__tcp_attach_sub(cfg, shape, job, members, NULL, out, err);
-    if (strcmp(kind, "tcp+shm") == 0)
-        return attach_sub_hier(job, cfg, shape, members, out, err);
-    return ccol__seterr(err, CCOL_ERR_INVALID_ARG,
-                        "a %s communicator has no sub-communicators: create "
-                        "one over the sub-group's own all-gather "
-                        "(ccol_comm_create_oob)",
-                        kind);
+    if (job == NULL || job->ops->sub == NULL)
+        return ccol__seterr(err, CCOL_ERR_INVALID_ARG,
+                            "a %s communicator has no sub-communicators: "
+                            "create one over the sub-group's own all-gather "
+                            "(ccol_comm_create_oob)",
+                            job != NULL ? job->ops->name : "local");
+    return job->ops->sub(job, cfg, shape, members, out, err);
 }

@@ -104,7 +104,10 @@ describe_seen(const ccol__engine *e, int peer, char *out, size_t n)
 
 /* Encodes and sends one frame of this operation; injected faults apply
  * here, so every frame the engine sends can be dropped or damaged. A
- * failure goes to err. */
+ * frame may wait for room as long as an operation may last, counted from
+ * when it is sent: a peer that stops reading is a timeout after T in
+ * every phase (the ABORT to the children included). A failure goes to
+ * err. */
 static ccol_status
 send_frame(const run *r, int peer, uint16_t kind, const void *payload,
            size_t len, ccol__err *err)
@@ -121,8 +124,8 @@ send_frame(const run *r, int peer, uint16_t kind, const void *payload,
     if (f == NULL)
         return ccol__seterr(err, CCOL_ERR_NO_MEMORY,
                             "out of memory encoding a %zu-byte frame", len);
-    st = ccol__fault_send(r->e->link, peer, f, flen, op->seq, op->timeout_s,
-                          err);
+    st = ccol__fault_send(r->e->link, peer, f, flen, op->seq,
+                          ccol__now_ns() + timeout_ns(r), err);
     free(f);
     return st;
 }

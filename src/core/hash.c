@@ -249,6 +249,13 @@ ccol__sha256(const void *data, size_t len, uint8_t out[32])
     sha_final(&c, out);
 }
 
+/* Public API: the same digest for the library's clients. */
+void
+ccol_sha256(const void *data, size_t len, unsigned char out[32])
+{
+    ccol__sha256(len > 0 ? data : "", len, out);
+}
+
 /* The keyed states of HMAC: SHA-256 after the inner and the outer
  * padded key, computed once so each message costs only its own blocks. */
 void

@@ -56,15 +56,6 @@ ccol__sync_marks_free(ccol__sync_marks *m)
 
 /* ---- the sync handle ---- */
 
-/* Collective exchanges need a mode other than off and at least one peer;
- * everything else is a local fold of this rank's observations. */
-bool
-ccol__sync_collective(const ccol_sync *sync)
-{
-    return sync->mode != CCOL_SYNC_OFF && sync->comm != NULL &&
-           ccol_comm_size(sync->comm) > 1;
-}
-
 ccol_status
 ccol__sync_args(ccol_sync *sync, const char *fn, const void *a, const void *b)
 {

@@ -58,6 +58,84 @@ specialize(const ccol_compile *c, const char *what, int64_t value)
     return CCOL_SPECIALIZED_01;
 }
 
+/* ---- explanations ---- */
+
+/* Explains with the lattice: the merged entry and the exchange's
+ * witnesses after the exchange, this rank's observation before it. */
+static void
+explain_entry(const ccol_compile *c, const ccol__dyn_what *w, ccol__buf *b)
+{
+    if (w->pos == CCOL__WIT_SIZE &&
+        ccol__sync_marks_has(&c->static_marks, w->source, w->dim)) {
+        ccol__buf_printf(b, "%s.size(%d) static: marked static on rank %d",
+                         w->source, w->dim, c->rank);
+        return;
+    }
+    if (c->phase == CCOL__PHASE_APPLIED)
+        ccol__dyn_explain_prior(merged(c, w->source),
+                                ccol__dyn_map_find(&c->x.prior, w->source),
+                                &c->wits, w, b);
+    else
+        ccol__dyn_explain(ccol__dyn_map_find(&c->x.obs, w->source),
+                          &c->x.wits, w, b);
+}
+
+/* One line from the lattice's explainer into *out, failures into err
+ * (the trace explains decisions without touching the handle's last
+ * error); the parsed name is heap-allocated because it holds a source of
+ * up to 4096 bytes. */
+static ccol_status
+explain(const ccol_compile *c, const char *what, char **out, ccol__err *err)
+{
+    ccol__dyn_what *w = malloc(sizeof *w);
+    ccol__buf b = { 0 };
+    ccol_status st;
+
+    if (w == NULL)
+        return ccol__seterr(err, CCOL_ERR_NO_MEMORY,
+                            "ccol_compile_explain: no memory");
+    st = ccol__dyn_what_parse(what, w);
+    if (st != CCOL_OK) {
+        free(w);
+        return ccol__seterr(err, st, "ccol_compile_explain: "
+                            "cannot parse \"%s\" (want <source>.size(d), "
+                            "<source>.stride(d) or <source>)",
+                            CCOL__SHOW(what));
+    }
+    explain_entry(c, w, &b);
+    free(w);
+    if (!ccol__buf_give_str(&b, out))
+        return ccol__seterr(err, CCOL_ERR_NO_MEMORY,
+                            "ccol_compile_explain: no memory");
+    return CCOL_OK;
+}
+
+/* The "decision" event of a decision after the exchange (kind 's' size,
+ * 't' stride, 'v' scalar) with its explanation, when the trace is on and
+ * the decision is not static. */
+static void
+trace_decision(const ccol_compile *c, const char *source, char kind,
+               int dim, ccol_decision d)
+{
+    char what[CCOL__DYN_MAX_NAME + 32], *why = NULL;
+    ccol__err dropped;
+
+    if (!ccol_sync_tracing(c->sync) || d == CCOL_STATIC ||
+        c->phase != CCOL__PHASE_APPLIED)
+        return;
+    if (kind == 'v')
+        snprintf(what, sizeof what, "%s", source);
+    else
+        snprintf(what, sizeof what, "%s.%s(%d)", source,
+                 kind == 's' ? "size" : "stride", dim);
+    if (explain(c, what, &why, &dropped) != CCOL_OK)
+        why = NULL;
+    ccol__sync_trace_decision(c, what, d, why);
+    ccol_free(why);
+}
+
+/* ---- decisions ---- */
+
 /* Public API: mark_static first (local, wins), then the merged entry
  * (after the exchange) or this rank's mark_dynamic (preflight), then the
  * local 0/1 specialization. */
@@ -84,7 +162,7 @@ ccol_compile_decide_size(ccol_compile *c, const char *source, int dim,
     }
     snprintf(what, sizeof what, "%s.size(%d)", CCOL__SHOW(source), dim);
     *out = dyn ? specialize(c, what, value) : CCOL_STATIC;
-    ccol__sync_trace_decision(c, source, 's', dim, *out);
+    trace_decision(c, source, 's', dim, *out);
     return CCOL_OK;
 }
 
@@ -101,8 +179,8 @@ decide_merged(ccol_compile *c, const char *fn, const char *source, int pos,
     *out = ccol__dyn_decided_dynamic(merged(c, source), pos, dim)
                ? CCOL_DYNAMIC
                : CCOL_STATIC;
-    ccol__sync_trace_decision(c, source, pos == CCOL__WIT_STRIDE ? 't' : 'v',
-                              dim, *out);
+    trace_decision(c, source, pos == CCOL__WIT_STRIDE ? 't' : 'v', dim,
+                   *out);
     return CCOL_OK;
 }
 
@@ -139,56 +217,6 @@ ccol_compile_decide_float(ccol_compile *c, const char *source,
                          CCOL__WIT_SCALAR, 0, out);
 }
 
-/* Explains with the lattice: the merged entry and the exchange's
- * witnesses after the exchange, this rank's observation before it. */
-static void
-explain_entry(const ccol_compile *c, const ccol__dyn_what *w, ccol__buf *b)
-{
-    if (w->pos == CCOL__WIT_SIZE &&
-        ccol__sync_marks_has(&c->static_marks, w->source, w->dim)) {
-        ccol__buf_printf(b, "%s.size(%d) static: marked static on rank %d",
-                         w->source, w->dim, c->rank);
-        return;
-    }
-    if (c->phase == CCOL__PHASE_APPLIED)
-        ccol__dyn_explain_prior(merged(c, w->source),
-                                ccol__dyn_map_find(&c->x.prior, w->source),
-                                &c->wits, w, b);
-    else
-        ccol__dyn_explain(ccol__dyn_map_find(&c->x.obs, w->source),
-                          &c->x.wits, w, b);
-}
-
-/* One line from the lattice's explainer into *out, failures into err;
- * the parsed name is heap-allocated because it holds a source of up to
- * 4096 bytes. */
-ccol_status
-ccol__compile_explain(ccol_compile *c, const char *what, char **out,
-                      ccol__err *err)
-{
-    ccol__dyn_what *w = malloc(sizeof *w);
-    ccol__buf b = { 0 };
-    ccol_status st;
-
-    if (w == NULL)
-        return ccol__seterr(err, CCOL_ERR_NO_MEMORY,
-                            "ccol_compile_explain: no memory");
-    st = ccol__dyn_what_parse(what, w);
-    if (st != CCOL_OK) {
-        free(w);
-        return ccol__seterr(err, st, "ccol_compile_explain: "
-                            "cannot parse \"%s\" (want <source>.size(d), "
-                            "<source>.stride(d) or <source>)",
-                            CCOL__SHOW(what));
-    }
-    explain_entry(c, w, &b);
-    free(w);
-    if (!ccol__buf_give_str(&b, out))
-        return ccol__seterr(err, CCOL_ERR_NO_MEMORY,
-                            "ccol_compile_explain: no memory");
-    return CCOL_OK;
-}
-
 /* Public API: the explainer, failures on the sync handle. */
 ccol_status
 ccol_compile_explain(ccol_compile *c, const char *what, char **out)
@@ -200,7 +228,7 @@ ccol_compile_explain(ccol_compile *c, const char *what, char **out)
     st = ccol__sync_args(c->sync, "ccol_compile_explain", what, out);
     if (st != CCOL_OK)
         return st;
-    return ccol__compile_explain(c, what, out, &c->sync->err);
+    return explain(c, what, out, &c->sync->err);
 }
 
 /* Public API: LocalState.render() of the persistent frame state. */

@@ -147,28 +147,13 @@ ccol__sync_trace_state_change(const ccol_compile *c, const char *source,
 }
 
 void
-ccol__sync_trace_decision(ccol_compile *c, const char *source, char kind,
-                          int dim, ccol_decision d)
+ccol__sync_trace_decision(const ccol_compile *c, const char *what,
+                          ccol_decision d, const char *why)
 {
-    ccol_sync *s = c->sync;
-    char what[CCOL__DYN_MAX_NAME + 32], *why = NULL;
-    ccol__err dropped; /* explaining must not replace the last error */
-
-    if (!ccol__trace_on(s->trace) || d == CCOL_STATIC ||
-        c->phase != CCOL__PHASE_APPLIED)
-        return;
-    if (kind == 'v')
-        snprintf(what, sizeof what, "%s", source);
-    else
-        snprintf(what, sizeof what, "%s.%s(%d)", source,
-                 kind == 's' ? "size" : "stride", dim);
-    if (ccol__compile_explain(c, what, &why, &dropped) != CCOL_OK)
-        why = NULL;
-    ccol__trace_emit(s->trace, "decision",
+    ccol__trace_emit(c->sync->trace, "decision",
                      "frame:s index:u what:s decision:s explain:s", c->code_id,
                      c->index, what,
                      d == CCOL_DYNAMIC ? "dynamic" : "specialized_01", why);
-    ccol_free(why);
 }
 
 void

@@ -1,12 +1,15 @@
 /*
  * helpers.c - decision helpers built on the communicator: sharded
  * autotuning (ccol_agree_choice), element-wise median of estimates
- * (ccol_align), a divergence check with a readable report (ccol_verify) and
- * agreement on a flag (ccol_agree_all). Each runs one collective, and every
- * rank derives its result from the same gathered bytes with the same code,
- * so results (and error messages) are bit-identical on every rank. Errors
- * computed from a successful exchange are recorded on the communicator
- * without poisoning it: the ranks are still in step.
+ * (ccol_align), a divergence check with a readable report (ccol_verify),
+ * agreement on a flag (ccol_agree_all) and on one rank's bytes
+ * (ccol_agree_bytes: the profile agreement's, and the Python job store's).
+ * Each runs one collective (ccol_agree_bytes a second, a broadcast, when
+ * the ranks' bytes differ), and every rank derives its result from the
+ * same gathered bytes with the same code, so results (and error
+ * messages) are bit-identical on every rank. Errors computed from a
+ * successful exchange are recorded on the communicator without poisoning
+ * it: the ranks are still in step.
  */
 #include "sync.h"
 
@@ -476,5 +479,173 @@ ccol_agree_all(ccol_comm *comm, bool flag, bool *all)
     st = ccol_allreduce_i64(comm, &v, 1, CCOL_OP_AND);
     if (st == CCOL_OK)
         *all = v != 0;
+    return st;
+}
+
+/* ---- ccol_agree_bytes ---- */
+
+/* The record each rank contributes to the agreement:
+ *   u8  has     1 when the rank passes bytes, else 0
+ *   u64 len     their length (0 without)
+ *   u8  sha[32] SHA-256 of the bytes (zeros without) */
+#define REC_LEN 41
+
+/* A decoded agreement record. */
+typedef struct bytes_rec {
+    bool has;        /* the rank has bytes */
+    uint64_t len;    /* their length */
+    uint8_t sha[32]; /* their SHA-256 */
+} bytes_rec;
+
+/* What the agreement's messages lead with: the communicator's label (the
+ * caller's name for what is agreed), else the function's name. */
+static const char *
+bytes_label(const ccol_comm *comm)
+{
+    return comm->label_len > 0 ? comm->label : "ccol_agree_bytes";
+}
+
+/* Reads rank r's record from its gathered bytes (untrusted). */
+static ccol_status
+rec_get(ccol_comm *comm, int r, const uint8_t *p, size_t n, bytes_rec *out)
+{
+    static const uint8_t zero[32];
+    ccol__rd rd;
+    uint8_t has;
+
+    ccol__rd_init(&rd, p, n);
+    has = ccol__rd_u8(&rd);
+    out->has = has == 1;
+    out->len = ccol__rd_u64(&rd);
+    if (ccol__rd_ok(&rd) && ccol__rd_left(&rd) == sizeof out->sha)
+        memcpy(out->sha, ccol__rd_bytes(&rd, sizeof out->sha),
+               sizeof out->sha);
+    if (n != REC_LEN || has > 1 ||
+        (!out->has && (out->len != 0 || memcmp(out->sha, zero, 32) != 0)))
+        return ccol__seterr(&comm->err, CCOL_ERR_PEER, "%s: rank %d sent "
+                            "a malformed record (%zu bytes)",
+                            bytes_label(comm), r, n);
+    return CCOL_OK;
+}
+
+/* All-gathers every rank's record into recs[0..size). */
+static ccol_status
+gather_recs(ccol_comm *comm, const bytes_rec *mine, bytes_rec *recs)
+{
+    int size = comm->id.size;
+    size_t *lens = calloc((size_t)size, sizeof *lens), off = 0;
+    uint8_t rec[REC_LEN], *all = NULL;
+    ccol_status st;
+
+    if (lens == NULL)
+        return ccol__seterr(&comm->err, CCOL_ERR_NO_MEMORY, "%s: no memory",
+                            bytes_label(comm));
+    rec[0] = mine->has;
+    ccol__st64(rec + 1, mine->len);
+    memcpy(rec + 9, mine->sha, sizeof mine->sha);
+    st = ccol_allgatherv(comm, rec, sizeof rec, (void **)&all, lens);
+    for (int r = 0; st == CCOL_OK && r < size; off += lens[r++])
+        st = rec_get(comm, r, all + off, lens[r], &recs[r]);
+    ccol_free(all);
+    free(lens);
+    return st;
+}
+
+static bool
+same_bytes(const bytes_rec *a, const bytes_rec *b)
+{
+    return a->has && b->has && a->len == b->len &&
+           memcmp(a->sha, b->sha, sizeof a->sha) == 0;
+}
+
+/* Broadcasts the source's bytes; every rank checks what arrived against
+ * the source's record. *out is the copy (ccol_free). */
+static ccol_status
+bcast_src(ccol_comm *comm, int src, const bytes_rec *want, const void *data,
+          size_t len, void **out, size_t *n)
+{
+    bytes_rec got = { .has = true };
+    ccol_status st = ccol_bcast(comm, src, data, len, out, n);
+
+    if (st != CCOL_OK)
+        return st;
+    got.len = *n;
+    ccol__sha256(*out, *n, got.sha);
+    if (same_bytes(&got, want))
+        return CCOL_OK;
+    ccol_free(*out);
+    *out = NULL;
+    return ccol__seterr(&comm->err, CCOL_ERR_PEER, "%s: the bytes from rank "
+                        "%d arrived as %zu bytes unlike its record (%llu "
+                        "bytes and a SHA-256 of its own)",
+                        bytes_label(comm), src, *n,
+                        (unsigned long long)want->len);
+}
+
+/* A copy of this rank's own bytes as the result (ccol_free). */
+static ccol_status
+own_copy(ccol_comm *comm, const void *data, size_t len, void **out)
+{
+    *out = malloc(len > 0 ? len : 1);
+    if (*out == NULL)
+        return ccol__seterr(&comm->err, CCOL_ERR_NO_MEMORY, "%s: no memory "
+                            "for %zu bytes", bytes_label(comm), len);
+    memcpy(*out, data, len);
+    return CCOL_OK;
+}
+
+/* With every record known: the source (the lowest rank with bytes), and
+ * its bytes moved where they are missing. */
+static ccol_status
+agree_recs(ccol_comm *comm, const bytes_rec *recs, const void *data,
+           size_t len, void **out, size_t *out_len, int *src)
+{
+    int size = comm->id.size, me = comm->id.rank, s = 0;
+    bool all_same = true;
+
+    while (s < size && !recs[s].has)
+        s++;
+    if (s == size)
+        return CCOL_OK; /* no rank has bytes */
+    for (int r = 0; r < size; r++)
+        all_same = all_same && same_bytes(&recs[r], &recs[s]);
+    *src = s;
+    if (!all_same)
+        return bcast_src(comm, s, &recs[s], recs[me].has ? data : NULL,
+                         recs[me].has ? len : 0, out, out_len);
+    *out_len = len;
+    return own_copy(comm, data, len, out);
+}
+
+/* Public API: one all-gather of 41-byte records, then a broadcast unless
+ * every rank holds the source's bytes. The records are the same on every
+ * rank, so every rank takes the same branches and runs the same
+ * collectives. */
+ccol_status
+ccol_agree_bytes(ccol_comm *comm, const void *data, size_t len, void **out,
+                 size_t *out_len, int *src)
+{
+    bytes_rec rec = { .has = len > 0, .len = len }, *recs;
+    ccol_status st;
+
+    if (comm == NULL)
+        return CCOL_ERR_INVALID_ARG;
+    if (out == NULL || out_len == NULL || src == NULL || (!data && len))
+        return ccol__seterr(&comm->err, CCOL_ERR_INVALID_ARG,
+                            "ccol_agree_bytes: NULL %s",
+                            data ? "out, out_len or src" : "data");
+    *out = NULL;
+    *out_len = 0;
+    *src = -1;
+    if (rec.has)
+        ccol__sha256(data, len, rec.sha);
+    recs = calloc((size_t)comm->id.size, sizeof *recs);
+    if (recs == NULL)
+        return ccol__seterr(&comm->err, CCOL_ERR_NO_MEMORY, "%s: no memory",
+                            bytes_label(comm));
+    st = gather_recs(comm, &rec, recs);
+    if (st == CCOL_OK)
+        st = agree_recs(comm, recs, data, len, out, out_len, src);
+    free(recs);
     return st;
 }

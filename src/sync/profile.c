@@ -6,8 +6,8 @@
  * bytes.
  *
  * A loaded profile is joined, never substituted: the lattice join keeps
- * whatever the sync already knew. The agreement runs at most two
- * collectives on the sync's communicator: an all-gather of a 41-byte
+ * whatever the sync already knew. The agreement is ccol_agree_bytes
+ * (helpers.c) over the ranks' usable bytes: an all-gather of a 41-byte
  * record per rank (whether it has usable bytes, their length and
  * SHA-256), from which every rank derives the same source (the lowest
  * rank with usable bytes), then, unless every rank already holds the
@@ -19,19 +19,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-/* The record each rank contributes to the agreement:
- *   u8  has     1 when the rank passes usable bytes, else 0
- *   u64 len     their length (0 without)
- *   u8  sha[32] SHA-256 of the bytes (zeros without) */
-#define REC_LEN 41
-
-/* A decoded agreement record. */
-typedef struct prof_rec {
-    bool has;        /* the rank has usable bytes */
-    uint64_t len;    /* their length */
-    uint8_t sha[32]; /* their SHA-256 */
-} prof_rec;
 
 /* The label of the agreement's collectives (other ranks' messages name
  * it when this rank is late or gone). */
@@ -172,194 +159,103 @@ ccol_sync_profile_loaded(const ccol_sync *sync)
 
 /* ---- the agreement ---- */
 
-/* Decodes this rank's own bytes into *mine. Bytes that do not decode are
+/* Decodes this rank's own bytes into *mine; bytes that do not decode are
  * left out with a warning (a rank's bad read must neither fail the job
- * nor keep the others from a good profile): *rec says "none" then. */
-static void
+ * nor keep the others from a good profile). True when they are usable. */
+static bool
 own_bytes(ccol_sync *sync, const void *data, size_t len,
-          ccol__dyn_state *mine, prof_rec *rec)
+          ccol__dyn_state *mine)
 {
     ccol__err why;
 
-    memset(rec, 0, sizeof *rec);
     if (len == 0)
-        return;
+        return false;
     if (decode(&why, LABEL, data, len, mine) != CCOL_OK) {
         ccol__sync_log(sync, CCOL_LOG_WARN, "%s; this rank takes part "
                        "without its profile", why.msg);
-        return;
+        return false;
     }
-    rec->has = true;
-    rec->len = len;
-    ccol__sha256(data, len, rec->sha);
-}
-
-/* Reads rank r's record from its gathered bytes (untrusted). */
-static ccol_status
-rec_get(ccol_sync *sync, int r, const uint8_t *p, size_t n, prof_rec *out)
-{
-    ccol__rd rd;
-    uint8_t has;
-    static const uint8_t zero[32];
-
-    ccol__rd_init(&rd, p, n);
-    has = ccol__rd_u8(&rd);
-    out->has = has == 1;
-    out->len = ccol__rd_u64(&rd);
-    if (ccol__rd_ok(&rd) && ccol__rd_left(&rd) == sizeof out->sha)
-        memcpy(out->sha, ccol__rd_bytes(&rd, sizeof out->sha),
-               sizeof out->sha);
-    if (n != REC_LEN || has > 1 || out->len > CCOL__WIRE_MAX_DOC ||
-        (!out->has && (out->len != 0 || memcmp(out->sha, zero, 32) != 0)))
-        return ccol__seterr(&sync->err, CCOL_ERR_PEER, "%s: rank %d sent "
-                            "a malformed record (%zu bytes)", LABEL, r, n);
-    return CCOL_OK;
-}
-
-/* All-gathers every rank's record into recs[0..size). */
-static ccol_status
-gather_recs(ccol_sync *sync, const prof_rec *mine, prof_rec *recs)
-{
-    int size = ccol_comm_size(sync->comm);
-    size_t *lens = calloc((size_t)size, sizeof *lens), off = 0;
-    uint8_t *all = NULL;
-    ccol__buf b = { 0 };
-    ccol_status st = CCOL_ERR_NO_MEMORY;
-
-    ccol__buf_u8(&b, mine->has);
-    ccol__buf_u64(&b, mine->len);
-    ccol__buf_put(&b, mine->sha, sizeof mine->sha);
-    if (lens != NULL && !b.oom) {
-        ccol_comm_set_label(sync->comm, LABEL);
-        st = ccol_allgatherv(sync->comm, b.p, b.len, (void **)&all, lens);
-        ccol_comm_set_label(sync->comm, NULL);
-        if (st != CCOL_OK)
-            st = ccol__sync_fail_comm(&sync->err, st, LABEL,
-                                      ccol_comm_errmsg(sync->comm));
-    } else {
-        ccol__seterr(&sync->err, st, "%s: no memory", LABEL);
-    }
-    for (int r = 0; st == CCOL_OK && r < size; off += lens[r++])
-        st = rec_get(sync, r, all + off, lens[r], &recs[r]);
-    ccol_free(all);
-    ccol__buf_free(&b);
-    free(lens);
-    return st;
-}
-
-static bool
-same_bytes(const prof_rec *a, const prof_rec *b)
-{
-    return a->has && b->has && a->len == b->len &&
-           memcmp(a->sha, b->sha, sizeof a->sha) == 0;
-}
-
-/* Broadcasts the source's bytes; every rank checks what arrived against
- * the source's record. *out is the copy (ccol_free). */
-static ccol_status
-bcast_doc(ccol_sync *sync, int src, const prof_rec *want, const void *data,
-          size_t len, void **out)
-{
-    size_t n = 0;
-    prof_rec got = { .has = true };
-    ccol_status st;
-
-    ccol_comm_set_label(sync->comm, LABEL);
-    st = ccol_bcast(sync->comm, src, data, len, out, &n);
-    ccol_comm_set_label(sync->comm, NULL);
-    if (st != CCOL_OK)
-        return ccol__sync_fail_comm(&sync->err, st, LABEL,
-                                    ccol_comm_errmsg(sync->comm));
-    got.len = n;
-    ccol__sha256(*out, n, got.sha);
-    if (!same_bytes(&got, want)) {
-        ccol_free(*out);
-        *out = NULL;
-        return ccol__seterr(&sync->err, CCOL_ERR_PEER, "%s: the profile "
-                            "from rank %d arrived as %zu bytes unlike its "
-                            "record (%llu bytes and a SHA-256 of its own)",
-                            LABEL, src, n, (unsigned long long)want->len);
-    }
-    return CCOL_OK;
+    return true;
 }
 
 /* The WARNING of a rank whose usable bytes differ from the source's. */
 static void
-warn_differs(ccol_sync *sync, int src, const prof_rec *mine,
-             const prof_rec *theirs)
+warn_differs(ccol_sync *sync, int src, const void *mine, size_t len,
+             const void *theirs, size_t n)
 {
-    ccol__sync_log(sync, CCOL_LOG_WARN, "%s: this rank's profile (%llu "
+    uint8_t a[32], b[32];
+
+    ccol__sha256(mine, len, a);
+    ccol__sha256(theirs, n, b);
+    ccol__sync_log(sync, CCOL_LOG_WARN, "%s: this rank's profile (%zu "
                    "bytes, sha256 %02x%02x%02x%02x...) differs from rank "
-                   "%d's (%llu bytes, sha256 %02x%02x%02x%02x...); every "
-                   "rank loads rank %d's", LABEL,
-                   (unsigned long long)mine->len, mine->sha[0],
-                   mine->sha[1], mine->sha[2], mine->sha[3], src,
-                   (unsigned long long)theirs->len, theirs->sha[0],
-                   theirs->sha[1], theirs->sha[2], theirs->sha[3], src);
+                   "%d's (%zu bytes, sha256 %02x%02x%02x%02x...); every "
+                   "rank loads rank %d's", LABEL, len, a[0], a[1], a[2],
+                   a[3], src, n, b[0], b[1], b[2], b[3], src);
 }
 
-/* With every record known: finds the source, moves its bytes where they
- * are missing, and loads them. `mine` holds this rank's decoded bytes. */
+/* Joins in the source's bytes `doc`: this rank's own decoded state when
+ * they are its bytes, else theirs decoded. *mine is consumed. */
 static ccol_status
-agree_recs(ccol_sync *sync, const prof_rec *recs, const void *data,
-           size_t len, ccol__dyn_state *mine)
+join_source(ccol_sync *sync, int src, const void *data, size_t len,
+            const void *doc, size_t n, ccol__dyn_state *mine)
 {
-    int size = ccol_comm_size(sync->comm), me = ccol_comm_rank(sync->comm);
-    int src = 0;
-    bool all_same = true;
-    void *doc = NULL;
     ccol_status st;
 
-    while (src < size && !recs[src].has)
-        src++;
-    if (src == size)
-        return CCOL_OK; /* no rank has a profile: nothing to load */
-    for (int r = 0; r < size; r++)
-        all_same = all_same && same_bytes(&recs[r], &recs[src]);
-    if (recs[me].has && !same_bytes(&recs[me], &recs[src]))
-        warn_differs(sync, src, &recs[me], &recs[src]);
-    if (!all_same) {
-        st = bcast_doc(sync, src, &recs[src], data, len, &doc);
-        if (st != CCOL_OK)
-            return st;
-    }
-    if (same_bytes(&recs[me], &recs[src]))
-        st = join_in(sync, LABEL, mine);
-    else if ((st = decode(&sync->err, LABEL, doc, recs[src].len, mine)) ==
-             CCOL_OK)
-        st = join_in(sync, LABEL, mine);
+    if (len == n && memcmp(data, doc, n) == 0)
+        return join_in(sync, LABEL, mine);
+    if (len > 0)
+        warn_differs(sync, src, data, len, doc, n);
+    ccol__dyn_state_free(mine);
+    ccol__dyn_state_init(mine);
+    st = decode(&sync->err, LABEL, doc, n, mine);
+    return st == CCOL_OK ? join_in(sync, LABEL, mine) : st;
+}
+
+/* With peers: the ranks agree on the bytes of the lowest rank with usable
+ * ones (ccol_agree_bytes, under the agreement's label) and every rank
+ * joins those in. `mine` holds this rank's decoded bytes when len > 0. */
+static ccol_status
+agree_peers(ccol_sync *sync, const void *data, size_t len,
+            ccol__dyn_state *mine)
+{
+    void *doc = NULL;
+    size_t n = 0;
+    int src = -1;
+    ccol_status st;
+
+    ccol_comm_set_label(sync->comm, LABEL);
+    st = ccol_agree_bytes(sync->comm, data, len, &doc, &n, &src);
+    ccol_comm_set_label(sync->comm, NULL);
+    if (st != CCOL_OK)
+        st = ccol__sync_fail_comm(&sync->err, st, LABEL,
+                                  ccol_comm_errmsg(sync->comm));
+    else if (src >= 0)
+        st = join_source(sync, src, data, len, doc, n, mine);
     ccol_free(doc);
     return st;
 }
 
 /*
  * Public API: every rank passes what it read. Without peers (no comm or
- * one rank) this is a load of usable bytes. The records and the source
- * are the same on every rank, so every rank takes the same branches and
- * runs the same collectives.
+ * one rank) this is a load of usable bytes.
  */
 ccol_status
 ccol_sync_profile_agree(ccol_sync *sync, const void *data, size_t len)
 {
     ccol__dyn_state mine;
-    prof_rec rec, *recs;
+    bool has;
     ccol_status st = profile_check(sync, "ccol_sync_profile_agree", data,
                                    len);
 
     if (st != CCOL_OK)
         return st;
     ccol__dyn_state_init(&mine);
-    own_bytes(sync, data, len, &mine, &rec);
+    has = own_bytes(sync, data, len, &mine);
     if (sync->comm == NULL || ccol_comm_size(sync->comm) < 2)
-        return rec.has ? join_in(sync, LABEL, &mine) : CCOL_OK;
-    recs = calloc((size_t)ccol_comm_size(sync->comm), sizeof *recs);
-    st = recs ? gather_recs(sync, &rec, recs)
-              : ccol__seterr(&sync->err, CCOL_ERR_NO_MEMORY, "%s: no "
-                             "memory", LABEL);
-    if (st == CCOL_OK)
-        st = agree_recs(sync, recs, rec.has ? data : NULL,
-                        rec.has ? len : 0, &mine);
+        st = has ? join_in(sync, LABEL, &mine) : CCOL_OK;
+    else
+        st = agree_peers(sync, has ? data : NULL, has ? len : 0, &mine);
     ccol__dyn_state_free(&mine);
-    free(recs);
     return st;
 }

@@ -78,8 +78,15 @@ struct ccol_compile {
     ccol__dyn_wits wits;          /* witnesses of the exchange */
 };
 
-/* Is the sync exchanging with other ranks (mode on, comm of size > 1)? */
-bool ccol__sync_collective(const ccol_sync *sync);
+/* Is the sync exchanging with other ranks (mode on, comm of size > 1)?
+ * Collective exchanges need a mode other than off and at least one peer;
+ * everything else is a local fold of this rank's observations. */
+static inline bool
+ccol__sync_collective(const ccol_sync *sync)
+{
+    return sync->mode != CCOL_SYNC_OFF && sync->comm != NULL &&
+           ccol_comm_size(sync->comm) > 1;
+}
 
 /* The check of the calls on a sync that take two pointers `a` and `b`:
  * INVALID_ARG when sync is NULL, or with "<fn>: NULL argument" when a or
@@ -150,14 +157,12 @@ void ccol__sync_trace_exchange(const ccol_compile *c,
 void ccol__sync_trace_state_change(const ccol_compile *c,
                                    const char *source, const char *before,
                                    const char *after);
-/* A decision after the exchange (kind 's' size, 't' stride, 'v' scalar):
- * "decision" with its explanation and witnesses, when not static. */
-/* decide.c: ccol_compile_explain with its failures in err (the trace
- * explains decisions without touching the handle's last error). */
-ccol_status ccol__compile_explain(ccol_compile *c, const char *what,
-                                  char **out, ccol__err *err);
-void ccol__sync_trace_decision(ccol_compile *c, const char *source,
-                               char kind, int dim, ccol_decision d);
+/* A decision after the exchange, not static, named `what`
+ * ("L['x'].size(0)"): "decision" with its explanation `why` (NULL when
+ * none). decide.c calls it when the trace is on, with the explanation
+ * ccol_compile_explain gives. */
+void ccol__sync_trace_decision(const ccol_compile *c, const char *what,
+                               ccol_decision d, const char *why);
 /* ccol_compile_finish(ok) returned `st`: "compile_end" (and "error"). */
 void ccol__sync_trace_compile_end(const ccol_compile *c, bool ok,
                                   ccol_status st);

@@ -1124,7 +1124,7 @@ sub_send(ccol__link *l, int peer, uint16_t kind, uint16_t op, uint64_t seq,
     f = ccol__frame_encode(&h, pl, sizeof pl, &flen);
     if (f == NULL)
         return CCOL_ERR_NO_MEMORY;
-    st = l->ops->send(l, peer, f, flen, 5, err);
+    st = l->ops->send(l, peer, f, flen, ccol__tcp_deadline(5), err);
     free(f);
     return st;
 }

@@ -23,6 +23,8 @@ typedef struct outcome {
     double vals[MAXV];    /* costs or medians */
     int benched[MAXV];    /* candidates this rank benchmarked */
     bool all;             /* agree_all */
+    int src;              /* agree_bytes: the source */
+    char got[16];         /* agree_bytes: its bytes, as text */
     int after;            /* status of a barrier after the helper */
 } outcome;
 
@@ -57,6 +59,8 @@ check_same(const scen *s, int size)
         CHECK(memcmp(s->out[r].vals, s->out[0].vals,
                      sizeof s->out[0].vals) == 0);
         CHECK_EQ(s->out[r].all, s->out[0].all);
+        CHECK_EQ(s->out[r].src, s->out[0].src);
+        CHECK_STR_EQ(s->out[r].got, s->out[0].got);
     }
 }
 
@@ -353,6 +357,51 @@ CCOL_TEST(agree_all)
     }
 }
 
+/* ---- agree_bytes ---- */
+
+/* Scenario 0: no rank has bytes; 1: every rank has the same; 2: rank 0
+ * has none and every other rank its own ("r1", "r2", ...). */
+static void
+bytes_body(ccol_comm *comm, int rank, void *arg)
+{
+    scen *s = arg;
+    outcome *o = &s->out[rank];
+    char mine[16] = "";
+    void *out = NULL;
+    size_t n = 0;
+    ccol_status st;
+
+    if (s->id == 1)
+        snprintf(mine, sizeof mine, "same");
+    else if (s->id == 2 && rank > 0)
+        snprintf(mine, sizeof mine, "r%d", rank);
+    st = ccol_agree_bytes(comm, mine, strlen(mine), &out, &n, &o->src);
+    if (st == CCOL_OK && out != NULL)
+        snprintf(o->got, sizeof o->got, "%.*s", (int)n, (char *)out);
+    ccol_free(out);
+    finish(comm, o, st);
+}
+
+CCOL_TEST(agree_bytes)
+{
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        for (int tp = 0; tp < 2; tp++) {
+            int size = sizes[i];
+            scen *s = run(size, (ccol_test_transport)tp, bytes_body, 0);
+            check_same(s, size);
+            CHECK_EQ(s->out[0].src, -1);
+            s = run(size, (ccol_test_transport)tp, bytes_body, 1);
+            check_same(s, size);
+            CHECK_EQ(s->out[0].src, 0);
+            CHECK_STR_EQ(s->out[0].got, "same");
+            s = run(size, (ccol_test_transport)tp, bytes_body, 2);
+            check_same(s, size);
+            CHECK_EQ(s->out[0].src, size > 1 ? 1 : -1);
+            CHECK_STR_EQ(s->out[0].got, size > 1 ? "r1" : "");
+        }
+    }
+}
+
 /* Bad arguments are refused locally with a message, before any traffic. */
 static void
 args_body(ccol_comm *comm, int rank, void *arg)
@@ -383,4 +432,4 @@ CCOL_TEST_MAIN(CCOL_T(agree_choice_inproc), CCOL_T(agree_choice_tcp),
                CCOL_T(align_inproc), CCOL_T(align_tcp),
                CCOL_T(align_even_median), CCOL_T(verify_inproc),
                CCOL_T(verify_tcp), CCOL_T(agree_all),
-               CCOL_T(bad_arguments))
+               CCOL_T(agree_bytes), CCOL_T(bad_arguments))

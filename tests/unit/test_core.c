@@ -50,6 +50,10 @@ CCOL_TEST(sha256_and_hmac_vectors)
     hex(d, 32, h);
     CHECK_STR_EQ(h, "e3b0c44298fc1c149afbf4c8996fb924"
                     "27ae41e4649b934ca495991b7852b855");
+    ccol_sha256(NULL, 0, d); /* the public entry: the same digest */
+    hex(d, 32, h);
+    CHECK_STR_EQ(h, "e3b0c44298fc1c149afbf4c8996fb924"
+                    "27ae41e4649b934ca495991b7852b855");
     ccol__hmac_sha256("Jefe", 4, "what do ya want for nothing?", 28, d);
     hex(d, 32, h);
     CHECK_STR_EQ(h, "5bdcc146bf60754e6a042426089575c7"

@@ -7,9 +7,10 @@ observations, which every rank of a domain holds alike after a compile
 exchange (docs/store.md). So:
 
 - **read**: when the job is joined, every rank reads the store's profile
-  files and the ranks agree on one set of bytes (agree(): an all-gather of
-  digests; where they differ, or a rank could not read the store, the
-  lowest rank that read something sends its bytes to all), then each rank
+  files and the ranks agree on one set of bytes (agree(): libccol's
+  agree_bytes, an all-gather of digests; where they differ, or a rank
+  could not read the store, the lowest rank that read something sends its
+  bytes to all), then each rank
   seeds torch's state with it (seed()). A frame's first compile then
   starts from what the last run learned: already dynamic where it ended up
   dynamic, on every rank alike.
@@ -24,7 +25,6 @@ code objects, which differs from process to process): the closures of one
 function share their entry (the join of theirs).
 """
 
-import hashlib
 import json
 import struct
 from collections import defaultdict
@@ -144,25 +144,19 @@ def unbundle(blob):
 
 def agree(job, store):
     """Every rank of the job reads the profile and the ranks agree on one
-    set of bytes; returns it as {frame id: bytes}."""
+    set of bytes, the lowest reader's (libccol's agree_bytes, as
+    ccol_sync_profile_agree agrees); returns it as {frame id: bytes}."""
     comm = job._comm
     raw = store.read_profiles() if store.ok else {}
     mine = bundle(raw)
-    digest = hashlib.sha256(mine).digest() + bytes([bool(raw)])
     comm.set_label("the job store's profile")
-    got = comm.allgather(digest)
-    if all(g == got[0] for g in got):
+    src, blob = comm.agree_bytes(mine)
+    if src < 0 or blob == mine:
         return raw
-    having = [r for r, g in enumerate(got) if g[-1]]
-    if not having:
-        return raw
-    src = having[0]
-    blob = comm.bcast(mine if comm.rank == src else None, root=src)
-    if got[comm.rank] != got[src]:
-        log.warning("ccol.torch: this rank read %s from the job store %s; "
-                    "it uses rank %d's reading instead, as every rank does",
-                    f"{len(raw)} profile files" if raw else "no profile",
-                    store.root, job.job_rank(src))
+    log.warning("ccol.torch: this rank read %s from the job store %s; "
+                "it uses rank %d's reading instead, as every rank does",
+                f"{len(raw)} profile files" if raw else "no profile",
+                store.root, job.job_rank(src))
     try:
         return unbundle(blob)
     except Bad as e:
