@@ -53,6 +53,28 @@ def _meet(job, d, calls=1, frame=FRAME, blob=None):
     return _board.meet(job, d, frame, (_board.site_key(SITE), calls), blob)
 
 
+def _entry(size):
+    from torch._dynamo import pgo
+    return pgo.FrameStateSizeEntry(scalar=pgo.auto_dynamic, size=size,
+                                   stride=pgo.auto_dynamic)
+
+
+def _dynamic():
+    from torch._dynamo import pgo
+    return {"L['x']": _entry((pgo.auto_dynamic, 16))}
+
+
+def _settle(job, d, m, state):
+    """_board.settle with `state` as the frame's automatic-dynamic state."""
+    from ccol.torch import _decisions
+    real = _decisions.prior_state
+    _decisions.prior_state = lambda code: state
+    try:
+        _board.settle(job, None, d, FRAME, m)
+    finally:
+        _decisions.prior_state = real
+
+
 def _in_threads(*fns):
     out, errs = [None] * len(fns), []
 
@@ -189,6 +211,7 @@ def test_a_closed_meeting_is_folded_and_the_next_does_not_wait():
 
 
 def test_news_makes_a_rank_that_hit_catch_up_once():
+    DYNAMIC = _dynamic()
     store = MemStore()
     r0, r1 = _rank(store, 0, window=30.0), _rank(store, 1, window=30.0)
     d0, d1 = _domain(), _domain()
@@ -198,8 +221,8 @@ def test_news_makes_a_rank_that_hit_catch_up_once():
     _beat(store, 1, 5, sites={_board.site_key(SITE): 2})
     alone = _meet(r0, d0, calls=2)
     assert alone.members == (0,) and alone.index == 2 and alone.post
-    dyn = _board.decided_key(["L['x'].size(0)"])
-    _board.settle(r0, d0, FRAME, alone, ["L['x'].size(0)"])
+    dyn = _board.decided_key(DYNAMIC)
+    _settle(r0, d0, alone, DYNAMIC)
     r1.domains.known[d1.members] = d1
     _board.read_news(r1)
     assert d1.news == {_board.frame_key(FRAME): (2, dyn)}
@@ -211,7 +234,7 @@ def test_news_makes_a_rank_that_hit_catch_up_once():
     m = _meet(r1, d1, calls=3)
     assert m.index == 3 and m.skipped and m.members == (1,)
     assert not m.post
-    _board.settle(r1, d1, FRAME, m, ["L['x'].size(0)"])
+    _settle(r1, d1, m, DYNAMIC)
     d0.news_seen, r0.domains.known[d0.members] = 0, d0
     _board.read_news(r0)
     assert d0.news == {_board.frame_key(FRAME): (2, dyn)}, d0.news
@@ -221,19 +244,27 @@ def test_no_catch_up_where_this_rank_decided_the_same():
     """A meeting without this rank that decided what this rank's latest
     compile of the frame decided (both made the size dynamic, say) is no
     reason to recompile."""
+    DYNAMIC = _dynamic()
     store = MemStore()
     r0, r1 = _rank(store, 0, window=30.0), _rank(store, 1, window=30.0)
     d0, d1 = _domain(), _domain()
     _in_threads(lambda: _meet(r0, d0), lambda: _meet(r1, d1))
-    _board.settle(r1, d1, FRAME, _board.Meeting(1, (0, 1), [], [], []),
-                  ["L['x'].size(0)"])
+    _settle(r1, d1, _board.Meeting(1, (0, 1), [], [], []), DYNAMIC)
     _beat(store, 1, 5, sites={_board.site_key(SITE): 2})
     alone = _meet(r0, d0, calls=2)
-    _board.settle(r0, d0, FRAME, alone, ["L['x'].size(0)"])
+    _settle(r0, d0, alone, DYNAMIC)
     r1.domains.known[d1.members] = d1
     _board.read_news(r1)
     assert _board.catch_up(r1, d1, SITE) is False
     assert r1.sites.forced is None
+
+
+def test_the_decisions_key_says_what_is_dynamic_not_the_values():
+    key = _board.decided_key
+    assert key({"L['x']": _entry((8, 16))}) == key({"L['x']": _entry((10,
+                                                                     16))})
+    assert key({"L['x']": _entry((8, 16))}) != key(_dynamic())
+    assert key({}) != key(_dynamic())
 
 
 @pytest.mark.parametrize("closed", [b"garbage", b"[]", b'{"a": 1}',

@@ -202,7 +202,11 @@ def test_the_module_names_the_domain(tmp_path, mode, wrap, how):
 def run_fault(tmp_path, kind, **env):
     """The pp job with CCOL_TORCH_DOMAINS="0,1;2,3" where rank 1 fails
     (`kind`) from step 2 on, torchrun polling every FAIL_MONITOR_S s.
-    Returns the started Job; the caller waits for it and finishes it."""
+    Returns the started Job; the caller waits for it and finishes it.
+    The guard collective is asked for (lockstep): rank 0 waits for rank 1
+    in their compile exchange; under the waiting rule rank 0 would not
+    recompile there and the job's own collectives would name the death."""
+    env.setdefault("CCOL_TORCH_GUARDS", 1)
     return run_job(tmp_path, "domains.py",
                    ["--mode", "pp", "--fail", kind, "--fail-rank", "1",
                     "--fail-step", "2"],

@@ -174,17 +174,33 @@ def meet(job, d, frame, site, blob):
 # later, with no wait. A catch-up's own meeting is never posted, so ranks
 # do not chase each other.
 
-def decided_key(whats):
-    """The dynamic decisions of a compile, as a short key: a rank whose
-    own latest compile of the frame decided the same needs no catch-up."""
-    return f"{zlib.crc32(json.dumps(sorted(whats)).encode()):08x}"
+def decided_key(state):
+    """A frame's automatic-dynamic state ({source: FrameStateSizeEntry})
+    as a short key of what is dynamic in it (never the static values, which
+    differ between ranks): a rank whose own state for the frame has the
+    same key needs no catch-up."""
+    from torch._dynamo import pgo
+
+    def dyn(v):
+        if v is pgo.auto_dynamic:
+            return "D"
+        if isinstance(v, tuple):
+            return "".join("D" if x is pgo.auto_dynamic else "s" for x in v)
+        return "s"
+    shape = sorted((str(k), dyn(e.size), dyn(e.scalar))
+                   for k, e in state.items())
+    return f"{zlib.crc32(json.dumps(shape).encode()):08x}"
 
 
-def settle(job, d, frame, m, whats):
-    """After a meeting's decisions are made (_compile.py): keeps what this
-    rank decided for the frame, and posts the meeting as news when it ran
-    without every rank of the domain, for a miss of this rank's own."""
-    d.decided[frame] = decided_key(whats)
+def settle(job, code, d, frame, m):
+    """A compile that met ended (_compile.py): keeps the key of this rank's
+    state for the frame, and posts the meeting as news when it ran without
+    every rank of the domain, for a miss of this rank's own."""
+    from ._decisions import prior_state
+    state = prior_state(code)
+    # no state (ambiguous, or dynamic only through what flows in): no key,
+    # and the news always counts
+    d.decided[frame] = decided_key(state) if state else "-"
     if m.post:
         _post(job, d, m.key, frame, m.index, d.decided[frame])
 
@@ -257,7 +273,7 @@ def catch_up(job, d, site):
     if j is None or j < d.meetings.get(frame, 1) or (frame, j) in d.caught:
         return False
     d.caught.add((frame, j))
-    if decided == d.decided.get(frame):
+    if decided != "-" and decided == d.decided.get(frame):
         return False  # it decided what this rank's entry has: no recompile
     job.sites.forced = frame
     log.info("ccol.torch: %s recompiles at this call to catch up with the "

@@ -136,6 +136,7 @@ def _compile_wrapper(job, upstream):
             raise job.take_pending()
         job.current = None
         job.recompile_reason = None
+        job.meeting = None
         job.run_thread = threading.get_ident()
         if job.live is not None:  # for the compile meeting (_board.py)
             from ._guard import compiled_from
@@ -166,6 +167,9 @@ def _compile_wrapper(job, upstream):
             job.end_unmet()
             job.domains.end_compile()
             job.doing("running")
+        if job.meeting is not None:  # what it decided, for catching up
+            from . import _board
+            _board.settle(job, code, *job.meeting)
         if job.store_writer is not None:  # before compile_end clears
             from . import _store_job      # job.current
             _store_job.after_compile(job, code)
@@ -244,11 +248,10 @@ def exchange(job, tx, local_state):
     met = len(d.members) if m is None else len(m.members)
     _trace.exchange(job, frame, k, sent0, recv0, t0, None, met,
                     met == len(d.members))
-    decided = _report(job, code, frame, k, (states, local_state, seen),
-                      time.monotonic_ns() - t0)
-    if m is not None:
-        from . import _board
-        _board.settle(job, d, frame, m, [x.what for x in decided])
+    _report(job, code, frame, k, (states, local_state, seen),
+            time.monotonic_ns() - t0)
+    if m is not None:  # settled once the compile ends (_board.settle)
+        job.meeting = (d, frame, m)
     if apart is not None:  # the same on every rank of the domain
         job.broke_apart = job.current
         _broke_apart(job, code, frame, k, header["at"], apart)
@@ -340,7 +343,6 @@ def _report(job, code, frame, k, exchanged, ns):
             log.warning("compile %d of %s: %s (rank %d alone would have "
                         "kept it static)", k, frame, d.explain(),
                         job.job_rank(job.comm.rank))
-    return decisions
 
 
 def _decode_rank(rank, blob):

@@ -42,6 +42,8 @@ class Job:
         from ._board import Sites
         self.sites = Sites()      # compiled calls per call site (_board.py)
         self.compiled_from = None  # the caller of the compile in progress
+        self.meeting = None       # (domain, frame, _board.Meeting) of the
+        #                           compile in progress, once met
         self.window = None        # seconds a running rank is given at a
         #                           compile meeting (None: _board.WINDOW_S)
         # _switches.py: ccol's guard hook, torch's setter for it, torch's
