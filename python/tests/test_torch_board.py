@@ -53,26 +53,11 @@ def _meet(job, d, calls=1, frame=FRAME, blob=None):
     return _board.meet(job, d, frame, (_board.site_key(SITE), calls), blob)
 
 
-def _entry(size):
-    from torch._dynamo import pgo
-    return pgo.FrameStateSizeEntry(scalar=pgo.auto_dynamic, size=size,
-                                   stride=pgo.auto_dynamic)
+DYNAMIC = ["sc,cc"]  # a graph whose first input's dim 0 is symbolic
 
 
-def _dynamic():
-    from torch._dynamo import pgo
-    return {"L['x']": _entry((pgo.auto_dynamic, 16))}
-
-
-def _settle(job, d, m, state):
-    """_board.settle with `state` as the frame's automatic-dynamic state."""
-    from ccol.torch import _decisions
-    real = _decisions.prior_state
-    _decisions.prior_state = lambda code: state
-    try:
-        _board.settle(job, None, d, FRAME, m)
-    finally:
-        _decisions.prior_state = real
+def _settle(job, d, m, whats):
+    _board.settle(job, d, FRAME, m, whats)
 
 
 def _in_threads(*fns):
@@ -211,7 +196,6 @@ def test_a_closed_meeting_is_folded_and_the_next_does_not_wait():
 
 
 def test_news_makes_a_rank_that_hit_catch_up_once():
-    DYNAMIC = _dynamic()
     store = MemStore()
     r0, r1 = _rank(store, 0, window=30.0), _rank(store, 1, window=30.0)
     d0, d1 = _domain(), _domain()
@@ -244,7 +228,6 @@ def test_no_catch_up_where_this_rank_decided_the_same():
     """A meeting without this rank that decided what this rank's latest
     compile of the frame decided (both made the size dynamic, say) is no
     reason to recompile."""
-    DYNAMIC = _dynamic()
     store = MemStore()
     r0, r1 = _rank(store, 0, window=30.0), _rank(store, 1, window=30.0)
     d0, d1 = _domain(), _domain()
@@ -261,10 +244,23 @@ def test_no_catch_up_where_this_rank_decided_the_same():
 
 def test_the_decisions_key_says_what_is_dynamic_not_the_values():
     key = _board.decided_key
-    assert key({"L['x']": _entry((8, 16))}) == key({"L['x']": _entry((10,
-                                                                     16))})
-    assert key({"L['x']": _entry((8, 16))}) != key(_dynamic())
-    assert key({}) != key(_dynamic())
+    assert key(["sc,cc"]) == key(["sc,cc"])
+    assert key(["sc,cc"]) != key(["cc,cc"])
+    assert key(["sc", "c"]) != key(["sc"])
+    assert key([]) == "-"  # no graph: no key, the news always counts
+
+
+def test_news_with_no_key_always_counts():
+    store = MemStore()
+    r0, r1 = _rank(store, 0, window=30.0), _rank(store, 1, window=30.0)
+    d0, d1 = _domain(), _domain()
+    _in_threads(lambda: _meet(r0, d0), lambda: _meet(r1, d1))
+    _settle(r1, d1, _board.Meeting(1, (0, 1), [], [], []), [])
+    _beat(store, 1, 5, sites={_board.site_key(SITE): 2})
+    _settle(r0, d0, _meet(r0, d0, calls=2), [])
+    r1.domains.known[d1.members] = d1
+    _board.read_news(r1)
+    assert _board.catch_up(r1, d1, SITE) is True
 
 
 @pytest.mark.parametrize("closed", [b"garbage", b"[]", b'{"a": 1}',

@@ -55,5 +55,10 @@ def test_a_restarted_round_is_a_new_ccol_job(tmp_path):
     assert len(prefixes[0]) == 1 and len(prefixes[1]) == 1, out
     assert prefixes[0] != prefixes[1], out
     assert prefixes[1].pop().endswith("/1"), out
+    # round 1 ends on both ranks, dynamic at once; in round 0, rank 0 may
+    # end its second call before the agent restarts it (a cache hit never
+    # waits for the rank that failed)
     done = re.findall(r"DONE (\d) (\d) (\d)", run.stdout)
-    assert sorted(done) == [("1", "0", "1"), ("1", "1", "1")], out  # dynamic at once
+    assert sorted(d for d in done if d[0] == "1") == [
+        ("1", "0", "1"), ("1", "1", "1")], out
+    assert all(d[1] == "0" for d in done if d[0] == "0"), out

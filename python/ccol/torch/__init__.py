@@ -414,6 +414,8 @@ def _joined(job):
     watched = ""
     if joined is not None and joined.store is not None:
         job.live = _live.Liveness(joined, job)
+        from . import _board  # the heartbeat reads the compile news too
+        job.live.tasks.append(_board.read_news)
         job.live.start()
         if hasattr(comm, "set_watch"):
             run, source = job.live.cover()

@@ -36,8 +36,10 @@ import threading
 import time
 import zlib
 
+from . import _live
 from ._errors import peer_error, timeout_error
 from ._log import log
+from ._meet import _blocked as blocked_on_here, hash_text
 from ._ranks import hash_members, ranks_text
 
 WINDOW_S = 5.0     # how long a rank running its own code is given
@@ -53,7 +55,6 @@ HERE, COMING, MAYBE, GONE = "here", "coming", "maybe", "gone"
 def frame_key(frame):
     """A frame's key in meetings' and news' names (the guard hook asks on
     every call once news came: kept)."""
-    from ._meet import hash_text
     return f"{hash_text(frame):016x}"
 
 
@@ -174,33 +175,22 @@ def meet(job, d, frame, site, blob):
 # later, with no wait. A catch-up's own meeting is never posted, so ranks
 # do not chase each other.
 
-def decided_key(state):
-    """A frame's automatic-dynamic state ({source: FrameStateSizeEntry})
-    as a short key of what is dynamic in it (never the static values, which
-    differ between ranks): a rank whose own state for the frame has the
-    same key needs no catch-up."""
-    from torch._dynamo import pgo
-
-    def dyn(v):
-        if v is pgo.auto_dynamic:
-            return "D"
-        if isinstance(v, tuple):
-            return "".join("D" if x is pgo.auto_dynamic else "s" for x in v)
-        return "s"
-    shape = sorted((str(k), dyn(e.size), dyn(e.scalar))
-                   for k, e in state.items())
-    return f"{zlib.crc32(json.dumps(shape).encode()):08x}"
+def decided_key(graphs):
+    """What a compile decided, as a short key: for each graph it compiled,
+    which input dims are symbolic (_graph.dynamic_inputs), never the static
+    values, which differ between ranks. A rank whose own latest compile of
+    the frame made the same needs no catch-up. A compile that made no graph
+    has no key: "-", and such news always counts."""
+    if not graphs:
+        return "-"
+    return f"{zlib.crc32(json.dumps(graphs).encode()):08x}"
 
 
-def settle(job, code, d, frame, m):
-    """A compile that met ended (_compile.py): keeps the key of this rank's
-    state for the frame, and posts the meeting as news when it ran without
-    every rank of the domain, for a miss of this rank's own."""
-    from ._decisions import prior_state
-    state = prior_state(code)
-    # no state (ambiguous, or dynamic only through what flows in): no key,
-    # and the news always counts
-    d.decided[frame] = decided_key(state) if state else "-"
+def settle(job, d, frame, m, graphs):
+    """A compile that met ended (_compile.py): keeps the key of what this
+    rank decided for the frame, and posts the meeting as news when it ran
+    without every rank of the domain, for a miss of this rank's own."""
+    d.decided[frame] = decided_key(graphs)
     if m.post:
         _post(job, d, m.key, frame, m.index, d.decided[frame])
 
@@ -414,7 +404,6 @@ def _stale(w, r, now):
     """The rank's heartbeat has not moved for three beats: it is waited
     for until it moves again or DEAD_S says it is dead, whatever the
     window."""
-    from . import _live
     got = w.seen.get(r)
     return got is not None and now - got[2] > 3 * _live.BEAT_S
 
@@ -449,7 +438,6 @@ def _status(w, r, b, key, blocked, now):
 def _check_alive(live, w, r, b, now):
     """A ccol.PeerError for a rank whose heartbeat stopped for DEAD_S while
     it might still come."""
-    from . import _live
     if b is None:
         return
     first, last, moved = w.seen.setdefault(r, [b["n"], b["n"], now])
@@ -464,7 +452,6 @@ def _check_alive(live, w, r, b, now):
 def _gone(live, r):
     """A rank of this host whose process has ended (or is a zombie): dead
     now, with no need to wait for DEAD_S."""
-    from . import _live
     if not live._same_host(r):
         return False
     pid = live.pids.get(r, {}).get("pid")
@@ -473,10 +460,9 @@ def _gone(live, r):
 
 
 def _blocked(beats, here, seen):
-    from ._meet import _blocked as blocked
     for r, b in beats.items():
         seen.setdefault(r, [b["n"], b["n"], time.monotonic()])
-    return blocked(beats, here, seen)
+    return blocked_on_here(beats, here, seen)
 
 
 def _beats(live, members):

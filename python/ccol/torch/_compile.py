@@ -169,7 +169,7 @@ def _compile_wrapper(job, upstream):
             job.doing("running")
         if job.meeting is not None:  # what it decided, for catching up
             from . import _board
-            _board.settle(job, code, *job.meeting)
+            _board.settle(job, *job.meeting)
         if job.store_writer is not None:  # before compile_end clears
             from . import _store_job      # job.current
             _store_job.after_compile(job, code)
@@ -250,8 +250,8 @@ def exchange(job, tx, local_state):
                     met == len(d.members))
     _report(job, code, frame, k, (states, local_state, seen),
             time.monotonic_ns() - t0)
-    if m is not None:  # settled once the compile ends (_board.settle)
-        job.meeting = (d, frame, m)
+    if m is not None:  # settled once the compile ends (_board.settle),
+        job.meeting = (d, frame, m, [])  # with its graphs' dynamic dims
     if apart is not None:  # the same on every rank of the domain
         job.broke_apart = job.current
         _broke_apart(job, code, frame, k, header["at"], apart)

@@ -92,6 +92,24 @@ def nodes(gm):
     return out
 
 
+def dynamic_inputs(gm):
+    """Which dims of the graph's inputs are symbolic ("s") or static ("c"),
+    one string per input tensor: what a compile decided, without the
+    static values (they differ between ranks). A compile meeting's news
+    carries it (_board.py)."""
+    import torch
+    out = []
+    for n in gm.graph.nodes:
+        if n.op != "placeholder":
+            continue
+        for t in _tensors(_example(n)):
+            out.append("".join("c" if isinstance(x, int) else "s"
+                               for x in t.shape))
+        if isinstance(_example(n), torch.SymInt):
+            out.append("S")
+    return ",".join(out)
+
+
 def digest(keys):
     """The 64-bit digest of a graph's node keys, as 16 hex digits."""
     h = hashlib.blake2b(digest_size=8)
@@ -164,6 +182,8 @@ def _call_user_compiler(job, upstream, module):
     def call_user_compiler(self, gm, example_inputs):
         tx = self.root_tx
         ds = getattr(tx, "distributed_state", None) if tx else None
+        if job.meeting is not None:  # what the compile decided (_board)
+            job.meeting[-1].append(dynamic_inputs(gm))
         # a compile whose ranks broke apart (_compile._broke_apart) has
         # graphs that differ by construction: every rank of it skips; so
         # does one agreed among fewer ranks than its domain's (_board.py)

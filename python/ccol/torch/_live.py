@@ -155,6 +155,7 @@ class Liveness:
         self.members = None     # job ranks of this wait's domain (None: all)
         self.meeting = None     # the first-compile meeting this rank is at
         self.left = False       # this rank left the job (close)
+        self.tasks = []         # called with the job at every beat
         self.beat_lock = threading.Lock()
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True,
@@ -233,9 +234,8 @@ class Liveness:
                 with self.beat_lock:
                     self._beat()
                 self._failures()
-                if self.job.meets_each_compile:
-                    from ._board import read_news
-                    read_news(self.job)
+                for task in self.tasks:
+                    task(self.job)
             except Exception as e:  # noqa: BLE001 - the store went away
                 log.debug("heartbeat stopped: %s", e)
                 return
