@@ -209,7 +209,8 @@ def test_news_makes_a_rank_that_hit_catch_up_once():
     _settle(r0, d0, alone, DYNAMIC)
     r1.domains.known[d1.members] = d1
     _board.read_news(r1)
-    assert d1.news == {_board.frame_key(FRAME): (2, dyn)}
+    assert d1.news == {_board.frame_key(FRAME): (2, dyn,
+                                                 _board.site_key(SITE))}
     assert _board.catch_up(r1, d1, SITE) is True
     assert r1.sites.forced == FRAME
     assert _board.catch_up(r1, d1, SITE) is False  # once
@@ -221,7 +222,7 @@ def test_news_makes_a_rank_that_hit_catch_up_once():
     _settle(r1, d1, m, DYNAMIC)
     d0.news_seen, r0.domains.known[d0.members] = 0, d0
     _board.read_news(r0)
-    assert d0.news == {_board.frame_key(FRAME): (2, dyn)}, d0.news
+    assert d0.news[_board.frame_key(FRAME)][:2] == (2, dyn), d0.news
 
 
 def test_no_catch_up_where_this_rank_decided_the_same():
@@ -248,6 +249,23 @@ def test_the_decisions_key_says_what_is_dynamic_not_the_values():
     assert key(["sc,cc"]) != key(["cc,cc"])
     assert key(["sc", "c"]) != key(["sc"])
     assert key([]) == "-"  # no graph: no key, the news always counts
+
+
+def test_news_of_a_call_from_elsewhere_is_no_reason_to_catch_up():
+    """Rank 0 recompiled the frame for a call of its own from another
+    place (an evaluation): rank 1's calls from its training loop go on."""
+    store = MemStore()
+    r0, r1 = _rank(store, 0, window=30.0), _rank(store, 1, window=30.0)
+    d0, d1 = _domain(), _domain()
+    _in_threads(lambda: _meet(r0, d0), lambda: _meet(r1, d1))
+    _settle(r1, d1, _board.Meeting(1, (0, 1), [], [], []), ["cc"])
+    _beat(store, 1, 5, left=True)  # not waited for
+    m = _board.meet(r0, d0, FRAME, (_board.site_key("evaluate (t.py:20)"),
+                                    1), b"{}")
+    _settle(r0, d0, m, DYNAMIC)
+    r1.domains.known[d1.members] = d1
+    _board.read_news(r1)
+    assert d1.news and _board.catch_up(r1, d1, SITE) is False
 
 
 def test_news_with_no_key_always_counts():
@@ -285,9 +303,10 @@ def test_an_unreadable_heartbeat_is_a_peer_error(beat):
         _meet(job, _domain())
 
 
-@pytest.mark.parametrize("entry", [b"", b"x", b"a b", b"f -3 k",
-                                   b"f \xd9\xa3 k", b"\xff\xfe 2 k",
-                                   b"f 2 k" + b" " * 10000, b"f 2 k extra"])
+@pytest.mark.parametrize("entry", [b"", b"x", b"a b", b"f -3 k s",
+                                   b"f \xd9\xa3 k s", b"\xff\xfe 2 k s",
+                                   b"f 2 k s" + b" " * 10000,
+                                   b"f 2 k s extra"])
 def test_a_malformed_news_entry_is_passed_over(entry):
     store = MemStore()
     job = _rank(store, 0)
@@ -299,7 +318,7 @@ def test_a_malformed_news_entry_is_passed_over(entry):
     store.set(f"{dk}/news/1", entry)
     _board.read_news(job)
     assert d.news_seen == 1
-    assert all(isinstance(j, int) and j >= 0 for j, _ in d.news.values())
+    assert all(isinstance(v[0], int) and v[0] >= 0 for v in d.news.values())
 
 
 def test_a_contribution_too_large_is_a_peer_error(monkeypatch):

@@ -598,18 +598,23 @@ def test_rank0_evaluation_outside_local_compiles_without_waiting(tmp_path):
     0's evaluation recompiles the model without waiting for rank 1 (which
     made its calls and hit, or exited), with one INFO line saying so and no
     WARNING; the training graphs are the same on both ranks."""
+    res, out = _evaluation_job(tmp_path)
+    told = re.findall(r"compile 2 of (.+?) was agreed among this rank "
+                      r"alone", out)
+    assert len(told) == 1, tail(out)
+    assert "on its own" not in out and "WARNING" not in out, tail(out)
+    g0, g1 = res[0]["graphs"], res[1]["graphs"]
+    assert len(g0) == len(g1) + 1 and g0[:len(g1)] == g1, res
+
+
+def _evaluation_job(tmp_path, **env):
+    """fail.py's local_out job (rank 0 evaluates every 2nd step without
+    local()): (every rank's result, the output), the evaluations run."""
     with run_job(tmp_path, "fail.py", ["local_out", "--steps", "5"], nproc=2,
-                 CCOL_TORCH=1, CCOL_TIMEOUT=20) as job:
+                 CCOL_TORCH=1, CCOL_TIMEOUT=20, **env) as job:
         job.finish()
-        res = results(job, 2)
-        out = job.output
-        assert len(job.events("MARK")) >= 2, tail(out)  # evals ran
-        told = re.findall(r"compile 2 of (.+?) was agreed among this rank "
-                          r"alone", out)
-        assert len(told) == 1, tail(out)
-        assert "on its own" not in out and "WARNING" not in out, tail(out)
-        g0, g1 = res[0]["graphs"], res[1]["graphs"]
-        assert len(g0) == len(g1) + 1 and g0[:len(g1)] == g1, res
+        assert len(job.events("MARK")) >= 2, tail(job.output)  # evals ran
+        return results(job, 2), job.output
 
 
 @pytest.mark.timeout(120)
@@ -620,22 +625,17 @@ def test_rank0_evaluation_outside_local_runs_alone_with_one_warning(
     pairs its training calls with rank 0's next one), with one WARNING
     naming both call sites and local(); the ranks' training calls keep
     pairing (equal exchanges, the same graphs)."""
-    with run_job(tmp_path, "fail.py", ["local_out", "--steps", "5"], nproc=2,
-                 CCOL_TORCH=1, CCOL_TORCH_GUARDS=1, CCOL_TIMEOUT=20) as job:
-        job.finish()
-        res = results(job, 2)
-        out = job.output
-        assert len(job.events("MARK")) >= 2, tail(out)  # evals ran
-        warned = re.findall(r"rank (\d) calls compiled code from (.+?) on "
-                            r"its own \(rank 1 calls it from (.+?)\):", out)
-        assert len(warned) == 1 and warned[0][0] == "0", tail(out)
-        assert warned[0][1] != warned[0][2], warned
-        assert "ccol.torch.local()" in out, tail(out)
-        assert res[0]["exchanges"] == res[1]["exchanges"], res
-        # rank 0: the training graph, then its evaluation's own (dynamic in
-        # the batch, from its batches 8 and 5, as without ccol)
-        g0, g1 = res[0]["graphs"], res[1]["graphs"]
-        assert len(g0) == len(g1) + 1 and g0[:len(g1)] == g1, res
+    res, out = _evaluation_job(tmp_path, CCOL_TORCH_GUARDS=1)
+    warned = re.findall(r"rank (\d) calls compiled code from (.+?) on "
+                        r"its own \(rank 1 calls it from (.+?)\):", out)
+    assert len(warned) == 1 and warned[0][0] == "0", tail(out)
+    assert warned[0][1] != warned[0][2], warned
+    assert "ccol.torch.local()" in out, tail(out)
+    assert res[0]["exchanges"] == res[1]["exchanges"], res
+    # rank 0: the training graph, then its evaluation's own (dynamic in
+    # the batch, from its batches 8 and 5, as without ccol)
+    g0, g1 = res[0]["graphs"], res[1]["graphs"]
+    assert len(g0) == len(g1) + 1 and g0[:len(g1)] == g1, res
 
 
 def check_diverged_everywhere(job, world, max_elapsed):

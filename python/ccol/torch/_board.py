@@ -111,6 +111,7 @@ class Meeting:
         self.skipped = skipped
         self.absent = absent   # [(job rank, why it was not waited for)]
         self.key = None        # its name in the store
+        self.site = None       # the key of the call site compiled for
         self.post = False      # to be posted as news (settle)
 
 
@@ -158,7 +159,7 @@ def meet(job, d, frame, site, blob):
     job.sites.compiled(site[0], frame)
     members, absent = got
     m = Meeting(j, members, _read(store, key, members), skipped, absent)
-    m.key = key
+    m.key, m.site = key, site[0]
     # news for the others: a meeting without every rank, for a miss here
     m.post = len(members) < len(d.members) and not forced
     return m
@@ -167,12 +168,12 @@ def meet(job, d, frame, site, blob):
 # ---- catching up: a rank that hit learns that others recompiled --------
 # A meeting that ran without every rank of its domain, for a miss of its
 # own (not a catch-up), is posted once in the domain's news with a key of
-# the dynamic decisions it made; the heartbeat thread and the compiled
-# calls read the news, and where those decisions differ from this rank's
-# latest for that frame, the next call of the frame from where this rank
-# compiled it misses on purpose (the guard hook), so the rank recompiles
-# too, folding what that meeting agreed: the same decisions, one call
-# later, with no wait. A catch-up's own meeting is never posted, so ranks
+# the dynamic decisions it made and of the call site it compiled for; the
+# heartbeat thread and the compiled calls read the news, and where those
+# decisions differ from this rank's latest for that frame, its next call
+# of the frame from that same site misses on purpose (the guard hook), so
+# the rank recompiles too, folding what that meeting agreed: the same
+# decisions, one call later, with no wait. A catch-up's own meeting is never posted, so ranks
 # do not chase each other.
 
 def decided_key(graphs):
@@ -192,16 +193,17 @@ def settle(job, d, frame, m, graphs):
     without every rank of the domain, for a miss of this rank's own."""
     d.decided[frame] = decided_key(graphs)
     if m.post:
-        _post(job, d, m.key, frame, m.index, d.decided[frame])
+        _post(job, d, m, frame, d.decided[frame])
 
 
-def _post(job, d, key, frame, j, decided):
+def _post(job, d, m, frame, decided):
     store, me = job.joined.store, str(job.world.rank)
-    if store.compare_set(f"{key}/news", "", me) != me.encode():
+    if store.compare_set(f"{m.key}/news", "", me) != me.encode():
         return  # another member posted it
     dk = _domain_key(job, d)
     n = store.add(f"{dk}/nnews", 1)
-    store.set(f"{dk}/news/{n}", f"{frame_key(frame)} {j} {decided}")
+    store.set(f"{dk}/news/{n}",
+              f"{frame_key(frame)} {m.index} {decided} {m.site}")
 
 
 _NEWS_S = 0.1  # how often a compiled call reads the news at most
@@ -242,11 +244,11 @@ def _read_news(job):
             if not store.check([entry]):
                 break  # counted, not written yet: the next beat reads it
             d.news_seen += 1
-            got = store.get(entry)[:80].decode(errors="replace").split()
-            if len(got) == 3 and got[1].isascii() and got[1].isdigit():
+            got = store.get(entry)[:96].decode(errors="replace").split()
+            if len(got) == 4 and got[1].isascii() and got[1].isdigit():
                 fid, j = got[0], int(got[1])
-                if j >= d.news.get(fid, (0, None))[0]:
-                    d.news[fid] = (j, got[2])
+                if j >= d.news.get(fid, (0,))[0]:
+                    d.news[fid] = (j, got[2], got[3])
                 log.debug("ccol.torch: news of %s: meeting %d of frame %s",
                           d.name, j, fid)
 
@@ -259,9 +261,11 @@ def catch_up(job, d, site):
     if not frames or len(frames) != 1:
         return False
     frame = next(iter(frames))
-    j, decided = d.news.get(frame_key(frame), (None, None))
-    if j is None or j < d.meetings.get(frame, 1) or (frame, j) in d.caught:
-        return False
+    j, decided, where = d.news.get(frame_key(frame), (None, None, None))
+    if j is None or j < d.meetings.get(frame, 1) or (frame, j) in d.caught \
+            or where != site_key(site):
+        return False  # nothing new, or a call from elsewhere (rank 0's
+        #               evaluation is no reason for training to recompile)
     d.caught.add((frame, j))
     if decided != "-" and decided == d.decided.get(frame):
         return False  # it decided what this rank's entry has: no recompile
