@@ -138,9 +138,8 @@ def _compile_wrapper(job, upstream):
         job.recompile_reason = None
         job.meeting = None
         job.run_thread = threading.get_ident()
-        if job.live is not None:  # for the compile meeting (_board.py)
-            from ._guard import compiled_from
-            job.compiled_from = compiled_from()
+        from ._guard import compiled_from  # for a compile meeting
+        job.compiled_from = compiled_from()  # (_board.py)
         job.doing(f"compiling {frame_name(code)}")
         alone, job.alone_compile = job.alone_compile, False
         if alone:  # a call only this rank makes (_guard.py): no agreement
