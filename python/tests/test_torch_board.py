@@ -282,7 +282,9 @@ def test_news_with_no_key_always_counts():
 
 
 @pytest.mark.parametrize("closed", [b"garbage", b"[]", b'{"a": 1}',
-                                    b'[0, "1"]', b"\xff\xfe"])
+                                    b'[0, "1"]', b"\xff\xfe"],
+                         ids=["text", "empty", "object", "str-rank",
+                              "not-utf8"])
 def test_an_unreadable_member_list_is_a_peer_error(closed):
     store = MemStore()
     job = _rank(store, 0)
@@ -294,7 +296,8 @@ def test_an_unreadable_member_list_is_a_peer_error(closed):
 
 
 @pytest.mark.parametrize("beat", [b"{", b"[1, 2]", b'{"n": "x"}',
-                                  b"\xff"])
+                                  b"\xff"],
+                         ids=["cut", "list", "str-counter", "not-utf8"])
 def test_an_unreadable_heartbeat_is_a_peer_error(beat):
     store = MemStore()
     job = _rank(store, 0)
@@ -303,10 +306,11 @@ def test_an_unreadable_heartbeat_is_a_peer_error(beat):
         _meet(job, _domain())
 
 
-@pytest.mark.parametrize("entry", [b"", b"x", b"a b", b"f -3 k s",
-                                   b"f \xd9\xa3 k s", b"\xff\xfe 2 k s",
-                                   b"f 2 k s" + b" " * 10000,
-                                   b"f 2 k s extra"])
+@pytest.mark.parametrize("entry", [
+    b"", b"x", b"a b", b"f -3 k s", b"f \xd9\xa3 k s", b"\xff\xfe 2 k s",
+    b"f 2 k s" + b" " * 10000, b"f 2 k s extra"], ids=[
+    "empty", "one-field", "two-fields", "negative", "arabic-digit",
+    "not-utf8", "long", "five-fields"])
 def test_a_malformed_news_entry_is_passed_over(entry):
     store = MemStore()
     job = _rank(store, 0)
