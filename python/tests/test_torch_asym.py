@@ -30,7 +30,7 @@ shared). The cases (asym.py's docstring says what each does):
   slow                                rank 1 sleeps 20 s between steps,
                                       CCOL_TIMEOUT=5 (waits and warnings)
 
-extra, eval0 and final are the quick suite's; the rest are left to `make
+eval0 and final are the quick suite's; the rest are left to `make
 test-slow`.
 """
 
@@ -58,7 +58,7 @@ CASES = {
     "branch": ("branch", 2, {}),
     "slow": ("slow", 2, {"CCOL_TIMEOUT": 5}),
 }
-QUICK = ("extra", "eval0", "final")
+QUICK = ("eval0", "final")
 
 # A line of logger ccol.torch, in torch's format (torch's logging registry
 # takes the logger over: "[rank1]:W1206 21:05:20.627000 27588

@@ -44,6 +44,7 @@ def drift_job(tmp_path, *args, **env):
                    CCOL_TORCH=1, CCOL_TIMEOUT=TIMEOUT_S, **env)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_a_rank_checkpointing_is_not_waited_for_by_default(tmp_path):
     """The waiting rule (no guard collective asked for): rank 0 sleeps 10 s

@@ -170,6 +170,7 @@ CCOL_CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(TEST_TIMEOUT)
 def test_pipeline_under_the_waiting_rule_converges(tmp_path):
     """Under CCOL_TORCH=1 without the guard collective (a cache hit never

@@ -468,7 +468,8 @@ def test_failing_rank_is_named_on_every_survivor(tmp_path, case, kinds,
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("case", [
-    "exit", pytest.param("sigkill", marks=pytest.mark.one_release)])
+    "exit", pytest.param("sigkill", marks=[pytest.mark.one_release,
+                                          pytest.mark.slow])])
 def test_rank_dying_before_a_compile_the_others_wait_at_is_named(tmp_path,
                                                                  case):
     """The waiting rule (no CCOL_TORCH_GUARDS): every rank's batch grows at
@@ -481,7 +482,8 @@ def test_rank_dying_before_a_compile_the_others_wait_at_is_named(tmp_path,
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("case", ["diverge", "stall"])
+@pytest.mark.parametrize("case", [
+    "diverge", pytest.param("stall", marks=pytest.mark.slow)])
 def test_a_call_of_one_rank_alone_makes_nobody_wait(tmp_path, case):
     """The waiting rule: rank 1 calls another compiled function at step 1
     (diverge), or sleeps for good before it (stall). Without ccol the other
