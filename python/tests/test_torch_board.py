@@ -281,10 +281,22 @@ def test_news_with_no_key_always_counts():
     assert _board.catch_up(r1, d1, SITE) is True
 
 
+def test_a_member_that_never_came_is_a_peer_error():
+    """A closed list naming a rank of the domain that wrote nothing: the
+    rank reading it is told, never left waiting for the missing bytes."""
+    store = MemStore()
+    job = _rank(store, 1)
+    key = f"{_board._base(job, _domain(), FRAME)}/1"
+    store.set(f"{key}/closed", b"[0]")  # rank 0 wrote no contribution
+    with pytest.raises(ccol.PeerError, match="not all of whom took part"):
+        _meet(job, _domain())
+
+
 @pytest.mark.parametrize("closed", [b"garbage", b"[]", b'{"a": 1}',
-                                    b'[0, "1"]', b"\xff\xfe"],
+                                    b'[0, "1"]', b"\xff\xfe", b"[0, 7]",
+                                    b"[" * 100000],
                          ids=["text", "empty", "object", "str-rank",
-                              "not-utf8"])
+                              "not-utf8", "outside", "deep"])
 def test_an_unreadable_member_list_is_a_peer_error(closed):
     store = MemStore()
     job = _rank(store, 0)

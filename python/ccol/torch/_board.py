@@ -280,7 +280,7 @@ def _skip_closed(store, base, j, me, skipped, w):
     """The first meeting from j on that is not closed; each closed one
     (without this rank) is folded as already agreed."""
     while store.check([f"{base}/{j}/closed"]):
-        members = _members(store.get(f"{base}/{j}/closed"))
+        members = _members(store.get(f"{base}/{j}/closed"), w.d.members)
         if me in members:  # cannot be: this rank's own were passed
             raise peer_error(f"a compile meeting of {w.frame} names this "
                              "rank, which never took part in it")
@@ -296,6 +296,10 @@ def _skipped(store, key, members, skipped, w):
 
 def _read(store, key, members):
     keys = [f"{key}/{r}" for r in members]
+    if keys and not store.check(keys):  # a get would wait for them
+        raise peer_error("a compile meeting was closed naming ranks "
+                         f"{ranks_text(members)}, not all of whom took "
+                         "part in it")
     got = store.multi_get(keys) if keys else []
     for r, b in zip(members, got):
         if len(b) > _MAX_BLOB:
@@ -304,15 +308,17 @@ def _read(store, key, members):
     return list(got)
 
 
-def _members(blob):
+def _members(blob, domain):
+    """The member list a meeting was closed with: ranks of `domain`."""
     try:
         got = json.loads(blob)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         got = None
     if type(got) is not list or not got or \
-            not all(type(r) is int for r in got):
+            not all(type(r) is int and r in domain for r in got):
         raise peer_error("a compile meeting was closed with an unreadable "
-                         "member list")
+                         "member list, or one naming ranks outside its "
+                         "domain")
     return tuple(sorted(set(got)))
 
 
@@ -329,12 +335,12 @@ def _wait_close(job, key, w):
             if job.pending is not None:
                 raise job.take_pending()
             if store.check([closed]):
-                return _members(store.get(closed)), _absent_of(w)
+                return _members(store.get(closed), members), _absent_of(w)
             here = [r for r in members if store.check([f"{key}/{r}"])]
             awaited = _awaited(job, key, w, here)
             if not awaited:
                 got = store.compare_set(closed, "", json.dumps(here))
-                return _members(got), _absent_of(w)
+                return _members(got, members), _absent_of(w)
             time.sleep(_POLL_S)
     finally:
         live.meeting = None
