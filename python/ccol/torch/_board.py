@@ -43,7 +43,8 @@ from ._meet import _blocked as blocked_on_here, hash_text
 from ._ranks import hash_members, ranks_text
 
 WINDOW_S = 5.0     # how long a rank running its own code is given
-_POLL_S = 0.02     # how often an open meeting is looked at
+_POLL_S = 0.02     # how often an open meeting is looked at, at first;
+_POLL_MAX_S = 0.25  # the period grows to this while it stays open
 _MAX_SITES = 32    # call sites a heartbeat reports counts for
 _MAX_BLOB = 16 << 20  # the largest contribution read back
 
@@ -341,7 +342,10 @@ def _wait_close(job, key, w):
             if not awaited:
                 got = store.compare_set(closed, "", json.dumps(here))
                 return _members(got, members), _absent_of(w)
-            time.sleep(_POLL_S)
+            # a long wait (a peer compiling for minutes) reads the store
+            # a few times a second, not fifty
+            time.sleep(min(_POLL_MAX_S,
+                           _POLL_S * (1 + (time.monotonic() - w.start))))
     finally:
         live.meeting = None
         live.beat_now()  # no rank may read this meeting as open any more
