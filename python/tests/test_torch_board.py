@@ -13,6 +13,7 @@ once; and every byte read from the store checked.
 """
 
 import json
+import os
 import threading
 import time
 
@@ -30,8 +31,8 @@ SITE = "train (t.py:9) <- t.py:9"
 
 def _rank(store, r, size=2, window=0.3):
     comm = type("C", (), {"rank": r, "size": size, "timeout": 30.0})
-    joined = _join.Joined(comm, "test", store, "p", {
-        k: {"host": "h", "pid": 10**7 + k} for k in range(size)})
+    joined = _join.Joined(comm, "test", store, "p", {  # one live process
+        k: {"host": "h", "pid": os.getpid()} for k in range(size)})
     job = Job(comm, True)
     job.joined = joined
     job.window = window
@@ -174,6 +175,19 @@ def test_a_dead_rank_is_named(monkeypatch):
     _beat(store, 1, 7, f"compiling {FRAME}")  # and never again
     with pytest.raises(ccol.PeerError, match="rank 1 stopped responding"):
         _meet(job, _domain())
+
+
+def test_a_rank_whose_process_is_gone_is_named_at_once():
+    """On this host, a rank whose process has ended is dead now: no need
+    to wait DEAD_S for its heartbeat."""
+    store = MemStore()
+    job = _rank(store, 0, window=30.0)
+    job.live.pids[1] = {"host": "h", "pid": 10**7 + 1}  # no such process
+    _beat(store, 1, 7)
+    t0 = time.monotonic()
+    with pytest.raises(ccol.PeerError, match="pid 10000001, gone"):
+        _meet(job, _domain())
+    assert time.monotonic() - t0 < 2.0
 
 
 def test_a_closed_meeting_is_folded_and_the_next_does_not_wait():

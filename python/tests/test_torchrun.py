@@ -473,10 +473,12 @@ def test_failing_rank_is_named_on_every_survivor(tmp_path, case, kinds,
 def test_rank_dying_before_a_compile_the_others_wait_at_is_named(tmp_path,
                                                                  case):
     """The waiting rule (no CCOL_TORCH_GUARDS): every rank's batch grows at
-    step 1, so the survivors meet at that recompile; rank 1 died before its
-    call (no heartbeat since), so each survivor names it with a PeerError
-    within seconds, whatever the window."""
-    with run_job(tmp_path, "fail.py", [case, "--reshape"], nproc=3,
+    step 1, so the survivors meet at that recompile and wait for rank 1
+    (running, within the window); rank 1 dies 2 s into step 1, so each
+    survivor names it with a PeerError at once (its process is gone),
+    before torchrun's agent stops them."""
+    with run_job(tmp_path, "fail.py", [case, "--reshape", "--fail-delay",
+                                       "2"], nproc=3,
                  monitor=FAIL_MONITOR_S, CCOL_TORCH=1, CCOL_TIMEOUT=5) as job:
         check_failed_job(job, 1, 3, ("PeerError",), 5 + 6)
 

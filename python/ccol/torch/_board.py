@@ -457,8 +457,7 @@ def _check_alive(live, w, r, b, now):
     first, last, moved = w.seen.setdefault(r, [b["n"], b["n"], now])
     if b["n"] != last:
         w.seen[r][1:] = [b["n"], now]
-    elif now - moved > _live.DEAD_S or (now - moved > 2 * _live.BEAT_S
-                                        and _gone(live, r)):
+    elif now - moved > _live.DEAD_S or _gone(live, r):
         raise peer_error(f"compile meeting of {w.frame}: "
                          + live._dead(r, b, now - moved))
 

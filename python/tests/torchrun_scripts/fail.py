@@ -77,6 +77,9 @@ def main():
     ap.add_argument("--bad-rank", type=int, default=1)
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--slow-s", type=float, default=9.0)
+    ap.add_argument("--fail-delay", type=float, default=0.0,
+                    help="seconds rank R waits at step 1 before it exits or "
+                         "kills itself (the others are then waiting for it)")
     ap.add_argument("--reshape", action="store_true",
                     help="a new batch size from step 1 on every rank (a "
                          "recompile every rank makes: its compile meeting "
@@ -105,6 +108,8 @@ def main():
         for s in range(args.steps):
             x = torch.randn(8 if s < 1 or not args.reshape else 12, 16)
             if s == 1 and bad:
+                if args.case in ("exit", "sigkill"):
+                    time.sleep(args.fail_delay)
                 if args.case == "stall":
                     c.emit("MARK", what="stall")
                     while True:
