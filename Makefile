@@ -2,7 +2,9 @@
 #   make demo   build and run the demonstration job on 4 local ranks
 #   make test   build and run the test suite: the C suite (CTest), then the
 #               Python package's quick cases (pytest, in .venv, on two
-#               workers); every part runs, and a summary ends the run
+#               workers); every part runs, each with a TMPDIR of its own
+#               that is removed after it, and a summary ends the run (it
+#               fails if anything was left in /tmp or /dev/shm)
 # Other targets: make build, make ctest, make python (build the package
 # into .venv), make pytest, make test-slow (the Python suite's long cases),
 # make asan (C suite under ASan+UBSan), make fuzz, make install
@@ -23,8 +25,8 @@ PYTEST_FLAGS ?=
 # pytest on two workers (pytest-xdist), each test's name and time printed
 # as it ends, the ten slowest listed at the end
 PYTEST_WORKERS ?= 2
-PYTEST := -m pytest -v -p no:cacheprovider -n $(PYTEST_WORKERS) --dist load \
-	--durations=10
+PYTEST_BASE := -m pytest -v -p no:cacheprovider --durations=10
+PYTEST := $(PYTEST_BASE) -n $(PYTEST_WORKERS) --dist load
 
 .PHONY: all deps build demo test ctest python pytest test-slow conformance asan \
 	fuzz install clean python214 test-torch214
@@ -47,8 +49,11 @@ test: build python
 	@tests/run_parts.sh "C suite (ctest)=$(MAKE) ctest" \
 		"Python suite, quick cases (pytest)=$(MAKE) pytest"
 
+# Most C tests spend their time waiting (deadlines, peers that stall), so
+# ctest runs four at once on two cores.
+CTEST_JOBS ?= 4
 ctest: build
-	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -j$(CTEST_JOBS)
 
 # The package builds libccol from this tree into its own extension
 # (scikit-build-core drives CMake; see pyproject.toml).
@@ -62,11 +67,15 @@ pytest: build python
 	CCOL_TOOL=$(abspath $(BUILD))/ccol $(PY) $(PYTEST) -m "not slow" \
 		$(PYTEST_FLAGS) python/tests
 
-# The long cases (marked slow: cold Inductor compiles on several ranks, the
-# benchmarks' quick runs, the long conformance modes); CI runs them too.
+# The long cases (marked slow: more torchrun jobs of the kinds make test
+# runs, cold Inductor compiles on several ranks, the benchmarks' quick runs,
+# the long conformance modes); CI runs them too. Those marked alone (cold
+# Inductor compiles, timed benchmarks) run last, one at a time.
 test-slow: build python
-	CCOL_TOOL=$(abspath $(BUILD))/ccol $(PY) $(PYTEST) -m slow \
-		$(PYTEST_FLAGS) python/tests
+	CCOL_TOOL=$(abspath $(BUILD))/ccol $(PY) $(PYTEST) \
+		-m "slow and not alone" $(PYTEST_FLAGS) python/tests
+	CCOL_TOOL=$(abspath $(BUILD))/ccol $(PY) $(PYTEST_BASE) -n 0 \
+		-m "slow and alone" $(PYTEST_FLAGS) python/tests
 
 # The other torch release ccol.torch supports: the same package, its torch
 # tests (python/tests/test_torch*.py) on torch 2.14.1, less the cases marked
@@ -78,8 +87,10 @@ python214:
 		--config-settings=cmake.define.CCOL_WERROR=ON .
 
 test-torch214: build python214
-	CCOL_TOOL=$(abspath $(BUILD))/ccol $(PY214) $(PYTEST) -m "not one_release" \
-		$(PYTEST_FLAGS) $(TORCH_TESTS)
+	CCOL_TOOL=$(abspath $(BUILD))/ccol $(PY214) $(PYTEST) \
+		-m "not one_release and not alone" $(PYTEST_FLAGS) $(TORCH_TESTS)
+	CCOL_TOOL=$(abspath $(BUILD))/ccol $(PY214) $(PYTEST_BASE) -n 0 \
+		-m "alone and not one_release" $(PYTEST_FLAGS) $(TORCH_TESTS)
 
 # Many more random cases of the PyTorch-oracle tests; prints the figures.
 conformance: build python
@@ -87,7 +98,7 @@ conformance: build python
 		-q --timeout=3600 $(PYTEST_FLAGS) python/tests/test_conformance_*.py
 
 asan:
-	$(MAKE) ctest BUILD=build-asan CMAKE_FLAGS="-DCCOL_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS)"
+	$(MAKE) ctest CTEST_JOBS=$(JOBS) BUILD=build-asan CMAKE_FLAGS="-DCCOL_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS)"
 
 fuzz:
 	@cmake/deps.sh --fuzz

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # ci_free_disk.sh - makes room before CI installs torch 2.14.1 (about
 # 5.5 GB in .venv214): removes what the parts before it left and no later
-# part needs (the sanitizer and fuzzing builds, Inductor's default cache,
-# pytest's temporary directories), and, when less than NEED_GB is still
-# free, the torch 2.13 venv (.venv, rebuilt by the next `make python`).
+# part needs (the sanitizer and fuzzing builds; Inductor's caches and
+# pytest's temporary directories went with each part's own TMPDIR, see
+# run_parts.sh), and, when less than NEED_GB is still free, the torch 2.13
+# venv (.venv, rebuilt by the next `make python`).
 # Prints what it removed and the free space before and after.
 set -u
 cd "$(dirname "$0")/.."
@@ -14,8 +15,7 @@ avail_kb() {
 }
 
 echo "disk free before: $(( $(avail_kb) / 1024 )) MB"
-for d in build-asan build-fuzz /tmp/torchinductor_"$(id -un)" \
-         /tmp/pytest-of-"$(id -un)"; do
+for d in build-asan build-fuzz; do
     if [ -e "$d" ]; then
         echo "removing $d"
         rm -rf "$d"

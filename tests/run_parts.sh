@@ -10,6 +10,12 @@
 # failed. Each header and the summary also say how much disk is free (a
 # full disk fails a part in ways that name something else).
 #
+# Nothing is left behind: each part runs with TMPDIR set to a directory of
+# its own (torch's compile caches, torchrun's logs, pytest's tmp_path, the
+# test port locks all go there), removed when the part ends; at the end,
+# anything of this user's that is new in /tmp or /dev/shm since the run
+# began is named, and fails the run.
+#
 # A failing part's output can be long and is often cut when shown; the
 # summary repeats the lines that name what failed (ctest's failed tests,
 # the C harness's FAIL lines, pytest's FAILED and ERROR lines), so the last
@@ -20,18 +26,29 @@ free_disk() {
     df -h --output=avail . 2>/dev/null | tail -1 | tr -d ' '
 }
 
+# The entries of this user's in /tmp and /dev/shm, one "dir/name" a line.
+own_entries() {
+    find "$tmproot" /dev/shm -mindepth 1 -maxdepth 1 -user "$(id -u)" \
+        2>/dev/null | sort
+}
+
 names=() times=() verdicts=() culprits=()
 failed=0
 start_all=$(date +%s)
-logdir=$(mktemp -d)
+tmproot=${TMPDIR:-/tmp}
+logdir=$(mktemp -d "$tmproot/ccol-parts.XXXXXX")
+# others may pass through (not list): a test run as another user reaches
+# the directories its part made for it, as it would under /tmp
+chmod 711 "$logdir"
 trap 'rm -rf "$logdir"' EXIT
+before=$(own_entries)
 
 # The lines of a part's output that name a failure, each once, in order
 # (a nested run_parts.sh repeats its own, hence the dedup), at most 40.
 failure_lines() {
     grep -E -a -h \
         -e '^[[:space:]]*[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess aborted|Child aborted|Exception|Not Run|ILLEGAL|BUS)' \
-        -e '^[[:space:]]+FAIL ' -e '^(FAILED|ERROR) ' "$1" \
+        -e '^[[:space:]]+FAIL ' -e '^(FAILED|ERROR|LEFT BEHIND) ' "$1" \
         | sed -E 's/^[[:space:]]+//' | awk '!seen[$0]++' | head -40
 }
 
@@ -43,8 +60,10 @@ for part in "$@"; do
     echo "     (disk free here: $(free_disk))"
     t0=$(date +%s)
     log="$logdir/part${#names[@]}.log"
-    bash -c "$cmd" 2>&1 | tee "$log"
+    scratch=$(mktemp -d "$logdir/tmp.XXXXXX") && chmod 711 "$scratch"
+    TMPDIR=$scratch bash -c "$cmd" 2>&1 | tee "$log"
     rc=${PIPESTATUS[0]}
+    rm -rf "$scratch"
     t1=$(date +%s)
     names+=("$name")
     times+=("$((t1 - t0))")
@@ -56,6 +75,19 @@ for part in "$@"; do
         culprits+=("$log")
     fi
 done
+
+# What the parts left behind, outside their own directories.
+left=$(comm -13 <(echo "$before") <(own_entries | grep -v -x -F "$logdir"))
+names+=("nothing left in /tmp, /dev/shm")
+times+=("0")
+if [ -z "$left" ]; then
+    verdicts+=("passed")
+else
+    verdicts+=("FAILED (new: $(echo "$left" | wc -l))")
+    failed=$((failed + 1))
+    echo "$left" | sed 's/^/LEFT BEHIND /' > "$logdir/left.log"
+    culprits+=("$logdir/left.log")
+fi
 
 echo
 echo "==== summary ($(( $(date +%s) - start_all )) s; disk free: $(free_disk))"

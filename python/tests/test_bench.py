@@ -113,6 +113,7 @@ def test_compare_comm_refuses_bad_options():
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 @pytest.mark.timeout(900)
 def test_the_documented_fault_campaign_names_the_faulty_rank_every_time():
     """docs/reliability.md's campaign, as written there: 200 random

@@ -77,6 +77,7 @@ def sites_table(text):
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 @pytest.mark.timeout(8 * JOB_DEADLINE)
 def test_bench_compile_quick_agrees_through_ccol():
     text = run_quick()

@@ -135,6 +135,7 @@ def contributions(ranks):
 
 @_settings(suite=300, long=5000)
 @given(exchanges(64))
+@pytest.mark.slow
 def test_reduced_exchange_folds_exactly_as_dynamo(case):
     ranks, priors, rng = case
     res = _fold.Result(reduce_tree(contributions(ranks), rng), len(ranks))

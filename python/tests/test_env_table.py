@@ -363,6 +363,7 @@ def test_ccol_torch_refuses_inproc(entry, tmp_path):
 
 # ---- ccol.torch under torchrun: CCOL_TRANSPORT ----------------------------
 
+@pytest.mark.slow
 @pytest.mark.timeout(int(120 * _SCALE))
 @pytest.mark.parametrize("mode", ["env", "enable"])
 def test_ccol_transport_nccl_is_refused_under_torchrun(tmp_path, mode):
@@ -386,7 +387,9 @@ def test_ccol_transport_nccl_is_refused_under_torchrun(tmp_path, mode):
 
 @pytest.mark.timeout(int(150 * _SCALE))
 @pytest.mark.parametrize("value,expect,mode", [
-    ("tcp", "tcp", "env"), ("", "shm", "env"), ("tcp", "tcp", "enable")])
+    pytest.param("tcp", "tcp", "env", marks=pytest.mark.slow),
+    ("", "shm", "env"),
+    pytest.param("tcp", "tcp", "enable", marks=pytest.mark.slow)])
 def test_ccol_transport_is_honoured_under_torchrun(tmp_path, value, expect,
                                                    mode):
     """tcp: every rank joins over tcp, on one host too; unset: shm."""

@@ -30,9 +30,9 @@ shared). The cases (asym.py's docstring says what each does):
   slow                                rank 1 sleeps 20 s between steps,
                                       CCOL_TIMEOUT=5 (waits and warnings)
 
-eval0 and final are the quick suite's (and torch 2.14's); the rest are
-left to `make test-slow` on torch 2.13 (the same torch path as the quick
-cases: ccol's own decisions differ between them).
+eval0 is the quick suite's; final is left to `make test-slow` (both run on
+torch 2.14 too); the rest are left to `make test-slow` on torch 2.13 (the
+same torch path as those two: ccol's own decisions differ between them).
 """
 
 import re
@@ -41,7 +41,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import one_release_case
+from conftest import one_release_case, slow_case
 from test_torchrun import _SCALE, _JOINED, results, run_job, tail
 
 SLOW_SLEEP_S = 20   # asym.py's --sleep-s default: rank 1's pause in `slow`
@@ -59,7 +59,8 @@ CASES = {
     "branch": ("branch", 2, {}),
     "slow": ("slow", 2, {"CCOL_TIMEOUT": 5}),
 }
-QUICK = ("eval0", "final")
+QUICK = ("eval0",)
+BOTH_RELEASES = ("final",)
 
 # A line of logger ccol.torch, in torch's format (torch's logging registry
 # takes the logger over: "[rank1]:W1206 21:05:20.627000 27588
@@ -148,7 +149,8 @@ def run(tmp_path, case, nproc, env, with_ccol):
 
 @pytest.mark.timeout(int(180 * _SCALE))
 @pytest.mark.parametrize("name", [
-    n if n in QUICK else one_release_case(n) for n in CASES])
+    n if n in QUICK else slow_case(n) if n in BOTH_RELEASES
+    else one_release_case(n) for n in CASES])
 def test_program_runs_with_ccol_as_without(tmp_path, name):
     case, nproc, env = CASES[name]
     try:

@@ -124,7 +124,8 @@ def check_together(res, out, base, mode):
 # ---- 1. data x tensor parallel: one domain, the whole job -----------------
 
 @pytest.mark.timeout(TEST_TIMEOUT)
-@pytest.mark.parametrize("scope", ["env", one_release_case("scope")])
+@pytest.mark.parametrize("scope", [slow_case("env"),
+                                   one_release_case("scope")])
 def test_mesh_dp_tp_whole_job_compiles_together(tmp_path, scope):
     """A ("dp", "tp") mesh under CCOL_TORCH=1, bare (env) or with the
     compiled calls in ccol.torch.domain(mesh=mesh) (scope): one domain of
@@ -172,7 +173,7 @@ _NAMED = re.compile(r"\[rank(\d)\]:.*ccol\.torch: \S+ \(.*\) compiles in "
 
 @pytest.mark.timeout(TEST_TIMEOUT)
 @pytest.mark.parametrize("mode,wrap,how", [
-    ("pp", "ddp", "DDP's process group"),
+    slow_case("pp", "ddp", "DDP's process group"),
     slow_case("pp", "fsdp", "device mesh dp"),
     slow_case("mesh", "dtensor", "device mesh dp x tp"),
     one_release_case("pp", "module", "process group"),

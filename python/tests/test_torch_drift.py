@@ -61,6 +61,7 @@ def test_a_rank_checkpointing_is_not_waited_for_by_default(tmp_path):
         assert "a cache hit never waits" in out, tail(out)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_a_rank_checkpointing_longer_than_the_deadline_is_waited_for(
         tmp_path):
@@ -85,6 +86,7 @@ def test_a_rank_checkpointing_longer_than_the_deadline_is_waited_for(
             in out, tail(out)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_a_rank_running_past_the_run_patience_is_named(tmp_path):
     """CCOL_TORCH_RUN_PATIENCE=4, shorter than rank 0's sleep: rank 1
@@ -116,6 +118,7 @@ def test_a_rank_running_past_the_run_patience_is_named(tmp_path):
             assert job.event("RESULT", r) is None, tail(out)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_a_rank_stopped_between_steps_is_named_within_seconds(tmp_path):
     """Rank 0 stops itself (SIGSTOP) between steps: its heartbeat stops, so

@@ -32,6 +32,7 @@ print(f"DONE {attempt} {rank} {ccol.torch.exchanges()}", flush=True)
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_a_restarted_round_is_a_new_ccol_job(tmp_path):
     script = tmp_path / "elastic.py"

@@ -56,6 +56,7 @@ def _run_child(mode):
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_exit_during_store_calls_keeps_the_exit_status():
     for attempt in range(5):

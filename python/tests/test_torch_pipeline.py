@@ -148,7 +148,7 @@ def check_together(res, out, base, groups=None,
 
 
 @pytest.mark.timeout(TEST_TIMEOUT)
-@pytest.mark.parametrize("mode", ["handwritten", slow_case("gpipe"),
+@pytest.mark.parametrize("mode", [slow_case("handwritten"), slow_case("gpipe"),
                                   slow_case("1f1b")])
 def test_pipeline_baseline_replicas_recompile_apart(tmp_path, mode):
     """Without ccol the job runs, and the replicas of each stage recompile
@@ -214,6 +214,7 @@ def test_pipeline_ccol_stages_compile_together(tmp_path, case):
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 @pytest.mark.one_release
 @pytest.mark.timeout(TEST_TIMEOUT)
 def test_compile_once_per_domain_one_inductor_compile_per_stage_graph(

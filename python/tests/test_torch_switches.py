@@ -365,6 +365,7 @@ def _train_job(tmp_path, **env):
         return results(job, 2), job.output
 
 
+@pytest.mark.slow
 def test_torchrun_job_switching_guard_collectives_through_ccol(tmp_path):
     got, out = _train_job(tmp_path / "ccol", CCOL_TORCH=1)
     alone, _ = _train_job(tmp_path / "torch")

@@ -796,6 +796,7 @@ def _run_hf_bert(body, patches=None, inductor=None):
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 @pytest.mark.timeout(BERT_INDUCTOR_TIMEOUT)
 def test_hf_bert_ddp_inductor():
     # upstream: test_hf_bert_ddp_inductor (config.patch(optimize_ddp=True,
@@ -806,6 +807,7 @@ def test_hf_bert_ddp_inductor():
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 @pytest.mark.timeout(BERT_INDUCTOR_TIMEOUT)
 def test_hf_bert_ddp_inductor_static_graph():
     # upstream: test_hf_bert_ddp_inductor_static_graph (as above)
@@ -830,6 +832,7 @@ def test_hf_bert_ddp_aot_eager_static_graph():
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 @pytest.mark.timeout(BERT_INDUCTOR_TIMEOUT)
 def test_hf_bert_fsdp():
     # upstream: test_hf_bert_fsdp (config.patch(enable_compiler_collectives=
@@ -840,6 +843,7 @@ def test_hf_bert_fsdp():
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 @pytest.mark.timeout(BERT_INDUCTOR_TIMEOUT)
 def test_hf_bert_fsdp_activation_checkpointing():
     # upstream: test_hf_bert_fsdp_activation_checkpointing (config.patch(

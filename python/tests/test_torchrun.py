@@ -344,8 +344,12 @@ def check_comms(job, world, transport):
             assert e["transport"] == transport, e
 
 
+# make test runs the first two (torchrun's own rendezvous, 2 and 3 ranks);
+# the others (DDP, FSDP, agents meeting over c10d) are left to test-slow.
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("name", list(OK_JOBS))
+@pytest.mark.parametrize("name", [
+    n if i < 2 else pytest.param(n, marks=pytest.mark.slow)
+    for i, n in enumerate(OK_JOBS)])
 def test_job_succeeds_and_ranks_agree(tmp_path, name):
     agents, nproc, launch, mode, pg, model, backend = OK_JOBS[name]
     args = ["--model", model, "--backend", backend]
@@ -442,10 +446,10 @@ def check_failed_job(job, bad, world, kinds, max_elapsed):
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("case,kinds,max_elapsed", [
-    ("stall", ("TimeoutError",), 5 + 8),
+    pytest.param("stall", ("TimeoutError",), 5 + 8, marks=pytest.mark.slow),
     # an exit and a SIGKILL reach ccol alike on either torch release
     pytest.param("exit", ("PeerError", "TimeoutError"), 5 + 5,
-                 marks=pytest.mark.one_release),
+                 marks=[pytest.mark.one_release, pytest.mark.slow]),
     pytest.param("sigkill", ("PeerError", "TimeoutError"), 5 + 5,
                  marks=pytest.mark.one_release),
     ("diverge", ("DivergedError",), 4),
@@ -468,7 +472,8 @@ def test_failing_rank_is_named_on_every_survivor(tmp_path, case, kinds,
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("case", [
-    "exit", pytest.param("sigkill", marks=[pytest.mark.one_release,
+    pytest.param("exit", marks=pytest.mark.slow),
+    pytest.param("sigkill", marks=[pytest.mark.one_release,
                                           pytest.mark.slow])])
 def test_rank_dying_before_a_compile_the_others_wait_at_is_named(tmp_path,
                                                                  case):
@@ -510,6 +515,7 @@ def test_a_call_of_one_rank_alone_makes_nobody_wait(tmp_path, case):
             if "ccol.torch" in line), tail(job.output)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_ranks_ending_during_the_background_join_keep_their_status(tmp_path):
     """Rank 0 raises right after init_process_group and rank 1 ends a
@@ -533,8 +539,9 @@ def test_ranks_ending_during_the_background_join_keep_their_status(tmp_path):
 @pytest.mark.timeout(120)
 # "compile" (in Dynamo) is the case torch 2.14 runs too
 @pytest.mark.parametrize("where", [
-    pytest.param("join", marks=pytest.mark.one_release),
-    pytest.param("barrier", marks=pytest.mark.one_release), "compile"])
+    pytest.param("join", marks=[pytest.mark.one_release, pytest.mark.slow]),
+    pytest.param("barrier", marks=[pytest.mark.one_release,
+                                   pytest.mark.slow]), "compile"])
 def test_ctrl_c_on_one_rank(tmp_path, where):
     """SIGINT to rank 1's worker while ranks 0 and 1 wait (rank 2 is late):
     rank 1 raises KeyboardInterrupt at once, rank 0 a ccol.PeerError naming
@@ -589,6 +596,7 @@ def test_ctrl_c_on_one_rank(tmp_path, where):
 
 # ---- 4. asymmetric calls, slow and stopped ranks ---------------------------
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_rank0_evaluation_inside_local_succeeds(tmp_path):
     with run_job(tmp_path, "fail.py", ["local_in", "--steps", "5"], nproc=2,
@@ -624,6 +632,7 @@ def _evaluation_job(tmp_path, **env):
         return results(job, 2), job.output
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_rank0_evaluation_outside_local_runs_alone_with_one_warning(
         tmp_path):
@@ -674,8 +683,10 @@ def _rank_break_values(tmp_path, case, **env):
 
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("case,guards", [
-    ("rank_break", "1"), ("rank_item", "1"),
-    pytest.param("rank_break", "0", marks=pytest.mark.one_release)])
+    ("rank_break", "1"),
+    pytest.param("rank_item", "1", marks=pytest.mark.slow),
+    pytest.param("rank_break", "0", marks=[pytest.mark.one_release,
+                                           pytest.mark.slow])])
 def test_rank_dependent_graph_break_runs_with_one_warning(tmp_path, case,
                                                           guards):
     """A print (or .item()) under `if RANK == 0` in a compiled function,
@@ -693,6 +704,7 @@ def test_rank_dependent_graph_break_runs_with_one_warning(tmp_path, case,
     assert "ccol.torch.local()" in out and "Error" not in out, tail(out)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_rank_dependent_graph_is_a_divergence_with_graph_check_error(
         tmp_path):
@@ -707,6 +719,7 @@ def test_rank_dependent_graph_is_a_divergence_with_graph_check_error(
             assert "y = y.sin()" in msg and "y = y.cos()" in msg, msg
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_slow_but_alive_rank_is_waited_for(tmp_path):
     """Rank 1 spends 3x CCOL_TIMEOUT in its backend compile: alive and
@@ -890,6 +903,7 @@ def test_two_hosts_in_network_namespaces(tmp_path):
 # ---- the benchmark --------------------------------------------------------
 
 @pytest.mark.slow
+@pytest.mark.alone
 @pytest.mark.one_release
 @pytest.mark.timeout(180)
 def test_bench_ddp_quick_prints_ratio_table():
