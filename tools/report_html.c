@@ -104,7 +104,10 @@ esc_title(const tool_report *r, FILE *f, const char *s, size_t max)
 static const char css[] =
     "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}"
     "h1{font-size:22px}h2{font-size:17px;margin-top:28px}"
-    "table{border-collapse:collapse;margin:8px 0}"
+    /* The page never scrolls sideways, from 1000 px wide up: a table
+     * wider than the page scrolls inside itself, the timeline scales. */
+    "table{border-collapse:collapse;margin:8px 0;display:block;"
+    "max-width:100%;overflow-x:auto}svg{max-width:100%;height:auto}"
     "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;"
     "vertical-align:top}th{background:#f0f0f0}td.n{text-align:right}"
     ".warn{background:#fff0e0;border-left:6px solid #e06000;padding:8px 12px;"

@@ -3,7 +3,8 @@
 # diverging, crashed, malformed, truncated, empty, 64 ranks, hostile text),
 # real traces of multi-rank `ccol jit --trace` runs in each mode (counts
 # checked against `ccol jit --json`) and of a pipeline in domains, the HTML structure, and the page
-# rendered in headless Chromium (no console errors, non-empty screenshot).
+# rendered in headless Chromium (no console errors, non-empty screenshot,
+# no sideways scrolling of the page from 1000 to 2000 px wide).
 # Usage: bash test_report.sh <path-of-ccol> <source-dir>
 set -u
 
@@ -466,6 +467,54 @@ test_chromium() {
     ok chromium
 }
 
+# The page's width in Chromium at WIDTH px: "none" when nothing makes it
+# scroll sideways, else "page W > V". A copy of the page carries a probe
+# script (the report's own policy allows no scripts).
+overflow_at() {
+    local b=$1 html=$2 width=$3 ud probe
+    ud=$(mktemp -d "$TMP/chrome-XXXXXX")
+    probe=$ud/probe.html
+    { sed 's|<meta http-equiv="Content-Security-Policy"[^>]*>||' "$html"
+      cat <<'JS'
+<script>(function () {
+  var d = document.documentElement;
+  document.body.setAttribute('data-overflow', d.scrollWidth > d.clientWidth ?
+      'page ' + d.scrollWidth + ' > ' + d.clientWidth : 'none');
+})();</script>
+JS
+    } >"$probe"
+    timeout -k 5 120 "$b" --headless --no-sandbox --disable-gpu \
+        --disable-background-networking --disable-component-update \
+        --disable-sync --no-first-run --user-data-dir="$ud" \
+        --window-size="$width,1000" --dump-dom "file://$probe" 2>/dev/null \
+        </dev/null | grep -o 'data-overflow="[^"]*"' | cut -d'"' -f2
+}
+
+# Every report page lays out at 1000, 1400 and 2000 px without the page
+# scrolling sideways: wide tables scroll inside themselves, the timeline
+# scales. The torch trace has long frame and path names.
+test_layout() {
+    local b html w got
+    b=$(command -v chromium || command -v chromium-browser ||
+        command -v google-chrome || true)
+    if [ -z "$b" ]; then
+        skip layout "Chromium is not installed (apt-get install chromium)"
+        return
+    fi
+    report "$SRC/tests/tools/data/torch" -o "$TMP/torch.html"
+    for html in "$TMP/div.html" "$TMP/r64.html" "$TMP/bad.html" \
+        "$TMP/torch.html"; do
+        for w in 1000 1400 2000; do
+            got=$(overflow_at "$b" "$html" "$w")
+            if [ "$got" != none ]; then
+                bad layout "$(basename "$html") at $w px: ${got:-no answer}"
+                return
+            fi
+        done
+    done
+    ok layout
+}
+
 # A pipeline's stages are domains: the headline lists them, their
 # different programs are no divergence, and replicas of one stage that
 # recompiled apart (collectives off) are named within their stage only.
@@ -505,5 +554,6 @@ test_real_jit
 test_real_diverged
 test_real_domains
 test_chromium
+test_layout
 echo "$PASS passed, $FAIL failed"
 [ "$FAIL" = 0 ]
