@@ -106,7 +106,16 @@ def _group_store():
     except (ImportError, RuntimeError, ValueError):
         return None
     _rounds["n"] += 1
-    return store, f"ccol/pg/{_rounds['n']}", "the default group's store"
+    return store, f"ccol/pg/{_rounds['n']}", _group_store_name()
+
+
+def _group_store_name():
+    """How the join line names the default group's store: under torchrun
+    it is torchrun's store, and is named as the docs name it."""
+    addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+    if os.environ.get("TORCHELASTIC_RUN_ID") and addr and port:
+        return f"torchrun's store at {addr}:{port}"
+    return "the default group's store"
 
 
 def find_store(timeout):
