@@ -123,6 +123,7 @@ class Once:
         self.owed = threading.local()  # .entry (AOT), .fx: what is owed
         self.fx = threading.local()    # .graph while FX-level sharing is on
         self.warned = set()            # reasons already warned about
+        self.parts = (None, 0)         # (compile, AOT graphs it had so far)
 
 
 # ---- install ------------------------------------------------------------
@@ -231,10 +232,19 @@ def _key_of(load, args, kwargs):
         return None, f"{type(e).__name__}: {e}"
 
 
-def graph_name(job):
-    """The frame being compiled, for messages."""
-    cur = job.current
-    return f"compile {cur[1]} of {cur[0]}" if cur else "a graph"
+def graph_name(once):
+    """The graph AOTAutograd is about to compile, for messages: the frame's
+    compile, and which of its graphs when it has several (DDP's optimizer
+    splits a frame's graph at its buckets: one AOT graph per piece, on
+    every rank in the same order)."""
+    cur = once.job.current
+    if not cur:
+        return "a graph"
+    seen, n = once.parts
+    n = n + 1 if seen == cur else 1
+    once.parts = (cur, n)
+    name = f"compile {cur[1]} of {cur[0]}"
+    return name if n == 1 else f"{name}, part {n}"
 
 
 def _try_load(once, load, args, kwargs):
@@ -245,7 +255,7 @@ def _try_load(once, load, args, kwargs):
     if job.local or (job.comm.size < 2 and store is None):
         return load(*args, **kwargs)
     key, why = _key_of(load, args, kwargs)
-    graph = graph_name(job)
+    graph = graph_name(once)
     have = key is not None and _have(key)
     blob = store.read_artifact(key) if store and key and not have \
         else None
