@@ -358,3 +358,21 @@ def test_a_contribution_too_large_is_a_peer_error(monkeypatch):
     with pytest.raises(AssertionError, match="PeerError"):
         _in_threads(lambda: _meet(r0, _domain(), blob=b"x" * 64),
                     lambda: _meet(r1, _domain(), blob=b"y" * 64))
+
+
+def test_a_long_meeting_wait_warns_once(monkeypatch):
+    """Progress lines of a meeting are INFO (a rank compiling the same frame
+    is the design working) until the wait passes _live.COMPILE_WARN_S:
+    then one WARNING with the figure."""
+    said = []
+    monkeypatch.setattr(_live, "COMPILE_WARN_S", 30.0)
+    monkeypatch.setattr(_board.log, "warning",
+                        lambda fmt, *a: said.append(("W", fmt % a)))
+    monkeypatch.setattr(_board.log, "info",
+                        lambda fmt, *a: said.append(("I", fmt % a)))
+    job = _rank(MemStore(), 0)
+    w = _board._Wait(job, _domain(), FRAME, ("site", 1))
+    for waited in (11, 21, 41, 81, 161):
+        _board._progress(w, 1, "compiling f", w.start + waited, 1800)
+    assert [lv for lv, _ in said] == ["I", "I", "W", "I", "I"], said
+    assert "waited 41 s of 1800 s" in said[2][1], said

@@ -128,6 +128,7 @@ class _Wait:
         self.window = job.window if job.window is not None else WINDOW_S
         self.start = time.monotonic()
         self.next_progress = 10.0  # the next progress line (s waited)
+        self.warned = False  # the one WARNING of a long wait was said
 
 
 def _domain_key(job, d):
@@ -403,13 +404,16 @@ def _signature(b):
 def _progress(w, r, why, now, patience):
     """An INFO line at 10 s of waiting for a coming rank, then 20, 40, ...:
     waiting for a rank that compiles the same frame is the design working,
-    not a fault."""
+    not a fault; one WARNING past _live.COMPILE_WARN_S."""
     waited = now - w.start
     if waited < w.next_progress:
         return
     w.next_progress *= 2
     said = f"rank {r} is {why}, waited {waited:.0f} s of {patience:g} s"
-    log.info("ccol.torch: meeting for a compile of %s: %s", w.frame, said)
+    warn = waited >= _live.COMPILE_WARN_S and not w.warned
+    w.warned = w.warned or warn
+    (log.warning if warn else log.info)(
+        "ccol.torch: meeting for a compile of %s: %s", w.frame, said)
     w.job.event("wait", what=f"in meeting for a compile of {w.frame}",
                 awaited=said, waited_s=int(waited))
 

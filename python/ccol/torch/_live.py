@@ -57,6 +57,10 @@ BEAT_S = 0.5     # heartbeat period
 DEAD_S = 5.0     # no heartbeat for this long: the rank is dead or stopped
 WATCH_S = 0.5    # how often a waiting rank reads the heartbeats
 FIRST_PROGRESS_S = 10.0
+# Waiting for ranks that are compiling is how a cold start goes: its
+# progress lines are INFO until the wait passes this, then one WARNING
+# (docs/torch.md, "What waits for what").
+COMPILE_WARN_S = 120.0
 GRACE_S = 5.0    # the communicator's deadline past the longest limit
 PATIENCE_S = 1800.0  # the compile patience when none is given
 _MAX_TIMEOUT_S = 1e7  # the longest deadline a Comm takes
@@ -150,6 +154,7 @@ class Liveness:
         self.limits = None      # kind -> (seconds, name, knob), per wait
         self.wait_start = None  # when the current wait began
         self.next_progress = FIRST_PROGRESS_S
+        self.warned = False     # this wait's WARNING for compiling ranks
         self.published = False  # this rank's failure was told
         self.before_wait = "running"
         self.members = None     # job ranks of this wait's domain (None: all)
@@ -296,6 +301,7 @@ class Liveness:
             len(d.members) < self.size else None
         self.wait_start = time.monotonic()
         self.next_progress = min(FIRST_PROGRESS_S, self.deadline)
+        self.warned = False
         self.limits = None
         if self.since:
             self.since.clear()
@@ -440,9 +446,22 @@ class Liveness:
                  for (doing, k), (rs, spent) in groups.items()]
         said = "; ".join(parts) or \
             f"waiting for the other ranks, {waited:.0f} s"
-        log.warning("%s: %s", self.doing, said)
+        self._say(awaited, waited)("%s: %s", self.doing, said)
         self.job.event("wait", what=self.doing, awaited=said,
                        waited_s=int(waited))
+
+    def _say(self, awaited, waited):
+        """How a progress line is logged: INFO while every rank waited for
+        is compiling and the wait is shorter than COMPILE_WARN_S; else a
+        WARNING, once per wait for compiling ranks."""
+        compiling = bool(awaited) and all(k == COMPILING
+                                          for _, _, k, _ in awaited)
+        if not compiling:
+            return log.warning
+        if waited < COMPILE_WARN_S or self.warned:
+            return log.info
+        self.warned = True
+        return log.warning
 
     def _dead(self, r, b, quiet):
         pid = self.pids.get(r, {}).get("pid", "?")
