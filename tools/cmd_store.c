@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define NAME_MAX_SHOWN 512 /* bytes of a name printed before "..." */
 #define KEY_SHOWN 20       /* bytes of an artifact's key in show's text */
@@ -125,6 +126,55 @@ put_field(FILE *f, const json_t *info, const char *key)
         fputs("?", f);
 }
 
+/* A frame's file as a user reads it: relative to the working directory
+ * when inside it, else from its site-packages directory on, else whole. */
+static void
+put_path(FILE *f, const char *path)
+{
+    static const char *const packages[] = { "/site-packages/",
+                                            "/dist-packages/" };
+    char cwd[4096];
+    size_t n;
+
+    if (path == NULL) {
+        fputs("?", f);
+        return;
+    }
+    if (getcwd(cwd, sizeof cwd) != NULL && (n = strlen(cwd)) > 1 &&
+        strncmp(path, cwd, n) == 0 && path[n] == '/') {
+        put_esc(f, path + n + 1, NAME_MAX_SHOWN);
+        return;
+    }
+    for (size_t i = 0; i < sizeof packages / sizeof packages[0]; i++) {
+        const char *at = strstr(path, packages[i]), *next;
+
+        while (at != NULL && (next = strstr(at + 1, packages[i])) != NULL)
+            at = next; /* the last one: a venv inside site-packages */
+        if (at != NULL) {
+            put_esc(f, at + strlen(packages[i]), NAME_MAX_SHOWN);
+            return;
+        }
+    }
+    put_esc(f, path, NAME_MAX_SHOWN);
+}
+
+/* "frame NAME at FILE:LINE", or for a frame of torch's own the user frame
+ * that reached it first: "frame USER, through torch's NAME at FILE:LINE". */
+static void
+put_frame(const json_t *info, const json_t *frame)
+{
+    printf(", frame ");
+    if (json_is_string(json_object_get(info, "reached_from"))) {
+        put_field(stdout, info, "reached_from");
+        printf(", through torch's ");
+    }
+    put_field(stdout, frame, "name");
+    printf(" at ");
+    put_path(stdout, json_string_value(json_object_get(frame, "file")));
+    printf(":%lld",
+           (long long)json_integer_value(json_object_get(frame, "line")));
+}
+
 /* The detail lines of a profile: id, frame, versions, dynamic. */
 static void
 show_profile(const json_t *info)
@@ -138,12 +188,8 @@ show_profile(const json_t *info)
         printf("\n");
         return;
     }
-    printf(", frame ");
-    put_field(stdout, frame, "name");
-    printf(" at ");
-    put_field(stdout, frame, "file");
-    printf(":%lld\n  producer ",
-           (long long)json_integer_value(json_object_get(frame, "line")));
+    put_frame(info, frame);
+    printf("\n  producer ");
     put_field(stdout, info, "producer");
     printf(", torch ");
     put_field(stdout, info, "torch");

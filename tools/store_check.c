@@ -322,6 +322,16 @@ frame_problem(const json_t *f)
     return NULL;
 }
 
+/* The optional reached_from (the user frame that reached a frame of
+ * torch's own): absent, or a string of at most REACHED_MAX bytes. */
+#define REACHED_MAX 512
+static bool
+reached_ok(const json_t *v)
+{
+    return v == NULL ||
+           (json_is_string(v) && json_string_length(v) <= REACHED_MAX);
+}
+
 /* Checks that the body holds the documented fields with their types. */
 static int
 body_fields(const json_t *b, store_result *r)
@@ -337,6 +347,9 @@ body_fields(const json_t *b, store_result *r)
         return fail(r, "the body's frame%s%s is missing or of the wrong "
                        "type", strcmp(bad, "frame") ? "." : "",
                     strcmp(bad, "frame") ? bad : "");
+    if (!reached_ok(json_object_get(b, "reached_from")))
+        return fail(r, "the body's reached_from is not a string of at most "
+                       "%d bytes", REACHED_MAX);
     if (!json_is_object(json_object_get(b, "sources")))
         return fail(r, "the body's sources is not an object");
     if (!json_is_array(dyn))
@@ -364,6 +377,9 @@ profile_info_fill(json_t *info, const json_t *b)
     json_object_set(info, "torch", json_object_get(b, "torch"));
     json_object_set(info, "ccol", json_object_get(b, "ccol"));
     json_object_set(info, "dynamic", json_object_get(b, "dynamic"));
+    if (json_object_get(b, "reached_from") != NULL)
+        json_object_set(info, "reached_from",
+                        json_object_get(b, "reached_from"));
 }
 
 /* ---- lattice entries ---- */

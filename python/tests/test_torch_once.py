@@ -71,12 +71,18 @@ def exactly_one_compiles(res):
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 @pytest.mark.timeout(2 * DEADLINE + 30)
 def test_two_ranks_one_compiles_outputs_bit_identical(tmp_path):
     with once_job(tmp_path / "on") as job:
         job.finish()
         on = results(job, 2)
+        text = job.output
     exactly_one_compiles(on)
+    # a receiver waits while the owner compiles: INFO, never a WARNING
+    warned = re.findall(r"^.*\bW\d{4} [^\n]*ccol/torch/[^\n]*$", text,
+                        re.M)
+    assert not warned, "\n".join(warned)
     with once_job(tmp_path / "off", once=False) as job:
         job.finish()
         off = results(job, 2)
@@ -87,6 +93,7 @@ def test_two_ranks_one_compiles_outputs_bit_identical(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 @pytest.mark.one_release
 @pytest.mark.timeout(3 * DEADLINE + 30)
 def test_three_ranks_one_compiles_and_warm_caches_load_their_own(tmp_path):
@@ -142,6 +149,11 @@ def test_under_ccol_run_one_compiles(tmp_path):
     assert [r["rank"] for r in res] == [0, 1], out.stdout + out.stderr
     exactly_one_compiles(res)
     assert res[0]["out"] == res[1]["out"]
+    # nothing is wrong, so ccol.torch warns of nothing (waiting for the
+    # owner's compile is INFO)
+    warned = re.findall(r"^.*\bW\d{4} [^\n]*ccol/torch/[^\n]*$",
+                        out.stdout + out.stderr, re.M)
+    assert not warned, "\n".join(warned)
 
 
 def fx_compiles(res):
@@ -152,6 +164,7 @@ def fx_compiles(res):
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 @pytest.mark.timeout(2 * DEADLINE + 30)
 def test_ddp_split_graphs_each_compiled_once_in_the_job(tmp_path):
     """Compiled DDP with Dynamo's default optimize_ddp: the graph is split
@@ -179,6 +192,7 @@ def test_ddp_split_graphs_each_compiled_once_in_the_job(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 @pytest.mark.one_release
 @pytest.mark.timeout(3 * DEADLINE + 30)
 def test_ddp_three_ranks_whole_graph_and_fsdp_compiled_once(tmp_path):
@@ -214,6 +228,7 @@ def report_text(trace):
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 @pytest.mark.one_release
 @pytest.mark.timeout(4 * DEADLINE + 30)
 def test_ddp_split_graphs_fall_back_named(tmp_path):
@@ -279,6 +294,7 @@ def test_ddp_split_graphs_fall_back_named(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 @pytest.mark.timeout(DEADLINE + 30)
 # kill is the case torch 2.14 runs too: stop and raise differ from it only
 # in how ccol learns of the owner's end

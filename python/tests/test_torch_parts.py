@@ -205,10 +205,12 @@ def test_a_busy_rank_is_waited_for_by_what_it_does(monkeypatch):
     """Past the deadline (0.2 s) a compiling rank and a running one are
     still waited for, each up to its own limit; a rank waiting in another
     ccol collective is late at the deadline."""
-    said = []
+    said, info = [], []
     monkeypatch.setattr(_live, "FIRST_PROGRESS_S", 0.0)
     monkeypatch.setattr(_live.log, "warning",
                         lambda fmt, *a: said.append(fmt % a))
+    monkeypatch.setattr(_live.log, "info",
+                        lambda fmt, *a: info.append(fmt % a))
     store = _Store()
     job, live = _liveness(store, deadline=0.2)
     job.run_patience, job.run_patience_from = 0.6, "CCOL_TORCH_RUN_PATIENCE"
@@ -218,16 +220,17 @@ def test_a_busy_rank_is_waited_for_by_what_it_does(monkeypatch):
         _beat(store, 1, n, "compiling f (a.py:1)")
         time.sleep(0.1)
         live.watch()
-    assert said and said[0].startswith(
+    # waiting for a compiling rank is how a cold start goes: INFO
+    assert not said and info and info[0].startswith(
         "in exchange for compile 1 of f: rank 1 is compiling f (a.py:1), "
-        "waited 0 s of 1800 s"), said
+        "waited 0 s of 1800 s"), (said, info)
     for n in range(4, 8):               # running: not at the deadline
         _beat(store, 1, n, "running")
         time.sleep(0.1)
         live.watch()
-    assert said[-1].startswith("in exchange for compile 1 of f: rank 1 is "
-                               "running (not compiling), waited 0 s of "
-                               "0.6 s"), said
+    assert said and said[-1].startswith(
+        "in exchange for compile 1 of f: rank 1 is running (not compiling), "
+        "waited 0 s of 0.6 s"), said
     time.sleep(0.4)  # its run patience counts from when it began to run
     _beat(store, 1, 9, "running")
     with pytest.raises(ccol.TimeoutError,
@@ -237,6 +240,33 @@ def test_a_busy_rank_is_waited_for_by_what_it_does(monkeypatch):
                              r"out: set CCOL_TORCH_RUN_PATIENCE or "
                              r"enable\(run_patience=...\)"):
         live.watch()
+
+
+def test_a_long_wait_for_a_compiling_rank_warns_once(monkeypatch):
+    """Progress lines for a compiling rank are INFO until the wait passes
+    COMPILE_WARN_S; then one WARNING with the figure, then INFO again."""
+    said, info = [], []
+    monkeypatch.setattr(_live, "FIRST_PROGRESS_S", 0.05)
+    monkeypatch.setattr(_live, "COMPILE_WARN_S", 0.3)
+    monkeypatch.setattr(_live.log, "warning",
+                        lambda fmt, *a: said.append(fmt % a))
+    monkeypatch.setattr(_live.log, "info",
+                        lambda fmt, *a: info.append(fmt % a))
+    store = _Store()
+    job, live = _liveness(store, deadline=30)
+    live._beat()
+    live.begin_wait("in exchange for compile 1 of f")
+    for n in range(1, 13):
+        _beat(store, 1, n, "compiling f (a.py:1)")
+        time.sleep(0.1)
+        live.watch()
+    assert len(said) == 1, (said, info)
+    assert said[0].startswith("in exchange for compile 1 of f: rank 1 is "
+                              "compiling f (a.py:1), waited "), said
+    assert info and all("compiling f" in m for m in info), info
+    live.end_wait()
+    live.begin_wait("in exchange for compile 2 of f")  # a new wait, anew
+    assert not live.warned
 
 
 def test_a_rank_in_another_collective_is_late_at_the_deadline():
@@ -704,3 +734,65 @@ def test_a_failure_while_the_job_is_set_up_is_raised_on_every_use():
     t.start()
     t.join()
     assert len(seen) == 1 and joins == [1]
+
+
+# ---- how frames and paths are printed (_log.py) ----
+
+def test_printed_paths_are_relative_to_the_work_dir_or_site_packages(
+        tmp_path, monkeypatch):
+    from ccol.torch import _log
+    monkeypatch.chdir(tmp_path)
+    here = f"{tmp_path}/train.py"
+    text = (f"forward ({here}:4), inner (/v/lib/python3.11/site-packages/"
+            "torch/_dynamo/external_utils.py:67), /opt/job/model.py:9")
+    assert _log.shown(text) == (
+        "forward (train.py:4), inner (torch/_dynamo/external_utils.py:67), "
+        "/opt/job/model.py:9")
+
+
+def test_a_torch_frame_is_printed_as_the_user_frame_that_reached_it(
+        tmp_path, monkeypatch):
+    """Every line of the logger goes through the filter: a frame recorded
+    with show_frame_as() is printed as the user's, its arguments merged
+    once (a second handler formats the same text)."""
+    import logging
+    from ccol.torch import _log
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(_log, "_AS", {})
+    torch_frame = ("inner (/v/lib/python3.11/site-packages/torch/_dynamo/"
+                   "external_utils.py:67)")
+    _log.show_frame_as(torch_frame, f"main ({tmp_path}/train.py:30)")
+    assert _log.user_of(torch_frame) == "main (train.py:30)"
+    assert _log.user_of("forward (/job/m.py:1)") is None
+    got = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            got.append(self.format(record))
+    h = Keep()
+    _log.log.addHandler(h)
+    try:
+        with_level = _log.log.level
+        _log.log.setLevel(logging.INFO)
+        _log.log.info("%s compiles in domain %s", torch_frame, "dp")
+    finally:
+        _log.log.setLevel(with_level)
+        _log.log.removeHandler(h)
+    assert got == ["main (train.py:30) compiles in domain dp"], got
+
+
+def test_each_graph_of_a_split_frame_has_its_own_name():
+    """DDP's optimizer splits a frame's graph: each AOT graph of one compile
+    gets a part number after the first; the next compile starts anew."""
+    from ccol.torch import _once
+
+    class J:
+        current = ("forward (m.py:1)", 1)
+    once = _once.Once.__new__(_once.Once)
+    once.job, once.parts = J(), (None, 0)
+    names = [_once.graph_name(once) for _ in range(3)]
+    assert names == ["compile 1 of forward (m.py:1)",
+                     "compile 1 of forward (m.py:1), part 2",
+                     "compile 1 of forward (m.py:1), part 3"], names
+    J.current = ("forward (m.py:1)", 2)
+    assert _once.graph_name(once) == "compile 2 of forward (m.py:1)"

@@ -63,6 +63,7 @@ def warm(r):
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 @pytest.mark.timeout(5 * DEADLINE + 60)
 def test_restart_warm_at_two_three_and_one_ranks(tmp_path):
     store = tmp_path / "store"
@@ -86,6 +87,7 @@ def test_restart_warm_at_two_three_and_one_ranks(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 @pytest.mark.one_release
 @pytest.mark.timeout(DEADLINE + 60)
 def test_a_rank_without_the_store_gets_the_bytes_from_a_peer(tmp_path):
@@ -104,6 +106,7 @@ def test_a_rank_without_the_store_gets_the_bytes_from_a_peer(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 @pytest.mark.one_release
 @pytest.mark.timeout(DEADLINE + 60)
 def test_a_restarted_attempt_is_warm_for_what_the_first_stored(tmp_path):
@@ -125,6 +128,7 @@ def test_a_restarted_attempt_is_warm_for_what_the_first_stored(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 @pytest.mark.one_release
 @pytest.mark.timeout(2 * DEADLINE + 60)
 def test_an_altered_store_is_named_and_compiled_locally(tmp_path):
@@ -212,6 +216,33 @@ def test_profile_round_trip_and_dynamic_list(tmp_path):
     assert mode == 0o700
 
 
+def test_a_torch_frame_keeps_the_user_frame_that_reached_it(
+        tmp_path, monkeypatch):
+    """A frame of torch's own (DDP's wrapper) is written with the user
+    frame that first reached it; `ccol store check` accepts the file and
+    `ccol store show` names the frame by it."""
+    from conftest import ccol_tool
+    s = _store_at(tmp_path)
+    ident = ("/job/model.py", 1, "inner", IDENT[3])
+    entries = {"L['x']": _entry(None, 16)}
+    monkeypatch.setattr(_store_profile, "frame_entries",
+                        lambda code: (ident, dict(entries)))
+    w = _store_profile.Writer(s)
+    w.after_compile(None, "main (train.py:12)")
+    entries["L['y']"] = _entry(None, 8)  # changed: written again
+    w.after_compile(None, "evaluate (train.py:40)")  # the first one stays
+    (key, (got, ents)), = _loaded(s).items()
+    assert got == ident and sorted(ents) == ["L['x']", "L['y']"], ents
+    doc = json.loads(open(s.profile_path(_store.frame_id(
+        ident[3], ident[1], ident[2])), "rb").read().split(b"\n", 1)[1])
+    assert doc["reached_from"] == "main (train.py:12)", doc
+    out = subprocess.run([ccol_tool(), "store", "show", str(s.root)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "frame main (train.py:12), through torch's inner at " \
+        "/job/model.py:1" in out.stdout, out.stdout
+
+
 @pytest.mark.parametrize("how,said", [
     ("truncate", "the body has"),
     ("flip", "SHA-256 differs"),
@@ -222,6 +253,7 @@ def test_profile_round_trip_and_dynamic_list(tmp_path):
     ("rename", "not its frame's ID"),
     ("entry", "not a lattice entry"),
     ("atom", "unexpected value 'big'"),
+    ("reached", "its reached_from is not a string"),
 ])
 def test_a_bad_profile_file_is_named_and_skipped(tmp_path, caplog, how,
                                                  said):
@@ -239,8 +271,10 @@ def test_a_bad_profile_file_is_named_and_skipped(tmp_path, caplog, how,
         data = body.replace(b"\n", b" ")
     elif how == "version":
         data = s.seal_profile(body).replace(b'"version": 1', b'"version": 2')
-    elif how in ("torch", "dynamic", "entry", "atom"):
-        if how == "torch":
+    elif how in ("torch", "dynamic", "entry", "atom", "reached"):
+        if how == "reached":
+            doc["reached_from"] = ["main (train.py:3)"]
+        elif how == "torch":
             doc["torch"] = "1.0"
         elif how == "dynamic":
             doc["dynamic"] = []
@@ -480,6 +514,7 @@ def test_the_writer_joins_with_what_another_writer_left(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 @pytest.mark.one_release
 @pytest.mark.timeout(2 * DEADLINE + 60)
 def test_ddp_split_graphs_restart_warm(tmp_path):
@@ -507,6 +542,7 @@ def test_ddp_split_graphs_restart_warm(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 @pytest.mark.timeout(3 * DEADLINE + 60)
 def test_warm_and_cold_ranks_with_distributed_autotuning(tmp_path):
     """Inductor's distributed GEMM autotuning: a rank that hits its cache

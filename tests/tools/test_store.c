@@ -386,6 +386,40 @@ CCOL_TEST(test_altered_byte)
     cleanup(dir);
 }
 
+/* A frame of torch's own is shown as the user frame that reached it
+ * (reached_from), its file from site-packages on; a reached_from that is
+ * not a string is a bad file. */
+CCOL_TEST(test_torch_frame_shown_as_the_user_frame)
+{
+    char dir[64], rel[64], id[33], want[512], *p, *out;
+    const char *frame =
+        "{\"name\": \"inner\", \"file\": \"/venv/lib/python3.11/"
+        "site-packages/torch/_dynamo/external_utils.py\", \"line\": 67, "
+        "\"file_hash\": \"" FILE_HASH "\", \"closure_hash\": null}";
+
+    new_store(dir, true);
+    frame_id("inner", 67, "None", id);
+    snprintf(rel, sizeof rel, "profile/%s.json", id);
+    p = profile_of(frame, SOURCES,
+                   DYNAMIC ", \"reached_from\": \"main (train.py:12)\"");
+    put(dir, rel, p, strlen(p));
+    free(p);
+    check_out(dir, "status=0\n");
+    out = run("show", dir, false);
+    snprintf(want, sizeof want, "%s: OK\n  id %s, frame main (train.py:12), "
+             "through torch's inner at torch/_dynamo/external_utils.py:67\n",
+             rel, id);
+    CHECK_CONTAINS(out, want);
+    free(out);
+    p = profile_of(frame, SOURCES, DYNAMIC ", \"reached_from\": 7");
+    put(dir, rel, p, strlen(p));
+    free(p);
+    snprintf(want, sizeof want, "%s: the body's reached_from is not a string "
+             "of at most 512 bytes\nstatus=1\n", rel);
+    check_out(dir, want);
+    cleanup(dir);
+}
+
 /* A good profile under another frame's ID, and under a closure's. */
 CCOL_TEST(test_bad_id)
 {
@@ -806,6 +840,7 @@ CCOL_TEST(test_empty_store)
 
 CCOL_TEST_MAIN(CCOL_T(test_good_store), CCOL_T(test_truncated_profile),
                CCOL_T(test_altered_byte), CCOL_T(test_bad_id),
+               CCOL_T(test_torch_frame_shown_as_the_user_frame),
                CCOL_T(test_wrong_dynamic), CCOL_T(test_bad_entries),
                CCOL_T(test_bad_profile_header),
                CCOL_T(test_artifact_unsafe_path), CCOL_T(test_artifact_isa),

@@ -30,7 +30,7 @@ import time
 
 import ccol
 
-from . import _decisions, _fold, _live, _switches, _trace
+from . import _decisions, _fold, _live, _log, _switches, _trace
 from ._codec import COMPILE, check_kinds, decode_state, encode_state
 from ._errors import diverged_error, peer_error
 from ._hooks import Hook
@@ -140,7 +140,10 @@ def _compile_wrapper(job, upstream):
         job.run_thread = threading.get_ident()
         from ._guard import compiled_from  # for a compile meeting
         job.compiled_from = compiled_from()  # (_board.py)
-        job.doing(f"compiling {frame_name(code)}")
+        frame = frame_name(code)
+        job.doing(f"compiling {frame}")
+        if _trace.internal(code.co_filename):  # printed as the user's frame
+            _log.show_frame_as(frame, _trace.user_frame(frame))
         alone, job.alone_compile = job.alone_compile, False
         if alone:  # a call only this rank makes (_guard.py): no agreement
             job.enter_local()
@@ -171,7 +174,7 @@ def _compile_wrapper(job, upstream):
             _board.settle(job, *job.meeting)
         if job.store_writer is not None:  # before compile_end clears
             from . import _store_job      # job.current
-            _store_job.after_compile(job, code)
+            _store_job.after_compile(job, code, _log.user_of(frame))
         _trace.compile_end(job, True, None)
         return result
     return _compile

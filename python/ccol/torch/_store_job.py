@@ -50,9 +50,10 @@ def _seed(job, raw):
                  "their first compiles start from it", len(profile))
 
 
-def after_compile(job, code):
+def after_compile(job, code, reached_from=None):
     """After a compile that ended well: its frame's profile written when
-    this rank is the lowest of the compile's domain (or the only rank)."""
+    this rank is the lowest of the compile's domain (or the only rank);
+    `reached_from`: the user frame that reached a frame of torch's own."""
     writer = job.store_writer
     if writer is None:
         return
@@ -61,7 +62,7 @@ def after_compile(job, code):
         if job.current is None or d is None or \
                 d.members[0] != job._comm.rank:
             return
-    writer.after_compile(code)
+    writer.after_compile(code, reached_from)
 
 
 # ---- a one-rank job ----------------------------------------------------------

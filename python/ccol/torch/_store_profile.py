@@ -34,6 +34,7 @@ from ._log import log
 from ._store import Bad, frame_id, versions
 
 SITE = "store.profile"
+MAX_REACHED = 512  # characters of a body's reached_from
 
 
 # ---- bodies ----------------------------------------------------------------
@@ -66,9 +67,11 @@ def dynamic(entries, pgo):
     return sorted(out)
 
 
-def body(store, ident, entries):
+def body(store, ident, entries, reached_from=None):
     """A profile file's body (bytes) for the frame `ident` (file, line,
-    name, file_hash) and its {source: FrameStateSizeEntry}."""
+    name, file_hash) and its {source: FrameStateSizeEntry}; `reached_from`:
+    the user frame that reached it, when the frame is torch's own (how
+    `ccol store show` names it)."""
     from torch._dynamo import pgo
     file, line, name, fhash = ident
     doc = dict(versions(), producer="ccol.torch", run=store.run,
@@ -77,6 +80,8 @@ def body(store, ident, entries):
                sources={s: _entry_out(e, pgo)
                         for s, e in sorted(entries.items())},
                dynamic=dynamic(entries, pgo))
+    if reached_from:
+        doc["reached_from"] = reached_from[:MAX_REACHED]
     return json.dumps(doc, sort_keys=True).encode()
 
 
@@ -93,6 +98,11 @@ def read_body(store, fid, doc):
         raise Bad("the frame's file, line, name or file_hash is malformed")
     if frame_id(ident[3], ident[1], ident[2]) != fid:
         raise Bad("its file name is not its frame's ID")
+    reached = doc.get("reached_from")
+    if reached is not None and not (isinstance(reached, str) and
+                                    len(reached) <= MAX_REACHED):
+        raise Bad("its reached_from is not a string of at most "
+                  f"{MAX_REACHED} characters")
     srcs = doc.get("sources")
     if not isinstance(srcs, dict):
         raise Bad("no sources")
@@ -258,27 +268,30 @@ class Writer:
     def __init__(self, store):
         self.store = store
         self.last = {}
+        self.reached = {}  # frame ID -> the user frame first seen reach it
 
-    def after_compile(self, code):
+    def after_compile(self, code, reached_from=None):
         """The frame's profile written when it changed; anything that goes
-        wrong is a WARNING, never the compile's failure."""
+        wrong is a WARNING, never the compile's failure. `reached_from`:
+        the user frame that reached a frame of torch's own."""
         try:
-            self._write(code)
+            self._write(code, reached_from)
         except Exception as e:  # noqa: BLE001 - the store is an extra
             self.store.warn(f"profile of {code.co_name}",
                             f"writing it failed: {type(e).__name__}: {e}")
 
-    def _write(self, code):
+    def _write(self, code, reached_from):
         got = frame_entries(code)
         if got is None or not self.store.ok:
             return
         ident, entries = got
         fid = frame_id(ident[3], ident[1], ident[2])
-        data = body(self.store, ident, entries)
+        user = self.reached.setdefault(fid, reached_from)
+        data = body(self.store, ident, entries, user)
         if self.last.get(fid) == data:
             return
         entries = self._joined_with_file(fid, entries)
-        data = body(self.store, ident, entries)
+        data = body(self.store, ident, entries, user)
         try:
             self.store.write_profile(fid, data)
         except OSError as e:

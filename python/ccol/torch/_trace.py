@@ -85,7 +85,8 @@ _SEEN = {}      # filename -> internal(filename)
 
 
 def _roots():
-    pkgs = [os.path.dirname(ccol.__file__)]
+    # this package's own folder too: it may be a link out of ccol's
+    pkgs = [os.path.dirname(ccol.__file__), os.path.dirname(__file__)]
     torch = sys.modules.get("torch")
     if torch is not None and getattr(torch, "__file__", None):
         pkgs.append(os.path.dirname(torch.__file__))
@@ -103,7 +104,7 @@ def internal(filename):
     if got is not None:
         return got
     global _ROOTS
-    if _ROOTS is None or len(_ROOTS[0]) < 2:  # torch imported since
+    if _ROOTS is None or len(_ROOTS[0]) < 3:  # torch imported since
         _ROOTS = _roots()
     if filename.startswith("<"):
         got = filename.startswith("<frozen")
