@@ -201,16 +201,22 @@ def test_a_rank_whose_heartbeat_stops_is_named(monkeypatch):
         live.watch()
 
 
-def test_a_busy_rank_is_waited_for_by_what_it_does(monkeypatch):
-    """Past the deadline (0.2 s) a compiling rank and a running one are
-    still waited for, each up to its own limit; a rank waiting in another
-    ccol collective is late at the deadline."""
+def _said(monkeypatch):
+    """([WARNING lines], [INFO lines]) the liveness watch logs from now."""
     said, info = [], []
-    monkeypatch.setattr(_live, "FIRST_PROGRESS_S", 0.0)
     monkeypatch.setattr(_live.log, "warning",
                         lambda fmt, *a: said.append(fmt % a))
     monkeypatch.setattr(_live.log, "info",
                         lambda fmt, *a: info.append(fmt % a))
+    return said, info
+
+
+def test_a_busy_rank_is_waited_for_by_what_it_does(monkeypatch):
+    """Past the deadline (0.2 s) a compiling rank and a running one are
+    still waited for, each up to its own limit; a rank waiting in another
+    ccol collective is late at the deadline."""
+    monkeypatch.setattr(_live, "FIRST_PROGRESS_S", 0.0)
+    said, info = _said(monkeypatch)
     store = _Store()
     job, live = _liveness(store, deadline=0.2)
     job.run_patience, job.run_patience_from = 0.6, "CCOL_TORCH_RUN_PATIENCE"
@@ -245,13 +251,9 @@ def test_a_busy_rank_is_waited_for_by_what_it_does(monkeypatch):
 def test_a_long_wait_for_a_compiling_rank_warns_once(monkeypatch):
     """Progress lines for a compiling rank are INFO until the wait passes
     COMPILE_WARN_S; then one WARNING with the figure, then INFO again."""
-    said, info = [], []
     monkeypatch.setattr(_live, "FIRST_PROGRESS_S", 0.05)
     monkeypatch.setattr(_live, "COMPILE_WARN_S", 0.3)
-    monkeypatch.setattr(_live.log, "warning",
-                        lambda fmt, *a: said.append(fmt % a))
-    monkeypatch.setattr(_live.log, "info",
-                        lambda fmt, *a: info.append(fmt % a))
+    said, info = _said(monkeypatch)
     store = _Store()
     job, live = _liveness(store, deadline=30)
     live._beat()
