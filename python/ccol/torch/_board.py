@@ -38,7 +38,7 @@ import zlib
 
 from . import _live
 from ._errors import peer_error, timeout_error
-from ._log import log
+from ._log import log, shown
 from ._meet import _blocked as blocked_on_here, hash_text
 from ._ranks import hash_members, ranks_text
 
@@ -503,11 +503,13 @@ _told = set()
 
 
 def tell(job, d, frame, k, m):
-    """One INFO line per frame when a compile was agreed among fewer ranks
-    than its domain's: which ranks were not waited for, and why."""
-    if frame in _told or len(m.members) == len(d.members):
+    """One INFO line per frame as printed when a compile was agreed among
+    fewer ranks than its domain's: which ranks were not waited for, and
+    why. Frames of torch's own print as the user frame that reached them
+    (_log.py): the wrappers DDP compiles under one call say it once."""
+    if len(m.members) == len(d.members) or shown(frame) in _told:
         return
-    _told.add(frame)
+    _told.add(shown(frame))
     whys = "; ".join(f"rank {r} {why}" for r, why in m.absent) or \
         "the others had not come"
     among = (f"ranks {ranks_text(m.members)}" if len(m.members) > 1 else
