@@ -70,12 +70,15 @@ pytest: build python
 # The long cases (marked slow: more torchrun jobs of the kinds make test
 # runs, cold Inductor compiles on several ranks, the benchmarks' quick runs,
 # the long conformance modes); CI runs them too. Those marked alone (cold
-# Inductor compiles, timed benchmarks) run last, one at a time.
+# Inductor compiles, timed benchmarks) run last, one at a time, whatever
+# the others did.
 test-slow: build python
-	CCOL_TOOL=$(abspath $(BUILD))/ccol $(PY) $(PYTEST) \
-		-m "slow and not alone" $(PYTEST_FLAGS) python/tests
-	CCOL_TOOL=$(abspath $(BUILD))/ccol $(PY) $(PYTEST_BASE) -n 0 \
-		-m "slow and alone" $(PYTEST_FLAGS) python/tests
+	@rc=0; CCOL_TOOL=$(abspath $(BUILD))/ccol; export CCOL_TOOL; \
+	$(PY) $(PYTEST) -m "slow and not alone" $(PYTEST_FLAGS) python/tests \
+		|| rc=1; \
+	$(PY) $(PYTEST_BASE) -n 0 -m "slow and alone" $(PYTEST_FLAGS) \
+		python/tests || rc=1; \
+	exit $$rc
 
 # The other torch release ccol.torch supports: the same package, its torch
 # tests (python/tests/test_torch*.py) on torch 2.14.1, less the cases marked
@@ -87,10 +90,12 @@ python214:
 		--config-settings=cmake.define.CCOL_WERROR=ON .
 
 test-torch214: build python214
-	CCOL_TOOL=$(abspath $(BUILD))/ccol $(PY214) $(PYTEST) \
-		-m "not one_release and not alone" $(PYTEST_FLAGS) $(TORCH_TESTS)
-	CCOL_TOOL=$(abspath $(BUILD))/ccol $(PY214) $(PYTEST_BASE) -n 0 \
-		-m "alone and not one_release" $(PYTEST_FLAGS) $(TORCH_TESTS)
+	@rc=0; CCOL_TOOL=$(abspath $(BUILD))/ccol; export CCOL_TOOL; \
+	$(PY214) $(PYTEST) -m "not one_release and not alone" $(PYTEST_FLAGS) \
+		$(TORCH_TESTS) || rc=1; \
+	$(PY214) $(PYTEST_BASE) -n 0 -m "alone and not one_release" \
+		$(PYTEST_FLAGS) $(TORCH_TESTS) || rc=1; \
+	exit $$rc
 
 # Many more random cases of the PyTorch-oracle tests; prints the figures.
 conformance: build python
