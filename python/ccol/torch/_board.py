@@ -507,9 +507,10 @@ def tell(job, d, frame, k, m):
     fewer ranks than its domain's: which ranks were not waited for, and
     why. Frames of torch's own print as the user frame that reached them
     (_log.py): the wrappers DDP compiles under one call say it once."""
-    if len(m.members) == len(d.members) or shown(frame) in _told:
+    printed = shown(frame)
+    if len(m.members) == len(d.members) or printed in _told:
         return
-    _told.add(shown(frame))
+    _told.add(printed)
     whys = "; ".join(f"rank {r} {why}" for r, why in m.absent) or \
         "the others had not come"
     among = (f"ranks {ranks_text(m.members)}" if len(m.members) > 1 else

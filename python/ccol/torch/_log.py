@@ -18,7 +18,6 @@ logger that applies it to each line).
 import logging
 import os
 import re
-import sys
 
 log = logging.getLogger("ccol.torch")
 
@@ -32,7 +31,7 @@ def show_frame_as(frame, user):
     """Prints `frame` (a frame of torch's own) as `user`, the user frame
     ("function (file:line)") that reached it, from now on."""
     if user and user != frame and len(_AS) < _AS_MAX:
-        _AS[frame] = f"{user}"
+        _AS[frame] = user
 
 
 def user_of(frame):
