@@ -11,8 +11,9 @@
 # full disk fails a part in ways that name something else).
 #
 # Nothing is left behind: each part runs with TMPDIR set to a directory of
-# its own (torch's compile caches, torchrun's logs, pytest's tmp_path, the
-# test port locks all go there), removed when the part ends; at the end,
+# its own (torch's compile caches, torchrun's logs, pytest's tmp_path all
+# go there; the test ports' blocks are held by abstract sockets, no file),
+# removed when the part ends; at the end,
 # anything of this user's that is new in /tmp or /dev/shm since the run
 # began is named, and fails the run.
 #

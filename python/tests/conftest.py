@@ -51,8 +51,10 @@ _SCALE = _timeout_mult()
 # kernel's ephemeral range: a port the kernel picks (bind to port 0) can be
 # taken, before the test's rank 0 listens on it, by another test process's
 # outgoing connection or by its own pick (pytest workers, ctest's jobs).
-# Blocks are claimed with flock on a file per block, released when the
-# process exits; the C harness claims from the same files.
+# A block is claimed by binding a Unix socket of the abstract namespace
+# named after the user and the block: machine-wide whatever TMPDIR says,
+# released when the process exits, and no file left behind; the C harness
+# claims the same names.
 _PORT_LOW, _PORT_BLOCK = 20000, 500
 _ports = {"pid": None, "base": None, "next": 0}
 
@@ -65,24 +67,23 @@ def _ephemeral_low():
         return 32768
 
 
+_held = []  # the socket that holds this process's block
+
+
 def _claim_block():
-    """Locks a free block of ports for this process: its first port, or
-    None when every block is held (the kernel's choice then). The lock's
-    descriptor stays open, and the block held, until the process exits."""
-    import fcntl
-    import tempfile
+    """Claims a free block of ports for this process: its first port, or
+    None when every block is held (the kernel's choice then). The socket
+    stays open, and the block held, until the process exits."""
     nblocks = (min(_ephemeral_low(), 32768) - _PORT_LOW) // _PORT_BLOCK
-    where = os.path.join(tempfile.gettempdir(),
-                         f"ccol-test-ports-{os.getuid()}")
-    os.makedirs(where, mode=0o700, exist_ok=True)
     for b in range(max(nblocks, 0)):
-        fd = os.open(os.path.join(where, f"block-{b}"),
-                     os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return _PORT_LOW + b * _PORT_BLOCK
+            s.bind(f"\0ccol-test-ports-{os.getuid()}-{b}")
         except OSError:
-            os.close(fd)
+            s.close()
+            continue
+        _held[:] = [s]
+        return _PORT_LOW + b * _PORT_BLOCK
     return None
 
 

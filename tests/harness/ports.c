@@ -6,11 +6,13 @@
  * between the pick and the test's rank 0 listening on it another test
  * process's outgoing connection, or its own pick, can take it (ctest runs
  * test programs side by side, pytest has workers). Test ports therefore
- * come from blocks below that range: a process claims a block with flock()
- * on a file per block (released when it exits, so a killed test frees its
- * block) and hands its ports out in turn from a point of its own, so a
- * port just used rests a while. The Python suite's conftest.py claims from
- * the same files. When every block is held the kernel picks.
+ * come from blocks below that range: a process claims a block by binding
+ * a Unix socket of the abstract namespace named after the user and the
+ * block (machine-wide, whatever TMPDIR says; released when the process
+ * exits, so a killed test frees its block, and no file is left behind)
+ * and hands its ports out in turn from a point of its own, so a port just
+ * used rests a while. The Python suite's conftest.py claims the same
+ * names. When every block is held the kernel picks.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -18,13 +20,12 @@
 #include "harness.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/file.h>
+#include <stddef.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #define PORT_LOW   20000
@@ -49,24 +50,24 @@ ephemeral_low(void)
     return low < 32768 ? low : 32768;
 }
 
-/* Locks the first free block: its first port, or -1. The descriptor is
- * kept open (and its lock held) until the process exits. */
+/* Claims the first free block: its first port, or -1. The socket that
+ * holds it stays open until the process exits. */
 static int
 claim_block(void)
 {
-    const char *tmp = getenv("TMPDIR");
-    char dir[512], path[600];
     int nblocks = (ephemeral_low() - PORT_LOW) / PORT_BLOCK;
 
-    snprintf(dir, sizeof dir, "%s/ccol-test-ports-%d",
-             tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp", (int)getuid());
-    mkdir(dir, 0700);
     for (int b = 0; b < nblocks; b++) {
-        int fd;
+        struct sockaddr_un a = { .sun_family = AF_UNIX };
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), n;
 
-        snprintf(path, sizeof path, "%s/block-%d", dir, b);
-        fd = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0600);
-        if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0)
+        /* sun_path[0] stays NUL: the abstract namespace */
+        n = snprintf(a.sun_path + 1, sizeof a.sun_path - 1,
+                     "ccol-test-ports-%d-%d", (int)getuid(), b);
+        if (fd >= 0 &&
+            bind(fd, (struct sockaddr *)&a,
+                 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+                             (size_t)n)) == 0)
             return PORT_LOW + b * PORT_BLOCK;
         if (fd >= 0)
             close(fd);
