@@ -8,6 +8,7 @@
  * Exit status: show 0 once listed; check 0 when every file is good, 1 when
  * some file is bad; 2 for usage errors and a DIR that is not a store.
  */
+#include "report.h"
 #include "store.h"
 
 #include <stdio.h>
@@ -131,8 +132,7 @@ put_field(FILE *f, const json_t *info, const char *key)
 static void
 put_path(FILE *f, const char *path)
 {
-    static const char *const packages[] = { "/site-packages/",
-                                            "/dist-packages/" };
+    const char *pkg;
     char cwd[4096];
     size_t n;
 
@@ -145,17 +145,8 @@ put_path(FILE *f, const char *path)
         put_esc(f, path + n + 1, NAME_MAX_SHOWN);
         return;
     }
-    for (size_t i = 0; i < sizeof packages / sizeof packages[0]; i++) {
-        const char *at = strstr(path, packages[i]), *next;
-
-        while (at != NULL && (next = strstr(at + 1, packages[i])) != NULL)
-            at = next; /* the last one: a venv inside site-packages */
-        if (at != NULL) {
-            put_esc(f, at + strlen(packages[i]), NAME_MAX_SHOWN);
-            return;
-        }
-    }
-    put_esc(f, path, NAME_MAX_SHOWN);
+    pkg = tool_after_packages(path, strlen(path));
+    put_esc(f, pkg != NULL ? pkg : path, NAME_MAX_SHOWN);
 }
 
 /* "frame NAME at FILE:LINE", or for a frame of torch's own the user frame

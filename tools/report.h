@@ -453,4 +453,9 @@ void tool_report_text(const tool_report *r, FILE *f);
  * nothing fetched). Returns 0, or -1 on a write error. */
 int tool_report_html(const tool_report *r, const char *title, FILE *f);
 
+/* Where the part after the last "/site-packages/" or "/dist-packages/" of
+ * p[0..len) begins (a package's files from their package directory on),
+ * or NULL (report_paths.c; `ccol store show` shortens paths with it too). */
+const char *tool_after_packages(const char *p, size_t len);
+
 #endif /* CCOL_REPORT_H */

@@ -37,20 +37,18 @@ find(const char *p, size_t len, const char *pat)
     return NULL;
 }
 
-/* Where the part after the last "/site-packages/" or "/dist-packages/"
- * of p[0..len) begins, or NULL. */
-static const char *
-after_packages(const char *p, size_t len)
+const char *
+tool_after_packages(const char *p, size_t len)
 {
+    static const char *const marks[] = { "/site-packages/",
+                                         "/dist-packages/" };
     const char *best = NULL;
 
-    for (const char *const *m = (const char *const[]){ "/site-packages/",
-                                                       "/dist-packages/",
-                                                       NULL };
-         *m != NULL; m++) {
+    for (size_t m = 0; m < sizeof marks / sizeof marks[0]; m++) {
         const char *q = p, *hit;
-        while ((hit = find(q, len - (size_t)(q - p), *m)) != NULL) {
-            q = hit + strlen(*m);
+
+        while ((hit = find(q, len - (size_t)(q - p), marks[m])) != NULL) {
+            q = hit + strlen(marks[m]);
             if (best == NULL || q > best)
                 best = q;
         }
@@ -100,7 +98,7 @@ tool_report_internal_path(const char *p, size_t len)
 
     if (len > 0 && p[0] == '<')
         return len >= 7 && memcmp(p, "<frozen", 7) == 0;
-    pkg = after_packages(p, len);
+    pkg = tool_after_packages(p, len);
     if (pkg != NULL) {
         size_t rest = len - (size_t)(pkg - p);
         return (rest > 6 && memcmp(pkg, "torch/", 6) == 0) ||
@@ -176,7 +174,7 @@ next_path(const char *s, size_t from, size_t limit, size_t *start,
 static size_t
 path_skip(const tool_report *r, const char *p, size_t len)
 {
-    const char *q = after_packages(p, len);
+    const char *q = tool_after_packages(p, len);
     size_t n = r->common != NULL ? strlen(r->common) : 0;
 
     if (q == NULL)
@@ -224,7 +222,7 @@ common_of(char **common, const char *s)
         const char *p = s + a;
         size_t len = b - a, n;
         at = b;
-        if (tool_report_internal_path(p, len) || after_packages(p, len))
+        if (tool_report_internal_path(p, len) || tool_after_packages(p, len))
             continue;
         if (*common == NULL) {
             const char *slash = memrchr(p, '/', len);
