@@ -34,7 +34,8 @@ from ._log import log
 from ._store import Bad, frame_id, versions
 
 SITE = "store.profile"
-MAX_REACHED = 512  # characters of a body's reached_from
+MAX_REACHED = 512  # UTF-8 bytes of a body's reached_from (as `ccol store
+                   # check` counts them)
 
 
 # ---- bodies ----------------------------------------------------------------
@@ -81,7 +82,8 @@ def body(store, ident, entries, reached_from=None):
                         for s, e in sorted(entries.items())},
                dynamic=dynamic(entries, pgo))
     if reached_from:
-        doc["reached_from"] = reached_from[:MAX_REACHED]
+        doc["reached_from"] = reached_from.encode()[:MAX_REACHED].decode(
+            errors="ignore")
     return json.dumps(doc, sort_keys=True).encode()
 
 
@@ -99,10 +101,11 @@ def read_body(store, fid, doc):
     if frame_id(ident[3], ident[1], ident[2]) != fid:
         raise Bad("its file name is not its frame's ID")
     reached = doc.get("reached_from")
-    if reached is not None and not (isinstance(reached, str) and
-                                    len(reached) <= MAX_REACHED):
+    if reached is not None and not (
+            isinstance(reached, str) and
+            len(reached.encode(errors="replace")) <= MAX_REACHED):
         raise Bad("its reached_from is not a string of at most "
-                  f"{MAX_REACHED} characters")
+                  f"{MAX_REACHED} bytes")
     srcs = doc.get("sources")
     if not isinstance(srcs, dict):
         raise Bad("no sources")
