@@ -985,6 +985,75 @@ CCOL_API ccol_status ccol_agree_bytes(ccol_comm *comm, const void *data,
                                       size_t *out_len, int *src);
 
 /* ------------------------------------------------------------------------ */
+/* 4b. Shape buckets                                                          */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The ranks agree on a few padded sizes of one dimension (a sequence
+ * length) that fit the data every rank saw, so that a compiler makes at
+ * most K graphs, the same on every rank. Each rank counts the lengths it
+ * sees in a histogram of at most CCOL_BUCKETS_MAX_BINS log-spaced bins
+ * (every length below CCOL_BUCKETS_MAX_BINS has a bin of its own); at an
+ * agreement point the ranks sum those counts (one allreduce of 512 bytes
+ * per rank) and every rank runs the same exact fit: the K or fewer bin
+ * edges, the largest always max_len, that minimise the padded tokens of
+ * the summed counts (a length pads to the smallest bucket at or above its
+ * bin's edge). The same counts give the same buckets on any number of
+ * ranks.
+ *
+ * The first agreement fits the counts summed so far. A later one keeps
+ * the buckets unless the counts seen since the last agreement pad more
+ * than (1 + margin) times what the best fit of those counts would (a
+ * drift in the lengths): then it fits those counts. Every rank decides
+ * from the same sums, so all ranks re-agree at the same agreement or none
+ * does. A handle is used by one thread at a time.
+ */
+#define CCOL_BUCKETS_MAX_BINS 64
+#define CCOL_BUCKETS_MAX_K 32
+#define CCOL_BUCKETS_MAX_LEN (1u << 24)
+
+typedef struct ccol_buckets ccol_buckets;
+
+/*
+ * A handle for one dimension: lengths 1..max_len (max_len at most
+ * CCOL_BUCKETS_MAX_LEN), at most k buckets (1..CCOL_BUCKETS_MAX_K), the
+ * drift margin (a finite number >= 0; 0.1 re-agrees when the recent
+ * lengths pad 10% more than their best fit). Until the first agreement
+ * the only bucket is max_len. Bad arguments are CCOL_ERR_INVALID_ARG with
+ * *out NULL.
+ */
+CCOL_API ccol_status ccol_buckets_new(uint32_t max_len, uint32_t k,
+                                      double margin, ccol_buckets **out);
+CCOL_API void ccol_buckets_destroy(ccol_buckets *b);
+CCOL_API const char *ccol_buckets_errmsg(const ccol_buckets *b);
+
+/* Counts one length (1..max_len, else CCOL_ERR_INVALID_ARG naming it). */
+CCOL_API ccol_status ccol_buckets_observe(ccol_buckets *b, uint32_t len);
+
+/*
+ * Collective on `comm`: sums the counts every rank observed since its
+ * last agreement and decides as above; *changed (may be NULL) is whether
+ * the bucket set changed. Ranks whose handles differ in max_len or k get
+ * CCOL_ERR_DIVERGED (their parameters are summed alongside the counts and
+ * checked). A failure of the communicator is returned with its message;
+ * the handle keeps its buckets and its counts.
+ */
+CCOL_API ccol_status ccol_buckets_agree(ccol_comm *comm, ccol_buckets *b,
+                                        bool *changed);
+
+/* The agreed bucket sizes, ascending, and their number (<= k). */
+CCOL_API uint32_t ccol_buckets_count(const ccol_buckets *b);
+CCOL_API uint32_t ccol_buckets_size(const ccol_buckets *b, uint32_t i);
+/* The smallest bucket >= len in *padded (1 <= len <= max_len, else
+ * CCOL_ERR_INVALID_ARG). */
+CCOL_API ccol_status ccol_buckets_pad(ccol_buckets *b, uint32_t len,
+                                      uint32_t *padded);
+/* A digest of the bucket set: equal on ranks that agree. */
+CCOL_API uint64_t ccol_buckets_digest(const ccol_buckets *b);
+/* How many agreements changed the bucket set so far. */
+CCOL_API uint32_t ccol_buckets_generation(const ccol_buckets *b);
+
+/* ------------------------------------------------------------------------ */
 /* 5. Trace log                                                              */
 /* ------------------------------------------------------------------------ */
 

@@ -1,0 +1,221 @@
+/*
+ * buckets.c - the shape-bucket handle (ccol.h, "Shape buckets"): a rank's
+ * count of the lengths it saw since the last agreement, and the agreement
+ * itself: one allreduce sums every rank's counts with its parameters, and
+ * every rank decides from the same sums with the same code (the exact fit
+ * of buckets_fit.c), so all hold the same buckets after each agreement.
+ */
+#include "buckets.h"
+#include "sync.h"
+
+#include "../comm/comm.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ccol_buckets {
+    uint32_t max_len, k;
+    double margin;
+    uint32_t edges[CCOL_BUCKETS_MAX_BINS], nbins;
+    uint64_t recent[CCOL_BUCKETS_MAX_BINS]; /* this rank, since the last */
+    uint32_t sizes[CCOL_BUCKETS_MAX_K], nsizes;
+    uint32_t agreements, generation;
+    ccol__err err;
+};
+
+ccol_status
+ccol_buckets_new(uint32_t max_len, uint32_t k, double margin,
+                 ccol_buckets **out)
+{
+    ccol_buckets *b;
+
+    if (out == NULL)
+        return CCOL_ERR_INVALID_ARG;
+    *out = NULL;
+    if (max_len < 1 || max_len > CCOL_BUCKETS_MAX_LEN || k < 1 ||
+        k > CCOL_BUCKETS_MAX_K || !isfinite(margin) || margin < 0)
+        return CCOL_ERR_INVALID_ARG;
+    if ((b = calloc(1, sizeof *b)) == NULL)
+        return CCOL_ERR_NO_MEMORY;
+    b->max_len = max_len;
+    b->k = k;
+    b->margin = margin;
+    b->nbins = ccol__bucket_edges(max_len, b->edges);
+    b->sizes[0] = max_len;
+    b->nsizes = 1;
+    *out = b;
+    return CCOL_OK;
+}
+
+void
+ccol_buckets_destroy(ccol_buckets *b)
+{
+    free(b);
+}
+
+const char *
+ccol_buckets_errmsg(const ccol_buckets *b)
+{
+    return b == NULL ? "no bucket handle" : b->err.msg;
+}
+
+ccol_status
+ccol_buckets_observe(ccol_buckets *b, uint32_t len)
+{
+    uint32_t bin;
+
+    if (b == NULL)
+        return CCOL_ERR_INVALID_ARG;
+    if (len < 1 || len > b->max_len)
+        return ccol__seterr(&b->err, CCOL_ERR_INVALID_ARG,
+                            "ccol_buckets_observe: length %u is outside "
+                            "1..%u", len, b->max_len);
+    bin = ccol__bucket_bin(b->edges, b->nbins, len);
+    if (b->recent[bin] < UINT64_MAX)
+        b->recent[bin]++;
+    return CCOL_OK;
+}
+
+/* The summed record: the counts, then max_len and k, then the number of
+ * ranks; a rank whose parameters differ makes the sums differ from
+ * size times its own. */
+#define REC_N (CCOL_BUCKETS_MAX_BINS + 3)
+
+static ccol_status
+check_params(ccol_comm *comm, const ccol_buckets *b, const int64_t *rec)
+{
+    int64_t n = rec[CCOL_BUCKETS_MAX_BINS + 2];
+
+    if (rec[CCOL_BUCKETS_MAX_BINS] == n * (int64_t)b->max_len &&
+        rec[CCOL_BUCKETS_MAX_BINS + 1] == n * (int64_t)b->k)
+        return CCOL_OK;
+    return ccol__seterr(&comm->err, CCOL_ERR_DIVERGED,
+                        "ccol_buckets_agree: the ranks' handles differ "
+                        "(this rank: max_len %u, k %u; summed over %lld "
+                        "ranks: max_len %lld, k %lld)", b->max_len, b->k,
+                        (long long)n,
+                        (long long)rec[CCOL_BUCKETS_MAX_BINS],
+                        (long long)rec[CCOL_BUCKETS_MAX_BINS + 1]);
+}
+
+/* Whether the counts since the last agreement call for a new fit: the
+ * first agreement always fits; later ones when the current buckets pad
+ * those counts more than (1 + margin) times their own best fit does. */
+static bool
+drifted(const ccol_buckets *b, const uint64_t *now, const uint32_t *fit,
+        uint32_t nfit)
+{
+    uint64_t cur, best;
+
+    if (b->agreements == 0)
+        return true;
+    cur = ccol__bucket_cost(b->edges, now, b->nbins, b->sizes, b->nsizes);
+    best = ccol__bucket_cost(b->edges, now, b->nbins, fit, nfit);
+    return (double)cur > (1.0 + b->margin) * (double)best;
+}
+
+/* Decides from the summed counts `now`; true when the buckets changed. */
+static bool
+decide(ccol_buckets *b, const uint64_t *now)
+{
+    uint32_t fit[CCOL_BUCKETS_MAX_K], nfit;
+    bool changed = false;
+
+    nfit = ccol__bucket_fit(b->edges, now, b->nbins, b->k, fit);
+    if (drifted(b, now, fit, nfit) &&
+        (nfit != b->nsizes ||
+         memcmp(fit, b->sizes, nfit * sizeof fit[0]) != 0)) {
+        memcpy(b->sizes, fit, nfit * sizeof fit[0]);
+        b->nsizes = nfit;
+        b->generation++;
+        changed = true;
+    }
+    b->agreements++;
+    return changed;
+}
+
+ccol_status
+ccol_buckets_agree(ccol_comm *comm, ccol_buckets *b, bool *changed)
+{
+    int64_t rec[REC_N];
+    uint64_t now[CCOL_BUCKETS_MAX_BINS];
+    ccol_status st;
+    bool ch;
+
+    if (comm == NULL)
+        return CCOL_ERR_INVALID_ARG;
+    if (b == NULL)
+        return ccol__seterr(&comm->err, CCOL_ERR_INVALID_ARG,
+                            "ccol_buckets_agree: the handle is NULL");
+    for (uint32_t i = 0; i < CCOL_BUCKETS_MAX_BINS; i++)
+        rec[i] = i < b->nbins ? (int64_t)(b->recent[i] & INT64_MAX) : 0;
+    rec[CCOL_BUCKETS_MAX_BINS] = b->max_len;
+    rec[CCOL_BUCKETS_MAX_BINS + 1] = b->k;
+    rec[CCOL_BUCKETS_MAX_BINS + 2] = 1;
+    st = ccol_allreduce_i64(comm, rec, REC_N, CCOL_OP_SUM);
+    if (st == CCOL_OK)
+        st = check_params(comm, b, rec);
+    if (st != CCOL_OK)
+        return st;
+    for (uint32_t i = 0; i < CCOL_BUCKETS_MAX_BINS; i++)
+        now[i] = (uint64_t)rec[i];
+    ch = decide(b, now);
+    memset(b->recent, 0, sizeof b->recent);
+    if (changed != NULL)
+        *changed = ch;
+    return CCOL_OK;
+}
+
+uint32_t
+ccol_buckets_count(const ccol_buckets *b)
+{
+    return b == NULL ? 0 : b->nsizes;
+}
+
+uint32_t
+ccol_buckets_size(const ccol_buckets *b, uint32_t i)
+{
+    return b == NULL || i >= b->nsizes ? 0 : b->sizes[i];
+}
+
+ccol_status
+ccol_buckets_pad(ccol_buckets *b, uint32_t len, uint32_t *padded)
+{
+    if (b == NULL || padded == NULL)
+        return CCOL_ERR_INVALID_ARG;
+    if (len < 1 || len > b->max_len)
+        return ccol__seterr(&b->err, CCOL_ERR_INVALID_ARG,
+                            "ccol_buckets_pad: length %u is outside 1..%u",
+                            len, b->max_len);
+    for (uint32_t i = 0; i < b->nsizes; i++)
+        if (b->sizes[i] >= len) {
+            *padded = b->sizes[i];
+            return CCOL_OK;
+        }
+    *padded = b->max_len; /* not reached: the last size is max_len */
+    return CCOL_OK;
+}
+
+uint64_t
+ccol_buckets_digest(const ccol_buckets *b)
+{
+    uint64_t h = 0;
+
+    if (b == NULL)
+        return 0;
+    for (uint32_t i = 0; i < b->nsizes; i++) {
+        uint8_t le[4] = { (uint8_t)b->sizes[i], (uint8_t)(b->sizes[i] >> 8),
+                          (uint8_t)(b->sizes[i] >> 16),
+                          (uint8_t)(b->sizes[i] >> 24) };
+
+        h = ccol__hash64(h, le, sizeof le);
+    }
+    return h;
+}
+
+uint32_t
+ccol_buckets_generation(const ccol_buckets *b)
+{
+    return b == NULL ? 0 : b->generation;
+}
