@@ -992,12 +992,12 @@ CCOL_API ccol_status ccol_agree_bytes(ccol_comm *comm, const void *data,
  * The ranks agree on a few padded sizes of one dimension (a sequence
  * length) that fit the data every rank saw, so that a compiler makes at
  * most K graphs, the same on every rank. Each rank counts the lengths it
- * sees in a histogram of at most CCOL_BUCKETS_MAX_BINS log-spaced bins
- * (every length below CCOL_BUCKETS_MAX_BINS has a bin of its own); at an
- * agreement point the ranks sum those counts (one allreduce of 512 bytes
- * per rank) and every rank runs the same exact fit: the K or fewer bin
- * edges, the largest always max_len, that minimise the padded tokens of
- * the summed counts (a length pads to the smallest bucket at or above its
+ * sees in a histogram of at most CCOL_BUCKETS_MAX_BINS bins (the first
+ * half one length each, then log-spaced up to max_len); at an agreement
+ * point the ranks sum those counts (one allreduce of 512 bytes per rank,
+ * the counts and a check of the handles) and every rank runs the same
+ * exact fit: the K or fewer bin edges, the largest always max_len, that
+ * minimise the padded tokens of the summed counts (a length pads to the smallest bucket at or above its
  * bin's edge). The same counts give the same buckets on any number of
  * ranks.
  *
@@ -1008,7 +1008,7 @@ CCOL_API ccol_status ccol_agree_bytes(ccol_comm *comm, const void *data,
  * from the same sums, so all ranks re-agree at the same agreement or none
  * does. A handle is used by one thread at a time.
  */
-#define CCOL_BUCKETS_MAX_BINS 64
+#define CCOL_BUCKETS_MAX_BINS 60
 #define CCOL_BUCKETS_MAX_K 32
 #define CCOL_BUCKETS_MAX_LEN (1u << 24)
 
@@ -1034,8 +1034,9 @@ CCOL_API ccol_status ccol_buckets_observe(ccol_buckets *b, uint32_t len);
  * Collective on `comm`: sums the counts every rank observed since its
  * last agreement and decides as above; *changed (may be NULL) is whether
  * the bucket set changed. Ranks whose handles differ in max_len or k get
- * CCOL_ERR_DIVERGED (their parameters are summed alongside the counts and
- * checked). A failure of the communicator is returned with its message;
+ * CCOL_ERR_DIVERGED on every rank (the sums and the sums of squares of
+ * their parameters travel with the counts: all equal exactly when
+ * size * sum of squares = sum squared). A failure of the communicator is returned with its message;
  * the handle keeps its buckets and its counts.
  */
 CCOL_API ccol_status ccol_buckets_agree(ccol_comm *comm, ccol_buckets *b,

@@ -77,26 +77,48 @@ ccol_buckets_observe(ccol_buckets *b, uint32_t len)
     return CCOL_OK;
 }
 
-/* The summed record: the counts, then max_len and k, then the number of
- * ranks; a rank whose parameters differ makes the sums differ from
- * size times its own. */
-#define REC_N (CCOL_BUCKETS_MAX_BINS + 3)
+/* The summed record: the counts of the bins, then for each 15-bit half h
+ * of the handle's parameters (max_len * 33 + k) the sum of h and of h * h.
+ * The halves are equal on every rank exactly when size * sum(h * h) ==
+ * sum(h)^2, which every rank computes alike from the same sums. */
+#define REC_N (CCOL_BUCKETS_MAX_BINS + 4)
+#define HALF_BITS 15
+
+static uint64_t
+params_of(const ccol_buckets *b)
+{
+    return (uint64_t)b->max_len * (CCOL_BUCKETS_MAX_K + 1) + b->k;
+}
+
+static void
+put_params(const ccol_buckets *b, int64_t *rec)
+{
+    uint64_t p = params_of(b);
+
+    for (int half = 0; half < 2; half++) {
+        int64_t h = (int64_t)((p >> (half * HALF_BITS)) &
+                              ((1u << HALF_BITS) - 1));
+
+        rec[CCOL_BUCKETS_MAX_BINS + 2 * half] = h;
+        rec[CCOL_BUCKETS_MAX_BINS + 2 * half + 1] = h * h;
+    }
+}
 
 static ccol_status
-check_params(ccol_comm *comm, const ccol_buckets *b, const int64_t *rec)
+check_params(ccol_comm *comm, const int64_t *rec)
 {
-    int64_t n = rec[CCOL_BUCKETS_MAX_BINS + 2];
+    int64_t n = comm->id.size;
 
-    if (rec[CCOL_BUCKETS_MAX_BINS] == n * (int64_t)b->max_len &&
-        rec[CCOL_BUCKETS_MAX_BINS + 1] == n * (int64_t)b->k)
-        return CCOL_OK;
-    return ccol__seterr(&comm->err, CCOL_ERR_DIVERGED,
-                        "ccol_buckets_agree: the ranks' handles differ "
-                        "(this rank: max_len %u, k %u; summed over %lld "
-                        "ranks: max_len %lld, k %lld)", b->max_len, b->k,
-                        (long long)n,
-                        (long long)rec[CCOL_BUCKETS_MAX_BINS],
-                        (long long)rec[CCOL_BUCKETS_MAX_BINS + 1]);
+    for (int half = 0; half < 2; half++) {
+        int64_t s = rec[CCOL_BUCKETS_MAX_BINS + 2 * half];
+        int64_t sq = rec[CCOL_BUCKETS_MAX_BINS + 2 * half + 1];
+
+        if (n * sq != s * s)
+            return ccol__seterr(&comm->err, CCOL_ERR_DIVERGED,
+                                "ccol_buckets_agree: the ranks' handles "
+                                "differ in max_len or k");
+    }
+    return CCOL_OK;
 }
 
 /* Whether the counts since the last agreement call for a new fit: the
@@ -150,12 +172,10 @@ ccol_buckets_agree(ccol_comm *comm, ccol_buckets *b, bool *changed)
                             "ccol_buckets_agree: the handle is NULL");
     for (uint32_t i = 0; i < CCOL_BUCKETS_MAX_BINS; i++)
         rec[i] = i < b->nbins ? (int64_t)(b->recent[i] & INT64_MAX) : 0;
-    rec[CCOL_BUCKETS_MAX_BINS] = b->max_len;
-    rec[CCOL_BUCKETS_MAX_BINS + 1] = b->k;
-    rec[CCOL_BUCKETS_MAX_BINS + 2] = 1;
+    put_params(b, rec);
     st = ccol_allreduce_i64(comm, rec, REC_N, CCOL_OP_SUM);
     if (st == CCOL_OK)
-        st = check_params(comm, b, rec);
+        st = check_params(comm, rec);
     if (st != CCOL_OK)
         return st;
     for (uint32_t i = 0; i < CCOL_BUCKETS_MAX_BINS; i++)

@@ -134,7 +134,10 @@ agree_body(ccol_comm *comm, int rank, void *arg)
     scen *s = arg;
     held *h = &s->out[rank];
     ccol_buckets *b;
-    uint32_t k = rank == s->bad_rank ? 4 : 8;
+    /* bad_rank >= 0: that rank asks for 4 buckets; -2: ranks ask for 7, 8
+     * and 9 (their mean is 8: a sum alone would not tell) */
+    uint32_t k = s->bad_rank == -2 ? 7 + (uint32_t)rank
+                 : rank == s->bad_rank ? 4 : 8;
 
     CHECK_EQ(ccol_buckets_new(MAXLEN, k, 0.1, &b), CCOL_OK);
     for (int phase = 0; phase < 3; phase++) {
@@ -202,16 +205,18 @@ CCOL_TEST(agree_tcp)
     agree_on(CCOL_TEST_TCP);
 }
 
-/* A rank whose handle asks for other k: DIVERGED on every rank, with the
- * same wording. */
+/* Ranks whose handles ask for other k: DIVERGED on every rank, with the
+ * same words. */
 CCOL_TEST(different_handles_diverge)
 {
-    scen *s = run(3, CCOL_TEST_INPROC, NLEN, 1);
+    for (int bad = 1; bad >= -2; bad -= 3) {
+        scen *s = run(3, CCOL_TEST_INPROC, NLEN, bad);
 
-    for (int r = 0; r < 3; r++) {
-        CHECK_EQ(s->out[r].st, CCOL_ERR_DIVERGED);
-        CHECK_CONTAINS(s->out[r].msg, "ccol_buckets_agree: the ranks' "
-                                      "handles differ");
+        for (int r = 0; r < 3; r++) {
+            CHECK_EQ(s->out[r].st, CCOL_ERR_DIVERGED);
+            CHECK_STR_EQ(s->out[r].msg, "ccol_buckets_agree: the ranks' "
+                                        "handles differ in max_len or k");
+        }
     }
 }
 
