@@ -1002,9 +1002,10 @@ CCOL_API ccol_status ccol_agree_bytes(ccol_comm *comm, const void *data,
  * ranks.
  *
  * The first agreement fits the counts summed so far. A later one keeps
- * the buckets unless the counts seen since the last agreement pad more
+ * the buckets unless the counts summed since they last changed pad more
  * than (1 + margin) times what the best fit of those counts would (a
- * drift in the lengths): then it fits those counts. Every rank decides
+ * drift in the lengths): then it fits those counts, and counting starts
+ * anew. Every rank decides
  * from the same sums, so all ranks re-agree at the same agreement or none
  * does. A handle is used by one thread at a time.
  */

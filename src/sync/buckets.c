@@ -19,6 +19,8 @@ struct ccol_buckets {
     double margin;
     uint32_t edges[CCOL_BUCKETS_MAX_BINS], nbins;
     uint64_t recent[CCOL_BUCKETS_MAX_BINS]; /* this rank, since the last */
+    uint64_t window[CCOL_BUCKETS_MAX_BINS]; /* every rank's, since the
+                                               buckets last changed */
     uint32_t sizes[CCOL_BUCKETS_MAX_K], nsizes;
     uint32_t agreements, generation;
     ccol__err err;
@@ -121,9 +123,10 @@ check_params(ccol_comm *comm, const int64_t *rec)
     return CCOL_OK;
 }
 
-/* Whether the counts since the last agreement call for a new fit: the
- * first agreement always fits; later ones when the current buckets pad
- * those counts more than (1 + margin) times their own best fit does. */
+/* Whether the counts since the buckets last changed call for a new fit:
+ * the first agreement always fits; later ones when the current buckets pad
+ * those counts more than (1 + margin) times their own best fit does (the
+ * window grows until then, so a few noisy steps do not re-agree). */
 static bool
 drifted(const ccol_buckets *b, const uint64_t *now, const uint32_t *fit,
         uint32_t nfit)
@@ -137,6 +140,9 @@ drifted(const ccol_buckets *b, const uint64_t *now, const uint32_t *fit,
     return (double)cur > (1.0 + b->margin) * (double)best;
 }
 
+/* Each agreement keeps 1/2 + 1/2^DECAY_SHIFT of the window before it. */
+#define DECAY_SHIFT 2
+
 /* Decides from the summed counts `now`; true when the buckets changed. */
 static bool
 decide(ccol_buckets *b, const uint64_t *now)
@@ -144,8 +150,11 @@ decide(ccol_buckets *b, const uint64_t *now)
     uint32_t fit[CCOL_BUCKETS_MAX_K], nfit;
     bool changed = false;
 
-    nfit = ccol__bucket_fit(b->edges, now, b->nbins, b->k, fit);
-    if (drifted(b, now, fit, nfit) &&
+    for (uint32_t i = 0; i < b->nbins; i++) /* older counts weigh less */
+        b->window[i] = (b->window[i] >> DECAY_SHIFT) +
+                       (b->window[i] >> 1) + now[i];
+    nfit = ccol__bucket_fit(b->edges, b->window, b->nbins, b->k, fit);
+    if (drifted(b, b->window, fit, nfit) &&
         (nfit != b->nsizes ||
          memcmp(fit, b->sizes, nfit * sizeof fit[0]) != 0)) {
         memcpy(b->sizes, fit, nfit * sizeof fit[0]);
