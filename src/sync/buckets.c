@@ -154,6 +154,11 @@ decide(ccol_buckets *b, const uint64_t *now)
         b->window[i] = (b->window[i] >> DECAY_SHIFT) +
                        (b->window[i] >> 1) + now[i];
     nfit = ccol__bucket_fit(b->edges, b->window, b->nbins, b->k, fit);
+    if (drifted(b, b->window, fit, nfit) && b->agreements > 0) {
+        /* a drift: the latest sums alone say where the lengths are now */
+        nfit = ccol__bucket_fit(b->edges, now, b->nbins, b->k, fit);
+        memcpy(b->window, now, sizeof b->window);
+    }
     if (drifted(b, b->window, fit, nfit) &&
         (nfit != b->nsizes ||
          memcmp(fit, b->sizes, nfit * sizeof fit[0]) != 0)) {
