@@ -34,4 +34,11 @@ uint64_t ccol__bucket_cost(const uint32_t *edges, const uint64_t *counts,
 uint32_t ccol__bucket_fit(const uint32_t *edges, const uint64_t *counts,
                           uint32_t nbins, uint32_t k, uint32_t *sizes);
 
+/* The same fit with the sizes restricted to `cand` (ascending edges, the
+ * last edges[nbins - 1], ncand <= CCOL_BUCKETS_MAX_BINS): the best k of the
+ * sizes already compiled, when a compile budget allows no new one. */
+uint32_t ccol__bucket_fit_among(const uint32_t *edges, const uint64_t *counts,
+                                uint32_t nbins, const uint32_t *cand,
+                                uint32_t ncand, uint32_t k, uint32_t *sizes);
+
 #endif

@@ -35,15 +35,25 @@ ccol__bucket_edges(uint32_t max_len, uint32_t edges[CCOL_BUCKETS_MAX_BINS])
             edges[n++] = v;
         return n;
     }
-    /* the first half of the bins one length each, then log-spaced up to
-     * max_len; rounding up keeps them distinct and ascending */
-    for (uint32_t v = 1; v <= nb / 2; v++)
+    /* lengths 1..s one bin each, then log-spaced from s to max_len in
+     * the bins left, s the least at which a log step is at least 1 wide
+     * (so no bin is wasted on lengths rare in practice, and the ratio of
+     * neighbouring edges is as small as the bins allow) */
+    uint32_t s = 1;
+    double lo, hi, step;
+
+    for (;; s++) {
+        lo = log((double)s);
+        hi = log((double)max_len);
+        step = (hi - lo) / (double)(nb - s);
+        if ((double)s * (exp(step) - 1.0) >= 1.0)
+            break;
+    }
+    for (uint32_t v = 1; v <= s; v++)
         edges[n++] = v;
-    const double lo = log((double)(nb / 2)), hi = log((double)max_len);
-    const uint32_t rest = nb - n;
-    for (uint32_t i = 1; i <= rest; i++) {
-        double e = ceil(exp(lo + (hi - lo) * (double)i / (double)rest));
-        uint32_t v = i == rest ? max_len : (uint32_t)e;
+    for (uint32_t i = 1; i <= nb - s; i++) {
+        double e = ceil(exp(lo + step * (double)i));
+        uint32_t v = i == nb - s ? max_len : (uint32_t)e;
 
         if (v > max_len)
             v = max_len;
@@ -169,4 +179,23 @@ ccol__bucket_fit(const uint32_t *edges, const uint64_t *counts,
         sizes[b] = x;
     }
     return n;
+}
+
+uint32_t
+ccol__bucket_fit_among(const uint32_t *edges, const uint64_t *counts,
+                       uint32_t nbins, const uint32_t *cand, uint32_t ncand,
+                       uint32_t k, uint32_t *sizes)
+{
+    uint64_t merged[CCOL_BUCKETS_MAX_BINS] = { 0 };
+    uint32_t c = 0;
+
+    /* each bin's counts go to the smallest candidate at or above its
+     * edge: a set of candidates pads that bin as it pads the candidate */
+    for (uint32_t i = 0; i < nbins && c < ncand; i++) {
+        while (c < ncand && cand[c] < edges[i])
+            c++;
+        if (c < ncand)
+            merged[c] = sat_add(merged[c], counts[i]);
+    }
+    return ccol__bucket_fit(cand, merged, ncand, k, sizes);
 }
