@@ -26,7 +26,7 @@
 
 typedef struct opts {
     const char *trace;
-    int ranks, per_rank, k, warmup, every;
+    int ranks, per_rank, k, warmup, every, budget;
     uint32_t max_len;
     double margin;
     bool json;
@@ -41,6 +41,8 @@ typedef struct run {
     uint32_t *L, *S;      /* [step * ranks + rank] */
     uint64_t *digest;     /* [agreement * ranks + rank] */
     int *graphs, *outside; /* per rank: sizes used, sizes outside the set */
+    int *agreed, *sets;   /* per rank: distinct sizes over every agreed
+                             set, and how many sets (ccol_buckets_generation) */
     uint64_t *traffic;    /* per rank: bytes sent in agreements */
     char err[256];
     pthread_mutex_t mu;
@@ -72,7 +74,7 @@ usage(FILE *f)
 {
     fprintf(f, "usage: ccol bench buckets --trace FILE --ranks N --per-rank "
                "B --k K\n       [--max-len M] [--warmup STEPS] [--every "
-               "STEPS] [--margin X] [--json]\n"
+               "STEPS] [--margin X] [--budget G]\n       [--json]\n"
                "  replays the lengths of FILE (one a line) dealt "
                "round-robin to N ranks,\n  B a rank-step, through the "
                "shape-bucket agreement (threads over inproc)\n");
@@ -114,7 +116,7 @@ parse(int argc, char **argv, opts *o)
 {
     int mx = 0, bad = 0;
 
-    *o = (opts){ .warmup = 16, .every = 32, .margin = 0.1 };
+    *o = (opts){ .warmup = 1, .every = 16, .margin = 0.05 };
     for (int i = 1; i < argc && !bad; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -139,6 +141,8 @@ parse(int argc, char **argv, opts *o)
             bad = opt_int(a, v, 1, 1 << 20, &o->every);
         else if (strcmp(a, "--margin") == 0)
             bad = opt_margin(v, &o->margin);
+        else if (strcmp(a, "--budget") == 0)
+            bad = opt_int(a, v, 0, CCOL_BUCKETS_MAX_BINS, &o->budget);
         else {
             fprintf(stderr, "ccol bench buckets: bad option '%s'%s\n", a,
                     v != NULL && a[0] == '-' ? " or value" : "");
@@ -149,6 +153,11 @@ parse(int argc, char **argv, opts *o)
     if (!bad && (o->trace == NULL || !o->ranks || !o->per_rank || !o->k)) {
         fprintf(stderr, "ccol bench buckets: --trace, --ranks, --per-rank "
                         "and --k are required\n");
+        bad = -1;
+    }
+    if (!bad && o->budget != 0 && o->budget < o->k) {
+        fprintf(stderr, "ccol bench buckets: --budget %d is below --k %d "
+                        "(0: no budget)\n", o->budget, o->k);
         bad = -1;
     }
     if (bad)
@@ -247,11 +256,13 @@ batch_max(const run *r, int rank, int t)
     return m;
 }
 
-/* Whether step t (0-based, after its batch) ends with an agreement. */
+/* Whether step t agrees, after counting its batch and before padding it:
+ * libccol's schedule (ccol_buckets_due). */
 static bool
-agrees_after(const opts *o, int t)
+agrees_at(const opts *o, int t)
 {
-    return t + 1 >= o->warmup && (t + 1 - o->warmup) % o->every == 0;
+    return ccol_buckets_due((uint64_t)t, (uint32_t)o->warmup,
+                            (uint32_t)o->every);
 }
 
 /* Whether `size` is one of the handle's buckets now. */
@@ -264,46 +275,59 @@ in_set(const ccol_buckets *b, uint32_t size)
     return false;
 }
 
+/* Adds s to the distinct sizes in set[0..*n) (room for MAX_K * 8). */
+static void
+count_size(uint32_t *set, int *n, uint32_t s)
+{
+    for (int i = 0; i < *n; i++)
+        if (set[i] == s)
+            return;
+    if (*n < CCOL_BUCKETS_MAX_K * 8)
+        set[(*n)++] = s;
+}
+
 /* A new size this rank pads to: one graph more. */
 static void
 count_graph(run *r, int rank, uint32_t *used, int *nused, uint32_t s)
 {
-    for (int i = 0; i < *nused; i++)
-        if (used[i] == s)
-            return;
-    if (*nused < CCOL_BUCKETS_MAX_K * 8)
-        used[(*nused)++] = s;
+    count_size(used, nused, s);
     r->graphs[rank] = *nused;
 }
 
 static int
 rank_steps(run *r, int rank, ccol_comm *comm, ccol_buckets *b)
 {
-    uint32_t used[CCOL_BUCKETS_MAX_K * 8];
-    int nused = 0, a = 0;
+    uint32_t used[CCOL_BUCKETS_MAX_K * 8], seen[CCOL_BUCKETS_MAX_K * 8];
+    int nused = 0, nseen = 0, a = 0;
     bool agreed = false;
 
     for (int t = 0; t < r->steps; t++) {
         uint32_t l = batch_max(r, rank, t), s;
         uint64_t sent0, sent1, recv;
 
-        if (ccol_buckets_observe(b, l) != CCOL_OK ||
-            ccol_buckets_pad(b, l, &s) != CCOL_OK)
+        if (ccol_buckets_observe(b, l) != CCOL_OK)
             return fail(r, rank, "observe", ccol_buckets_errmsg(b)), -1;
+        if (agrees_at(r->o, t)) {
+            ccol_comm_traffic(comm, &sent0, &recv);
+            if (ccol_buckets_agree(comm, b, NULL) != CCOL_OK)
+                return fail(r, rank, "agree", ccol_comm_errmsg(comm)), -1;
+            ccol_comm_traffic(comm, &sent1, &recv);
+            r->traffic[rank] += sent1 - sent0;
+            r->digest[(size_t)a++ * r->o->ranks + rank] =
+                ccol_buckets_digest(b);
+            for (uint32_t i = 0; i < ccol_buckets_count(b); i++)
+                count_size(seen, &nseen, ccol_buckets_size(b, i));
+            r->agreed[rank] = nseen;
+            r->sets[rank] = (int)ccol_buckets_generation(b);
+            agreed = true;
+        }
+        if (ccol_buckets_pad(b, l, &s) != CCOL_OK)
+            return fail(r, rank, "pad", ccol_buckets_errmsg(b)), -1;
         r->L[(size_t)t * r->o->ranks + rank] = l;
         r->S[(size_t)t * r->o->ranks + rank] = s;
         if (agreed && !in_set(b, s))
             r->outside[rank]++;
         count_graph(r, rank, used, &nused, s);
-        if (!agrees_after(r->o, t))
-            continue;
-        ccol_comm_traffic(comm, &sent0, &recv);
-        if (ccol_buckets_agree(comm, b, NULL) != CCOL_OK)
-            return fail(r, rank, "agree", ccol_comm_errmsg(comm)), -1;
-        ccol_comm_traffic(comm, &sent1, &recv);
-        r->traffic[rank] += sent1 - sent0;
-        r->digest[(size_t)a++ * r->o->ranks + rank] = ccol_buckets_digest(b);
-        agreed = true;
     }
     return 0;
 }
@@ -330,6 +354,8 @@ rank_thread(void *p)
     else if (ccol_buckets_new(r->max_len, (uint32_t)r->o->k, r->o->margin,
                               &b) != CCOL_OK)
         fail(r, ra->rank, "buckets", "bad parameters");
+    else if (ccol_buckets_set_budget(b, (uint32_t)r->o->budget) != CCOL_OK)
+        fail(r, ra->rank, "budget", ccol_buckets_errmsg(b));
     else
         rank_steps(r, ra->rank, comm, b);
     ccol_buckets_destroy(b);
@@ -509,8 +535,8 @@ out:
 
 typedef struct result {
     double consensus, optimal, pow2, step_max;
-    int graphs, outside;
-    bool digests_equal, graphs_equal;
+    int graphs, outside, agreed, sets;
+    bool digests_equal;
     double traffic;
 } result;
 
@@ -522,10 +548,11 @@ summarise(const run *r, result *x)
     *x = (result){ .consensus = extra_consensus(r),
                    .optimal = extra_optimal(r), .pow2 = extra_pow2(r),
                    .step_max = extra_step_max(r), .digests_equal = true,
-                   .graphs_equal = true };
+                   .agreed = r->agreed[0], .sets = r->sets[0] };
     for (int k = 0; k < n; k++) {
         x->graphs = r->graphs[k] > x->graphs ? r->graphs[k] : x->graphs;
-        x->graphs_equal &= r->graphs[k] == r->graphs[0];
+        x->digests_equal &= r->agreed[k] == r->agreed[0] &&
+                            r->sets[k] == r->sets[0];
         x->outside += r->outside[k];
         x->traffic += (double)r->traffic[k] / n / (r->nagree ? r->nagree : 1);
         for (int a = 0; a < r->nagree; a++)
@@ -540,17 +567,19 @@ summarise(const run *r, result *x)
 static void
 print_json(const run *r, const result *x)
 {
-    printf("{\"ranks\": %d, \"per_rank\": %d, \"k\": %d, \"max_len\": %u, "
+    printf("{\"ranks\": %d, \"per_rank\": %d, \"k\": %d, \"budget\": %d, "
+           "\"max_len\": %u, "
            "\"steps\": %d, \"agreements\": %d, \"padding_consensus\": %.6f, "
            "\"padding_optimal\": %.6f, \"padding_pow2\": %.6f, "
            "\"padding_step_max\": %.6f, \"graphs_per_rank\": %d, "
-           "\"graphs_equal\": %s, \"recompiles_after_agreement\": %d, "
+           "\"sizes_agreed\": %d, \"bucket_sets\": %d, "
+           "\"recompiles_after_agreement\": %d, "
            "\"bytes_per_rank_per_agreement\": %d, "
            "\"traffic_bytes_per_rank_per_agreement\": %.1f, "
            "\"digests_equal\": %s}\n",
-           r->o->ranks, r->o->per_rank, r->o->k, r->max_len, r->steps,
-           r->nagree, x->consensus, x->optimal, x->pow2, x->step_max,
-           x->graphs, x->graphs_equal ? "true" : "false", x->outside,
+           r->o->ranks, r->o->per_rank, r->o->k, r->o->budget, r->max_len,
+           r->steps, r->nagree, x->consensus, x->optimal, x->pow2, x->step_max,
+           x->graphs, x->agreed, x->sets, x->outside,
            RECORD_BYTES, x->traffic, x->digests_equal ? "true" : "false");
 }
 
@@ -570,10 +599,10 @@ print_table(const run *r, const result *x)
            x->pow2 / x->consensus);
     printf("  %-34s %13.1f%% %17.2fx\n", "pad to the step's longest batch",
            100 * x->step_max, x->step_max / x->consensus);
-    printf("\n  graphs per rank %d (%s on every rank); sizes used outside "
-           "the agreed set: %d\n  bytes a rank puts into an agreement %d "
-           "(sent per rank, measured: %.0f); digests %s\n", x->graphs,
-           x->graphs_equal ? "the same" : "NOT the same", x->outside,
+    printf("\n  graphs per rank at most %d, of %d sizes in %d bucket sets "
+           "agreed; sizes used outside\n  the agreed set: %d; bytes a rank "
+           "puts into an agreement %d (sent per rank,\n  measured: %.0f); "
+           "digests %s\n", x->graphs, x->agreed, x->sets, x->outside,
            RECORD_BYTES, x->traffic,
            x->digests_equal ? "equal on every rank at every agreement"
                             : "DIFFER");
@@ -587,6 +616,8 @@ run_free(run *r)
     free(r->S);
     free(r->digest);
     free(r->graphs);
+    free(r->agreed);
+    free(r->sets);
     free(r->outside);
     free(r->traffic);
     pthread_mutex_destroy(&r->mu);
@@ -614,14 +645,17 @@ setup(run *r, const opts *o)
         return -1;
     }
     for (int t = 0; t < r->steps; t++)
-        r->nagree += agrees_after(o, t);
+        r->nagree += agrees_at(o, t);
     r->L = calloc((size_t)r->steps * n, sizeof *r->L);
     r->S = calloc((size_t)r->steps * n, sizeof *r->S);
     r->digest = calloc((size_t)r->nagree * n + 1, sizeof *r->digest);
     r->graphs = calloc(n, sizeof *r->graphs);
+    r->agreed = calloc(n, sizeof *r->agreed);
+    r->sets = calloc(n, sizeof *r->sets);
     r->outside = calloc(n, sizeof *r->outside);
     r->traffic = calloc(n, sizeof *r->traffic);
     if (!r->L || !r->S || !r->digest || !r->graphs || !r->outside ||
+        !r->agreed || !r->sets ||
         !r->traffic) {
         fprintf(stderr, "ccol bench buckets: out of memory\n");
         return -1;
