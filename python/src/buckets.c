@@ -41,18 +41,25 @@ u32_arg(PyObject *v, const char *what, long lo, long hi, uint32_t *out)
 static PyObject *
 bk_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
-    static char *names[] = { "max_len", "k", "margin", NULL };
-    PyObject *ml, *kk;
-    double margin = 0.1;
-    uint32_t max_len, k;
+    static char *names[] = { "max_len", "k", "margin", "budget", NULL };
+    PyObject *ml, *kk, *bu = NULL;
+    double margin = 0.05;
+    uint32_t max_len, k, budget = 0;
     buckets_obj *o;
     ccol_status st;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|d:Buckets", names, &ml,
-                                     &kk, &margin) ||
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|dO:Buckets", names, &ml,
+                                     &kk, &margin, &bu) ||
         !u32_arg(ml, "max_len", 1, CCOL_BUCKETS_MAX_LEN, &max_len) ||
-        !u32_arg(kk, "k", 1, CCOL_BUCKETS_MAX_K, &k))
+        !u32_arg(kk, "k", 1, CCOL_BUCKETS_MAX_K, &k) ||
+        (bu != NULL &&
+         !u32_arg(bu, "budget", 0, CCOL_BUCKETS_MAX_BINS, &budget)))
         return NULL;
+    if (budget != 0 && budget < k) {
+        PyErr_Format(PyExc_ValueError, "budget must be 0 or at least k (%u), "
+                     "got %u", k, budget);
+        return NULL;
+    }
     if (!(margin >= 0 && margin <= 100)) {
         PyErr_Format(PyExc_ValueError, "margin must be in [0, 100], got %g",
                      margin);
@@ -62,6 +69,8 @@ bk_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     if (o == NULL)
         return NULL;
     st = ccol_buckets_new(max_len, k, margin, &o->b);
+    if (st == CCOL_OK)
+        st = ccol_buckets_set_budget(o->b, budget);
     if (st != CCOL_OK) {
         Py_DECREF(o);
         return ccolpy_raise(st, "ccol_buckets_new failed");
@@ -163,7 +172,42 @@ bk_generation(buckets_obj *o, void *closure)
     return PyLong_FromUnsignedLong(ccol_buckets_generation(o->b));
 }
 
+/* Buckets.due(step, warmup, every): libccol's shared schedule. */
+static PyObject *
+bk_due(PyObject *cls, PyObject *args)
+{
+    PyObject *sp, *wp, *ep;
+    unsigned long long step;
+    uint32_t warmup, every;
+
+    (void)cls;
+    if (!PyArg_ParseTuple(args, "OOO:due", &sp, &wp, &ep) ||
+        !u32_arg(wp, "warmup", 1, UINT32_MAX > LONG_MAX ? LONG_MAX
+                                                        : UINT32_MAX, &warmup) ||
+        !u32_arg(ep, "every", 1, UINT32_MAX > LONG_MAX ? LONG_MAX
+                                                       : UINT32_MAX, &every))
+        return NULL;
+    if (!PyLong_Check(sp)) {
+        PyErr_Format(PyExc_TypeError, "step must be an int, not %s",
+                     Py_TYPE(sp)->tp_name);
+        return NULL;
+    }
+    step = PyLong_AsUnsignedLongLong(sp);
+    if (step == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "step must be in [0, 2**64), got %R",
+                     sp);
+        return NULL;
+    }
+    return PyBool_FromLong(ccol_buckets_due(step, warmup, every));
+}
+
 static PyMethodDef bk_methods[] = {
+    { "due", (PyCFunction)bk_due, METH_VARARGS | METH_STATIC,
+      "due(step: int, warmup: int, every: int) -> bool\n\n"
+      "Whether call `step` (0-based) is an agreement point: step\n"
+      "warmup - 1, then gaps 1, 2, 4, ... below every, then every\n"
+      "`every` (the schedule every rank shares)." },
     { "observe", (PyCFunction)bk_observe, METH_O,
       "observe(length: int) -> None\n\nCounts one length (1..max_len)." },
     { "pad", (PyCFunction)bk_pad, METH_O,
@@ -191,10 +235,12 @@ static PyType_Slot bk_slots[] = {
     { Py_tp_methods, bk_methods },
     { Py_tp_getset, bk_getset },
     { Py_tp_doc,
-      "Buckets(max_len, k, margin=0.1)\n\n"
+      "Buckets(max_len, k, margin=0.05, budget=0)\n\n"
       "Shape buckets for one dimension: count the lengths this rank sees\n"
       "(observe), agree with the other ranks on at most k padded sizes\n"
-      "that fit them all (agree), pad a length to its bucket (pad)." },
+      "that fit them all (agree), pad a length to its bucket (pad).\n"
+      "budget: at most this many distinct sizes over the handle's life\n"
+      "(0: no limit)." },
     { 0, NULL }
 };
 

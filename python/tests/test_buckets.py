@@ -82,6 +82,9 @@ def test_pad_gives_the_smallest_bucket_at_or_above():
     ((100, 33), ValueError, "k must be in"),
     (("100", 8), TypeError, "max_len must be an int"),
     ((100, 8, -0.5), ValueError, "margin must be in"),
+    ((100, 8, 0.05, 7), ValueError, "budget must be 0 or at least k"),
+    ((100, 8, 0.05, 61), ValueError, "budget must be in"),
+    ((100, 8, 0.05, "8"), TypeError, "budget must be an int"),
 ])
 def test_bad_arguments_are_named(args, exc, said):
     with pytest.raises(exc, match=said):
@@ -95,3 +98,38 @@ def test_a_length_out_of_range_is_refused_naming_it():
         b.observe(101)
     with pytest.raises(ValueError, match="length must be in"):
         b.pad(0)
+
+
+def test_the_schedule_is_libccols():
+    due = [t for t in range(60) if ccol.Buckets.due(t, 3, 8)]
+    assert due == [2, 3, 5, 9, 17, 25, 33, 41, 49, 57], due
+    assert ccol.Buckets.due(2**40 + 15, 1, 16)
+    with pytest.raises(ValueError, match="warmup must be in"):
+        ccol.Buckets.due(0, 0, 4)
+    with pytest.raises(ValueError, match="step must be in"):
+        ccol.Buckets.due(-1, 1, 4)
+    with pytest.raises(TypeError, match="step must be an int"):
+        ccol.Buckets.due(1.0, 1, 4)
+
+
+def _budgeted(budget):
+    """Every agreement of LENGTHS alone (the drift included) with margin
+    0.01: the distinct sizes over the run, the generation, the last sizes."""
+    b = ccol.Buckets(4096, 8, 0.01, budget)
+    seen = set()
+    step = len(LENGTHS) // 12
+    with ccol.Comm(0, 1, transport="inproc", name="buckets-budget") as c:
+        for p in range(12):
+            for i in range(p * step, (p + 1) * step):
+                b.observe(LENGTHS[i])
+            b.agree(c)
+            seen.update(b.sizes)
+    return seen, b.generation, b.sizes
+
+
+def test_a_budget_bounds_the_sizes_over_the_run():
+    free, free_gen, _ = _budgeted(0)
+    held, gen, last = _budgeted(10)
+    assert len(free) > 10 and free_gen >= 2, (free, free_gen)
+    assert len(held) <= 10 and gen >= 1, (held, gen)
+    assert set(last) <= held and last[-1] == 4096, (last, held)

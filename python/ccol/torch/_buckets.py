@@ -3,13 +3,16 @@ of a few sizes the ranks agree on, so that every rank compiles the same K
 graphs or fewer, and none after the agreement (docs/torch.md, "Shape
 buckets").
 
-Each call of Buckets.pad() counts the batch's length; the first `warmup`
-calls pad to max_len (one graph, which stays the largest bucket); then
-every rank agrees (ccol.Buckets.agree on the job's Comm) and pads to the
-agreed buckets, and every `every` calls after that the ranks agree again:
-the buckets change only when the lengths drifted, on every rank at the
-same call. pad() is therefore collective at those calls: every rank of the
-job makes the same number of calls (a training loop's steps)."""
+Each call of Buckets.pad() counts the batch's length. The calls before
+the `warmup`-th pad to max_len (one graph, which stays the largest
+bucket); at the `warmup`-th every rank agrees (ccol.Buckets.agree on the
+job's Comm) and from then on pads to the agreed buckets. Later agreements
+follow libccol's schedule (ccol.Buckets.due: gaps 1, 2, 4, ... calls, then
+every `every`); the buckets change only when the lengths drifted, on every
+rank at the same call, and never to more than `budget` distinct sizes over
+the run (default k: at most k graphs). pad() is therefore collective at
+those calls: every rank of the domain makes the same number of calls (a
+training loop's steps)."""
 
 import ccol
 
@@ -17,15 +20,18 @@ import ccol
 class Buckets:
     """Pads dimension `dim` of a batch to an agreed bucket (see the module's
     docstring). `max_len`: the longest length there can be; `k`: at most
-    this many buckets (graphs); `comm`: the Comm to agree on (default: the
-    job's, ccol.torch.join())."""
+    this many buckets at once; `budget`: at most this many distinct sizes
+    (graphs) over the run, k by default (a drift re-fits among them; more
+    lets it add sizes); `comm`: the Comm to agree on (default: the job's
+    or the current domain's, ccol.torch.join())."""
 
-    def __init__(self, max_len, k=8, *, warmup=32, every=64, margin=0.1,
-                 comm=None):
+    def __init__(self, max_len, k=8, *, warmup=32, every=64, margin=0.05,
+                 budget=None, comm=None):
         for name, v in (("warmup", warmup), ("every", every)):
             if type(v) is not int or v < 1:
                 raise ValueError(f"{name} must be a positive int, got {v!r}")
-        self._b = ccol.Buckets(max_len, k, margin)
+        self._b = ccol.Buckets(max_len, k, margin,
+                               k if budget is None else budget)
         self.max_len, self.k = max_len, k
         self.warmup, self.every = warmup, every
         self._comm = comm
@@ -39,22 +45,27 @@ class Buckets:
 
     @property
     def digest(self):
+        """A digest of the agreed sizes, equal on ranks that agree."""
         return self._b.digest
+
+    @property
+    def generation(self):
+        """How many agreements changed the sizes."""
+        return self._b.generation
 
     def size_for(self, length):
         """Counts `length` and returns the size to pad it to; agrees with
         the other ranks when this call is an agreement point."""
         self._b.observe(length)
-        self.calls += 1
-        if self.calls >= self.warmup and \
-                (self.calls - self.warmup) % self.every == 0:
+        if ccol.Buckets.due(self.calls, self.warmup, self.every):
             self._agree()
+        self.calls += 1
         return self._b.pad(length) if self.agreements else self.max_len
 
     def _agree(self):
-        if self._comm is None:
-            from . import join
-            self._comm = join()
+        if self._comm is None:  # the domain of the first agreement's code
+            from . import _job, join
+            self._comm = _job.comm if _job is not None else join()
         self._b.agree(self._comm)
         self.agreements += 1
 
