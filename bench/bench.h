@@ -14,5 +14,6 @@ int ccol_bench_faults(int argc, char **argv);
 int ccol_bench_jit(int argc, char **argv);
 int ccol_bench_hier(int argc, char **argv);
 int ccol_bench_scale(int argc, char **argv);
+int ccol_bench_buckets(int argc, char **argv);
 
 #endif /* CCOL_BENCH_H */

@@ -985,6 +985,100 @@ CCOL_API ccol_status ccol_agree_bytes(ccol_comm *comm, const void *data,
                                       size_t *out_len, int *src);
 
 /* ------------------------------------------------------------------------ */
+/* 4b. Shape buckets                                                          */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The ranks agree on a few padded sizes of one dimension (a sequence
+ * length) that fit the data every rank saw, so that a compiler makes at
+ * most K graphs, the same on every rank. Each rank counts the lengths it
+ * sees in a histogram of at most CCOL_BUCKETS_MAX_BINS bins (lengths up to
+ * a few one bin each, then log-spaced up to max_len); at an agreement
+ * point the ranks sum those counts (one allreduce of 512 bytes per rank,
+ * the counts and a check of the handles) and every rank runs the same
+ * exact fit: the K or fewer bin edges, the largest always max_len, that
+ * minimise the padded tokens of the summed counts (a length pads to the
+ * smallest bucket at or above its bin's edge). The same counts give the
+ * same buckets on any number of ranks.
+ *
+ * The handle keeps a window of the summed counts: each agreement keeps
+ * three quarters of the window before it and adds its sums. The first
+ * agreement fits the window; a later one keeps the buckets unless they
+ * pad the window more than (1 + margin) times its own best fit does (the
+ * lengths drifted), and then fits it anew. Every rank decides from the
+ * same sums, so all ranks re-agree at the same agreement or none does.
+ * A handle is used by one thread at a time.
+ */
+#define CCOL_BUCKETS_MAX_BINS 60
+#define CCOL_BUCKETS_MAX_K 32
+#define CCOL_BUCKETS_MAX_LEN (1u << 24)
+
+typedef struct ccol_buckets ccol_buckets;
+
+/*
+ * A handle for one dimension: lengths 1..max_len (max_len at most
+ * CCOL_BUCKETS_MAX_LEN), at most k buckets (1..CCOL_BUCKETS_MAX_K), the
+ * drift margin (a finite number >= 0; 0.1 re-agrees when the recent
+ * lengths pad 10% more than their best fit). Until the first agreement
+ * the only bucket is max_len. Bad arguments are CCOL_ERR_INVALID_ARG with
+ * *out NULL.
+ */
+CCOL_API ccol_status ccol_buckets_new(uint32_t max_len, uint32_t k,
+                                      double margin, ccol_buckets **out);
+CCOL_API void ccol_buckets_destroy(ccol_buckets *b);
+CCOL_API const char *ccol_buckets_errmsg(const ccol_buckets *b);
+
+/*
+ * A compile budget: at most `graphs` distinct sizes over the handle's life
+ * (k..CCOL_BUCKETS_MAX_BINS; 0, the default, for no limit). A re-fit whose
+ * new sizes would pass it picks the best k of the sizes agreed before
+ * instead (graphs already compiled). Only before the first agreement;
+ * every rank must set the same budget (checked as max_len and k are).
+ */
+CCOL_API ccol_status ccol_buckets_set_budget(ccol_buckets *b,
+                                             uint32_t graphs);
+
+/* Counts one length (1..max_len, else CCOL_ERR_INVALID_ARG naming it). */
+CCOL_API ccol_status ccol_buckets_observe(ccol_buckets *b, uint32_t len);
+
+/*
+ * Collective on `comm`: sums the counts every rank observed since its
+ * last agreement and decides as above; *changed (may be NULL) is whether
+ * the bucket set changed. Ranks whose handles differ in max_len, k,
+ * budget or margin get
+ * CCOL_ERR_DIVERGED on every rank (the sums and the sums of squares of
+ * a fingerprint of max_len, k, budget, margin and the bins travel with the
+ * counts: all equal exactly when size * sum of squares = sum squared).
+ * A failure of the communicator is returned with its message; the handle
+ * keeps its buckets and its counts.
+ */
+CCOL_API ccol_status ccol_buckets_agree(ccol_comm *comm, ccol_buckets *b,
+                                        bool *changed);
+
+/* The agreed bucket sizes, ascending, and their number (<= k). */
+CCOL_API uint32_t ccol_buckets_count(const ccol_buckets *b);
+CCOL_API uint32_t ccol_buckets_size(const ccol_buckets *b, uint32_t i);
+/* The smallest bucket >= len in *padded (1 <= len <= max_len, else
+ * CCOL_ERR_INVALID_ARG). */
+CCOL_API ccol_status ccol_buckets_pad(ccol_buckets *b, uint32_t len,
+                                      uint32_t *padded);
+/* A digest of the bucket set: equal on ranks that agree. */
+CCOL_API uint64_t ccol_buckets_digest(const ccol_buckets *b);
+/* How many agreements changed the bucket set so far. */
+CCOL_API uint32_t ccol_buckets_generation(const ccol_buckets *b);
+/*
+ * The agreement schedule every caller can share, so that all ranks agree
+ * at the same steps: whether step (0-based: the step-th batch, counted
+ * before it is padded) is an agreement point. The first is step
+ * warmup - 1; then the gaps double (1, 2, 4, ...) while they are below
+ * `every`, then every `every` steps: early agreements, while the counts
+ * are few, and rarer ones once they are many. False when warmup or every
+ * is 0.
+ */
+CCOL_API bool ccol_buckets_due(uint64_t step, uint32_t warmup,
+                               uint32_t every);
+
+/* ------------------------------------------------------------------------ */
 /* 5. Trace log                                                              */
 /* ------------------------------------------------------------------------ */
 

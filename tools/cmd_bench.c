@@ -93,6 +93,7 @@ static const tool_cmd suites[] = {
     { "jit", ccol_bench_jit, "cost of a cached frame call, with and without guards" },
     { "hier", ccol_bench_hier, "tcp+shm across hosts against flat tcp" },
     { "scale", ccol_bench_scale, "exchange to 1024 ranks, modelled to 10^5" },
+    { "buckets", ccol_bench_buckets, "shape buckets agreed from a length trace" },
 };
 
 static void
@@ -100,7 +101,7 @@ usage(FILE *f)
 {
     fprintf(f, "usage: ccol bench <suite> [options]\n\nsuites:\n");
     for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++)
-        fprintf(f, "  %-6s %s\n", suites[i].name, suites[i].summary);
+        fprintf(f, "  %-7s %s\n", suites[i].name, suites[i].summary);
 }
 
 int

@@ -10,7 +10,9 @@ The package is a thin layer over libccol (the C extension ``ccol._ccol``):
 - :class:`Sync` and :class:`Compile` -- the compile collective, the guard
   collective and PyTorch's automatic-dynamic lattice;
 - :mod:`ccol.dyn` -- the lattice offline (``ccol dyn merge`` in Python);
-- :class:`Trace` -- the per-rank trace writer (``CCOL_TRACE``).
+- :class:`Trace` -- the per-rank trace writer (``CCOL_TRACE``);
+- :class:`Buckets` -- shape buckets: a few padded sizes of one dimension
+  the ranks agree on from the lengths they all saw.
 
 Every libccol failure raises a subclass of :class:`Error` carrying the
 library's message (ranks named), ``status`` (the int) and ``code`` (its
@@ -22,6 +24,7 @@ import enum as _enum
 from ._ccol import (
     MAX_DIMS,
     PROTOCOL_VERSION,
+    Buckets,
     BusyError,
     ClosedError,
     Comm,
@@ -57,7 +60,7 @@ class Op(_enum.IntEnum):
 
 
 __all__ = [
-    "BusyError", "ClosedError", "Comm", "Compile", "Decision",
+    "Buckets", "BusyError", "ClosedError", "Comm", "Compile", "Decision",
     "DivergedError", "Error", "IOError", "InternalError", "InterruptedError",
     "InvalidError", "MAX_DIMS", "NoMemoryError", "Op", "PROTOCOL_VERSION",
     "PeerError", "Sync", "TimeoutError", "Trace", "VersionError",

@@ -142,5 +142,6 @@ int ccolpy_sync_init(PyObject *m);
 int ccolpy_dyn_init(PyObject *m);
 int ccolpy_trace_init(PyObject *m);
 int ccolpy_bench_init(PyObject *m);
+int ccolpy_buckets_init(PyObject *m);
 
 #endif /* CCOLPY_MODULE_H */

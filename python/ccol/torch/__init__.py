@@ -59,6 +59,7 @@ import ccol
 
 from . import _env, _exit  # noqa: F401 - _exit's atexit, placed first
 from ._codec import decode_state, encode_state
+from ._buckets import Buckets
 from ._compile import frame_name
 from ._log import log
 
@@ -70,7 +71,7 @@ _lock = threading.Lock()
 _job = None     # the enabled _state.Job, or None
 _kept = None    # the job joined by join() (or kept by disable()), or None
 
-__all__ = ["compile_once_counts", "decode_state", "disable", "domain",
+__all__ = ["Buckets", "compile_once_counts", "decode_state", "disable", "domain",
            "enable",
            "enable_from_env", "enabled", "encode_state", "exchange_seconds",
            "exchanges", "frame_name", "join", "local", "missing_hook_points",

@@ -251,7 +251,7 @@ def exchange(job, tx, local_state):
     _trace.exchange(job, frame, k, sent0, recv0, t0, None, met,
                     met == len(d.members))
     _report(job, code, frame, k, (states, local_state, seen),
-            time.monotonic_ns() - t0)
+            time.monotonic_ns() - t0, _marked_static(tx))
     if m is not None:  # settled once the compile ends (_board.settle),
         job.meeting = (d, frame, m, [])  # with its graphs' dynamic dims
     if apart is not None:  # the same on every rank of the domain
@@ -333,9 +333,22 @@ def _gathered(comm, header, state, members):
             _apart(header, list(enumerate(got)), members))
 
 
-def _report(job, code, frame, k, exchanged, ns):
+def _marked_static(tx):
+    """The dims of the frame's tensor arguments that torch._dynamo.
+    mark_static pinned ("L['x'].size(1)"): torch compiles them static
+    whatever the exchange records (ccol.torch.Buckets pads such a dim to
+    sizes that differ between ranks by design)."""
+    out = set()
+    for name, v in (getattr(tx, "f_locals", None) or {}).items():
+        for i in getattr(v, "_dynamo_static_indices", None) or ():
+            out.add(f"L[{name!r}].size({i})")
+    return out
+
+
+def _report(job, code, frame, k, exchanged, ns, static=frozenset()):
     states, local_state, seen = exchanged
     decisions, changes = _decisions.decide(code, states, local_state, seen)
+    decisions = [d for d in decisions if d.what not in static]
     _trace.decisions(job, frame, k, decisions, changes)
     log.debug("compile %d of %s: exchange over %d ranks in %.2f ms; %s",
               k, frame, job.comm.size, ns / 1e6,

@@ -105,17 +105,20 @@ def scope(s):
 
 def graph_key(job):
     """Which graph an agreement belongs to, the same on every rank that
-    compiles the same graph."""
+    compiles the same graph. Inside a compile ccol agreed, its frame and
+    agreement number: torch's compile id counts this rank's own compiles
+    of the frame, which differ between ranks that met at one compile after
+    compiling other sizes alone (shape buckets: each rank pads to the
+    sizes its own batches need)."""
+    if job.current is not None:
+        frame, k = job.current
+        return f"compile {k} of {frame}"
     try:
         from torch._guards import CompileContext
         cid = CompileContext.current_compile_id()
     except Exception:  # noqa: BLE001 - a torch without compile ids
         cid = None
-    key = f"graph {cid}" if cid is not None else "a graph outside a compile"
-    if job.current is not None:
-        frame, k = job.current
-        key = f"{key} of {frame} (compile {k})"
-    return key
+    return f"graph {cid}" if cid is not None else "a graph outside a compile"
 
 
 def wrap(job, upstream, make_scope, after=None):
