@@ -33,6 +33,9 @@ def test_a_partition_is_parsed_into_sorted_parts():
     ("0,x;1,2,3", "part 1 holds 'x', not a rank"),
     ("0,1;;2,3", "part 2 holds '', not a rank"),
     ("0,-1;2,3", "part 1 holds '-1', not a rank"),
+    ("\u00b2,0;1,2,3", "part 1 holds '\u00b2', not a rank"),   # superscript 2
+    ("\u0663,0;1,2", "part 1 holds '\u0663', not a rank"),     # Arabic-Indic 3
+    ("0,1;2,\uff13", "part 2 holds '\uff13', not a rank"),     # fullwidth 3
 ])
 def test_a_bad_partition_is_refused_naming_the_problem(text, says):
     with pytest.raises(ccol.InvalidError, match="CCOL_TORCH_DOMAINS=") as e:

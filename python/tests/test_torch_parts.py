@@ -85,6 +85,20 @@ def test_a_malformed_launcher_fails_at_import_torch_as_from_env_does():
     assert "Dynamo" not in run.stderr
 
 
+@pytest.mark.parametrize("rank,size", [("\u0661", "2"), ("0", "\u0662"),
+                                       ("1_0", "20"), ("0", "2 x")])
+def test_launcher_numbers_are_ascii_as_libccol_reads_them(monkeypatch, rank,
+                                                          size):
+    for var in ("RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+                "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
+                "SLURM_PROCID", "SLURM_NTASKS"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("RANK", rank)
+    monkeypatch.setenv("WORLD_SIZE", size)
+    with pytest.raises(ccol.InvalidError, match="is not a (world size|rank)"):
+        _env.launcher()
+
+
 def test_ccol_torch_1_arms_when_the_compiler_is_imported():
     run = _python("import torch, ccol.torch; a = ccol.torch.enabled(); "
                   "import torch._dynamo; print(a, ccol.torch.enabled())",

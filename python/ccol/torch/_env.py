@@ -80,10 +80,12 @@ def seconds(name, default):
 
 
 def _int_in(text, lo, hi):
-    try:
-        v = int(text.strip(), 10)
-    except ValueError:
+    """text as libccol's strtoll reads it whole (ASCII digits after
+    optional spaces and sign: int() would also take '٣' or '1_0', which
+    libccol refuses), when in [lo, hi]; else None."""
+    if not _STRTOLL.fullmatch(text):
         return None
+    v = int(text, 10)
     return v if lo <= v <= hi else None
 
 
@@ -217,7 +219,7 @@ def parse_partition(text, size, var="CCOL_TORCH_DOMAINS"):
         ranks = []
         for tok in part.split(","):
             tok = tok.strip()
-            if not tok.isdigit() or len(tok) > 8:
+            if not (tok.isascii() and tok.isdigit()) or len(tok) > 8:
                 raise invalid(f"{var}={text[:200]!r}: part {i + 1} holds "
                               f"{tok[:20]!r}, not a rank (use ranks "
                               "separated by commas, parts by semicolons: "
