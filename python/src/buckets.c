@@ -254,12 +254,5 @@ static PyType_Spec bk_spec = {
 int
 ccolpy_buckets_init(PyObject *m)
 {
-    PyObject *t = PyType_FromSpec(&bk_spec);
-    int rc;
-
-    if (t == NULL)
-        return -1;
-    rc = PyModule_AddObjectRef(m, "Buckets", t);
-    Py_DECREF(t);
-    return rc;
+    return ccolpy_add_type(m, &bk_spec, "Buckets");
 }

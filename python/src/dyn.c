@@ -406,12 +406,5 @@ static PyType_Spec lat_spec = {
 int
 ccolpy_dyn_init(PyObject *m)
 {
-    PyObject *t = PyType_FromSpec(&lat_spec);
-    int rc;
-
-    if (t == NULL)
-        return -1;
-    rc = PyModule_AddObjectRef(m, "Lattice", t);
-    Py_DECREF(t);
-    return rc;
+    return ccolpy_add_type(m, &lat_spec, "Lattice");
 }

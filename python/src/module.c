@@ -529,6 +529,19 @@ static struct PyModuleDef module_def = {
     .m_slots = module_slots,
 };
 
+int
+ccolpy_add_type(PyObject *m, PyType_Spec *spec, const char *name)
+{
+    PyObject *t = PyType_FromSpec(spec);
+    int rc;
+
+    if (t == NULL)
+        return -1;
+    rc = PyModule_AddObjectRef(m, name, t);
+    Py_DECREF(t);
+    return rc;
+}
+
 PyMODINIT_FUNC PyInit__ccol(void);
 
 PyMODINIT_FUNC

@@ -143,5 +143,8 @@ int ccolpy_dyn_init(PyObject *m);
 int ccolpy_trace_init(PyObject *m);
 int ccolpy_bench_init(PyObject *m);
 int ccolpy_buckets_init(PyObject *m);
+/* Makes the type of `spec` and adds it to module m as `name`; -1 with the
+ * exception set on failure. */
+int ccolpy_add_type(PyObject *m, PyType_Spec *spec, const char *name);
 
 #endif /* CCOLPY_MODULE_H */

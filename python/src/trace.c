@@ -171,13 +171,5 @@ static PyType_Spec trace_spec = {
 int
 ccolpy_trace_init(PyObject *m)
 {
-    PyObject *t = PyType_FromSpec(&trace_spec);
-    if (t == NULL)
-        return -1;
-    if (PyModule_AddObjectRef(m, "Trace", t) < 0) {
-        Py_DECREF(t);
-        return -1;
-    }
-    Py_DECREF(t);
-    return 0;
+    return ccolpy_add_type(m, &trace_spec, "Trace");
 }
