@@ -546,12 +546,99 @@ def test_a_rank_without_the_secret_makes_the_job_tokenless_and_warned(
         assert all(isinstance(j, _join.Joined) for j in got), got
         assert made == [None, None], made
         warned = [m for m in lines.lines if "no secret outside" in m]
-        assert len(warned) == 1 and "rank 1 cannot read it " \
-            "(FileNotFoundError" in warned[0] and "CCOL_TOKEN" in warned[0]
+        assert len(warned) == 2, warned  # every rank says so
+        for w in warned:
+            assert "rank 1 cannot read it (FileNotFoundError" in w, w
+            assert "trust root" in w and "CCOL_TOKEN" in w, w
     finally:
         for j in got:
             if isinstance(j, _join.Joined):
                 j.comm.close()
+
+
+def _intruder_first(store, lack_for=(0,)):
+    """What a process that reaches the store first writes (issue 47): a
+    plan naming no secret, and "lack" in rank 0's token key."""
+    store.set("j/plan", json.dumps({"plan": json.dumps(
+        {"transport": "shm", "name": "torch-intruder", "nonce": "n",
+         "secret": None}, sort_keys=True), "mac": None}))
+    for r in lack_for:
+        store.set(f"j/token/{r}", "lack: no CCOL_TOKEN")
+
+
+def test_on_one_host_a_plan_without_a_secret_is_refused_by_every_rank(
+        home, monkeypatch):
+    """Every rank on this host (LOCAL_WORLD_SIZE == WORLD_SIZE): a joiner
+    never accepts a plan that gives no secret, whatever rank 0's key
+    says; nobody joins the intruder's communicator."""
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "3")
+    made = []
+    monkeypatch.setattr(_join, "_create", lambda *a: made.append(a))
+    store = _Store()
+    _intruder_first(store)
+    got = _join_threads(store, 3)
+    assert made == [] and all(isinstance(e, ccol.PeerError) for e in got), \
+        got
+    assert "found a plan already in torch's store" in str(got[0])
+    for e in got[1:]:
+        assert "gives no secret this rank can read" in str(e), e
+        assert "every rank of this job is on this host" in str(e), e
+
+
+def test_on_one_host_a_rank_said_to_lack_the_secret_refuses_the_job(
+        home, monkeypatch):
+    """Rank 0's real plan, but someone wrote "lack" into rank 2's key
+    before it: rank 2 refuses (its key was taken) and so do the others,
+    instead of running without the token."""
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "3")
+    made = []
+    monkeypatch.setattr(_join, "_create", lambda *a: made.append(a))
+    store = _Store()
+    store.set("j/token/2", "lack: no CCOL_TOKEN")
+    got = _join_threads(store, 3)
+    assert made == [] and all(isinstance(e, ccol.PeerError) for e in got), \
+        got
+    assert "its key in torch's store was already written" in str(got[2])
+    for e in got[:2]:
+        assert "rank 2 said in torch's store that it lacks" in str(e), e
+
+
+def test_on_one_host_rank_0_without_a_place_for_the_secret_is_named(
+        home, monkeypatch):
+    """Rank 0 cannot write the secret on a one-host job: every rank
+    raises the same named error (with CCOL_TOKEN as the way out), no
+    rank runs without a token."""
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+
+    def make():
+        raise OSError(30, "Read-only file system")
+    monkeypatch.setattr(_join._secret, "make", make)
+    got = _join_threads(_Store(), 2)
+    assert all(isinstance(e, ccol.PeerError) for e in got), got
+    for e in got:
+        assert "rank 0 cannot leave the job's secret" in str(e), e
+        assert "Read-only file system" in str(e) and "CCOL_TOKEN" in str(e)
+
+
+def test_across_hosts_the_intruders_plan_is_warned_of_on_every_rank(
+        home, monkeypatch):
+    """Without LOCAL_WORLD_SIZE == WORLD_SIZE and without CCOL_TOKEN,
+    nothing tells a joiner that a tokenless plan is not rank 0's: the
+    joiner takes it, as documented, and says at WARNING that the store is
+    the job's trust root (the documented choice for jobs across hosts)."""
+    from test_torch_hooks import _Lines
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    store = _Store()
+    _intruder_first(store)
+    plan, token = _join._read_plan(store, "j", 1, None, 2)
+    assert token is None and plan["name"] == "torch-intruder"
+    with _Lines() as lines:
+        got = _join._agree_token(store, "j", 1, 2, plan, token,
+                                 (time.monotonic() + 5, "a test store", 5,
+                                  "j/left"))
+    assert got is None
+    warned = [m for m in lines.lines if "trust root" in m]
+    assert len(warned) == 1 and "rank 0" in warned[0], lines.lines
 
 
 def test_a_rank_that_never_joins_is_named_at_the_deadline():

@@ -79,7 +79,7 @@ def seconds(name, default):
     return s
 
 
-def _int_in(text, lo, hi):
+def int_in(text, lo, hi):
     """text as libccol's strtoll reads it whole (ASCII digits after
     optional spaces and sign: int() would also take '٣' or '1_0', which
     libccol refuses), when in [lo, hi]; else None."""
@@ -96,11 +96,11 @@ def _read_set(rank_var, size_var):
     if r is None or n is None:
         raise invalid(f"{r is not None and rank_var or size_var} is set but "
                       f"{r is not None and size_var or rank_var} is not")
-    size = _int_in(n, 1, _MAX_WORLD)
+    size = int_in(n, 1, _MAX_WORLD)
     if size is None:
         raise invalid(f"{size_var}={n!r} is not a world size in "
                       f"[1, {_MAX_WORLD}]")
-    rank = _int_in(r, 0, size - 1)
+    rank = int_in(r, 0, size - 1)
     if rank is None:
         raise invalid(f"{rank_var}={r!r} is not a rank in [0, {size - 1}]")
     return rank, size

@@ -23,6 +23,13 @@ already there is refused) with an HMAC under the token, every rank checks
 it and says, in a key of its own written once, whether it has the token;
 the job uses the token when every rank has it.
 
+Nothing in the store can make a rank do without the token when it should
+have one: when the launcher says every rank runs on this host (torchrun's
+LOCAL_WORLD_SIZE equals WORLD_SIZE), every rank can read rank 0's secret,
+so a plan that names none, or a rank that says it lacks it, is refused.
+Across hosts without CCOL_TOKEN or a shared home, the store is the job's
+trust root, and every rank says so at WARNING.
+
 An elastic restart is a new rendezvous round: the prefix holds the run id
 and the restart count, so old and new ranks never mix. Every wait polls, so
 Ctrl-C interrupts it at once, and ends at the deadline with a
@@ -240,7 +247,7 @@ def _meet(store, prefix, where, rank, size, timeout):
                lambda ks: f"joining the torch job through {where}: rank 0 "
                           f"never published its plan within {timeout:g} s",
                left)
-    plan, token = _read_plan(store, prefix, rank, made)
+    plan, token = _read_plan(store, prefix, rank, made, size)
     if "error" in plan:
         raise _env.invalid(str(plan["error"]))
     token = _agree_token(store, prefix, rank, size, plan, token,
@@ -250,6 +257,15 @@ def _meet(store, prefix, where, rank, size, timeout):
     comm = _create(plan, rank, size, left_s, token)
     comm.timeout = timeout
     return Joined(comm, where, store, prefix, pids)
+
+
+def _one_host(size):
+    """Whether the launcher says that every rank of this job of `size`
+    runs beside this one: torchrun's LOCAL_WORLD_SIZE (the agent's own
+    workers, from this process's environment, not from the store) equals
+    the world size. Then rank 0's secret is readable by every rank."""
+    local = os.environ.get("LOCAL_WORLD_SIZE")
+    return local is not None and _env.int_in(local, 1, size) == size
 
 
 def _text(v):
@@ -268,8 +284,14 @@ def _offer(store, prefix, size):
         try:
             name, token = _secret.make()
         except (OSError, _secret.Unsafe) as e:
-            log.warning("ccol.torch: cannot leave the job's secret in %s "
-                        "(%s: %s)", _secret.directory(), type(e).__name__, e)
+            why = (f"cannot leave the job's secret in {_secret.directory()} "
+                   f"({type(e).__name__}: {e})")
+            if _one_host(size):
+                _refuse(store, prefix, f"rank 0 {why}, and every rank of "
+                        "this job is on its host, where the job needs it: "
+                        "set CCOL_TOKEN to the same random text on every "
+                        "rank, or make that directory this user's alone")
+            log.warning("ccol.torch: %s", why)
     plan["secret"] = name
     plan["nonce"] = secrets.token_hex(16)
     text = json.dumps(plan, sort_keys=True)
@@ -286,7 +308,13 @@ def _offer(store, prefix, size):
     return name, token
 
 
-def _read_plan(store, prefix, rank, made):
+def _refuse(store, prefix, err):
+    """Ends the join on this rank and, through the store, on the others."""
+    store.set(f"{prefix}/left", err)
+    raise peer_error(err)
+
+
+def _read_plan(store, prefix, rank, made, size=None):
     """The plan rank 0 wrote and this rank's token: CCOL_TOKEN, else the
     secret the plan names (None where this rank cannot read it). A plan
     whose HMAC does not check under the token was not rank 0's."""
@@ -302,6 +330,14 @@ def _read_plan(store, prefix, rank, made):
     token = made[1] if made else os.environ.get("CCOL_TOKEN") or None
     if token is None and plan.get("secret") is not None:
         token, plan["_why"] = _secret.read(plan["secret"])
+    if token is None and size is not None and _one_host(size) and \
+            "error" not in plan:
+        why = plan.get("_why") or "the plan names no secret file"
+        raise peer_error(f"rank {rank}: the plan in torch's store gives no "
+                         f"secret this rank can read ({why}), but every "
+                         "rank of this job is on this host, where rank 0 "
+                         "always leaves one: a process outside the job "
+                         "wrote the plan; the job is refused")
     if token is not None and not _secret.same(
             env.get("mac"), _secret.mac(token, env["plan"])):
         raise peer_error(f"rank {rank}: the plan in torch's store does not "
@@ -343,15 +379,23 @@ def _agree_token(store, prefix, rank, size, plan, token, wait):
                          "job is refused")
     if not lacking:
         return token
-    if rank == 0:
-        _warn_no_token(lacking, said)
+    if _one_host(size):
+        raise peer_error(
+            f"rank {rank}: rank{'s' if len(lacking) > 1 else ''} "
+            f"{', '.join(map(str, lacking))} said in torch's store that "
+            f"{'they lack' if len(lacking) > 1 else 'it lacks'} the job's "
+            f"secret ({said[lacking[0]][len('lack: '):][:200]}), but every "
+            "rank of this job is on this host, where each can read it: a "
+            "process outside the job wrote there; the job is refused")
+    _warn_no_token(lacking, said)
     return os.environ.get("CCOL_TOKEN") or None
 
 
 def _warn_no_token(lacking, said):
     log.warning(
         "ccol.torch: this job has no secret outside torch's store: rank%s "
-        "%s cannot read it (%s). Its connections are not authenticated: "
+        "%s cannot read it (%s). Torch's store is its trust root: anyone "
+        "who can write there can give the ranks a plan of their own, and "
         "anyone who reaches rank 0's port can join. Set CCOL_TOKEN to the "
         "same random text on every node before torchrun (for example "
         "CCOL_TOKEN=$(python -c 'import secrets; "

@@ -13,9 +13,10 @@ The job's token comes from, in order:
    home); rank 0 removes the file once every rank said whether it has it.
 
 Rank 0's plan in the store carries an HMAC under the token, so a plan
-written by anyone else is refused by every rank that has the token. When
-some rank has no way to the secret (hosts without a shared home and no
-CCOL_TOKEN), the job runs without a token, and rank 0 says so once at
+written by anyone else is refused by every rank that has the token; on
+one host every rank requires it (_join.py). When some rank of a job
+across hosts has no way to the secret (no shared home and no
+CCOL_TOKEN), the job runs without a token, and every rank says so once at
 WARNING, with how to get one.
 """
 
