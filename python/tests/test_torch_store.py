@@ -387,6 +387,9 @@ def test_artifact_round_trip_and_every_alteration_refused(tmp_path,
         "short": good[:-4],
         "magic": b"XXXXXXXX" + good[8:],
         "torch": None, "mac": None, "key": None, "path": None, "isa": None,
+        # issue 47: the same bytes under another graph's names, other
+        # split points, an invented compile time, another run
+        "renamed": None, "split": None, "compile_s": None, "run": None,
     }
     for what, data in cases.items():
         if data is None:
@@ -399,6 +402,19 @@ def test_artifact_round_trip_and_every_alteration_refused(tmp_path,
                 h["key"] = "another"
             elif what == "isa":  # an answer changed: the MAC covers them
                 h["isa"] = dict(h["isa"], checks={"VecX|-mx|0": False})
+            elif what == "renamed":
+                h["files"] = [["fxgraph/zz/entry"] + h["files"][0][1:],
+                              h["files"][1]]
+            elif what == "split":  # the body's bytes cut elsewhere
+                a, b = files[0][1] + files[1][1][:3], files[1][1][3:]
+                h["files"] = [[h["files"][0][0], len(a),
+                               hashlib.sha256(a).hexdigest()],
+                              [h["files"][1][0], len(b),
+                               hashlib.sha256(b).hexdigest()]]
+            elif what == "compile_s":
+                h["compile_s"] = 99999.0
+            elif what == "run":
+                h["run"] = "another run"
             else:
                 h["files"] = [["../x", len(files[0][1]),
                                hashlib.sha256(files[0][1]).hexdigest()],

@@ -296,12 +296,12 @@ class Store:
     def write_artifact(self, key, files, compile_s):
         """Keeps one compile's files in the store (the owner, once per
         graph); a failure is a WARNING, never the compile's."""
-        isa = _once_isa.header()
-        sha = hashlib.sha256(b"".join(d for _, d in files)).hexdigest()
-        extra = dict(versions(), run=self.run, **isa)
-        extra["mac"] = self.mac(_artifact_signed(dict(isa, sha256=sha,
-                                                      key=key)))
+        extra = dict(versions(), run=self.run, **_once_isa.header())
+        extra["mac"] = None
         blob = files_.pack(key, files, None, compile_s, extra=extra)
+        if self.token is not None:  # the MAC covers the header as read
+            extra["mac"] = self.mac(_artifact_signed(artifact_header(blob)))
+            blob = files_.pack(key, files, None, compile_s, extra=extra)
         try:
             if not files_.write_file(self.artifact_path(key), blob,
                                      replace=False):
@@ -334,12 +334,14 @@ def artifact_header(blob):
 
 
 def _artifact_signed(head):
-    """What an artifact's MAC covers: its bytes' SHA-256, its key and the
-    probe answers it carries (_once_isa.py), where it has them."""
-    signed = f"{head.get('sha256')}\n{head.get('key')}"
-    if "isa" in head:
-        signed += "\n" + json.dumps(head["isa"], sort_keys=True)
-    return signed.encode("utf-8", "surrogatepass")
+    """What an artifact's MAC covers: its whole header but the MAC, in one
+    canonical form (keys sorted, no spaces, ASCII): the body's SHA-256,
+    the key, every file's name, length and digest, compile_s, the versions,
+    the run and the probe answers (_once_isa.py). A header rewritten in
+    any field, the same bytes under other names included, fails it."""
+    signed = {k: v for k, v in head.items() if k != "mac"}
+    return json.dumps(signed, sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=True).encode()
 
 
 def read_file(path, limit):
