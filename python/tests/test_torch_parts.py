@@ -4,6 +4,7 @@ store, the decisions of an exchange and the store rendezvous. The jobs
 launched through torchrun are in test_torchrun.py."""
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -478,6 +479,23 @@ def test_the_job_token_never_enters_the_store(home, monkeypatch):
         for j in got:
             if isinstance(j, _join.Joined):
                 j.comm.close()
+
+
+def test_the_secret_is_never_made_through_a_cache_others_can_write(
+        home, tmp_path):
+    """~/.cache a link into a directory anyone can write (not sticky): the
+    secret is not made there, and read() says why (issue 47)."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    home.mkdir(parents=True, exist_ok=True)
+    os.symlink(shared, home / ".cache")
+    with pytest.raises(_join._secret.Unsafe, match="writable by others and "
+                                                   "not sticky"):
+        _join._secret.make()
+    assert os.listdir(shared) == []
+    token, why = _join._secret.read("0" * 32)
+    assert token is None and "not sticky" in why, why
 
 
 def test_a_plan_someone_else_wrote_first_is_refused_by_every_rank(home):

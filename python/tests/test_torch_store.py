@@ -12,6 +12,7 @@ against everything a hostile or stale store can hold.
 import hashlib
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -308,7 +309,7 @@ def test_links_big_files_and_strangers_are_refused(tmp_path, caplog):
     caplog.clear()
     with caplog.at_level("INFO", logger="ccol.torch"):
         assert _loaded(s) == {}
-    assert "more than a store file may have" in caplog.text
+    assert "more than it may have" in caplog.text
 
 
 def test_a_store_others_can_write_is_not_used(tmp_path, caplog):
@@ -320,6 +321,103 @@ def test_a_store_others_can_write_is_not_used(tmp_path, caplog):
     assert "writable by no one else" in caplog.text
     assert not again.ok
     del s
+
+
+# ---- the store's path, checked as ssh checks its files (issue 47) ----------
+
+_root_only = pytest.mark.skipif(os.geteuid() != 0,
+                                reason="needs root to give files away")
+_OTHER = 4321  # a uid that is neither root nor this user
+
+
+def _refused(directory, name, caplog, says):
+    s = _store.Store(directory, name)
+    caplog.clear()
+    with caplog.at_level("INFO", logger="ccol.torch"):
+        assert not s.open(create=True)
+    assert says in caplog.text, caplog.text
+    assert not s.ok
+
+
+@_root_only
+def test_a_directory_of_another_user_is_refused_with_its_ancestors(
+        tmp_path, caplog):
+    """DIR owned by another user, mode 0777 (the review's setting): the
+    store is not used, and nothing is written into that user's tree."""
+    d = tmp_path / "theirs"
+    d.mkdir()
+    os.chown(d, _OTHER, _OTHER)
+    os.chmod(d, 0o777)
+    _refused(d, "job1", caplog, f"belongs to uid {_OTHER}")
+    assert os.listdir(d) == []
+    deeper = d / "sub"  # an ancestor of theirs, even when DIR is mine
+    deeper.mkdir()
+    _refused(deeper, "job1", caplog, f"{d} belongs to uid {_OTHER}")
+
+
+def test_an_ancestor_others_can_write_is_refused_unless_sticky(tmp_path,
+                                                               caplog):
+    open_to_all = tmp_path / "open"
+    open_to_all.mkdir()
+    os.chmod(open_to_all, 0o777)
+    _refused(open_to_all / "st", "job1", caplog,
+             "is writable by others and not sticky")
+    sticky = tmp_path / "sticky"  # like /tmp: others cannot replace mine
+    sticky.mkdir()
+    os.chmod(sticky, 0o1777)
+    s = _store.Store(sticky / "st", "job1")
+    assert s.open(create=True)
+    _artifact(s)
+    assert s.read_artifact("graph-key-1") is not None
+
+
+def test_a_store_swapped_for_a_link_after_open_is_never_followed(tmp_path):
+    """The review's attack: after the first compile DIR/NAME is replaced
+    by a link to a copy whose artifact was altered. The job reads and
+    writes through the descriptors it opened, so it still gets its own
+    bytes, and writes nothing into the copy."""
+    s = _store_at(tmp_path)
+    key, _ = _artifact(s)
+    mine = s.read_artifact(key)
+    root = tmp_path / "st" / "job1"
+    forged = tmp_path / "forged"
+    shutil.copytree(root, forged)
+    p = forged / "artifacts" / os.path.basename(s.artifact_path(key))
+    p.write_bytes(p.read_bytes().replace(b"int main;", b"int evil;"))
+    os.rename(root, tmp_path / "st" / "moved")
+    os.symlink(forged, root)
+    assert s.read_artifact(key) == mine
+    _write_profile(s)
+    assert os.listdir(forged / "profile") == []
+    # a new Store (a restart) refuses the link outright
+    again = _store.Store(tmp_path / "st", "job1")
+    assert not again.open(create=False)
+
+
+@pytest.mark.parametrize("how", ["group-writable",
+                                 pytest.param("owner", marks=_root_only)])
+def test_a_file_others_could_write_is_refused(tmp_path, caplog, how):
+    s = _store_at(tmp_path)
+    key, _ = _artifact(s)
+    path = s.artifact_path(key)
+    if how == "owner":
+        os.chown(path, _OTHER, _OTHER)
+        says = f"belongs to uid {_OTHER}"
+    else:
+        os.chmod(path, 0o666)
+        says = "writable by no one else"
+    with caplog.at_level("INFO", logger="ccol.torch"):
+        assert s.read_artifact(key) is None
+    assert says in caplog.text, caplog.text
+
+
+def test_a_fifo_in_the_store_is_refused_without_hanging(tmp_path, caplog):
+    s = _store_at(tmp_path)
+    fid = _store.frame_id(IDENT[3], IDENT[1], IDENT[2])
+    os.mkfifo(s.profile_path(fid))
+    with caplog.at_level("INFO", logger="ccol.torch"):
+        assert _loaded(s) == {}
+    assert "is not a regular file" in caplog.text
 
 
 def test_another_job_or_version_in_store_json(tmp_path, caplog):
@@ -447,16 +545,11 @@ def test_an_unwritable_store_is_a_warning(tmp_path, caplog):
 def test_a_full_filesystem_leaves_no_temporary(tmp_path, monkeypatch,
                                               caplog):
     s = _store_at(tmp_path)
-    real = os.fdopen
+    from ccol.torch import _safe_path
 
-    def full(fd, *a, **k):
-        f = real(fd, *a, **k)
-
-        def no_space(data):
-            raise OSError(28, "No space left on device")
-        f.write = no_space
-        return f
-    monkeypatch.setattr(os, "fdopen", full)
+    def no_space(fd, data):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(_safe_path, "_write_all", no_space)
     with caplog.at_level("INFO", logger="ccol.torch"):
         assert not s.write_artifact("k", [("a", b"x")], 0.1)
     monkeypatch.undo()

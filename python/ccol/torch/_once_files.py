@@ -216,37 +216,16 @@ def write(files):
                    else 0o644)
 
 
-def write_file(path, data, mode=0o600, replace=True):
-    """data at path, atomically, on disk (one file outside the cache: the
-    job store's); with replace False, only where no file is there yet
-    (False when one is: written once, never replaced)."""
-    return _write_one(os.path.dirname(path), path, data, mode, sync=True,
-                      replace=replace)
-
-
-def _write_one(parent, path, data, mode, sync=False, replace=True):
-    """data at path, through a temporary of its own in the same
-    directory (mkstemp: O_EXCL, a random name) and a rename (a link where
-    an existing file must not be replaced); on any failure, or when the
-    file was there, the temporary is removed. True when written."""
+def _write_one(parent, path, data, mode):
+    """data at path, through a temporary of its own in the same directory
+    (mkstemp: O_EXCL, a random name) and a rename; on any failure the
+    temporary is removed."""
     fd, tmp = tempfile.mkstemp(prefix=".ccol-", suffix=".tmp", dir=parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-            if sync:  # a store file outlives the run: on disk first
-                f.flush()
-                os.fsync(f.fileno())
         os.chmod(tmp, mode)
-        if replace:
-            os.replace(tmp, path)
-            return True
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            return False
-        finally:
-            os.unlink(tmp)
-        return True
+        os.replace(tmp, path)
     except BaseException:
         try:
             os.unlink(tmp)

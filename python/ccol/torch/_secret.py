@@ -7,7 +7,10 @@ The job's token comes from, in order:
 1. CCOL_TOKEN, when the user set it (the same text on every rank);
 2. else a fresh secret rank 0 writes into a file of its own in a directory
    only this user can enter (~/.cache/ccol/jobs, 0700; the file 0600,
-   made with O_EXCL and read with O_NOFOLLOW). The store carries only the
+   made with O_EXCL and read with O_NOFOLLOW; the directory opened from /
+   with every ancestor checked as _safe_path.py checks the job store's,
+   so a ~/.cache that leads into a directory others can write is
+   refused). The store carries only the
    file's random name. Every rank on rank 0's host reads it there, and so
    do ranks on hosts that share the home directory (a cluster's network
    home); rank 0 removes the file once every rank said whether it has it.
@@ -27,6 +30,8 @@ import re
 import secrets
 import stat
 
+from . import _safe_path
+
 _NAME = re.compile(r"[0-9a-f]{32}\Z")
 
 
@@ -40,24 +45,34 @@ def directory():
 
 
 def _private_dir(create):
+    """A descriptor of directory() (made when `create`): its ancestors
+    checked from /, itself this user's and closed to everyone else."""
     d = directory()
-    if create:
-        os.makedirs(d, mode=0o700, exist_ok=True)
-    st = os.lstat(d)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or \
-            st.st_mode & 0o077:
-        raise Unsafe(f"{d} is not a directory of uid {os.geteuid()} that "
-                     f"only it may enter (uid {st.st_uid}, mode "
-                     f"{stat.S_IMODE(st.st_mode):04o})")
-    return d
+    try:
+        parent = _safe_path.open_dir(os.path.dirname(d), create)
+        try:
+            fd = _safe_path.open_own(parent, os.path.basename(d), d, create)
+        finally:
+            os.close(parent)
+    except _safe_path.Unsafe as e:
+        raise Unsafe(str(e)) from None
+    st = os.fstat(fd)
+    if st.st_mode & 0o077:
+        os.close(fd)
+        raise Unsafe(f"{d} is not a directory only uid {os.geteuid()} may "
+                     f"enter (mode {stat.S_IMODE(st.st_mode):04o})")
+    return fd
 
 
 def make():
     """Rank 0: (file name, secret), the secret in a new file of its own."""
     d = _private_dir(True)
-    name, secret = secrets.token_hex(16), secrets.token_hex(32)
-    fd = os.open(os.path.join(d, name),
-                 os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        name, secret = secrets.token_hex(16), secrets.token_hex(32)
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL |
+                     os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=d)
+    finally:
+        os.close(d)
     with os.fdopen(fd, "w") as f:
         f.write(secret)
     return name, secret
@@ -69,9 +84,14 @@ def read(name):
     file that is not this user's alone): (secret, None)."""
     if not isinstance(name, str) or not _NAME.match(name):
         return None, f"the plan names no secret file ({name!r:.40})"
+    path = os.path.join(directory(), name)
     try:
-        path = os.path.join(_private_dir(False), name)
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        d = _private_dir(False)
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC |
+                         os.O_NONBLOCK, dir_fd=d)
+        finally:
+            os.close(d)
     except (OSError, Unsafe) as e:
         return None, f"{type(e).__name__}: {e}"
     with os.fdopen(fd) as f:
@@ -88,9 +108,15 @@ def read(name):
 def drop(name):
     """Rank 0: the file goes once every rank has read it (or not)."""
     try:
-        os.unlink(os.path.join(directory(), name))
+        d = _private_dir(False)
+    except (OSError, Unsafe):
+        return
+    try:
+        os.unlink(name, dir_fd=d)
     except OSError:
         pass
+    finally:
+        os.close(d)
 
 
 def mac(token, text):

@@ -11,9 +11,12 @@ _store_profile.agree (the profile).
 Everything read from the store is untrusted: a file that does not check
 out is a WARNING naming it and what is wrong, and the job compiles as if
 the store did not have it. The directory must belong to this user and be
-writable by no one else (a store others can write decides what code every
-rank loads); with CCOL_TOKEN every file carries an HMAC under it and a
-file without a valid one is refused.
+writable by no one else, and so must every ancestor but root's and sticky
+ones (a store others can write decides what code every rank loads): the
+store is opened once, component by component, and every later read and
+write goes through its descriptors (_safe_path.py); each file read must
+be this user's alone. With CCOL_TOKEN every file carries an HMAC under it
+and a file without a valid one is refused.
 """
 
 import hashlib
@@ -22,13 +25,13 @@ import json
 import os
 import re
 import secrets
-import stat
 import struct
 
 import ccol
 
 from . import _env, _once_isa
 from . import _once_files as files_
+from . import _safe_path
 from ._log import log
 
 FORMAT = "ccol-job-store"
@@ -98,45 +101,61 @@ class Store:
         self.run = secrets.token_hex(8)  # this run, in what it writes
         self.ok = True
         self.warned = set()
+        self.fds = {}  # "root", "profile", "artifacts": open descriptors
 
     # ---- the directory ---------------------------------------------------
 
     def open(self, create):
-        """Checks the store (creating it when `create`: the writer); False,
-        said once, when it cannot be used."""
+        """Checks the store (creating it when `create`: the writer) and
+        keeps its directories open; False, said once, when it cannot be
+        used."""
         try:
-            if create:
-                _private_dirs(self.dir, self.root)
-            self._check_dir(self.root)
+            d = _safe_path.open_dir(self.dir, create)
+            try:
+                self.fds["root"] = _safe_path.open_own(d, self.name,
+                                                       self.root, create)
+            finally:
+                os.close(d)
             self._store_json(create)
             for sub in ("profile", "artifacts"):
-                p = os.path.join(self.root, sub)
-                if create:
-                    _private_dirs(p)
-                if os.path.lexists(p):
-                    self._check_dir(p)
-        except (OSError, Bad) as e:
+                self._sub(sub, create)
+        except (OSError, Bad, _safe_path.Unsafe) as e:
             self.unusable(f"{type(e).__name__}: {e}" if isinstance(e, OSError)
                           else str(e))
         return self.ok
 
-    def _check_dir(self, path):
-        st = os.lstat(path)
-        if not stat.S_ISDIR(st.st_mode):
-            raise Bad(f"{path} is not a directory")
-        if st.st_uid != os.geteuid() or st.st_mode & 0o022:
-            raise Bad(f"{path} belongs to uid {st.st_uid} with mode "
-                      f"{stat.S_IMODE(st.st_mode):04o}: a job store must "
-                      f"belong to this user (uid {os.geteuid()}) and be "
-                      "writable by no one else")
+    def _sub(self, sub, create=False):
+        """The descriptor of profile/ or artifacts/ (None while a reader's
+        store has none yet)."""
+        if sub not in self.fds:
+            try:
+                self.fds[sub] = _safe_path.open_own(
+                    self.fds["root"], sub, os.path.join(self.root, sub),
+                    create)
+            except FileNotFoundError:
+                return None
+        return self.fds[sub]
+
+    def close(self):
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds = {}
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - at interpreter exit
+            pass
 
     def _store_json(self, create):
         path = os.path.join(self.root, "store.json")
+        root = self.fds["root"]
         want = {"format": FORMAT, "version": VERSION, "job": self.name}
-        if create and not os.path.lexists(path):
-            files_.write_file(path, json.dumps(want).encode() + b"\n")
-            return
-        data = read_file(path, 4096)
+        if create and not _exists(root, "store.json"):
+            _safe_path.write_at(root, "store.json",
+                                json.dumps(want).encode() + b"\n",
+                                replace=False)
+        data = read_file(root, "store.json", path, 4096)
         try:
             got = json.loads(data)
         except ValueError:
@@ -208,12 +227,10 @@ class Store:
     def read_profiles(self):
         """{frame id: the file's bytes} of every profile file that can be
         read (unreadable ones said at WARNING); checked by the reader."""
-        d = os.path.join(self.root, "profile")
         out = {}
         try:
-            names = sorted(os.listdir(d))
-        except FileNotFoundError:
-            return out
+            fd = self._sub("profile")
+            names = sorted(os.listdir(fd)) if fd is not None else []
         except OSError as e:
             self.warn("profile directory", f"{type(e).__name__}: {e}")
             return out
@@ -222,10 +239,18 @@ class Store:
             if fid is None or not re.fullmatch(r"[0-9a-f]{32}", fid):
                 continue  # temporaries and strangers: not ours to judge
             try:
-                out[fid] = read_file(os.path.join(d, n), MAX_PROFILE)
+                out[fid] = self.read_profile(fid)
             except (OSError, Bad) as e:
                 self.warn(f"profile/{n}", str(e))
         return out
+
+    def read_profile(self, fid):
+        """One profile file's bytes (OSError, Bad)."""
+        fd = self._sub("profile")
+        if fd is None:
+            raise FileNotFoundError(self.profile_path(fid))
+        return read_file(fd, fid + ".json", self.profile_path(fid),
+                         MAX_PROFILE)
 
     def seal_profile(self, body):
         head = {"format": PROFILE_FORMAT, "version": VERSION,
@@ -265,7 +290,8 @@ class Store:
         return got
 
     def write_profile(self, fid, body):
-        files_.write_file(self.profile_path(fid), self.seal_profile(body))
+        _safe_path.write_at(self._sub("profile", create=True), fid + ".json",
+                            self.seal_profile(body))
 
     # ---- artifacts -------------------------------------------------------
 
@@ -279,7 +305,10 @@ class Store:
         path = self.artifact_path(key)
         rel = os.path.relpath(path, self.root)
         try:
-            blob = read_file(path, MAX_ARTIFACT)
+            fd = self._sub("artifacts")
+            if fd is None:
+                return None
+            blob = read_file(fd, os.path.basename(path), path, MAX_ARTIFACT)
             head = artifact_header(blob)
             self.check_versions(head)
             self.check_mac(head.get("mac"), _artifact_signed(head))
@@ -303,8 +332,9 @@ class Store:
             extra["mac"] = self.mac(_artifact_signed(artifact_header(blob)))
             blob = files_.pack(key, files, None, compile_s, extra=extra)
         try:
-            if not files_.write_file(self.artifact_path(key), blob,
-                                     replace=False):
+            fd = self._sub("artifacts", create=True)
+            if not _safe_path.write_at(fd, artifact_id(key) + ".ccolonce",
+                                       blob, replace=False):
                 log.info("ccol.torch: the job store has %s already (another "
                          "run kept it)", artifact_id(key))
                 return False
@@ -344,26 +374,22 @@ def _artifact_signed(head):
                       ensure_ascii=True).encode()
 
 
-def read_file(path, limit):
-    """A regular file's bytes, never through a link, at most `limit`."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+def read_file(dfd, name, path, limit):
+    """A store file's bytes (`name` inside the directory dfd, shown as
+    `path`), at most `limit`: a regular file of this user's alone, never
+    through a link; Bad otherwise, OSError when it cannot be read."""
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise Bad(f"{path} is not a regular file")
-        if st.st_size > limit:
-            raise Bad(f"{path} has {st.st_size} bytes, more than a store "
-                      f"file may have ({limit})")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read(limit + 1)[:limit]
-    finally:
-        os.close(fd)
+        return _safe_path.read_at(dfd, name, path, limit)
+    except _safe_path.Unsafe as e:
+        raise Bad(str(e)) from None
 
 
-def _private_dirs(*paths):
-    """Creates each directory (0700) where it is missing."""
-    for p in paths:
-        os.makedirs(p, mode=0o700, exist_ok=True)
+def _exists(dfd, name):
+    try:
+        os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        return True
+    except FileNotFoundError:
+        return False
 
 
 def from_settings(job_dir=None, job_name_=None):

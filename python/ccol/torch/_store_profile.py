@@ -310,9 +310,7 @@ class Writer:
         writer's), when that checks out; a file another run wrote while
         this one runs is said once (two jobs of one name?)."""
         try:
-            from ._store import MAX_PROFILE, read_file
-            path = self.store.profile_path(fid)
-            raw = read_file(path, MAX_PROFILE)
+            raw = self.store.read_profile(fid)
             doc = self.store.open_profile(raw)
             _, theirs = read_body(self.store, fid, doc)
         except (OSError, Bad):
