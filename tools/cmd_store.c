@@ -237,6 +237,15 @@ put_line(const store_entry *e)
     printf(": %s\n", e->r.ok ? "OK" : e->r.error);
 }
 
+/* The line of the store's path, when someone else could write it: ".:
+ * what is wrong" (the store itself is ".", as files are named from it). */
+static void
+put_path_error(const store_scan *s)
+{
+    if (s->path_error[0] != '\0')
+        printf(".: %s\n", s->path_error);
+}
+
 static void
 show_text(const char *dir, const store_scan *s)
 {
@@ -253,6 +262,7 @@ show_text(const char *dir, const store_scan *s)
            count(s, STORE_PROFILE), plural(count(s, STORE_PROFILE)),
            count(s, STORE_ARTIFACT), plural(count(s, STORE_ARTIFACT)),
            count(s, STORE_OTHER), plural(count(s, STORE_OTHER)), s->nbad);
+    put_path_error(s);
     for (size_t k = 0; k < 4; k++)
         for (size_t i = 0; i < s->n; i++) {
             if (s->v[i].kind != order[k])
@@ -283,12 +293,15 @@ entry_json(const store_entry *e)
 static json_t *
 show_json(const char *dir, const store_scan *s)
 {
-    json_t *o = json_pack("{s:o, s:O?, s:b, s:I, s:o, s:[], s:[], s:[]}",
+    json_t *o = json_pack("{s:o, s:O?, s:b, s:I, s:s?, s:o, s:[], s:[], "
+                          "s:[]}",
                           "dir", json_esc(dir), "job",
                           json_object_get(s->v[0].r.info, "job"), "ok",
-                          s->nbad == 0, "bad", (json_int_t)s->nbad, "store",
-                          entry_json(&s->v[0]), "profiles", "artifacts",
-                          "other");
+                          s->nbad == 0, "bad", (json_int_t)s->nbad,
+                          "path_error", s->path_error[0] ? s->path_error
+                                                         : NULL,
+                          "store", entry_json(&s->v[0]), "profiles",
+                          "artifacts", "other");
     static const char *const lists[] = { NULL, "profiles", "artifacts",
                                          "other" };
 
@@ -307,6 +320,10 @@ check_json(const char *dir, const store_scan *s)
                           "ok", s->nbad == 0, "files", (json_int_t)s->n,
                           "bad");
 
+    if (o != NULL && s->path_error[0] != '\0')
+        json_array_append_new(json_object_get(o, "bad"),
+                              json_pack("{s:s, s:s}", "file", ".", "error",
+                                        s->path_error));
     for (size_t i = 0; o != NULL && i < s->n; i++)
         if (!s->v[i].r.ok)
             json_array_append_new(json_object_get(o, "bad"),
@@ -338,6 +355,7 @@ put_json(json_t *o)
 static void
 check_text(const char *dir, const store_scan *s)
 {
+    put_path_error(s);
     for (size_t i = 0; i < s->n; i++)
         if (!s->v[i].r.ok)
             put_line(&s->v[i]);

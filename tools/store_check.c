@@ -994,7 +994,8 @@ empty_info(store_kind kind, const char *stem)
 }
 
 /* Reads the regular file `name` of directory dfd into *buf (at most
- * STORE_MAX_FILE bytes), never following a link nor blocking on a FIFO. */
+ * STORE_MAX_FILE bytes), never following a link nor blocking on a FIFO;
+ * a file someone else could write (store_own_problem) is not read. */
 static int
 read_file(int dfd, const char *name, unsigned char **buf, size_t *len,
           store_result *r)
@@ -1002,6 +1003,7 @@ read_file(int dfd, const char *name, unsigned char **buf, size_t *len,
     int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     struct stat st;
     ssize_t got = 1;
+    char why[256];
 
     *buf = NULL;
     *len = 0;
@@ -1012,6 +1014,10 @@ read_file(int dfd, const char *name, unsigned char **buf, size_t *len,
         st.st_size > (off_t)STORE_MAX_FILE) {
         close(fd);
         return fail(r, "not a regular file of at most 64 MiB");
+    }
+    if (store_own_problem(&st, "the file", why, sizeof why) != NULL) {
+        close(fd);
+        return fail(r, "%s", why);
     }
     if ((*buf = malloc((size_t)st.st_size + 1)) == NULL) {
         close(fd);
@@ -1189,6 +1195,7 @@ static int
 scan_dir_entry(store_scan *s, int fd, const char *name, store_kind kind)
 {
     struct stat st;
+    char why[256];
     int sub, rc;
 
     if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
@@ -1201,6 +1208,11 @@ scan_dir_entry(store_scan *s, int fd, const char *name, store_kind kind)
     if (sub < 0)
         return bad_entry(s, name, "cannot open the directory: %s",
                          strerror(errno));
+    if (store_own_problem(&st, "the directory", why, sizeof why) != NULL &&
+        bad_entry(s, name, "%s", why) != 0) {
+        close(sub);
+        return -1;
+    }
     rc = scan_sub(s, sub, name, kind);
     close(sub);
     return rc;
@@ -1234,16 +1246,14 @@ scan_top(store_scan *s, int fd)
 int
 store_scan_dir(const char *dir, store_scan *s, char *err, size_t errsize)
 {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     struct stat st;
-    int rc;
+    int fd, rc;
 
     memset(s, 0, sizeof *s);
-    if (fd < 0) {
-        snprintf(err, errsize, "cannot open the directory: %s",
-                 strerror(errno));
+    fd = store_open_dir(dir, s->path_error, sizeof s->path_error, err,
+                        errsize);
+    if (fd < 0)
         return -1;
-    }
     if (fstatat(fd, "store.json", &st, AT_SYMLINK_NOFOLLOW) != 0) {
         snprintf(err, errsize, "not a job store (%s)", errno == ENOENT
                  ? "no store.json" : strerror(errno));
@@ -1252,6 +1262,7 @@ store_scan_dir(const char *dir, store_scan *s, char *err, size_t errsize)
     }
     rc = scan_top(s, fd);
     close(fd);
+    s->nbad += s->path_error[0] != '\0';
     if (rc != 0) {
         snprintf(err, errsize, "cannot read the store: %s", strerror(errno));
         store_scan_free(s);

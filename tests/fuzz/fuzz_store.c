@@ -1,7 +1,8 @@
 /*
  * fuzz_store.c - libFuzzer harness of the job compile store's file checks
- * (tools/store_check.c, included here because the tools are not a
- * library). The first byte says what the rest is:
+ * (tools/store_check.c and the store_path.c it calls, included here
+ * because the tools are not a library). The first byte says what the
+ * rest is:
  *   0  store.json;
  *   1  a whole profile file, 2  a whole artifact file (named as their
  *      header or frame says, when it can be read, so a good file passes);
@@ -13,6 +14,7 @@
  * result must be ok with no error, or bad with one printable line.
  */
 #include "store_check.c"
+#include "store_path.c"
 
 #include <stdint.h>
 #include <stdlib.h>

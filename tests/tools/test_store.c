@@ -799,7 +799,8 @@ CCOL_TEST(test_empty_store)
                         "files; 0 bad\nstore.json: OK\nstatus=0\n");
     free(out);
     out = run("show --json", dir, false);
-    CHECK_CONTAINS(out, "\"ok\": true, \"bad\": 0, \"store\": {\"file\": "
+    CHECK_CONTAINS(out, "\"ok\": true, \"bad\": 0, \"path_error\": null, "
+                        "\"store\": {\"file\": "
                         "\"store.json\", \"ok\": true, \"error\": null}, "
                         "\"profiles\": [], \"artifacts\": [], \"other\": []}"
                         "\nstatus=0\n");
@@ -838,8 +839,66 @@ CCOL_TEST(test_empty_store)
     free(out);
 }
 
+/* Who may write the store, as ccol.torch's loader checks it: the store
+ * and its directories this user's alone, every ancestor root's or this
+ * user's and writable by no one else unless sticky, each file this
+ * user's alone (issue 47: such a store was "all good"). */
+CCOL_TEST(test_who_may_write_it)
+{
+    char dir[64], path[160], want[768], prel[64], *out;
+    uid_t me = geteuid();
+
+    new_store(dir, true);
+    put_profile(dir, SOURCES, DYNAMIC, prel);
+    CHECK_EQ(chmod(dir, 0777), 0);
+    snprintf(want, sizeof want, ".: %s belongs to uid %u with mode 0777: it "
+             "must belong to this user (uid %u) and be writable by no one "
+             "else\nstatus=1\n", dir, (unsigned)me, (unsigned)me);
+    check_out(dir, want);
+    CHECK_EQ(chmod(dir, 0700), 0);
+    snprintf(path, sizeof path, "%s/artifacts", dir);
+    CHECK_EQ(chmod(path, 0775), 0);
+    snprintf(path, sizeof path, "%s/%s", dir, prel);
+    CHECK_EQ(chmod(path, 0666), 0);
+    snprintf(want, sizeof want, "artifacts: the directory belongs to uid %u "
+             "with mode 0775: it must belong to this user (uid %u) and be "
+             "writable by no one else\n%s: the file belongs to uid %u with "
+             "mode 0666: it must belong to this user (uid %u) and be "
+             "writable by no one else\nstatus=1\n", (unsigned)me,
+             (unsigned)me, prel, (unsigned)me, (unsigned)me);
+    check_out(dir, want);
+    out = run("check --json", dir, false);
+    CHECK_CONTAINS(out, "\"ok\": false, \"files\": 3");
+    free(out);
+    cleanup(dir);
+    /* an ancestor others may write, not sticky; then sticky, like /tmp */
+    strcpy(dir, "/tmp/ccol-test-store.XXXXXX");
+    CHECK(mkdtemp(dir) != NULL);
+    CHECK_EQ(chmod(dir, 0777), 0);
+    snprintf(path, sizeof path, "%s/st", dir);
+    CHECK_EQ(mkdir(path, 0700), 0);
+    put(path, "store.json", "{\"format\": \"ccol-job-store\", \"version\": "
+        "1, \"job\": \"gpt-small\"}", 62);
+    snprintf(want, sizeof want, ".: %s (mode 0777) is writable by others "
+             "and not sticky: they could replace the store\nstatus=1\n",
+             dir);
+    check_out(path, want);
+    CHECK_EQ(chmod(dir, 01777), 0);
+    check_out(path, "status=0\n");
+    if (me == 0) { /* another owner: only root can give a directory away */
+        CHECK_EQ(chown(dir, 4321, 4321), 0);
+        CHECK_EQ(chmod(dir, 0755), 0);
+        snprintf(want, sizeof want, ".: %s belongs to uid 4321, neither root "
+                 "nor this user (uid 0): its owner could replace the "
+                 "store\nstatus=1\n", dir);
+        check_out(path, want);
+    }
+    cleanup(dir);
+}
+
 CCOL_TEST_MAIN(CCOL_T(test_good_store), CCOL_T(test_truncated_profile),
                CCOL_T(test_altered_byte), CCOL_T(test_bad_id),
+               CCOL_T(test_who_may_write_it),
                CCOL_T(test_torch_frame_shown_as_the_user_frame),
                CCOL_T(test_wrong_dynamic), CCOL_T(test_bad_entries),
                CCOL_T(test_bad_profile_header),
