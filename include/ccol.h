@@ -276,6 +276,17 @@ CCOL_API ccol_status ccol_comm_create_env(const ccol_comm_params *overrides,
 CCOL_API int ccol_shm_cleanup(const ccol_comm_params *params);
 
 /*
+ * Removes this user's shared-memory segment names whose job name starts
+ * with `prefix` (1 to 32 of A-Z a-z 0-9 . _ -; anything else removes
+ * nothing) and whose rank 0 is gone: what jobs with random names left
+ * when their rank 0 was killed while they formed. A segment whose rank 0
+ * lives, that is not ready yet, or that is another user's is never
+ * touched. Returns how many names were removed. (ccol.torch calls it
+ * with "torch-" before rank 0 creates a job's segment.)
+ */
+CCOL_API unsigned ccol_shm_sweep(const char *prefix);
+
+/*
  * Bring your own communicator: an out-of-band all-gather in the style of
  * UCC's ucc_oob_coll_t. A framework that already has MPI, NCCL's bootstrap,
  * Gloo or its own store fills this table; every ccol operation is derived

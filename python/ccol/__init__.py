@@ -43,6 +43,7 @@ from ._ccol import (
     Trace,
     VersionError,
     __version__,
+    shm_sweep,
     status_name,
 )
 
@@ -64,5 +65,5 @@ __all__ = [
     "DivergedError", "Error", "IOError", "InternalError", "InterruptedError",
     "InvalidError", "MAX_DIMS", "NoMemoryError", "Op", "PROTOCOL_VERSION",
     "PeerError", "Sync", "TimeoutError", "Trace", "VersionError",
-    "__version__", "dyn", "status_name",
+    "__version__", "dyn", "shm_sweep", "status_name",
 ]

@@ -11,6 +11,7 @@ __version__: str
 PROTOCOL_VERSION: int
 MAX_DIMS: int
 
+def shm_sweep(prefix: str) -> int: ...
 def status_name(status: int) -> str: ...
 
 class Error(Exception):

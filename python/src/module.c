@@ -490,10 +490,34 @@ py_status_name(PyObject *self, PyObject *arg)
     return PyUnicode_FromString(ccol_status_name((ccol_status)v));
 }
 
+static PyObject *
+py_shm_sweep(PyObject *self, PyObject *arg)
+{
+    const char *prefix;
+    unsigned n;
+
+    (void)self;
+    if (!PyUnicode_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "prefix must be a str, not %s",
+                     Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    if ((prefix = PyUnicode_AsUTF8(arg)) == NULL)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    n = ccol_shm_sweep(prefix);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromUnsignedLong(n);
+}
+
 static PyMethodDef module_methods[] = {
     { "status_name", py_status_name, METH_O,
       "status_name(status: int) -> str\n\nThe name of a ccol_status "
       "(\"TIMEOUT\", ...), \"UNKNOWN\" for other values." },
+    { "shm_sweep", py_shm_sweep, METH_O,
+      "shm_sweep(prefix: str) -> int\n\nRemoves this user's shm segment "
+      "names of jobs named PREFIX... whose rank 0 is gone "
+      "(ccol_shm_sweep); how many." },
     { NULL, NULL, 0, NULL }
 };
 

@@ -14,6 +14,7 @@ rank 1 joined the intruder's segment and waited there until killed).
 
 import json
 import os
+import struct
 import time
 from datetime import timedelta
 
@@ -59,3 +60,36 @@ def test_an_intruder_on_the_store_cannot_take_a_one_host_job_over(
         assert "gives no secret this rank can read" in \
             errors[r]["message"], errors[r]
     assert not [n for n in os.listdir("/dev/shm") if "intruder" in n]
+
+
+def _creator(name):
+    """The pid in a ccol shm segment's header (rank 0's), or None: the
+    header is magic, version, size, cap, threshold, fanout (u32 each),
+    the token digest (u64), then the creator (i32) at byte 32."""
+    try:
+        with open(os.path.join("/dev/shm", name), "rb") as f:
+            head = f.read(36)
+    except OSError:
+        return None
+    return struct.unpack_from("<i", head, 32)[0] if len(head) == 36 \
+        else None
+
+
+@pytest.mark.timeout(int(120 * _SCALE))
+def test_a_rank_0_terminated_in_the_join_leaves_no_segment(tmp_path):
+    """Rank 1 dies in the join; torchrun sends SIGTERM to rank 0, which
+    waits in the shm join for it (issue 47, finding 5): rank 0's segment
+    name goes with it."""
+    cmd = torchrun_cmd(script("intruded.py"), ["--die-in-join"], nproc=2,
+                       port=free_port())
+    with Job([cmd], job_env(tmp_path, CCOL_TORCH=1),
+             deadline=90 * _SCALE) as job:
+        pid = job.wait_event("PID", 0, timeout=60)
+        assert pid is not None, tail(job.output)
+        codes = job.wait()
+        out = job.output
+    assert codes != [0], tail(out)
+    mine = f"ccol-{os.getuid()}-torch-"
+    left = [n for n in os.listdir("/dev/shm")
+            if n.startswith(mine) and _creator(n) == pid["pid"]]
+    assert left == [], (left, tail(out))

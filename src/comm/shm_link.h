@@ -48,6 +48,8 @@ typedef struct ccol__shm_link {
     int gone_creator;    /* pid of a rank 0 found gone while joining, 0 */
     int guard;           /* 1 + its slot in shm_guard.c's table, 0 if
                             not guarded */
+    int reap;            /* rank 0: 1 + its name's slot in shm_reap.c's
+                            table, 0 if not listed */
     int64_t cut_to;      /* the size it was truncated to */
     bool named;          /* rank 0: the name still exists */
     bool claimed;        /* this rank's control line is ours */
@@ -94,5 +96,14 @@ int ccol__shm_guard_add(void *base, size_t len);
 void ccol__shm_guard_remove(int slot);
 /* Whether a fault on the guarded mapping found it truncated. */
 bool ccol__shm_guard_cut(int slot);
+
+/* ---- shm_reap.c ---- */
+
+/* Lists the name `path` rank 0 just created (standing for inode `ino`):
+ * a SIGTERM before ccol__shm_reap_remove removes it. Returns the slot to
+ * give back (0 when SIGTERM is ignored or the table is full). */
+int ccol__shm_reap_add(const char *path, ino_t ino);
+/* Forgets a listed name (rank 0 removed it, or it is no longer its). */
+void ccol__shm_reap_remove(int slot);
 
 #endif /* CCOL_SHM_LINK_H */

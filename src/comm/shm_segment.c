@@ -26,6 +26,7 @@
 #define _GNU_SOURCE
 #include "shm_link.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -315,6 +316,71 @@ ccol__shm_forget(const char *name, const char *token)
     return stale && shm_unlink(path) == 0;
 }
 
+/* True when `prefix` is 1 to 32 characters a segment's job name may
+ * hold unchanged (ccol__shm_path keeps [A-Za-z0-9._-]). */
+static bool
+sweep_prefix_ok(const char *prefix)
+{
+    size_t n = prefix != NULL ? strlen(prefix) : 0;
+
+    if (n < 1 || n > 32)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = prefix[i];
+
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+              (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' ||
+              ch == '-'))
+            return false;
+    }
+    return true;
+}
+
+/* Removes the segment /`name` when it is this user's, ready, and its
+ * rank 0 is gone. */
+static bool
+sweep_one(const char *name)
+{
+    char path[300];
+    struct stat sb;
+    uint32_t magic;
+    int creator, fd;
+    bool gone = false;
+
+    snprintf(path, sizeof path, "/%s", name);
+    fd = shm_open(path, O_RDONLY | O_NOFOLLOW, 0);
+    if (fd < 0)
+        return false;
+    if (fstat(fd, &sb) == 0 && sb.st_uid == geteuid() &&
+        S_ISREG(sb.st_mode)) {
+        read_creator(fd, &magic, &creator);
+        gone = magic == SEG_MAGIC && creator > 0 && !pid_alive(creator);
+    }
+    close(fd);
+    return gone && shm_unlink(path) == 0;
+}
+
+unsigned
+ccol_shm_sweep(const char *prefix)
+{
+    char start[64];
+    unsigned removed = 0;
+    struct dirent *de;
+    DIR *d;
+
+    if (!sweep_prefix_ok(prefix))
+        return 0;
+    snprintf(start, sizeof start, "ccol-%u-%s", (unsigned)getuid(), prefix);
+    if ((d = opendir("/dev/shm")) == NULL)
+        return 0;
+    while ((de = readdir(d)) != NULL)
+        if (strncmp(de->d_name, start, strlen(start)) == 0 &&
+            sweep_one(de->d_name))
+            removed++;
+    closedir(d);
+    return removed;
+}
+
 /* Rank 0, name taken: a live job keeps it (BUSY), a dead one's is removed.
  * Returns OK when the caller may try to create the segment again. */
 static ccol_status
@@ -395,6 +461,7 @@ create_seg(ccol__shm_link *l, const ccol__link_cfg *cfg, ccol__err *err)
         return st;
     }
     l->fd = fd; /* kept for the size checks */
+    l->reap = ccol__shm_reap_add(l->path, l->ino);
     h = hdr_of(l);
     h->version = SEG_VERSION;
     h->size = (uint32_t)cfg->id.size;
@@ -754,6 +821,8 @@ ccol__shm_drop_name(ccol__shm_link *l)
     if (!l->named)
         return;
     l->named = false;
+    ccol__shm_reap_remove(l->reap);
+    l->reap = 0;
     fd = shm_open(l->path, O_RDONLY, 0);
     if (fd < 0)
         return;

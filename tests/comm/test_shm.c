@@ -521,6 +521,57 @@ CCOL_TEST(launcher_forgets_a_killed_jobs_segment_only)
     CHECK_EQ(ccol_shm_cleanup(&p), 0); /* nothing left to remove */
 }
 
+/* torchrun's SIGTERM to a rank 0 whose job is still forming (issue 47):
+ * the name goes with it, and the process still dies of SIGTERM. */
+CCOL_TEST(sigterm_while_forming_removes_the_name)
+{
+    char name[64];
+    pid_t pid;
+    int st;
+
+    snprintf(name, sizeof name, "term-%d", (int)getpid());
+    pid = spawn_rank(name, 0, 2, 30);
+    wait_for_segment(name);
+    CHECK(seg_exists(name));
+    kill(pid, SIGTERM);
+    CHECK_EQ(waitpid(pid, &st, 0), pid);
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
+    CHECK(!seg_exists(name));
+    drop_segment(name);
+}
+
+/* The sweep at the next job: names of the prefix whose rank 0 is gone
+ * go; a forming job's name (its rank 0 lives) stays; a bad prefix
+ * removes nothing. */
+CCOL_TEST(sweep_removes_only_names_whose_rank_0_is_gone)
+{
+    char dead[64], live[64], prefix[48];
+    pid_t a, b;
+    int st;
+
+    snprintf(prefix, sizeof prefix, "sweep-%d-", (int)getpid());
+    snprintf(dead, sizeof dead, "%sdead", prefix);
+    snprintf(live, sizeof live, "%slive", prefix);
+    a = spawn_rank(dead, 0, 2, 30);
+    b = spawn_rank(live, 0, 2, 30);
+    wait_for_segment(dead);
+    wait_for_segment(live);
+    kill(a, SIGKILL); /* no handler runs: the name stays */
+    waitpid(a, &st, 0);
+    CHECK(seg_exists(dead));
+    CHECK_EQ(ccol_shm_sweep(""), 0u);
+    CHECK_EQ(ccol_shm_sweep("a/b"), 0u);
+    CHECK_EQ(ccol_shm_sweep("x-too-long-prefix-of-thirty-three"), 0u);
+    CHECK(seg_exists(dead));
+    CHECK_EQ(ccol_shm_sweep(prefix), 1u);
+    CHECK(!seg_exists(dead) && seg_exists(live));
+    CHECK_EQ(ccol_shm_sweep(prefix), 0u);
+    kill(b, SIGKILL);
+    waitpid(b, &st, 0);
+    CHECK_EQ(ccol_shm_sweep(prefix), 1u);
+    CHECK(!seg_exists(live));
+}
+
 CCOL_TEST(rank_claimed_twice_is_refused)
 {
     char name[64];
@@ -1317,6 +1368,8 @@ CCOL_TEST_MAIN(CCOL_T(environment_selects_shm),
                CCOL_T(live_jobs_segment_is_refused),
                CCOL_T(segment_another_user_created_first_is_refused),
                CCOL_T(launcher_forgets_a_killed_jobs_segment_only),
+               CCOL_T(sigterm_while_forming_removes_the_name),
+               CCOL_T(sweep_removes_only_names_whose_rank_0_is_gone),
                CCOL_T(rank_claimed_twice_is_refused),
                CCOL_T(missing_rank_0_is_named_at_join),
                CCOL_T(slot_reader_rejects_bad_slots),

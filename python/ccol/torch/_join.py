@@ -204,6 +204,11 @@ def _plan(store, p, size):
                          f"hosts ({_spread(hosts)}): use tcp or leave it "
                          "unset (tcp+shm across hosts)"}
     if one_host and asked != "tcp":
+        swept = ccol.shm_sweep("torch-")  # what killed jobs left behind
+        if swept:
+            log.info("ccol.torch: removed %d shared-memory segment name%s "
+                     "of earlier jobs whose rank 0 is gone", swept,
+                     "s" if swept > 1 else "")
         plan = {"transport": "shm", "name": "torch-" + secrets.token_hex(8)}
     else:
         addr = _reach_address(store)
