@@ -61,11 +61,11 @@ def test_answers_from_a_host_like_this_one_are_adopted_others_ignored():
     name = _once_isa.probe_name(isa, "code")
     assert _once_isa.header() == {}
     other = {"host": "0" * 64, "checks": {name: True}}
-    assert _once_isa.adopt(other, "rank 1") == 0
-    assert _once_isa.adopt(None, "rank 1") == 0
+    assert _once_isa.adopt(other, "rank 1") == []
+    assert _once_isa.adopt(None, "rank 1") == []
     same = {"host": _once_isa.fingerprint(), "checks": {name: True}}
-    assert _once_isa.adopt(same, "rank 1") == 1
-    assert _once_isa.adopt(same, "rank 1") == 0  # nothing new
+    assert _once_isa.adopt(same, "rank 1") == [name]
+    assert _once_isa.adopt(same, "rank 1") == []  # nothing new
     assert check_build(isa, "code") is True and calls == []
     assert _once_isa.counts() == {"ran": 0, "adopted": 1}
     # what this rank adopted, it passes on: it holds for the same host
@@ -108,7 +108,7 @@ def test_without_a_fingerprint_nothing_is_sent_or_taken(monkeypatch):
     assert _once_isa.header() == {}
     name = _once_isa.probe_name(FakeISA("-mx"), "code")
     assert _once_isa.adopt({"host": "ab" * 32, "checks": {name: True}},
-                           "rank 1") == 0
+                           "rank 1") == []
 
 
 GOOD = {"host": "ab" * 32, "checks": {"VecAVX2|-mavx2|00": True}}
@@ -134,3 +134,70 @@ def test_an_artifact_carries_its_isa_field():
     assert _once_files.unpack(blob, "k").isa == GOOD
     assert _once_files.unpack(_once_files.pack("k", [("a/b", b"x")]),
                               "k").isa is None
+
+
+# ---- answers of a rejected artifact do not outlive it (issue 47) ----------
+
+def test_withdrawn_answers_are_gone_and_own_ones_stay():
+    check_build, calls = hooked(answer=False)
+    mine = _once_isa.probe_name(FakeISA("-mine"), "code")
+    check_build(FakeISA("-mine"), "code")  # this rank's own answer
+    theirs = _once_isa.probe_name(FakeISA(), "code")
+    took = _once_isa.adopt({"host": _once_isa.fingerprint(),
+                            "checks": {theirs: True, mine: True}}, "rank 1")
+    assert took == [theirs]
+    _once_isa.withdraw(took + [mine])
+    assert _once_isa.counts() == {"ran": 1, "adopted": 0}
+    assert check_build(FakeISA(), "code") is False  # probed here now
+    assert len(calls) == 2
+
+
+class _Once:
+    """What _once.receive and from_store read of a compile_once state."""
+
+    class job:
+        @staticmethod
+        def job_rank(r):
+            return r
+
+        @staticmethod
+        def event(*a, **k):
+            pass
+
+    class counts:
+        loaded = from_store = bytes_received = 0
+        saved_s = 0.0
+
+
+def _artifact_with_answers():
+    name = _once_isa.probe_name(FakeISA(), "code")
+    isa = {"host": _once_isa.fingerprint(), "checks": {name: True}}
+    return name, _once_files.pack("k", [], extra={"isa": isa})
+
+
+@pytest.mark.parametrize("how", ["receive", "from_store"])
+def test_answers_of_an_artifact_torch_rejects_are_withdrawn(monkeypatch,
+                                                            how):
+    from ccol.torch import _once
+    name, blob = _artifact_with_answers()
+    fell = []
+    monkeypatch.setattr(_once, "fell_back", lambda *a: fell.append(a))
+    monkeypatch.setattr(_once, "_store_fallback",
+                        lambda *a: fell.append(a))
+    monkeypatch.setattr(_once, "_bcast", lambda *a: blob)
+    rejected = lambda: (None, None)  # noqa: E731 - torch's lookup missed
+    if how == "receive":
+        got = _once.receive(_Once, "k", "graph", 1, rejected)
+    else:
+        got = _once.from_store(_Once, "graph", "k", blob, rejected, False)
+    assert got is None and len(fell) == 1, fell
+    assert _once_isa.counts() == {"ran": 0, "adopted": 0}
+    assert name not in _once_isa.header().get("isa", {}).get("checks", {})
+    accepted = lambda: ("hit", None)  # noqa: E731 - torch's lookup took it
+    if how == "receive":
+        monkeypatch.setattr(_once, "_loaded", lambda *a: None)
+        got = _once.receive(_Once, "k", "graph", 1, accepted)
+    else:
+        got = _once.from_store(_Once, "graph", "k", blob, accepted, False)
+    assert got == ("hit", None)
+    assert _once_isa.counts() == {"ran": 0, "adopted": 1}

@@ -321,15 +321,18 @@ def from_store(once, graph, key, blob, lookup, send_it):
         got = lookup()
         return got if got[0] is not None else None
     t0 = time.monotonic_ns()
+    adopted = []
     try:
         art = files_.unpack(blob, key)
-        _once_isa.adopt(art.isa, "the job store")
+        adopted = _once_isa.adopt(art.isa, "the job store")
         files_.write(art.files)
     except (files_.Corrupt, OSError) as e:
+        _once_isa.withdraw(adopted)
         _store_fallback(once, graph, key, f"{type(e).__name__}: {e}")
         return None
     got = lookup()
     if got[0] is None:
+        _once_isa.withdraw(adopted)
         _store_fallback(once, graph, key, "torch's cache lookup rejected it")
         return None
     once.counts.loaded += 1
@@ -631,6 +634,7 @@ def _take(once, key, graph, owner):
     written into this rank's cache, bytes received, when they arrived), or
     (None, why, when)."""
     arrived = time.monotonic_ns()
+    art = None
     try:
         blob = _bcast(once.job, None, owner, graph)
         once.counts.bytes_received += len(blob)
@@ -638,10 +642,13 @@ def _take(once, key, graph, owner):
         art = files_.unpack(blob, key)
         if art.failure is not None:
             return None, art.failure, arrived
-        _once_isa.adopt(art.isa, f"rank {once.job.job_rank(owner)}")
+        art.adopted = _once_isa.adopt(art.isa,
+                                      f"rank {once.job.job_rank(owner)}")
         files_.write(art.files)
         return art, len(blob), arrived
     except (ccol.Error, files_.Corrupt, OSError) as e:
+        if art is not None:
+            _once_isa.withdraw(art.adopted)
         what = type(e).__name__ if not isinstance(e, files_.Corrupt) else \
             "a corrupt artifact"
         return None, f"{what}: {e}", arrived
@@ -673,6 +680,7 @@ def receive(once, key, graph, owner, lookup):
         if got[0] is not None:
             _loaded(once, graph, owner, key, art, got_or_why, t0, t1)
             return got
+        _once_isa.withdraw(art.adopted)
         got_or_why = "torch's cache lookup rejected the artifact"
     fell_back(once, graph, owner, key, got_or_why)
     return None

@@ -47,13 +47,15 @@ class Artifact:
     """What the owner sent: failure (why there are no files, or None),
     files [(relative path, bytes)], compile_s (its compile's seconds) and
     isa (its vector-instruction probe answers, _once_isa.checked(), or
-    None)."""
+    None); adopted, the answers of isa this rank took while loading it
+    (_once_isa.adopt)."""
 
-    __slots__ = ("failure", "files", "compile_s", "isa")
+    __slots__ = ("failure", "files", "compile_s", "isa", "adopted")
 
     def __init__(self, failure, files, compile_s=0.0, isa=None):
         self.failure, self.files, self.compile_s = failure, files, compile_s
         self.isa = isa
+        self.adopted = []
 
 
 def pack(key, files=None, failure=None, compile_s=0.0, extra=None):

@@ -138,16 +138,19 @@ def checked(isa):
 
 def adopt(isa, sender):
     """Takes another rank's answers (a checked() field or None) when they
-    were made on a host like this one; returns how many were new. The
-    first answers taken, and the first refused, are said at INFO."""
+    were made on a host like this one; returns the names that were new
+    (give them to withdraw() when the artifact that carried them is then
+    rejected: torch's lookup refused it, or its files could not be
+    written). The first answers taken, and the first refused, are said at
+    INFO."""
     host = fingerprint()
     if not isa or host is None:
-        return 0
+        return []
     if isa["host"] != host:
         _say_once("other", "compile_once: %s's vector-instruction probe "
                   "answers are for another kind of host (its CPU flags, C++ "
                   "compiler or torch differ); this rank runs its own", sender)
-        return 0
+        return []
     with _lock:
         new = {k: v for k, v in isa["checks"].items() if k not in _known}
         _known.update(new)
@@ -156,7 +159,18 @@ def adopt(isa, sender):
         _say_once("same", "compile_once: took %d vector-instruction probe "
                   "answers from %s (same CPU flags, C++ compiler and torch)",
                   len(new), sender)
-    return len(new)
+    return sorted(new)
+
+
+def withdraw(names):
+    """Drops answers adopt() took from an artifact that was then rejected,
+    so that they do not outlive it (answers this rank made itself since
+    are kept: they are its own)."""
+    with _lock:
+        for n in names:
+            if n in _adopted:
+                _adopted.discard(n)
+                _known.pop(n, None)
 
 
 def _say_once(what, msg, *args):
