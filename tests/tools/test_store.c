@@ -61,6 +61,8 @@ new_store(char dir[64], bool subdirs)
     char path[128];
     FILE *f;
 
+    umask(022); /* the check wants files no one else may write: the
+                   test's own are 0644 and 0755 whatever the caller's */
     strcpy(dir, "/tmp/ccol-test-store.XXXXXX");
     CHECK(mkdtemp(dir) != NULL);
     snprintf(path, sizeof path, "%s/store.json", dir);
