@@ -460,6 +460,24 @@ dispatch(ccol_comm *c, ccol__coll *op)
     return ran ? st : ccol__tree_exec(&e, op);
 }
 
+void
+ccol__comm_report(ccol_comm *c, ccol__coll *op)
+{
+    ccol__engine e = { &c->id, c->link, &c->shape, c->seen, &c->slots_seen,
+                       &c->err };
+
+    char msg[sizeof c->err.msg];
+
+    /* the same words on every rank, naming the rank that failed */
+    snprintf(msg, sizeof msg, "%s", c->err.msg);
+    ccol__seterr(&c->err, c->err.code, "rank %d could not use the result: "
+                 "%s", ccol__id_gr(&c->id, c->id.rank), msg);
+    /* a link that runs operations itself (shm's slots) never reads an
+     * ERRUP between operations: only tree runs are told */
+    if (c->link != NULL && c->link->ops->run == NULL)
+        ccol__tree_report(&e, op);
+}
+
 /* Every public operation ends here: refuse a forked child, fail fast when
  * poisoned, bound the contribution, run it with the interrupt hook
  * installed, and turn a wait the hook stopped into INTERRUPTED. */

@@ -85,6 +85,9 @@ ccol_status ccol__comm_run(ccol_comm *c, ccol__coll *op);
 ccol_comm *ccol__comm_alloc(void);
 ccol_status ccol__comm_ranks_setup(ccol_comm *c);
 ccol__link_cfg ccol__comm_link_cfg(const ccol_comm *c);
+/* After ccol__comm_fail on op's result (it did not decode): tells the
+ * other ranks why (ccol__tree_report), where op ran over the tree. */
+void ccol__comm_report(ccol_comm *c, ccol__coll *op);
 /* Poisons the communicator with a message. Returns st. */
 ccol_status ccol__comm_fail(ccol_comm *c, ccol_status st, const char *fmt,
                             ...) CCOL__PRINTF(3, 4);

@@ -89,8 +89,10 @@ ccol_allgatherv(ccol_comm *c, const void *data, size_t len, void **out,
                                 "allgatherv: NULL argument")
                  : CCOL_ERR_INVALID_ARG;
     st = ccol__comm_run(c, &op);
-    if (st == CCOL_OK)
-        st = decode_allgatherv(c, op.result, op.result_len, out, lens);
+    if (st == CCOL_OK &&
+        (st = decode_allgatherv(c, op.result, op.result_len, out, lens)) ==
+            CCOL_ERR_PEER)
+        ccol__comm_report(c, &op); /* the others learn why this rank left */
     free(op.result);
     return st;
 }
@@ -287,10 +289,12 @@ allreduce(ccol_comm *c, void *values, size_t n, ccol_op op, bool is_f64)
     co.len = n * 8;
     st = ccol__comm_run(c, &co);
     free(buf);
-    if (st == CCOL_OK && co.result_len != n * 8)
+    if (st == CCOL_OK && co.result_len != n * 8) {
         st = ccol__comm_fail(c, CCOL_ERR_PEER,
                              "allreduce result has %zu bytes, expected %zu",
                              co.result_len, n * 8);
+        ccol__comm_report(c, &co);
+    }
     for (size_t i = 0; st == CCOL_OK && i < n; i++)
         ((uint64_t *)values)[i] = ccol__ld64(co.result + 8 * i);
     free(co.result);

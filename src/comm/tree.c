@@ -733,3 +733,15 @@ ccol__tree_exec(const ccol__engine *e, ccol__coll *op)
     run_free(&r);
     return st;
 }
+
+void
+ccol__tree_report(const ccol__engine *e, ccol__coll *op)
+{
+    run r;
+
+    if (e->link == NULL || e->shape->parent < 0)
+        return;
+    if (run_init(&r, e, op) == CCOL_OK)
+        send_errup(&r);
+    run_free(&r);
+}

@@ -30,4 +30,10 @@ typedef struct ccol__engine {
  * result and poisons). */
 ccol_status ccol__tree_exec(const ccol__engine *e, ccol__coll *op);
 
+/* This rank failed on op's result after op completed here (it did not
+ * decode): e->err goes up as op's ERRUP, which the parent takes at its
+ * next operation and rank 0 turns into that operation's ABORT, so every
+ * rank names this rank's reason instead of a connection it closed. */
+void ccol__tree_report(const ccol__engine *e, ccol__coll *op);
+
 #endif /* CCOL_TREE_H */

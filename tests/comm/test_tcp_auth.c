@@ -188,7 +188,10 @@ CCOL_TEST(squatter_with_the_digest)
 
 /* Which direction the proxy tampers with: none, rank 0 to rank 1, or
  * rank 1 to rank 0. */
-typedef enum tamper { T_NONE, T_DOWN, T_UP, T_DOWN_VERSION } tamper;
+typedef enum tamper {
+    T_NONE, T_DOWN, T_UP, T_DOWN_VERSION,
+    T_DOWN_PLAIN /* T_DOWN in a job without a token */
+} tamper;
 
 static tamper cur_tamper;
 
@@ -265,7 +268,8 @@ proxy(int port)
                   .flip = cur_tamper == T_UP };
     down = (pipe_){ .in = b, .out = a, .need = CCOL__HDR_SIZE,
                     .flip = cur_tamper == T_DOWN ||
-                            cur_tamper == T_DOWN_VERSION };
+                            cur_tamper == T_DOWN_VERSION ||
+                            cur_tamper == T_DOWN_PLAIN };
     while (a >= 0 && b >= 0 && ccol_test_now() < end) {
         struct pollfd pf[2] = { { .fd = a, .events = POLLIN },
                                 { .fd = b, .events = POLLIN } };
@@ -281,6 +285,23 @@ proxy(int port)
         close(a);
     if (b >= 0)
         close(b);
+}
+
+/* Without a token, rank 1 finds the changed result undecodable (its rank
+ * count is off) and tells rank 0 why before it goes: rank 0's next
+ * operation fails with rank 1's words, not with a closed connection. */
+static void
+plain_after(ccol_comm *c, int rank, ccol_status st)
+{
+    if (rank == 1) {
+        CHECK_STATUS(st, CCOL_ERR_PEER);
+        CHECK_CONTAINS(ccol_comm_errmsg(c), "wrong rank count");
+        return;
+    }
+    CHECK_OK(st, c);
+    CHECK_STATUS(ccol_barrier(c), CCOL_ERR_PEER);
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "rank 1");
+    CHECK_CONTAINS(ccol_comm_errmsg(c), "wrong rank count");
 }
 
 static void
@@ -299,13 +320,18 @@ proxy_body(ccol_comm *unused, int rank, void *arg)
         proxy(job->port);
         return;
     }
-    job_params(job, rank, &p);
+    if (cur_tamper == T_DOWN_PLAIN)
+        ccol_test_params(job, rank, &p);
+    else
+        job_params(job, rank, &p);
     p.size = 2;
     p.mask |= CCOL_COMM_PARAM_ADDR;
     p.addr = rank == 0 ? "127.0.0.1" : "127.0.0.2";
     CHECK_OK(ccol_comm_create(&p, &c), c);
     st = ccol_allgatherv(c, blob[rank], 8, &out, lens);
-    if (cur_tamper == T_NONE) {
+    if (cur_tamper == T_DOWN_PLAIN) {
+        plain_after(c, rank, st);
+    } else if (cur_tamper == T_NONE) {
         CHECK_OK(st, c);
         CHECK(out != NULL && memcmp(out, "from-r0!from-r1!", 16) == 0);
     } else if ((cur_tamper != T_UP) == (rank == 1)) {
@@ -355,6 +381,13 @@ CCOL_TEST(version_changed_towards_a_joiner)
     run_proxy(T_DOWN_VERSION);
 }
 
+/* The same change without a token: the rank that cannot decode the
+ * result says why to the others (ERRUP), as a job with a token does. */
+CCOL_TEST(byte_changed_towards_a_joiner_without_a_token)
+{
+    run_proxy(T_DOWN_PLAIN);
+}
+
 /* A byte changed in rank 1's contribution: rank 0 refuses it. */
 CCOL_TEST(byte_changed_towards_rank_0)
 {
@@ -365,4 +398,5 @@ CCOL_TEST_MAIN(CCOL_T(version_changed_towards_a_joiner),
                CCOL_T(squatter_replaying_a_welcome),
                CCOL_T(squatter_with_the_digest), CCOL_T(proxy_passes_a_job),
                CCOL_T(byte_changed_towards_a_joiner),
+               CCOL_T(byte_changed_towards_a_joiner_without_a_token),
                CCOL_T(byte_changed_towards_rank_0))

@@ -16,6 +16,11 @@ One file per concern:
   stopped one is named within seconds;
 - ``_exit.py``: the store calls of ccol.torch's threads, ended before the
   interpreter finalizes (so a rank that exits mid-call exits cleanly);
+- ``_secret.py``, ``_sealed.py``: the job's token, kept out of torch's
+  store, and the values the job writes there sealed under it;
+  ``_safe_path.py``: the job store's and the secret's paths, checked as
+  ssh checks its files;
+- ``_buckets.py``: shape buckets, a few padded sizes the ranks agree on;
 - ``_hooks.py``: every hook ccol.torch places in torch, declared as data,
   placed (now or at its module's import) and restored by one registry;
 - ``_compile.py``: the compiler collective's hooks;

@@ -48,7 +48,7 @@ from datetime import timedelta
 
 import ccol
 
-from . import _env, _exit, _secret
+from . import _env, _exit, _sealed, _secret
 from ._errors import peer_error, timeout_error
 from ._log import log
 
@@ -261,7 +261,7 @@ def _meet(store, prefix, where, rank, size, timeout):
     left_s = max(deadline - time.monotonic(), 0.5)
     comm = _create(plan, rank, size, left_s, token)
     comm.timeout = timeout
-    return Joined(comm, where, store, prefix, pids)
+    return Joined(comm, where, _sealed.wrap(store, token), prefix, pids)
 
 
 def _one_host(size):

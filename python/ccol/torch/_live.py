@@ -235,15 +235,28 @@ class Liveness:
 
     def _run(self):
         while not self.stop.wait(BEAT_S):
-            try:
-                with self.beat_lock:
-                    self._beat()
-                self._failures()
-                for task in self.tasks:
-                    task(self.job)
-            except Exception as e:  # noqa: BLE001 - the store went away
-                log.debug("heartbeat stopped: %s", e)
+            if not self.tick():
                 return
+
+    def tick(self):
+        """One heartbeat, then what it reads (failures, the tasks); False
+        when the store went away. A value in the store that no rank of
+        this job wrote (_sealed.py) is this rank's error at its next
+        collective, said once at WARNING; the heartbeat goes on."""
+        try:
+            with self.beat_lock:
+                self._beat()
+            self._failures()
+            for task in self.tasks:
+                task(self.job)
+        except ccol.Error as e:
+            if self.job.pending is None:
+                self.job.pending = e
+                log.warning("ccol.torch: %s", e)
+        except Exception as e:  # noqa: BLE001 - the store went away
+            log.debug("heartbeat stopped: %s", e)
+            return False
+        return True
 
     def publish_failure(self, err):
         """Tells the other ranks why this rank's collective failed (once)."""

@@ -52,18 +52,26 @@ def hash_text(text):
     return hash_members(text.encode())
 
 
+def _came(store, key, r, came):
+    """Whether rank r said it is at the meeting; read once (with a job
+    token, a word no rank wrote is a ccol.PeerError: _sealed.py)."""
+    if r not in came and store.check([key]) and store.get(key) == b"1":
+        came.add(r)
+    return r in came
+
+
 def _close(job, base, mid, frame):
     world, live, store = job.world, job.live, job.joined.store
     n, closed = world.size, f"{base}/closed"
     keys = [f"{base}/{r}" for r in range(n)]
     end = time.monotonic() + world.timeout
-    seen = {}
+    seen, came = {}, set()
     while True:
         if job.pending is not None:  # a rank failed and told the others
             raise job.take_pending()
         if store.check([closed]):
             return _members(store.get(closed))
-        here = [r for r in range(n) if store.check([keys[r]])]
+        here = [r for r in range(n) if _came(store, keys[r], r, came)]
         if len(here) < n:
             wait = _awaited(live, here, mid, seen)
             if wait:
