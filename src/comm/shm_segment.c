@@ -106,19 +106,22 @@ seg_bytes(const ccol__link_cfg *cfg, uint32_t cap)
 /* Segment names live in one flat namespace (/dev/shm): the user id keeps
  * users apart, the job name is cleaned so it cannot name a path, and a
  * hash keeps long names distinct after shortening. */
+/* A character a segment's job name keeps as it is (others become '_'). */
+static bool
+name_char(char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+           (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-';
+}
+
 void
 ccol__shm_path(const char *name, char *out, size_t outlen)
 {
     char clean[64];
     size_t n = strlen(name), i;
 
-    for (i = 0; i < n && i < sizeof clean - 1; i++) {
-        char ch = name[i];
-        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                  (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' ||
-                  ch == '-';
-        clean[i] = ok ? ch : '_';
-    }
+    for (i = 0; i < n && i < sizeof clean - 1; i++)
+        clean[i] = name_char(name[i]) ? name[i] : '_';
     clean[i] = '\0';
     if (n >= sizeof clean - 1)
         snprintf(out, outlen, "/ccol-%u-%.40s-%016" PRIx64,
@@ -316,8 +319,8 @@ ccol__shm_forget(const char *name, const char *token)
     return stale && shm_unlink(path) == 0;
 }
 
-/* True when `prefix` is 1 to 32 characters a segment's job name may
- * hold unchanged (ccol__shm_path keeps [A-Za-z0-9._-]). */
+/* True when `prefix` is 1 to 32 characters a segment's job name keeps
+ * unchanged (name_char). */
 static bool
 sweep_prefix_ok(const char *prefix)
 {
@@ -325,14 +328,9 @@ sweep_prefix_ok(const char *prefix)
 
     if (n < 1 || n > 32)
         return false;
-    for (size_t i = 0; i < n; i++) {
-        char ch = prefix[i];
-
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-              (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' ||
-              ch == '-'))
+    for (size_t i = 0; i < n; i++)
+        if (!name_char(prefix[i]))
             return false;
-    }
     return true;
 }
 

@@ -191,19 +191,24 @@ window_step(uint64_t w, uint64_t count)
     return kept > UINT64_MAX - add ? UINT64_MAX : kept + add;
 }
 
+/* Whether size v was agreed before. */
+static bool
+seen_size(const ccol_buckets *b, uint32_t v)
+{
+    for (uint32_t j = 0; j < b->nseen; j++)
+        if (b->seen[j] == v)
+            return true;
+    return false;
+}
+
 /* How many distinct sizes the seen ones and fit[] make together. */
 static uint32_t
 union_size(const ccol_buckets *b, const uint32_t *fit, uint32_t nfit)
 {
     uint32_t n = b->nseen;
 
-    for (uint32_t i = 0; i < nfit; i++) {
-        bool found = false;
-
-        for (uint32_t j = 0; j < b->nseen && !found; j++)
-            found = b->seen[j] == fit[i];
-        n += !found;
-    }
+    for (uint32_t i = 0; i < nfit; i++)
+        n += !seen_size(b, fit[i]);
     return n;
 }
 
@@ -214,7 +219,7 @@ remember_sizes(ccol_buckets *b)
     for (uint32_t i = 0; i < b->nsizes; i++) {
         uint32_t v = b->sizes[i], j = b->nseen;
 
-        if (union_size(b, &v, 1) == b->nseen || b->nseen == b->nbins)
+        if (seen_size(b, v) || b->nseen == b->nbins)
             continue;
         while (j > 0 && b->seen[j - 1] > v) {
             b->seen[j] = b->seen[j - 1];
