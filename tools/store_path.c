@@ -7,7 +7,6 @@
  * parent's descriptor without following links.
  */
 #include "store.h"
-#include "../src/core/core.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,7 +21,7 @@
 #define DIR_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
 
 static void say(char *why, size_t size, const char *fmt, ...)
-    CCOL__PRINTF(3, 4);
+    __attribute__((format(printf, 3, 4)));
 
 /* Says the first rule broken into why[size]; later ones are dropped. */
 static void
