@@ -4,15 +4,23 @@
  * The extension is written against the public headers only (ccol.h). Each
  * file owns one part of the Python surface and registers its types from
  * ccolpy_*_init(), called once by the module's exec slot:
- *   module.c  the module, exceptions, status -> exception mapping, argument
- *             converters shared by every file;
+ *   module.c  the module: its definition, its own functions (status_name,
+ *             shm_sweep) and the exec slot; the only file that calls the
+ *             others' ccolpy_*_init();
+ *   shared.c  what every file uses: exceptions, status -> exception
+ *             mapping, the interrupt hook, argument converters, the
+ *             Decision enum, ccolpy_add_type; it calls no other file;
  *   comm.c    ccol.Comm: creation, the byte collectives, decision helpers;
  *   sync.c    ccol.Sync and ccol.Compile: the compile collective, guard
  *             collective, renders and explanations;
  *   dyn.c     ccol._ccol.Lattice: the offline lattice behind ccol.dyn;
  *   trace.c   ccol.Trace: the per-rank trace writer;
  *   bench.c   ccol._ccol._time_c: a collective timed in a C loop, the
- *             baseline of bench/python/.
+ *             baseline of bench/python/;
+ *   buckets.c ccol._ccol.Buckets: shape buckets.
+ * sync.c, dyn.c, trace.c, bench.c and buckets.c call shared.c and comm.c
+ * only, comm.c calls shared.c only, and shared.c none: no two files call
+ * each other in a circle.
  *
  * Blocking calls release the GIL. While they wait, libccol calls
  * ccolpy_interrupt() about every 50 ms, which lets Python run its signal
@@ -30,7 +38,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* ---- module.c ---- */
+/* ---- shared.c ---- */
 
 /* The exception classes, indexed by -status (INTERNAL last). */
 extern PyObject *ccolpy_Error;
@@ -116,6 +124,14 @@ char *ccolpy_json_dumps(PyObject *fields, bool *none);
 /* The ccol.Decision enum (an IntEnum), created at module init. */
 extern PyObject *ccolpy_Decision;
 
+/* Adds the exception classes and ccol.Decision to module m; -1 with the
+ * exception set on failure. The first init module.c calls. */
+int ccolpy_shared_init(PyObject *m);
+
+/* Makes the type of `spec` and adds it to module m as `name`; -1 with the
+ * exception set on failure. */
+int ccolpy_add_type(PyObject *m, PyType_Spec *spec, const char *name);
+
 /* ---- comm.c ---- */
 
 /* The Python object of a communicator. `busy` is set (under the GIL)
@@ -137,14 +153,13 @@ extern PyTypeObject *ccolpy_CommType;
 int ccolpy_comm_acquire(ccolpy_comm *o);
 void ccolpy_comm_release(ccolpy_comm *o);
 
+/* ---- each file's init, called by module.c's exec slot ---- */
+
 int ccolpy_comm_init(PyObject *m);
 int ccolpy_sync_init(PyObject *m);
 int ccolpy_dyn_init(PyObject *m);
 int ccolpy_trace_init(PyObject *m);
 int ccolpy_bench_init(PyObject *m);
 int ccolpy_buckets_init(PyObject *m);
-/* Makes the type of `spec` and adds it to module m as `name`; -1 with the
- * exception set on failure. */
-int ccolpy_add_type(PyObject *m, PyType_Spec *spec, const char *name);
 
 #endif /* CCOLPY_MODULE_H */
