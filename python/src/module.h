@@ -110,12 +110,6 @@ typedef struct ccolpy_obs {
  * naming the source. */
 int ccolpy_read_obs(PyObject *v, const char *source, ccolpy_obs *out);
 
-/* Builds a tuple or list of Python ints from int64 values. */
-PyObject *ccolpy_list_i64(const int64_t *v, size_t n);
-
-/* Splits "a\nb\nc" into a list of str ("" gives []). */
-PyObject *ccolpy_split_lines(const char *s);
-
 /* json.dumps(fields) as a new UTF-8 string (PyMem_Free), or NULL with an
  * exception set; fields NULL or None gives NULL without an exception and
  * *none = true. */

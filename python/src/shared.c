@@ -366,39 +366,6 @@ ccolpy_read_obs(PyObject *v, const char *source, ccolpy_obs *out)
     return 0;
 }
 
-PyObject *
-ccolpy_list_i64(const int64_t *v, size_t n)
-{
-    PyObject *l = PyList_New((Py_ssize_t)n);
-    for (size_t i = 0; l != NULL && i < n; i++) {
-        PyObject *x = PyLong_FromLongLong(v[i]);
-        if (x == NULL) {
-            Py_CLEAR(l);
-            break;
-        }
-        PyList_SET_ITEM(l, (Py_ssize_t)i, x);
-    }
-    return l;
-}
-
-PyObject *
-ccolpy_split_lines(const char *s)
-{
-    PyObject *l = PyList_New(0);
-    const char *p = s;
-
-    while (l != NULL && *p) {
-        const char *e = strchr(p, '\n');
-        size_t n = e ? (size_t)(e - p) : strlen(p);
-        PyObject *x = PyUnicode_FromStringAndSize(p, (Py_ssize_t)n);
-        if (x == NULL || PyList_Append(l, x) < 0)
-            Py_CLEAR(l);
-        Py_XDECREF(x);
-        p += n + (e != NULL);
-    }
-    return l;
-}
-
 char *
 ccolpy_json_dumps(PyObject *fields, bool *none)
 {
