@@ -1097,7 +1097,7 @@ check_file(store_scan *s, int dfd, const char *name, const char *file,
 }
 
 /* True for the name of a writer's temporary (mkstemp's ".ccol-*.tmp",
- * python/ccol/torch/_once_files.py), renamed into place once written. */
+ * python/ccol/torch/once/files.py), renamed into place once written. */
 static bool
 is_temporary(const char *name)
 {

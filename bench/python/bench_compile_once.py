@@ -11,7 +11,7 @@ in two modes, the order alternating from round to round:
 
   off       CCOL_TORCH_COMPILE_ONCE=0: every rank compiles every graph;
   once      CCOL_TORCH_COMPILE_ONCE=1: one rank compiles each graph, the
-            others load its artifact (ccol.torch's _once.py);
+            others load its artifact (ccol.torch's once/decide.py);
   upstream  (torch 2.14 and later, where torch.compiler.config has
             compile_on_one_rank) torch alone, as upstream offers it:
             compile_on_one_rank on, rank 0 runs its first step, saves its

@@ -257,7 +257,7 @@ for name, value in json.loads(sys.argv[1]):
     except Exception as e:  # noqa: BLE001 - reported to the test
         res = {"ok": False, "type": type(e).__name__, "message": str(e)}
     ccol.torch.disable()
-    kept, ccol.torch._kept = ccol.torch._kept, None
+    kept, ccol.torch._joins.kept = ccol.torch._joins.kept, None
     if kept is not None:
         kept.comm.close()
     print("CASE " + json.dumps([name, value, res]), flush=True)

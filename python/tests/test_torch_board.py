@@ -21,8 +21,9 @@ import pytest
 
 import ccol
 from conftest import MemStore
-from ccol.torch import _board, _join, _live
-from ccol.torch._domain import Domain
+from ccol.torch import _board, _live
+from ccol.torch.job import join as _join
+from ccol.torch.job.domain import Domain
 from ccol.torch._state import Job
 
 FRAME = "f (a.py:1)"

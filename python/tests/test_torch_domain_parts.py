@@ -15,8 +15,10 @@ import pytest
 
 import ccol
 from conftest import MemStore as _Store
-from ccol.torch import (_agree, _compile, _domain, _env, _guard, _live, _meet,
-                        _modules, _ranks)
+from ccol.torch import _agree, _compile, _env, _guard, _live
+from ccol.torch.job import domain as _domain
+from ccol.torch.job import meet as _meet
+from ccol.torch.job import modules as _modules
 
 
 # ---- naming a domain --------------------------------------------------------
@@ -65,14 +67,14 @@ class _Mesh:
 def test_a_mesh_gives_the_sub_mesh_over_the_dimensions_named():
     pytest.importorskip("torch")
     m = _Mesh((2, 2), ("pp", "dp"), rank=3)   # [[0, 1], [2, 3]]
-    assert _ranks.mesh_ranks(m, "dp") == [2, 3]
-    assert _ranks.mesh_ranks(m, ("pp",)) == [1, 3]
-    assert _ranks.mesh_ranks(m, [1]) == [2, 3]
-    assert _ranks.mesh_ranks(m, None) == [0, 1, 2, 3]
+    assert _modules.mesh_ranks(m, "dp") == [2, 3]
+    assert _modules.mesh_ranks(m, ("pp",)) == [1, 3]
+    assert _modules.mesh_ranks(m, [1]) == [2, 3]
+    assert _modules.mesh_ranks(m, None) == [0, 1, 2, 3]
     with pytest.raises(ValueError, match="'tp' is not a dimension"):
-        _ranks.mesh_ranks(m, "tp")
+        _modules.mesh_ranks(m, "tp")
     with pytest.raises(ValueError, match="this rank is not in the mesh"):
-        _ranks.mesh_ranks(_Mesh((2, 2), ("pp", "dp"), rank=7), "dp")
+        _modules.mesh_ranks(_Mesh((2, 2), ("pp", "dp"), rank=7), "dp")
 
 
 def test_a_scope_names_its_ranks_exactly_once_and_holds_this_rank():
@@ -256,7 +258,9 @@ def test_graph_checks_kinds_and_decisions_name_job_ranks():
     witnesses and a rank's unreadable state."""
     from torch._dynamo import pgo
     from torch._dynamo.symbolic_convert import LocalState
-    from ccol.torch import _codec, _decisions, _graph, _spmd
+    from ccol.torch import _codec, _decisions
+    from ccol.torch.sites import graph as _graph
+    from ccol.torch.sites import spmd as _spmd
     jr = (4, 6, 9).__getitem__
     row = ["k", "call_function", "aten.add", "[2]", "m.py:3"]
     other = ["j", "call_function", "aten.mul", "[2]", "m.py:4"]

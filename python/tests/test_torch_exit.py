@@ -1,5 +1,5 @@
 """A process that exits while a ccol.torch thread calls torch's store exits
-with its own status (_exit.py), never SIGABRT.
+with its own status (job/exit.py), never SIGABRT.
 
 A thread inside a c10d store call when the interpreter finalizes is ended
 by CPython as the call returns; the unwind through the binding's C++
@@ -15,7 +15,7 @@ import threading
 import pytest
 
 import ccol
-from ccol.torch import _exit
+from ccol.torch.job import exit as _exit
 
 torch = pytest.importorskip("torch")
 
@@ -27,7 +27,7 @@ CCOL_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(
 _CHILD = r"""
 import datetime, sys, threading, time
 import torch.distributed as dist
-from ccol.torch import _exit
+from ccol.torch.job import exit as _exit
 store = dist.TCPStore("127.0.0.1", 0, 1, True,
                       timeout=datetime.timedelta(seconds=30))
 if sys.argv[1] == "guarded":
@@ -74,7 +74,7 @@ def test_the_hazard_is_real_without_the_guard():
     codes = [_run_child("raw").returncode for _ in range(3)]
     assert -6 in codes, (
         f"exit statuses {codes}: no SIGABRT from a thread left in a store "
-        "call at exit; this torch may no longer need _exit.py's guard")
+        "call at exit; this torch may no longer need job/exit.py's guard")
 
 
 class _Store:

@@ -1,4 +1,4 @@
-"""ccol's own check of the Dynamo graph (_graph.py), under real
+"""ccol's own check of the Dynamo graph (sites/graph.py), under real
 torch.compile on 2 and 3 processes: equal graphs cost one agreement and say
 nothing, even where a rank's dim of size 1 was specialized; a rank-dependent
 branch is located to its first differing node and source line, the same
@@ -135,7 +135,7 @@ def test_off_makes_no_agreement():
 
 def _killed(rank, size, cport):
     import ccol.torch
-    from ccol.torch import _graph
+    from ccol.torch.sites import graph as _graph
     _job(rank, size, cport, "error", timeout=5)
     if rank == 1:
         real = _graph.check
@@ -163,7 +163,7 @@ def test_a_rank_killed_at_the_graph_check_is_named():
 # ---- pieces ---------------------------------------------------------------
 
 def test_targets_carry_no_object_address():
-    from ccol.torch import _graph
+    from ccol.torch.sites import graph as _graph
 
     class N:
         def __init__(self, target):
@@ -177,7 +177,7 @@ def test_targets_carry_no_object_address():
 
 
 def test_digests_are_64_bits_and_order_sensitive():
-    from ccol.torch import _graph
+    from ccol.torch.sites import graph as _graph
     a = _graph.digest(["call_function torch.sin float32/2",
                        "call_function torch.cos float32/2"])
     b = _graph.digest(["call_function torch.cos float32/2",
@@ -189,7 +189,7 @@ def test_digests_are_64_bits_and_order_sensitive():
     "x", [["a"] * 4], [["a", "b", "c", "d", 5]], [None],
     [["a"] * 5] * (5000 + 1)])
 def test_malformed_node_rows_from_a_rank_are_a_peer_error(rows):
-    from ccol.torch import _graph
+    from ccol.torch.sites import graph as _graph
     with pytest.raises(ccol.PeerError, match="rank 2 sent a malformed"):
         _graph._check_rows(rows, 2)
 

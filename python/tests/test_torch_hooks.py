@@ -1,5 +1,5 @@
 """ccol.torch's hook registry (_hooks.py) and the table of agreement sites
-(_site_table.py), in one process: every hook is declared once, placed in
+(sites/table.py), in one process: every hook is declared once, placed in
 the declared order, restored last first to exactly what torch had, left
 alone where something replaced it after ccol, and placed at the import of
 a module torch loads later; docs/torch.md's table of sites is the code's."""
@@ -13,15 +13,20 @@ import types
 
 import pytest
 
-from ccol.torch import (_compile, _graph, _guard, _hooks, _once, _once_fx,
-                        _sites, _site_table, _switches)
+from ccol.torch import _assemble, _compile, _guard, _hook_points, _hooks
+from ccol.torch.once import decide as _once
+from ccol.torch.once import fx as _once_fx
+from ccol.torch.sites import install as _sites
+from ccol.torch.sites import table as _site_table
 from ccol.torch._state import Job
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DOC = os.path.join(HERE, "..", "..", "docs", "torch.md")
 
-ALL = (_compile.HOOKS + _graph.HOOKS + _guard.HOOKS + _switches.HOOKS
-       + _sites.HOOKS + _once.HOOKS + _once_fx.HOOKS)
+# every hook a job places, read from the hook points' data: the modules
+# that place them, in the order placed
+ALL = sum((importlib.import_module(m).HOOKS for m in
+           _hook_points.PLACED_BY + _hook_points.ONCE_PLACED_BY), ())
 
 # torch's own setter of the guard-complete hook: ccol wraps the name
 # (_switches.py), so a setter point is read through the setter torch had
@@ -51,8 +56,7 @@ def _snapshot():
 
 
 def _install_all(job):
-    import ccol.torch
-    ccol.torch._install(job)
+    _assemble.install(job)
     _once.install(job, _once_fx.HOOKS)
 
 
@@ -88,6 +92,30 @@ def test_install_and_restore_leave_torch_exactly_as_it_was():
         assert after[h.where, h.setter] is before[h.where, h.setter], h
     assert not any(isinstance(f, _hooks._Finder) for f in sys.meta_path)
     assert not job.hooks
+
+
+def test_the_installer_follows_the_hook_points_data():
+    """_assemble places the modules _hook_points names, in its order; each
+    of them declares HOOKS and an install()."""
+    assert tuple(m.__name__ for m in _assemble.INSTALLERS) == \
+        _hook_points.PLACED_BY
+    for name in _hook_points.PLACED_BY + _hook_points.ONCE_PLACED_BY:
+        module = importlib.import_module(name)
+        assert module.HOOKS, name
+    for module in _assemble.INSTALLERS:
+        assert callable(module.install), module.__name__
+    # the points a job needs are there on this torch, and a point this
+    # torch lacks is named
+    assert _hook_points.missing("job") == []
+    assert _hook_points.missing("once") == []
+    saved = _hook_points.POINTS["once"]
+    _hook_points.POINTS["once"] = saved + (("torch", "no_such_point"),)
+    try:
+        assert _hook_points.missing("once") == ["torch.no_such_point"]
+        with pytest.raises(RuntimeError, match="torch.no_such_point"):
+            _hook_points.check_torch(compile_once=True)
+    finally:
+        _hook_points.POINTS["once"] = saved
 
 
 class _Lines(logging.Handler):
@@ -152,7 +180,7 @@ import torch.distributed as dist
 name = "torch._inductor.distributed_autotune"
 assert name not in sys.modules
 job = Job(None, True)
-ccol.torch._install(job)
+ccol.torch._assemble.install(job)
 assert name in job.hooks.waiting
 from torch._inductor import distributed_autotune as da
 upstream = da._sync.__wrapped__
@@ -313,6 +341,6 @@ def test_every_site_in_the_table_is_hooked_and_named():
     assert len(names) == len(set(names))
     for name in list(_sites.SCOPES) + list(_sites.BEFORE):
         assert name in [s.gathers[0] for s in _site_table.SITES], name
-    # _sites.py points to the table instead of keeping a copy of it
+    # sites/install.py points to the table instead of keeping a copy of it
     assert "_site_table.SITES" in _sites.__doc__
     assert not re.search(r"^\|", _sites.__doc__, re.M)

@@ -412,7 +412,7 @@ def test_compile_once_counts_are_zero_while_off():
 def test_hostile_artifacts_are_corrupt_never_another_error():
     """Bytes from another rank are untrusted: every malformed message is a
     Corrupt (the receiver compiles for itself), never another exception."""
-    from ccol.torch import _once_files as f
+    from ccol.torch.once import files as f
     key = "k1"
     good = f.pack(key, [("fxgraph/a/b", b"kernel"), ("aot/x", b"e")], None,
                   2.5)
@@ -475,7 +475,7 @@ def test_hostile_artifacts_are_corrupt_never_another_error():
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     """_once_files writing into tmp_path/cache as this rank's cache."""
-    from ccol.torch import _once_files as f
+    from ccol.torch.once import files as f
     root = tmp_path / "cache"
     root.mkdir()
     monkeypatch.setattr(f, "_root", lambda: str(root))
@@ -489,7 +489,7 @@ def test_receivers_of_one_pid_writing_one_shared_cache_never_cut_a_file(
     cache directory at once, many times, while a third reads it as
     torch's lookup would: neither writer fails, the reader only ever sees
     whole files, and no temporary is left."""
-    from ccol.torch import _once_files as f
+    from ccol.torch.once import files as f
     files = [(f"fxgraph/k{i}/entry", bytes([i]) * (1 << 20))
              for i in range(4)]
     problems = []
@@ -538,7 +538,7 @@ def test_a_planted_link_never_leads_a_write_out_of_the_cache(cache,
     goes, is never written through: a directory led out of the cache is
     Corrupt (the receiver compiles for itself), a file's name taken by a
     link is left alone, and the link's target keeps its bytes."""
-    from ccol.torch import _once_files as f
+    from ccol.torch.once import files as f
     outside = tmp_path / "outside"
     outside.mkdir()
     victim = outside / "victim"
@@ -560,7 +560,7 @@ def test_a_full_disk_is_an_oserror_and_leaves_no_temporary(cache):
     and removes its temporary."""
     code = f"""
 import resource, signal
-from ccol.torch import _once_files as f
+from ccol.torch.once import files as f
 f._root = lambda: {str(cache)!r}
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
@@ -595,7 +595,7 @@ def test_a_graph_not_shared_warns_once_per_reason_and_is_traced():
     the outcomes and is a WARNING when any graph was not shared."""
     import logging
     from test_torch_hooks import _Lines
-    from ccol.torch import _once
+    from ccol.torch.once import decide as _once
     job = _Job()
     once = _once.Once.__new__(_once.Once)
     once.job, once.counts, once.warned = job, _once.Counts(), set()

@@ -1,5 +1,5 @@
 """compile_once carries Inductor's vector-instruction probe answers
-(ccol/torch/_once_isa.py): a probe runs once per process, answers from a
+(ccol/torch/once/isa.py): a probe runs once per process, answers from a
 host like this one are adopted instead of probing, others are ignored, and
 a malformed table makes the artifact Corrupt. The torchrun tests of
 test_torch_once.py check that a receiver runs no probe of its own."""
@@ -8,7 +8,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-from ccol.torch import _once_files, _once_isa  # noqa: E402
+from ccol.torch.once import files as _once_files
+from ccol.torch.once import isa as _once_isa  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -178,7 +179,7 @@ def _artifact_with_answers():
 @pytest.mark.parametrize("how", ["receive", "from_store"])
 def test_answers_of_an_artifact_torch_rejects_are_withdrawn(monkeypatch,
                                                             how):
-    from ccol.torch import _once
+    from ccol.torch.once import decide as _once
     name, blob = _artifact_with_answers()
     fell = []
     monkeypatch.setattr(_once, "fell_back", lambda *a: fell.append(a))

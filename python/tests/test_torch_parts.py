@@ -15,7 +15,8 @@ import pytest
 import ccol
 from conftest import MemStore as _Store
 import ccol.torch
-from ccol.torch import _env, _guard, _join, _live
+from ccol.torch import _env, _guard, _live
+from ccol.torch.job import join as _join
 from ccol.torch._state import Job
 
 
@@ -908,7 +909,7 @@ def test_a_torch_frame_is_printed_as_the_user_frame_that_reached_it(
 def test_each_graph_of_a_split_frame_has_its_own_name():
     """DDP's optimizer splits a frame's graph: each AOT graph of one compile
     gets a part number after the first; the next compile starts anew."""
-    from ccol.torch import _once
+    from ccol.torch.once import decide as _once
 
     class J:
         current = ("forward (m.py:1)", 1)

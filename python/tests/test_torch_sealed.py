@@ -1,5 +1,5 @@
 """With a job token, every value the job reads from torch's store after
-the join must carry an HMAC under it (ccol/torch/_sealed.py; issue 47,
+the join must carry an HMAC under it (ccol/torch/job/sealed.py; issue 47,
 finding 9): a value a process outside the job wrote into any key the job
 reads (a meeting's member list, a heartbeat, the compile news, a
 published failure, the pipeline stages) is a ccol.PeerError naming the
@@ -14,7 +14,9 @@ import pytest
 
 import ccol
 from conftest import MemStore
-from ccol.torch import _board, _live, _sealed, _stages
+from ccol.torch import _board, _live
+from ccol.torch.job import sealed as _sealed
+from ccol.torch.job import stages as _stages
 from test_torch_board import FRAME, _domain, _in_threads, _meet, _rank
 
 TOKEN = "the job's token"
@@ -118,9 +120,9 @@ def test_forged_pipeline_stages_are_named():
 
 
 def test_a_forged_arrival_at_a_first_compile_meeting_is_named():
-    """_meet.py: an intruder says rank 1 came to rank 0's meeting (so
+    """job/meet.py: an intruder says rank 1 came to rank 0's meeting (so
     rank 0 would close it with a rank that is not there)."""
-    from ccol.torch import _meet
+    from ccol.torch.job import meet as _meet
     from test_torch_domain_parts import _Job, _Live
     raw = MemStore()
     store = _sealed.Sealed(raw, TOKEN)

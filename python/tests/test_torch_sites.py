@@ -1,4 +1,4 @@
-"""torch.compile's other compile-time agreements through ccol (_sites.py and
+"""torch.compile's other compile-time agreements through ccol (sites/install.py and
 the modules it installs from, _agree.py), on real torch 2.13 (CPU).
 
 Each site is driven through torch's own function with the inputs it would
@@ -38,7 +38,7 @@ def _setup(rank, size, gport, cport, mode, timeout=10):
         comm = ccol.Comm(rank, size, transport="tcp", port=cport,
                          timeout=timeout)
         ccol.torch.enable(comm=comm, guard_collectives=False)
-        assert dist.all_gather_object.__module__ == "ccol.torch._redirect"
+        assert dist.all_gather_object.__module__ == "ccol.torch.sites.redirect"
 
 
 def _agreements():
@@ -489,8 +489,8 @@ def test_a_torch_without_a_site_is_not_hooked_there(monkeypatch):
     """A torch module lacking a site's function, or the class holding it,
     is left alone by the registry: nothing placed, nothing awaited, no
     replacement made, the module unchanged."""
-    from ccol.torch import _sites
-    from ccol.torch._site_table import Site
+    from ccol.torch.sites import install as _sites
+    from ccol.torch.sites.table import Site
     from ccol.torch._state import Job
 
     name = "ccol_test_sites_fake"

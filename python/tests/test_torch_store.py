@@ -158,7 +158,8 @@ def test_an_altered_store_is_named_and_compiled_locally(tmp_path):
 
 # ---- the store's files, unit by unit ---------------------------------------
 
-from ccol.torch import _store, _store_profile  # noqa: E402
+from ccol.torch.once import store as _store
+from ccol.torch.once import profile as _store_profile  # noqa: E402
 from torch._dynamo import pgo  # noqa: E402
 
 
@@ -457,7 +458,7 @@ def _artifact(s, key="graph-key-1"):
 def probe_answers():
     """This rank knows one vector-instruction probe answer (it goes with
     every artifact it keeps, under the artifact's MAC)."""
-    from ccol.torch import _once_isa
+    from ccol.torch.once import isa as _once_isa
     _once_isa.forget()
     isa = {"host": _once_isa.fingerprint(), "checks": {"VecX|-mx|0": True}}
     _once_isa.adopt(isa, "a test")
@@ -471,7 +472,7 @@ def test_artifact_round_trip_and_every_alteration_refused(tmp_path,
     s = _store_at(tmp_path, token="t")
     key, files = _artifact(s)
     blob = s.read_artifact(key)
-    from ccol.torch import _once_files
+    from ccol.torch.once import files as _once_files
     art = _once_files.unpack(blob, key)
     assert art.files == [(r, d) for r, d in files] and art.compile_s == 1.5
     assert art.isa == probe_answers
@@ -764,7 +765,7 @@ def test_any_profile_bytes_are_read_or_refused_as_bad(tmp_path_factory,
 @given(edits=EDITS, junk=hs.binary(max_size=300))
 def test_any_artifact_bytes_are_read_or_refused(tmp_path_factory, edits,
                                                 junk):
-    from ccol.torch import _once_files
+    from ccol.torch.once import files as _once_files
     key, good = _good_profile(tmp_path_factory)["a"]
     for data in (_mutate(good, edits), junk):
         try:

@@ -26,8 +26,8 @@ from test_torchrun import SCRIPTS, Job, job_env, results, tail, torchrun_cmd
 
 torch = pytest.importorskip("torch")
 
-from ccol.torch import (_compile, _guard, _site_table,  # noqa: E402
-                        _switches)
+from ccol.torch import _compile, _guard, _switches
+from ccol.torch.sites import table as _site_table
 from ccol.torch._state import Job as TorchJob  # noqa: E402
 from test_torch_hooks import _Lines  # noqa: E402
 
@@ -73,8 +73,8 @@ def job():
 
 def _in_slot(job):
     """What torch's guard-complete hook slot holds (read, then put back)."""
-    now = job.guard_setter(None)
-    job.guard_setter(now)
+    now = job.switches.guard_setter(None)
+    job.switches.guard_setter(now)
     return now
 
 
@@ -88,14 +88,14 @@ def _guard_eval(job, hit=True):
 def test_set_enable_guard_collectives_switches_ccols_guard_collective(job):
     switch = torch.compiler.set_enable_guard_collectives
     assert switch(True) is False  # the previous setting: off at enable
-    assert job.guard_collectives is True
-    assert _in_slot(job) is job.guard_hook
+    assert job.switches.guard_collectives is True
+    assert _in_slot(job) is job.switches.guard_hook
     assert _guard_eval(job) is True
     assert (job.guards, job.calls) == (1, 1)  # through ccol's collective
     assert switch(True) is True
     assert switch(False) is True
-    assert job.guard_collectives is False
-    assert _in_slot(job) is job.guard_hook  # still ccol's: it counts
+    assert job.switches.guard_collectives is False
+    assert _in_slot(job) is job.switches.guard_hook  # still ccol's: it counts
     assert _guard_eval(job, False) is False
     assert (job.guards, job.calls) == (1, 2)
     assert switch(False) is False
@@ -105,13 +105,13 @@ def test_set_guard_complete_hook_with_torchs_hook_or_none_maps_alike(job):
     c_eval, eval_frame = _points()
     torchs = eval_frame.guard_collectives_hook
     assert c_eval.set_guard_complete_hook(torchs) is None  # was off
-    assert job.guard_collectives is True
-    assert _in_slot(job) is job.guard_hook
+    assert job.switches.guard_collectives is True
+    assert _in_slot(job) is job.switches.guard_hook
     # torch's own function, as imported before ccol was installed
-    assert c_eval.set_guard_complete_hook(job.torch_guard[0]) is torchs
+    assert c_eval.set_guard_complete_hook(job.switches.torch_guard[0]) is torchs
     assert c_eval.set_guard_complete_hook(None) is torchs
-    assert job.guard_collectives is False
-    assert _in_slot(job) is job.guard_hook
+    assert job.switches.guard_collectives is False
+    assert _in_slot(job) is job.switches.guard_hook
     assert c_eval.set_guard_complete_hook(None) is None
 
 
@@ -129,8 +129,8 @@ def test_a_foreign_hook_stays_and_is_logged(job):
     assert _in_slot(job) is theirs
     # torch's switch gives the slot back to ccol
     assert torch.compiler.set_enable_guard_collectives(True) is True
-    assert _in_slot(job) is job.guard_hook
-    assert job.guard_collectives is True
+    assert _in_slot(job) is job.switches.guard_hook
+    assert job.switches.guard_collectives is True
 
 
 def test_a_foreign_hook_set_last_stays_after_disable(job):
@@ -139,23 +139,23 @@ def test_a_foreign_hook_set_last_stays_after_disable(job):
     def theirs(hit):
         return hit
     c_eval.set_guard_complete_hook(theirs)
-    setter = job.guard_setter
+    setter = job.switches.guard_setter
     job.hooks.restore()
     assert setter(None) is theirs
 
 
 def test_a_setter_held_from_before_ccol_is_mapped_at_the_next_compile(job):
     _, eval_frame = _points()
-    raw = job.guard_setter  # what torch's function holds under CCOL_TORCH=1
+    raw = job.switches.guard_setter  # what torch's function holds under CCOL_TORCH=1
     raw(eval_frame.guard_collectives_hook)  # ccol's stand-in, by name
     assert _guard_eval(job) is True  # the stand-in puts ccol's hook back
-    assert job.guard_collectives is True
-    assert _in_slot(job) is job.guard_hook
+    assert job.switches.guard_collectives is True
+    assert _in_slot(job) is job.switches.guard_hook
     assert job.calls == 1
     raw(None)
     _switches.reconcile(job)  # what each compile does first
-    assert job.guard_collectives is False
-    assert _in_slot(job) is job.guard_hook
+    assert job.switches.guard_collectives is False
+    assert _in_slot(job) is job.switches.guard_hook
 
 
 def test_disable_restores_torchs_names_and_the_slot():
@@ -181,8 +181,8 @@ import ccol.torch
 from ccol.torch import _switches
 job = ccol.torch._job
 _switches.reconcile(job)  # what the first compile does first
-print("ON", job.guard_collectives)
-print("OURS", job.guard_setter(job.guard_hook) is job.guard_hook)
+print("ON", job.switches.guard_collectives)
+print("OURS", job.switches.guard_setter(job.switches.guard_hook) is job.switches.guard_hook)
 print("RET2", torch.compiler.set_enable_guard_collectives(False))
 """
 
@@ -286,7 +286,7 @@ def test_ccol_never_sets_the_sites_configs():
     configs = [s.switch for s in _site_table.SITES if s.switch]
     before = [_config_value(c) for c in configs]
     job = TorchJob(_Comm(), True)
-    ccol.torch._install(job)
+    ccol.torch._assemble.install(job)
     try:
         assert [_config_value(c) for c in configs] == before
     finally:

@@ -7,49 +7,32 @@ and the guard collective too: pairing (frame, compile index, exchange
 number, break point, call site), deadlines, named errors on every rank,
 CPU-only jobs, and decisions equal to upstream's. See docs/torch.md.
 
-One file per concern:
+This file is the public face. The house behind it, drawn in
+docs/design.md ("Inside ccol.torch") and held to that drawing by
+python/tests/test_house.py, has three floors:
 
-- ``_join.py``: meeting the other ranks through torch's own c10d store
-  (torchrun's agent store, or the default group's), shm on one host, tcp
-  across hosts;
-- ``_live.py``: heartbeats, so a busy rank is waited for and a dead or
-  stopped one is named within seconds;
-- ``_exit.py``: the store calls of ccol.torch's threads, ended before the
-  interpreter finalizes (so a rank that exits mid-call exits cleanly);
-- ``_secret.py``, ``_sealed.py``: the job's token, kept out of torch's
-  store, and the values the job writes there sealed under it;
-  ``_safe_path.py``: the job store's and the secret's paths, checked as
-  ssh checks its files;
-- ``_buckets.py``: shape buckets, a few padded sizes the ranks agree on;
-- ``_hooks.py``: every hook ccol.torch places in torch, declared as data,
-  placed (now or at its module's import) and restored by one registry;
-- ``_compile.py``: the compiler collective's hooks;
-- ``_board.py``: with a store, the meeting at each compile: which ranks
-  take part (those coming to it), and catching up after a compile held
-  without this rank (a cache hit never waits);
-- ``_guard.py``: the guard hook (never lets an exception into torch's C++);
-- ``_switches.py``: torch's own switches for these agreements
-  (set_enable_guard_collectives, enable_compiler_collectives) honoured
-  through ccol;
-- ``_agree.py``, ``_sites.py``, ``_site_table.py``: torch.compile's other
-  cross-rank agreements (SPMD graph check, partitioner, estimates,
-  autotuning), the sites listed as data in ``_site_table.py`` and hooked by
-  ``_sites.py``; ``_scope.py`` (the site scope), ``_redirect.py`` (the
-  collectives redirected inside it), ``_spmd.py`` and ``_autotune.py``
-  (the wire forms of those two sites, the SPMD divergence located);
-- ``_once.py``: compile once per job (one rank compiles each graph, the
-  others load its artifact through torch's cache); ``_once_fx.py`` (the
-  same at Inductor's FX graph cache, for graphs AOTAutograd's cache
-  refuses: DDP's split graphs), ``_once_files.py`` (the artifact);
-- ``_graph.py``: ccol's own check of each Dynamo graph (one 8-byte
-  agreement; a divergence located to its first differing node);
-- ``_codec.py``: Dynamo's state as checked JSON, never pickles;
-- ``_decisions.py``, ``_log.py``, ``_trace.py``: what the user reads;
-- ``_domain.py``: domains, the ranks each agreement runs among (a scope,
-  CCOL_TORCH_DOMAINS, ``_stages.py``'s pipeline stages, ``_meet.py``'s
-  meeting at a first compile), each over a sub-communicator of its own;
-- ``_state.py``: the state of one enabled ccol.torch (the Job);
-- ``_env.py``: the environment, checked strictly.
+- the compile collective, at the top: ``_compile.py`` (Dynamo's
+  per-compile exchange), ``_fold.py`` (the exchange as a rank-ordered
+  reduction), ``_decisions.py`` (what an exchange decided), ``_board.py``
+  (with a store, the meeting at each compile: which ranks take part; a
+  cache hit never waits), ``_guard.py`` (the guard hook, lockstep
+  recompiles), ``_switches.py`` (torch's own switches for these
+  agreements), ``_state.py`` (the Job), ``_assemble.py`` (a Job put
+  together, its hooks placed), ``_buckets.py`` (shape buckets);
+- three wings, each a folder that imports only the ground floor and
+  itself: ``job/`` (joining, the early join, exit, the secret and sealed
+  store values, domains, modules, pipeline stages, the first-compile
+  meeting), ``sites/`` (torch.compile's other agreements: the site table,
+  their installation, scope, redirected collectives, the SPMD check,
+  autotuning, ccol's graph check) and ``once/`` (compile once and the job
+  store);
+- the ground floor, imported by all: ``_hook_points.py`` (torch's hook
+  points as data), ``_hooks.py`` (the hook registry), ``_agree.py`` (one
+  checked agreement), ``_live.py`` (liveness: slow is not dead),
+  ``_codec.py`` (Dynamo's state as checked JSON), ``_env.py`` (the
+  environment, checked strictly), ``_log.py`` (what the user reads: log
+  lines, ccol's exceptions, call sites, sets of ranks), ``_trace.py`` (the
+  trace log), ``_safe_path.py`` (paths opened as ssh opens its files).
 
 Nothing here imports torch until a function is called (or, under
 CCOL_TORCH=1, until torch's compiler is first imported), so the package
@@ -57,71 +40,49 @@ costs nothing in a process that never uses torch.
 """
 
 import contextlib
-import importlib
 import threading
 
 import ccol
 
-from . import _env, _exit  # noqa: F401 - _exit's atexit, placed first
-from ._codec import decode_state, encode_state
+from . import _assemble, _buckets, _env, _hook_points
 from ._buckets import Buckets
+from ._codec import decode_state, encode_state
 from ._compile import frame_name
-from ._log import log
+from .job import domain as _domain, join as _join, start as _start
+from .job import exit as _exit  # noqa: F401 - its atexit, placed first
+from .once import store as _store, store_job as _store_job
+from .once.decide import Counts
 
-# Releases this package is tested on; others work when their hook points
-# are there (missing_hook_points), and are refused naming what is missing.
-TESTED_TORCH = ("2.13", "2.14")
+TESTED_TORCH = _hook_points.TESTED_TORCH
 
 _lock = threading.Lock()
-_job = None     # the enabled _state.Job, or None
-_kept = None    # the job joined by join() (or kept by disable()), or None
+_job = None                 # the enabled _state.Job, or None
+_joins = _start.Joins()     # the job joined, kept across enable/disable
 
-__all__ = ["Buckets", "compile_once_counts", "decode_state", "disable", "domain",
-           "enable",
-           "enable_from_env", "enabled", "encode_state", "exchange_seconds",
-           "exchanges", "frame_name", "join", "local", "missing_hook_points",
-           "missing_once_hook_points"]
+__all__ = ["Buckets", "compile_once_counts", "decode_state", "disable",
+           "domain", "enable", "enable_from_env", "enabled", "encode_state",
+           "exchange_seconds", "exchanges", "frame_name", "join", "local",
+           "missing_hook_points", "missing_once_hook_points"]
+
+
+def _current_comm():
+    """What a Buckets given no communicator agrees over (_buckets.py)."""
+    return _job.comm if _job is not None else join()
+
+
+_buckets.current_comm = _current_comm
 
 
 def missing_hook_points():
     """The hook points ccol.torch needs that the installed torch lacks
     ([] when it can run on it)."""
-    from ._compile import HOOK_POINTS
-    from ._graph import HOOK_POINTS as GRAPH_HOOK_POINTS
-    return _missing(HOOK_POINTS + GRAPH_HOOK_POINTS + (
-        ("torch._C._dynamo.eval_frame", "set_guard_complete_hook"),
-        ("torch.distributed", "TCPStore")))
+    return _hook_points.missing("job")
 
 
 def missing_once_hook_points():
     """The hook points compile_once needs that the installed torch lacks
     ([] when it can run on it)."""
-    from ._once import HOOK_POINTS
-    return _missing(HOOK_POINTS)
-
-
-def _missing(points):
-    missing = []
-    for module, attr in points:
-        try:
-            obj = importlib.import_module(module)
-            for part in attr.split("."):
-                obj = getattr(obj, part)
-        except (ImportError, AttributeError):
-            missing.append(f"{module}.{attr}")
-    return missing
-
-
-def _check_torch(compile_once=False):
-    missing = missing_hook_points()
-    if compile_once:
-        missing += missing_once_hook_points()
-    if missing:
-        import torch
-        raise RuntimeError(
-            f"ccol.torch cannot run on torch {torch.__version__}: it lacks "
-            f"{', '.join(missing)} (tested on torch "
-            f"{', '.join(TESTED_TORCH)})")
+    return _hook_points.missing("once")
 
 
 def join(timeout=None):
@@ -134,66 +95,7 @@ def join(timeout=None):
     with _lock:
         if _job is not None:
             return _job.world
-        return _joined_once(timeout).comm
-
-
-def _joined_once(timeout):
-    """The job joined by join(), joining it now if needed (or taking the
-    join begun when the default process group came up)."""
-    global _kept, _early
-    early, _early = _early, None
-    if early is not None and (_kept is None or _kept.comm.closed):
-        _kept = early.result()  # raises what the join raised
-    if _kept is None or _kept.comm.closed:
-        from . import _join
-        _kept = _join.join(timeout)
-    return _kept
-
-
-class _EarlyJoin:
-    """The job joined in the background, begun as soon as every rank is
-    known to be there (its default process group was just made): a
-    pipeline's later stages wait in recv for the first stage's output, so
-    joining at the first compile would have the first stage wait for ranks
-    that cannot come."""
-
-    def __init__(self, timeout):
-        self.timeout = timeout
-        self.joined = self.error = None
-        self.thread = threading.Thread(target=self._run, daemon=True,
-                                       name="ccol.torch join")
-
-    def _run(self):
-        from . import _join
-        try:
-            self.joined = _join.join(self.timeout)
-        except BaseException as e:  # noqa: BLE001 - raised at first use
-            self.error = e
-            return
-        job = _job
-        # connects the job (its heartbeat starts now), unless a compile is
-        # connecting it already: that thread holds the lock and waits for
-        # this one's result
-        if job is None or not job._join_lock.acquire(blocking=False):
-            return
-        try:
-            job.world
-        except Exception as e:  # noqa: BLE001 - raised again at first use
-            log.debug("ccol.torch: the early join failed: %s", e)
-        finally:
-            job._join_lock.release()
-
-    def result(self):
-        if threading.current_thread() is self.thread:
-            return self.joined  # the job connecting from _run
-        while self.thread.is_alive():  # polled: Ctrl-C interrupts it
-            self.thread.join(0.05)
-        if self.error is not None:
-            raise self.error
-        return self.joined
-
-
-_early = None   # an _EarlyJoin begun after init_process_group, or None
+        return _joins.joined_once(timeout).comm
 
 
 def join_early():
@@ -201,47 +103,18 @@ def join_early():
     returns: installs the hooks and begins joining the job in the
     background, so every rank's heartbeat runs before any rank's first
     compile (once; a one-rank job, or one already joined, is left
-    alone)."""
-    global _early
+    alone; job/start.py)."""
     enable_from_env()
     with _lock:
-        if _early is not None or (_kept is not None and
-                                  not _kept.comm.closed):
+        if _joins.holds() or (_job is not None and _job._comm is not None):
             return
-        if _job is not None and _job._comm is not None:
-            return
-        try:
-            import torch.distributed as dist
-            if not dist.is_initialized() or dist.get_world_size() < 2:
-                return
-        except Exception:  # noqa: BLE001 - no usable torch.distributed
-            return
-        _early = _EarlyJoin(_env.seconds("CCOL_TIMEOUT", 300.0))
-        _early.thread.start()  # once _early is set: its job connects
+        _joins.begin_early(lambda: _job)
 
 
 def wrap_init_process_group():
     """Makes torch.distributed's init_process_group (both names it has)
     begin the job's join when it returns (ccol_torch_autoload.py)."""
-    import torch.distributed as dist
-    from torch.distributed import distributed_c10d as c10d
-    upstream = getattr(c10d, "init_process_group", None)
-    if upstream is None or getattr(upstream, "ccol_join", False):
-        return
-
-    def init_process_group(*args, **kwargs):
-        out = upstream(*args, **kwargs)
-        try:
-            join_early()
-        except Exception as e:  # noqa: BLE001 - the join is retried later
-            log.debug("ccol.torch: could not begin joining: %s", e)
-        return out
-    init_process_group.__doc__ = upstream.__doc__
-    init_process_group.__wrapped__ = upstream
-    init_process_group.ccol_join = True
-    c10d.init_process_group = init_process_group
-    if getattr(dist, "init_process_group", None) is upstream:
-        dist.init_process_group = init_process_group
+    _start.place_init_hooks(join_early)
 
 
 def enable(timeout=None, guard_collectives=None, comm=None, patience=None,
@@ -268,7 +141,7 @@ def enable(timeout=None, guard_collectives=None, comm=None, patience=None,
     or "off"; default CCOL_TORCH_GRAPH_CHECK, else "warn") is what a Dynamo
     graph that differs between ranks does; `compile_once` (default
     CCOL_TORCH_COMPILE_ONCE, else off) makes one rank compile each graph
-    that every rank compiles alike and the others load it (_once.py);
+    that every rank compiles alike and the others load it (once/decide.py);
     `job_dir` (default CCOL_TORCH_JOB_DIR) keeps the job's compile state in
     a job store, DIR/NAME with NAME `job_name` (default
     CCOL_TORCH_JOB_NAME, torch's job_id, else "default"), for its restarts
@@ -283,32 +156,22 @@ def enable(timeout=None, guard_collectives=None, comm=None, patience=None,
     _check_patience(window, "window")
     if guard_collectives is None:
         guard_collectives = _env.switch("CCOL_TORCH_GUARDS", None)
-    from . import _store
     store = _store.from_settings(job_dir, job_name)
     if compile_once is None:
         compile_once = _env.switch("CCOL_TORCH_COMPILE_ONCE", False)
     compile_once = bool(compile_once) or store is not None
-    _check_torch(compile_once)
+    _hook_points.check_torch(compile_once)
     global _job
     with _lock:
         if _job is not None:
             return _job.world
-        from . import _join
         joined = (_join.Joined(comm, "the Comm given to enable()")
-                  if comm is not None else _joined_once(timeout))
-        job = _new_job(joined.comm, guard_collectives, patience, graph_check,
-                       run_patience, window)
-        job.domains.partition = _env.check_env_partition(joined.comm.size)
-        job.compile_once = compile_once
-        job.joined = joined
-        job.store = store
-        if joined.comm.size > 1:
-            _install(job)
-            _joined(job)
-        elif store is not None:
-            from . import _store_job
-            _store_job.install_solo(job)
-        _job = job
+                  if comm is not None else _joins.joined_once(timeout))
+        _job = _assemble.assemble(
+            joined.comm, joined=joined, guards=guard_collectives,
+            graph_check=graph_check, store=store, compile_once=compile_once,
+            partition=_env.check_env_partition(joined.comm.size),
+            patience=patience, run_patience=run_patience, window=window)
         return joined.comm
 
 
@@ -323,30 +186,22 @@ def enable_from_env():
     once = _env.switch("CCOL_TORCH_COMPILE_ONCE", False)
     _, size, _ = _env.launcher()
     partition = _env.check_env_partition(size) if size > 1 else None
-    from . import _store
     store = _store.from_settings()
-    _check_torch()  # compile_once's hook points at join: torch is mid-import
+    _hook_points.check_torch()  # compile_once's at join: torch mid-import
     global _job
     with _lock:
         if _job is not None:
             return
-        if size < 2:
-            if store is not None:  # a one-rank job keeps its store too
-                from . import _store_job
-                job = _new_job(_store_job.solo_comm(), guards, None,
-                               graph_check)
-                job.compile_once, job.store = True, store
-                _store_job.install_solo(job)
-                _job = job
-            return
-        job = _new_job(None, guards, None, graph_check)
-        job.domains.partition = partition
-        job.store = store
-        job.compile_once = once or store is not None
-        job._connect = lambda: _joined_once(timeout)
-        job.on_join.append(_joined)
-        _install(job)
-        _job = job
+        if size > 1:
+            _job = _assemble.assemble(
+                None, guards=guards, graph_check=graph_check, store=store,
+                compile_once=once, partition=partition,
+                connect=lambda: _joins.joined_once(timeout))
+        elif store is not None:  # a one-rank job keeps its store too
+            _job = _assemble.assemble(
+                _store_job.solo_comm(), guards=guards,
+                graph_check=graph_check, store=store, compile_once=True,
+                partition=None)
 
 
 def _graph_policy(value):
@@ -372,108 +227,17 @@ def _check_patience(value, name):
         raise ValueError(f"{name}={value!r}: use seconds in (0, 1e7]")
 
 
-def _new_job(comm, guards, patience, graph_check, run_patience=None,
-             window=None):
-    """The Job of enable() or CCOL_TORCH=1: `guards` None is the waiting
-    rule (docs/torch.md), True or False what was asked."""
-    from ._state import Job
-    if patience is None:
-        patience = _env.seconds("CCOL_TORCH_PATIENCE", 1800.0)
-    run_from = "enable(run_patience=...)"
-    if run_patience is None:  # None still: the process group's timeout
-        run_patience = _env.seconds("CCOL_TORCH_RUN_PATIENCE", None)
-        run_from = "CCOL_TORCH_RUN_PATIENCE"
-    exchange = _env.choice("CCOL_TORCH_EXCHANGE", _env.EXCHANGES,
-                           _env.EXCHANGES[0])
-    job = Job(comm, guards is not False, patience=patience,
-              graph_check=graph_check, exchange=exchange,
-              run_patience=run_patience, run_patience_from=run_from)
-    job.guards_asked = guards is True
-    job.window = window if window is not None else \
-        _env.seconds("CCOL_TORCH_WINDOW", None)
-    return job
-
-
-def _install(job):
-    from . import _compile, _graph, _guard, _log, _sites, _stages, _switches
-    _log.register_with_torch()
-    _compile.install(job)
-    _stages.install(job)
-    _graph.install(job)
-    _guard.install(job)
-    _switches.install(job)  # after _guard: torch's switches map onto it
-    _sites.install(job)  # optional sites: a torch without them is fine
-
-
-def _joined(job):
-    """Once the job is joined: trace, liveness, the deadline, the log,
-    and compile_once's hooks (its hook points are checked here under
-    CCOL_TORCH=1: torch is still being imported when that arms)."""
-    from . import _live, _trace
-    if job.compile_once and job.once is None:
-        _check_torch(True)
-        from . import _once, _once_fx
-        _once.install(job, _once_fx.HOOKS)
-    comm, joined = job._comm, job.joined
-    _trace.start(job)
-    deadline = comm.timeout
-    watched = ""
-    if joined is not None and joined.store is not None:
-        job.live = _live.Liveness(joined, job)
-        from . import _board  # the heartbeat reads the compile news too
-        job.live.tasks.append(_board.read_news)
-        job.live.start()
-        if hasattr(comm, "set_watch"):
-            run, source = job.live.cover()
-            comm.set_watch(job.live.watch, _live.WATCH_S)
-            watched = (f", compile patience {job.patience:g} s, run "
-                       f"patience {run:g} s ({source}), dead or stopped "
-                       f"ranks named within {_live.DEAD_S:g} s")
-    log.info("ccol.torch: joined %d ranks over %s through %s (rank %d; "
-             "deadline %g s%s; %s)", comm.size,
-             comm.transport, joined.where if joined else "?", comm.rank,
-             deadline, watched, _waits(job))
-    log.debug("ccol.torch: graph check %s", job.graph_check)
-    if job.store is not None:
-        from . import _store_job
-        _store_job.start(job)
-    if job.compile_once:
-        log.info("ccol.torch: compile_once on: one rank compiles each graph "
-                 "every rank compiles alike, the others load it")
-
-
-def _waits(job):
-    """What waits for what in this job, for the join's log line."""
-    if job.lockstep:
-        return "guard collectives on: every compiled call waits for every " \
-            "rank of its domain"
-    if job.meets_each_compile:
-        from ._board import WINDOW_S
-        w = job.window if job.window is not None else WINDOW_S
-        return (f"a cache hit never waits; a compile waits for the ranks "
-                f"compiling it, and {w:g} s for ranks running other code")
-    return "guard collectives off"
-
-
 def disable():
     """Restores upstream's behaviour, writes the trace's close and stops
     the heartbeat (the Comm stays open)."""
-    global _job, _kept
+    global _job
     with _lock:
         job, _job = _job, None
         if job is not None and job.joined is not None and \
                 job.joined.store is not None:
-            _kept = job.joined  # a later enable() reuses the Comm
-    if job is None:
-        return
-    from . import _trace
-    job.hooks.restore()  # every hook, last placed first (_hooks.py)
-    _trace.close(job)
-    job.domains.close()
-    if job.live is not None:
-        job.live.close()
-        if job._comm is not None and hasattr(job._comm, "set_watch"):
-            job._comm.set_watch(None)
+            _joins.kept = job.joined  # a later enable() reuses the Comm
+    if job is not None:
+        _assemble.disassemble(job)
 
 
 def domain(ranks=None, *, group=None, mesh=None, dims=None, name=None):
@@ -492,7 +256,6 @@ def domain(ranks=None, *, group=None, mesh=None, dims=None, name=None):
     job = _job
     if job is None:
         return _Scope(None, None)
-    from . import _domain
     return _Scope(job, _domain.explicit(job, ranks, group, mesh, dims, name))
 
 
@@ -565,7 +328,6 @@ def compile_once_counts():
     store, the graphs loaded from it ("from_store", counted in "loaded"
     too) and kept in it ("stored"). All zero while compile_once is off."""
     job = _job
-    if job is None or job.once is None:
-        from ._once import Counts
+    if job is None or job.once.run is None:
         return Counts().as_dict()
-    return job.once.counts.as_dict()
+    return job.once.run.counts.as_dict()

@@ -2,12 +2,12 @@
 
 torch.compile makes several small cross-rank agreements while it compiles
 (the SPMD graph check, the partitioner's saved-values decision, runtime
-estimate alignment, distributed GEMM autotuning; _site_table.py lists
+estimate alignment, distributed GEMM autotuning; sites/table.py lists
 them). Upstream each is an all_gather_object of a pickle on a c10d group:
 no pairing, the group's long timeout, and unpickling what another rank
 sent.
 agree(job, site, key, value) is their common replacement: an all-gather
-over the domain's communicator (_domain.py) that returns every rank's
+over the domain's communicator (job/domain.py) that returns every rank's
 value (index = the rank in the domain; messages name job ranks).
 
 - **Pairing.** Each payload carries the site name ("spmd_check.hash"), the
@@ -36,7 +36,7 @@ import ccol
 
 from . import _live
 from ._codec import AGREE, check_kinds
-from ._errors import diverged_error, peer_error
+from ._log import diverged_error, peer_error
 
 WIRE_VERSION = 1
 MAX_DEPTH = 64               # nesting of lists, tuples and dicts
@@ -202,7 +202,7 @@ def agree(job, site, key, value):
     if job.pending is not None:
         raise job.take_pending()
     comm = job.comm  # joins first under CCOL_TORCH=1
-    d = job.active   # the domain whose ranks agree (_domain.py)
+    d = job.active   # the domain whose ranks agree (job/domain.py)
     seq = d.agree_seq.get(site, 0) + 1
     blob = dumps(site, key, seq, value)  # TypeError: nothing sent, no seq
     d.agree_seq[site] = seq

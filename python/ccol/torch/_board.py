@@ -37,10 +37,9 @@ import time
 import zlib
 
 from . import _live
-from ._errors import peer_error, timeout_error
-from ._log import log, shown
-from ._meet import _blocked as blocked_on_here, hash_text
-from ._ranks import hash_members, ranks_text
+from ._log import (
+    hash_members, log, peer_error, ranks_text, shown, timeout_error)
+from .job.meet import _blocked as blocked_on_here, hash_text
 
 WINDOW_S = 5.0     # how long a rank running its own code is given
 _POLL_S = 0.02     # how often an open meeting is looked at, at first;

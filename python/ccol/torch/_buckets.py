@@ -17,6 +17,13 @@ training loop's steps)."""
 import ccol
 
 
+def current_comm():
+    """The communicator a Buckets agrees over when it was given none: the
+    enabled job's current domain, else the job joined now. The face, which
+    keeps the job, puts its own in place at import (ccol.torch)."""
+    raise RuntimeError("ccol.torch.Buckets: ccol.torch is not imported")
+
+
 class Buckets:
     """Pads dimension `dim` of a batch to an agreed bucket (see the module's
     docstring). `max_len`: the longest length there can be; `k`: at most
@@ -64,8 +71,7 @@ class Buckets:
 
     def _agree(self):
         if self._comm is None:  # the domain of the first agreement's code
-            from . import _job, join
-            self._comm = _job.comm if _job is not None else join()
+            self._comm = current_comm()
         self._b.agree(self._comm)
         self.agreements += 1
 

@@ -10,10 +10,9 @@ import math
 
 import ccol
 
-# The exception factory is _errors.py; error and timeout_error stay
+# The exception factory is _log.py's; error and timeout_error stay
 # importable from here too.
-from ._errors import (diverged_error, error, peer_error,  # noqa: F401
-                      timeout_error)
+from ._log import diverged_error, error, peer_error, timeout_error
 
 
 # An atom is an int, a float, {"dyn": 1}, {"unset": 1} or (strides only)

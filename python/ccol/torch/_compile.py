@@ -30,20 +30,12 @@ import time
 
 import ccol
 
-from . import _decisions, _fold, _live, _log, _switches, _trace
+from . import _board, _decisions, _fold, _live, _log, _switches, _trace
+from ._log import call_site, compiled_from, diverged_error, log, peer_error
 from ._codec import COMPILE, check_kinds, decode_state, encode_state
-from ._errors import diverged_error, peer_error
 from ._hooks import Hook
-from ._log import log
-
-HOOK_POINTS = (
-    ("torch._dynamo.convert_frame", "get_compile_pg"),
-    ("torch._dynamo.convert_frame", "_compile"),
-    ("torch._dynamo.convert_frame", "get_and_maybe_log_recompilation_reasons"),
-    ("torch._dynamo.output_graph", "OutputGraph.run_compiler_collective"),
-    ("torch._dynamo.pgo", "FrameStateSizeEntry"),
-    ("torch._dynamo.symbolic_convert", "LocalState"),
-)
+from .once import decide as _once, store_job as _store_job
+from .once.decide import backward_with_forward
 
 
 def frame_name(code):
@@ -138,7 +130,6 @@ def _compile_wrapper(job, upstream):
         job.recompile_reason = None
         job.meeting = None
         job.run_thread = threading.get_ident()
-        from ._guard import compiled_from  # for a compile meeting
         job.compiled_from = compiled_from()  # (_board.py)
         frame = frame_name(code)
         job.doing(f"compiling {frame}")
@@ -151,9 +142,8 @@ def _compile_wrapper(job, upstream):
             with _backward_with_forward(job):
                 result = upstream(code, *args, **kwargs)
         except BaseException as e:
-            if job.once is not None:
-                from . import _once
-                _once.settle(job.once, e)
+            if job.once.run is not None:
+                _once.settle(job.once.run, e)
             _trace.compile_end(job, False, e)
             err = _ccol_error_in(e)
             if err is None:
@@ -170,10 +160,8 @@ def _compile_wrapper(job, upstream):
             job.domains.end_compile()
             job.doing("running")
         if job.meeting is not None:  # what it decided, for catching up
-            from . import _board
             _board.settle(job, *job.meeting)
-        if job.store_writer is not None:  # before compile_end clears
-            from . import _store_job      # job.current
+        if job.once.writer is not None:  # before compile_end clears
             _store_job.after_compile(job, code, _log.user_of(frame))
         _trace.compile_end(job, True, None)
         return result
@@ -181,12 +169,11 @@ def _compile_wrapper(job, upstream):
 
 
 def _backward_with_forward(job):
-    """compile_once's context around one compile (_once.py), else none:
+    """compile_once's context around one compile (once/decide.py), else none:
     from the first compile on, which may join the job (and install
     compile_once) only once it has begun."""
-    if not job.compile_once:
+    if not job.once.on:
         return contextlib.nullcontext()
-    from ._once import backward_with_forward
     return backward_with_forward()
 
 
@@ -204,7 +191,7 @@ def exchange(job, tx, local_state):
     job.world  # joins the job first (CCOL_TORCH=1), then traces
     code = tx.f_code
     frame = frame_name(code)
-    # whose ranks exchange (_domain.py)
+    # whose ranks exchange (job/domain.py)
     d = job.domains.for_compile(frame, code, getattr(tx, "f_locals", None))
     job.active = d
     comm = d.open(job)
@@ -263,7 +250,6 @@ def exchange(job, tx, local_state):
 def _guard_site(job):
     """Where this compile's call was made, as the guard hook names it (the
     user's call site, and the frame that calls the compiled one)."""
-    from ._guard import call_site
     return f"{call_site()} <- {job.compiled_from or '?'}"
 
 
@@ -273,7 +259,6 @@ def _met(job, d, comm, frame, site, header, state, local_state):
     the contributions the meeting's ranks left in the store, and the rest
     of this compile runs without collectives. Returns (states, seen, apart,
     the _board.Meeting)."""
-    from . import _board
     blob = json.dumps(dict(header, v=1, state=state)).encode()
     m = _board.meet(job, d, frame, site, blob)
     k = header["compile"] = header["seq"] = m.index
@@ -420,7 +405,7 @@ def _broke_apart(job, code, frame, k, at, other):
     places: a graph break on some ranks only (a print or .item() under a
     rank test). The exchange still paired them (the same frame, compile and
     inputs); what follows this rank's own break (its resume frames) is
-    compiled and run by this rank alone, as without ccol (_domain.py),
+    compiled and run by this rank alone, as without ccol (job/domain.py),
     with a WARNING once per frame on each rank that broke."""
     rank, other_at = other
     if _break_point(at) == "return":

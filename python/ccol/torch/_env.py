@@ -12,8 +12,7 @@ import re
 
 import ccol
 
-from ._errors import error
-from ._ranks import ranks_text
+from ._log import error, ranks_text
 
 # (rank variable, size variable, launcher) in libccol's order
 _SETS = (("RANK", "WORLD_SIZE", "torchrun"),
@@ -21,13 +20,13 @@ _SETS = (("RANK", "WORLD_SIZE", "torchrun"),
          ("PMI_RANK", "PMI_SIZE", "PMI"),
          ("SLURM_PROCID", "SLURM_NTASKS", "Slurm"))
 _MAX_WORLD = 1 << 20
-# CCOL_TORCH_GRAPH_CHECK's values (_graph.py), the default first
+# CCOL_TORCH_GRAPH_CHECK's values (sites/graph.py), the default first
 GRAPH_CHECKS = ("warn", "error", "off")
 # CCOL_TORCH_EXCHANGE's values (_compile.py), the default first
 EXCHANGES = ("reduce", "gather")
-# CCOL_TORCH_ONCE_FAULT's values (_once.py; for tests only)
+# CCOL_TORCH_ONCE_FAULT's values (once/decide.py; for tests only)
 ONCE_FAULTS = ("", "raise", "kill", "stop", "corrupt")
-# CCOL_TRANSPORT's values under ccol.torch (_join.py): the ranks of a torch
+# CCOL_TRANSPORT's values under ccol.torch (job/join.py): the ranks of a torch
 # job are processes, so libccol's inproc (threads of one process) is not one
 TRANSPORTS = ("tcp", "shm")
 
@@ -179,7 +178,7 @@ _JOB_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}\Z")
 
 
 def job_name_env():
-    """CCOL_TORCH_JOB_NAME (the job store's name for the job, _store.py),
+    """CCOL_TORCH_JOB_NAME (the job store's name for the job, once/store.py),
     or None when unset."""
     v = os.environ.get("CCOL_TORCH_JOB_NAME", "")
     if v and not _JOB_NAME.match(v):
@@ -209,7 +208,7 @@ def check():
         check_env_partition(size)
 
 
-# ---- CCOL_TORCH_DOMAINS (_domain.py) ----------------------------------------
+# ---- CCOL_TORCH_DOMAINS (job/domain.py) -------------------------------------
 
 def parse_partition(text, size, var="CCOL_TORCH_DOMAINS"):
     """'0,1;2,3' -> [(0, 1), (2, 3)]: every rank of a job of `size` in

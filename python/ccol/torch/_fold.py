@@ -59,6 +59,8 @@ import json
 
 import ccol
 
+from . import _codec
+
 WITNESSES = 4
 VERSION = 2
 
@@ -220,7 +222,6 @@ def combine(a_blob, b_blob):
     """Folds the summary of a run of ranks with that of the run right after
     it. Pure. Bytes another rank could not have sent make a summary that
     carries the complaint (`bad`), so every rank raises the same error."""
-    from . import _codec
     try:
         a, b = _read(a_blob), _read(b_blob)
     except Malformed as e:
@@ -259,7 +260,6 @@ class Result:
     name the witnesses and rank count for the log."""
 
     def __init__(self, blob, size):
-        from . import _codec
         from torch._dynamo import pgo
         from torch._dynamo.symbolic_convert import LocalState
         s = _read(blob)

@@ -30,60 +30,18 @@ wait for it as long as the job's process group would (the run patience,
 _live.py), never just the ordinary deadline.
 """
 
-import os
-import sys
 import threading
 import time
 
-import torch
-
-import ccol
-
 from . import _board, _live
 from ._codec import GUARD, check_kinds
-from ._errors import diverged_error, peer_error
 from ._hooks import Hook
-from ._log import log
-
-_SKIP = (os.path.dirname(torch.__file__), os.path.dirname(ccol.__file__))
-_SITE_MAX = 300
-
-
-def call_site():
-    """'function (file:line)' of the first frame outside torch and ccol."""
-    f = sys._getframe(1)
-    while f is not None and f.f_code.co_filename.startswith(_SKIP):
-        f = f.f_back
-    if f is None:
-        return "?"
-    c = f.f_code
-    return f"{c.co_name} ({c.co_filename}:{f.f_lineno})"[:_SITE_MAX]
-
-
-_CCOL = os.path.dirname(ccol.__file__)
-_CONVERT = os.path.join(os.path.dirname(torch.__file__), "_dynamo",
-                        "convert_frame.py")
-
-
-def caller(skip=(_CCOL,)):
-    """'file:line' of the frame that calls the code being run or compiled:
-    the first frame up the stack outside ccol (the guard hook runs before
-    the called frame is on the stack) and outside `skip`."""
-    f = sys._getframe(1)
-    while f is not None and f.f_code.co_filename.startswith(skip):
-        f = f.f_back
-    return "?" if f is None else f"{f.f_code.co_filename}:{f.f_lineno}"
-
-
-def compiled_from():
-    """The same, from a compile: Dynamo's callback frames are skipped
-    (_compile.py asks at the start of each compile)."""
-    return caller((_CCOL, _CONVERT))
+from ._log import call_site, caller, diverged_error, log, peer_error
 
 
 def _placed_hook(job, upstream, module):
-    job.guard_hook = make_hook(job)  # what torch's switches map onto
-    return job.guard_hook
+    job.switches.guard_hook = make_hook(job)  # what torch's switches map onto
+    return job.switches.guard_hook
 
 
 # torch's guard-complete hook is set through a setter that returns the hook
@@ -117,9 +75,9 @@ def _guard(job, hit):
     # the stack walk only when something reads the site: a guard
     # collective, a frame met alone (_domain.for_call), or the count of
     # calls per site that compile meetings read (_board.py)
-    site = call_site() if (job.guard_collectives or job.domains.sites or
+    site = call_site() if (job.switches.guard_collectives or job.domains.sites or
                            job.live is not None) else None
-    d = job.domains.for_call(site)  # the code called's (_domain.py)
+    d = job.domains.for_call(site)  # the code called's (job/domain.py)
     job.active = d
     d.calls += 1
     job.calls += 1

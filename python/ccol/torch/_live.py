@@ -50,8 +50,7 @@ import time
 
 import ccol
 
-from ._errors import diverged_error, error, peer_error, timeout_error
-from ._log import log
+from ._log import diverged_error, error, log, peer_error, timeout_error
 
 BEAT_S = 0.5     # heartbeat period
 DEAD_S = 5.0     # no heartbeat for this long: the rank is dead or stopped
@@ -223,7 +222,7 @@ class Liveness:
         self.store.set(f"{self.p}/beat/{self.rank}", json.dumps({
             "n": self.beats, "doing": self.doing, "calls": calls,
             "x": x, "xcalls": xcalls, "dom": tag,
-            # for ranks meeting at a first compile (_domain.py): the
+            # for ranks meeting at a first compile (job/domain.py): the
             # domain this rank formed, the meeting it is at, the ranks it
             # waits on in torch.distributed
             "home": None if home is None else list(home.members),
@@ -241,7 +240,7 @@ class Liveness:
     def tick(self):
         """One heartbeat, then what it reads (failures, the tasks); False
         when the store went away. A value in the store that no rank of
-        this job wrote (_sealed.py) is this rank's error at its next
+        this job wrote (job/sealed.py) is this rank's error at its next
         collective, said once at WARNING; the heartbeat goes on."""
         try:
             with self.beat_lock:
@@ -531,7 +530,7 @@ def blocked_on(thread_id, size):
     """The job ranks thread `thread_id` waits on inside a blocking
     torch.distributed call (its innermost Python frames, sampled), or
     None: a rank blocked on ranks that wait at a meeting cannot come to it
-    (_domain.py)."""
+    (job/domain.py)."""
     import sys
     f = sys._current_frames().get(thread_id)
     for _ in range(4):

@@ -3,9 +3,14 @@ the error waiting to be raised, and the local scope."""
 
 import threading
 
-from ._errors import error
+import ccol
+
+from ._log import error, log
+from ._board import Sites
 from ._hooks import Registry
-from ._log import log
+from ._switches import Switches
+from .job.domain import Domains
+from .once.decide import State as OnceState
 
 
 class CompileGroup:
@@ -26,7 +31,8 @@ class Job:
     """One enabled ccol.torch: hooks installed, a job joined (now, or at
     first use for CCOL_TORCH=1)."""
 
-    def __init__(self, comm, guard_collectives, connect=None, patience=None,
+    def __init__(self, comm, guard_collectives, guards_asked=False, once=None,
+                 partition=None, connect=None, patience=None,
                  graph_check="warn", exchange="reduce", run_patience=None,
                  run_patience_from=None):
         self._comm = comm
@@ -34,42 +40,25 @@ class Job:
         self.joined = None        # _join.Joined once joined
         self.live = None          # _live.Liveness with a store
         self.group = CompileGroup(self)
-        self.guard_collectives = guard_collectives
-        # the guard collective was asked for (enable, CCOL_TORCH_GUARDS=1,
-        # torch's switch): with a store too, every compiled call waits for
-        # every rank (lockstep); else a store's job meets at compiles only
-        self.guards_asked = False
-        from ._board import Sites
         self.sites = Sites()      # compiled calls per call site (_board.py)
         self.compiled_from = None  # the caller of the compile in progress
         self.meeting = None       # (domain, frame, _board.Meeting) of the
         #                           compile in progress, once met
         self.window = None        # seconds a running rank is given at a
         #                           compile meeting (None: _board.WINDOW_S)
-        # _switches.py: ccol's guard hook, torch's setter for it, torch's
-        # guard_collectives_hook (and ccol's stand-in), a foreign hook seen
-        self.guard_hook = None
-        self.guard_setter = None
-        self.torch_guard = ()
-        self.foreign_guard = None
-        # _switches.py: enable_compiler_collectives as last seen, whether it
-        # changed since enable, and whether compiles run the collective
-        self.cc_state = None
-        self.cc_moved = False
-        self.compiler_collectives = True
-        self.graph_check = graph_check  # _graph.py's policy
+        self.switches = Switches(guard_collectives, guards_asked)
+        self.graph_check = graph_check  # sites/graph.py's policy
         self.exchange_mode = exchange  # "reduce" or "gather" (_compile.py)
         self.patience = patience
         # seconds a rank running between compiled calls is waited for, and
         # what set it; None: the job's process group's timeout (_live.py)
         self.run_patience = run_patience
         self.run_patience_from = run_patience_from
-        # _domain.py: the domains met; each keeps the sequence numbers its
+        # job/domain.py: the domains met; each keeps the sequence numbers its
         # agreements pair by (compiles per frame, exchanges, guard
         # collectives, agreements per site). `active` is the domain of the
         # latest agreement (what the heartbeat reports).
-        from ._domain import Domains
-        self.domains = Domains(self)
+        self.domains = Domains(self, partition)
         self.active = None
         self.exchanges = 0        # compile exchanges, every domain
         self.exchange_ns = 0      # time spent in compile exchanges
@@ -90,19 +79,17 @@ class Job:
         self.interrupted_while = "running"  # the activity a Ctrl-C hit
         self.on_join = []         # called with the job once joined
         self.join_error = None    # what an on_join call raised
-        self.compile_once = False  # _once.py: one rank compiles each graph
-        self.once = None          # _once.Once while compile_once is on
-        self.store = None         # _store.Store: the job compile store
-        self.store_writer = None  # _store_profile.Writer of its profile
+        # once/: compile_once and the job store (once/decide.py's State)
+        self.once = once if once is not None else OnceState()
         self._local = threading.local()
         self._join_lock = threading.RLock()
         # the thread that last ran or compiled compiled code: its stack
-        # says which ranks it waits on in torch.distributed (_domain.py)
+        # says which ranks it waits on in torch.distributed (job/domain.py)
         self.run_thread = threading.main_thread().ident
 
     @property
     def comm(self):
-        """The communicator of the current domain (_domain.py)."""
+        """The communicator of the current domain (job/domain.py)."""
         return self.domain.open(self)
 
     @property
@@ -170,8 +157,8 @@ class Job:
     def lockstep(self):
         """Every compiled call waits for every rank of its domain (the
         guard collective): without a store, or where it was asked for."""
-        return self.guard_collectives and (self.live is None or
-                                           self.guards_asked)
+        return self.switches.guard_collectives and (
+            self.live is None or self.switches.guards_asked)
 
     def unmet_compile(self):
         """The compile in progress was agreed among fewer ranks than its
@@ -236,7 +223,6 @@ class Job:
 
 def interrupted_here(rank):
     """What an interrupted rank tells the others (_live.py)."""
-    import ccol
     return error(ccol.InterruptedError, "INTERRUPTED",
                  f"rank {rank} was interrupted (Ctrl-C) and left the job")
 
@@ -245,7 +231,6 @@ def interrupted(doing):
     """This rank's own Ctrl-C, named by what the rank was doing when it
     landed (a compile, an exchange, the user's code), not assumed to be a
     collective."""
-    import ccol
     if doing == "running":
         doing = "running (not compiling)"
     return error(ccol.InterruptedError, "INTERRUPTED",

@@ -39,6 +39,33 @@ configs decide whether torch calls a site at all, and ccol never sets them
 from ._hooks import Hook
 from ._log import log
 
+
+class Switches:
+    """The job's state of torch's switches (this module writes it)."""
+
+    __slots__ = ("guard_collectives", "guards_asked", "guard_hook",
+                 "guard_setter", "torch_guard", "foreign_guard", "cc_state",
+                 "cc_moved", "compiler_collectives")
+
+    def __init__(self, guard_collectives, guards_asked=False):
+        # the guard collective runs, and was asked for (enable,
+        # CCOL_TORCH_GUARDS=1, torch's switch): with a store too, every
+        # compiled call waits for every rank (lockstep); else a store's
+        # job meets at compiles only
+        self.guard_collectives = guard_collectives
+        self.guards_asked = guards_asked
+        # ccol's guard hook (_guard.py), torch's setter for it, torch's
+        # guard_collectives_hook (and ccol's stand-in), a foreign hook seen
+        self.guard_hook = None
+        self.guard_setter = None
+        self.torch_guard = ()
+        self.foreign_guard = None
+        # enable_compiler_collectives as last seen, whether it changed
+        # since enable, and whether compiles run the collective
+        self.cc_state = None
+        self.cc_moved = False
+        self.compiler_collectives = True
+
 CONFIG = "enable_compiler_collectives"
 
 
@@ -49,7 +76,8 @@ def _meaning(job, hook):
     torch's own); False: no hook; None: some other hook."""
     if hook is None:
         return False
-    if hook is job.guard_hook or any(hook is h for h in job.torch_guard):
+    sw = job.switches
+    if hook is sw.guard_hook or any(hook is h for h in sw.torch_guard):
         return True
     return None
 
@@ -58,30 +86,30 @@ def _as_torch_sees(job, previous):
     """What torch's setter would have returned: ccol's hook stands for
     torch's guard collective hook when ccol's guard collective is on, for
     no hook when it is off."""
-    if previous is job.guard_hook or any(previous is h
-                                         for h in job.torch_guard):
-        return ((job.torch_guard or (job.guard_hook,))[-1]
-                if job.guard_collectives else None)
+    if previous is job.switches.guard_hook or any(previous is h
+                                         for h in job.switches.torch_guard):
+        return ((job.switches.torch_guard or (job.switches.guard_hook,))[-1]
+                if job.switches.guard_collectives else None)
     return previous
 
 
 def set_guard_collectives(job, on, how):
     """Turns ccol's guard collective on or off (logged when it changes)."""
     on = bool(on)
-    job.foreign_guard = None
-    job.guards_asked = on  # torch's switch asks for lockstep (_state.py)
-    if job.guard_collectives == on:
+    job.switches.foreign_guard = None
+    job.switches.guards_asked = on  # torch's switch asks for lockstep
+    if job.switches.guard_collectives == on:
         return
-    job.guard_collectives = on
+    job.switches.guard_collectives = on
     log.info("ccol.torch: guard collectives %s (%s); %s", "on" if on else
              "off", how, "every rank's guard result is ANDed through ccol"
              if on else "each rank answers its own, still counted by ccol")
 
 
 def _foreign(job, hook):
-    if job.foreign_guard is hook:
+    if job.switches.foreign_guard is hook:
         return
-    job.foreign_guard = hook
+    job.switches.foreign_guard = hook
     log.warning("ccol.torch: a guard-complete hook other than torch's guard "
                 "collective (%r) replaced ccol's; it stays, and ccol's guard "
                 "collective and its count of compiled calls stop until "
@@ -91,14 +119,14 @@ def _foreign(job, hook):
 
 def _setter(job, upstream, module):
     """torch._C._dynamo.eval_frame.set_guard_complete_hook, mapped."""
-    job.guard_setter = upstream
+    job.switches.guard_setter = upstream
 
     def set_guard_complete_hook(hook):
         on = _meaning(job, hook)
-        if job.guard_hook is None:  # ccol's hook is not placed
+        if job.switches.guard_hook is None:  # ccol's hook is not placed
             return upstream(hook)
         previous = _as_torch_sees(
-            job, upstream(hook if on is None else job.guard_hook))
+            job, upstream(hook if on is None else job.switches.guard_hook))
         if on is None:
             _foreign(job, hook)
         else:
@@ -116,18 +144,18 @@ def _stand_in(job, upstream, module):
     """torch._dynamo.eval_frame.guard_collectives_hook: in torch's hook
     slot only when set through a setter ccol did not wrap; the first call
     puts ccol's hook back, guard collective on, and answers through it."""
-    job.torch_guard = (upstream,)
+    job.switches.torch_guard = (upstream,)
 
     def guard_collectives_hook(guard_eval_result):
-        if not job.hooks or job.guard_hook is None:  # ccol.torch disabled
+        if not job.hooks or job.switches.guard_hook is None:  # ccol.torch disabled
             return upstream(guard_eval_result)
         try:
             reconcile(job)
         except BaseException as e:  # noqa: BLE001 - never into torch's C++
             log.debug("ccol.torch: the guard hook was not put back: %s", e)
-        return job.guard_hook(guard_eval_result)
+        return job.switches.guard_hook(guard_eval_result)
     guard_collectives_hook.__doc__ = upstream.__doc__
-    job.torch_guard = (upstream, guard_collectives_hook)
+    job.switches.torch_guard = (upstream, guard_collectives_hook)
     return guard_collectives_hook
 
 
@@ -135,7 +163,7 @@ def reconcile(job):
     """Puts ccol's guard hook back where a setter ccol did not wrap set
     torch's hook or None there, mapping it (a compile calls this first);
     a foreign hook stays (logged once)."""
-    ours, setter = job.guard_hook, job.guard_setter
+    ours, setter = job.switches.guard_hook, job.switches.guard_setter
     if ours is None or setter is None:
         return
     now = setter(ours)
@@ -164,22 +192,22 @@ def _config_state():
 
 def note_config(job):
     """The config's state when ccol.torch is enabled (install)."""
-    job.cc_state = _config_state()
-    job.cc_moved = False
-    job.compiler_collectives = True
+    job.switches.cc_state = _config_state()
+    job.switches.cc_moved = False
+    job.switches.compiler_collectives = True
 
 
 def compiler_collectives(job):
     """Whether this compile runs the compiler collective (get_compile_pg
     asks at each compile)."""
     state = _config_state()
-    if job.cc_state is None:  # hooked without install(): now is enable
-        job.cc_state = state
-    if state != job.cc_state:
-        job.cc_state, job.cc_moved = state, True
-    on = state[0] or not job.cc_moved
-    if on != job.compiler_collectives:
-        job.compiler_collectives = on
+    if job.switches.cc_state is None:  # hooked without install(): now is enable
+        job.switches.cc_state = state
+    if state != job.switches.cc_state:
+        job.switches.cc_state, job.switches.cc_moved = state, True
+    on = state[0] or not job.switches.cc_moved
+    if on != job.switches.compiler_collectives:
+        job.switches.compiler_collectives = on
         log.info("ccol.torch: compiler collective %s (torch._dynamo.config."
                  "%s = %s)%s", "on" if on else "off", CONFIG, state[0],
                  "" if on else ": each rank compiles alone, as upstream "

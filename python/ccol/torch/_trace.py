@@ -40,7 +40,7 @@ def start(job):
     # written before the first other event (Job.event), when this rank's
     # domain is known: the domain of its first agreement
     job.trace_open = dict(
-        mode="lockstep" if job.guard_collectives else "compile",
+        mode="lockstep" if job.switches.guard_collectives else "compile",
         collective=True, transport=comm.transport, version=ccol.__version__,
         compiler="torch.compile")
     atexit.register(close, job)
@@ -151,13 +151,13 @@ _COMPILING = ("/torch/_dynamo/convert_frame.py",
 # ccol.torch's collectives, by the file that waits in them.
 _COLLECTIVES = {"_compile.py": "the compile exchange",
                 "_fold.py": "the compile exchange",
-                "_agree.py": "an agreement", "_graph.py": "an agreement",
-                "_sites.py": "an agreement", "_scope.py": "an agreement",
-                "_redirect.py": "an agreement", "_spmd.py": "an agreement",
-                "_autotune.py": "an agreement",
+                "_agree.py": "an agreement", "sites/graph.py": "an agreement",
+                "sites/install.py": "an agreement", "sites/scope.py": "an agreement",
+                "sites/redirect.py": "an agreement", "sites/spmd.py": "an agreement",
+                "sites/autotune.py": "an agreement",
                 "_guard.py": "the guard collective",
-                "_once.py": "compile once's broadcast",
-                "_join.py": "joining the job"}
+                "once/decide.py": "compile once's broadcast",
+                "job/join.py": "joining the job"}
 
 
 def _interrupted(err):

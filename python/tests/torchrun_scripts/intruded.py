@@ -34,7 +34,7 @@ def main():
     c.emit("MARK", what="run", run=os.environ.get("TORCHELASTIC_RUN_ID"))
     import torch
     if args.die_in_join and c.RANK == 1:
-        from ccol.torch import _join
+        from ccol.torch.job import join as _join
         _join._create = lambda *a: os._exit(3)
     elif c.RANK == 1:
         time.sleep(args.late_s)

@@ -87,7 +87,7 @@ def main():
     c.own_inductor_cache()
     import torch
     import ccol.torch
-    from ccol.torch import _once_isa
+    from ccol.torch.once import isa as _once_isa
 
     torch.manual_seed(1234)
     d = 384 if args.ddp else 32

@@ -79,7 +79,7 @@ def main():
         os.environ["CCOL_TORCH_JOB_DIR"] = other
     import torch
     import ccol.torch
-    from ccol.torch import _once_isa
+    from ccol.torch.once import isa as _once_isa
 
     if args.autotune:  # GEMM autotuning, spread over the ranks
         import torch._inductor.config as ic

@@ -29,9 +29,9 @@ import json
 import struct
 from collections import defaultdict
 
-from . import _codec
-from ._log import log
-from ._store import Bad, frame_id, versions
+from .. import _codec
+from .._log import log
+from .store import Bad, frame_id, versions
 
 SITE = "store.profile"
 MAX_REACHED = 512  # UTF-8 bytes of a body's reached_from (as `ccol store

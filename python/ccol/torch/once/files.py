@@ -6,7 +6,7 @@ files' bytes. The header names the graph's cache key, each file with its
 length and SHA-256, the SHA-256 of all the bytes, and how long the owner's
 compile took (the receivers count it as time they saved) and, once the
 owner has run them, its answers to Inductor's vector-instruction probes
-(_once_isa.py). A failure
+(once/isa.py). A failure
 message carries only the key and why there are no files. Bytes from
 another rank are untrusted: anything that does not check out is Corrupt,
 and the receiver compiles for itself.
@@ -27,7 +27,7 @@ import stat
 import struct
 import tempfile
 
-from . import _once_isa
+from . import isa as _once_isa
 
 MAGIC = b"CCOLONCE"
 VERSION = 1

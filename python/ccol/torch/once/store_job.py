@@ -13,15 +13,17 @@ import threading
 
 import ccol
 
-from . import _store_profile
-from ._hooks import Hook
-from ._log import log
+from .. import _hook_points
+from . import decide as _once, fx as _once_fx, profile as _store_profile
+from .decide import backward_with_forward
+from .._hooks import Hook
+from .._log import log
 
 
 def start(job):
     """A joined job of several ranks: the store opened on every rank, the
     ranks' readings of its profile agreed, torch seeded with it."""
-    store = job.store
+    store = job.once.store
     store.open(create=True)
     comm = job._comm
     live = job.live
@@ -41,10 +43,10 @@ def start(job):
 
 
 def _seed(job, raw):
-    store = job.store
+    store = job.once.store
     profile = _store_profile.load(store, raw)
     _store_profile.seed(profile)
-    job.store_writer = _store_profile.Writer(store)
+    job.once.writer = _store_profile.Writer(store)
     if profile:
         log.info("ccol.torch: the job store's profile holds %d frames; "
                  "their first compiles start from it", len(profile))
@@ -54,7 +56,7 @@ def after_compile(job, code, reached_from=None):
     """After a compile that ended well: its frame's profile written when
     this rank is the lowest of the compile's domain (or the only rank);
     `reached_from`: the user frame that reached a frame of torch's own."""
-    writer = job.store_writer
+    writer = job.once.writer
     if writer is None:
         return
     if job._comm is not None and job._comm.size > 1:
@@ -65,7 +67,7 @@ def after_compile(job, code, reached_from=None):
     writer.after_compile(code, reached_from)
 
 
-# ---- a one-rank job ----------------------------------------------------------
+# ---- a one-rank job ---------------------------------------------------------
 
 _solo_lock = threading.Lock()
 _solo_n = [0]
@@ -84,7 +86,7 @@ def install_solo(job):
     """A one-rank job with a job store: at its first compile, the store is
     opened and read and compile once's hooks go in; after each compile
     the frame's profile is written."""
-    job.solo_ready = False
+    job.once.solo_ready = False
     job.hooks.install((Hook("torch._dynamo.convert_frame", "_compile",
                             lambda j, up, m: _solo_compile(j, up)),))
 
@@ -92,31 +94,28 @@ def install_solo(job):
 def _solo_ready(job):
     """The store opened and read, compile once's hooks in; a torch without
     them leaves the store unused (said once), never the compile failed."""
-    from . import _check_torch
-    from . import _once, _once_fx
-    job.solo_ready = True
+    job.once.solo_ready = True
     try:
-        _check_torch(True)
+        _hook_points.check_torch(True)
     except Exception as e:  # noqa: BLE001 - said; the job compiles on
-        job.store.unusable(f"compile once cannot run here: {e}")
+        job.once.store.unusable(f"compile once cannot run here: {e}")
         return
-    if job.once is None:
+    if job.once.run is None:
         _once.install(job, _once_fx.HOOKS)
-    raw = job.store.read_profiles() if job.store.open(create=True) else {}
+    store = job.once.store
+    raw = store.read_profiles() if store.open(create=True) else {}
     _seed(job, raw)
     log.info("ccol.torch: a one-rank job uses the job store %s",
-             job.store.root)
+             job.once.store.root)
 
 
 def _solo_compile(job, upstream):
     def _compile(code, *args, **kwargs):
-        if not job.solo_ready:
+        if not job.once.solo_ready:
             _solo_ready(job)
-        from ._once import backward_with_forward
-        job.current = None
         with backward_with_forward():
             result = upstream(code, *args, **kwargs)
-        if job.store_writer is not None:
-            job.store_writer.after_compile(code)
+        if job.once.writer is not None:
+            job.once.writer.after_compile(code)
         return result
     return _compile

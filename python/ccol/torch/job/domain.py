@@ -17,19 +17,19 @@ thread (the first rule that applies):
 1. the innermost ccol.torch.domain(...) scope (a list of ranks, a process
    group, or a device mesh with the dimensions to agree over);
 2. the domain given to a module the frame runs with
-   ccol.torch.domain(...)(module) (_modules.py);
+   ccol.torch.domain(...)(module) (job/modules.py);
 3. CCOL_TORCH_DOMAINS, a partition of the job's ranks ("0,1;2,3"): this
    rank's part, for every compile of an unmodified script;
 4. the pipeline stages this rank holds (torch.distributed.pipelining): the
    ranks that hold the same stages (a stage's data- and tensor-parallel
    replicas). Each rank publishes its stages in the job's store when it
    builds them, before it can wait for anyone, so a rank's first compile
-   reads its replicas without waiting for another stage (_stages.py);
-5. what torch's wrappers of a module the frame runs name (_modules.py):
+   reads its replicas without waiting for another stage (job/stages.py);
+5. what torch's wrappers of a module the frame runs name (job/modules.py):
    DDP's process group, the device mesh of its DTensor parameters (FSDP2,
    tensor parallel) over every dimension but the pipeline one; like a
    meeting of two or more ranks, the first such domain is the rank's;
-6. the ranks that meet at this rank's first compile (_meet.py), when the
+6. the ranks that meet at this rank's first compile (job/meet.py), when the
    job was joined through a store: a meeting of two or more ranks is the
    rank's domain from then on; a rank meeting alone compiles that frame
    alone and meets again at its next new frame;
@@ -53,9 +53,12 @@ runtime collectives notice, as without ccol).
 
 import threading
 
-from ._log import log
-from ._modules import Registry, frame_modules, torch_members
-from ._ranks import group_ranks, hash_members, mesh_ranks, ranks_text
+from .. import _live
+from .._log import call_site, hash_members, log, ranks_text
+from .meet import meet
+from .modules import (
+    Registry, frame_modules, group_ranks, mesh_ranks, torch_members)
+from .stages import read_stages
 
 
 class Domain:
@@ -122,7 +125,6 @@ def _form(job, d):
     comm = world.sub(list(d.members), name=_sub_name(d.members))
     comm.timeout = world.timeout
     if job.live is not None and hasattr(comm, "set_watch"):
-        from . import _live
         comm.set_watch(job.live.watch, _live.WATCH_S)
     log.info("ccol.torch: domain %s formed over %s (this is its rank %d)",
              d.name, comm.transport, comm.rank)
@@ -175,9 +177,9 @@ class Domains:
     """The domains of one job: the scopes open on each thread, the
     process-wide default, and every domain met (by members and name)."""
 
-    def __init__(self, job):
+    def __init__(self, job, partition=None):
         self.job = job
-        self.partition = None   # CCOL_TORCH_DOMAINS, parsed
+        self.partition = partition  # CCOL_TORCH_DOMAINS, parsed
         self.stages = None      # stage indexes this rank holds (pipelining)
         self.known = {}         # members -> Domain
         self.default = None     # the process-wide default, once resolved
@@ -251,7 +253,7 @@ class Domains:
         return self._compiling(frame, d)
 
     def _of_modules(self, frame, modules):
-        """The domain a frame's modules name (_modules.py): one registered
+        """The domain a frame's modules name (job/modules.py): one registered
         with domain(...)(module) (rule 2), else, unless CCOL_TORCH_DOMAINS
         or pipeline stages name this rank's (rules 3 and 4), the group or
         mesh torch's wrappers of them use (rule 5); None when none does."""
@@ -307,7 +309,6 @@ class Domains:
         is this rank's domain from then on; one where it is alone covers
         that frame only (its compiles, and the guard collectives of calls
         from where it was called)."""
-        from ._meet import meet
         members = meet(self.job, frame)
         d = self.get(members, "met at its first compile")
         if self.default is None and len(members) > 1:
@@ -323,7 +324,6 @@ class Domains:
         """The calls of the frame being compiled come from where this
         compile was called: their guard collectives run in `d` too
         (for_call)."""
-        from ._guard import call_site
         self.sites[call_site()] = d
 
     def for_call(self, site):
@@ -353,7 +353,6 @@ class Domains:
 
     def _stage_domain(self, size, rank):
         mine = self.stages
-        from ._stages import read_stages
         got = read_stages(self.job, size)
         members = [r for r in range(size) if got[r] == mine]
         what = "pipeline stage" + ("s " if len(mine) > 1 else " ")

@@ -1,5 +1,5 @@
 """Meeting at a first compile: how a rank's domain is formed when nothing
-names it (rule 6 of _domain.py).
+names it (rule 6 of job/domain.py).
 
 A rank arriving at its first compile of a frame registers in the job's
 store under the frame's meeting; the meeting closes once every other rank
@@ -15,8 +15,8 @@ reads the same list.
 import json
 import time
 
-from ._ranks import hash_members, ranks_text
-from ._errors import peer_error, timeout_error
+from .. import _live
+from .._log import hash_members, peer_error, ranks_text, timeout_error
 
 _MEET_POLL_S = 0.05
 
@@ -54,7 +54,7 @@ def hash_text(text):
 
 def _came(store, key, r, came):
     """Whether rank r said it is at the meeting; read once (with a job
-    token, a word no rank wrote is a ccol.PeerError: _sealed.py)."""
+    token, a word no rank wrote is a ccol.PeerError: job/sealed.py)."""
     if r not in came and store.check([key]) and store.get(key) == b"1":
         came.add(r)
     return r in came
@@ -98,7 +98,6 @@ def _awaited(live, here, mid, seen):
     """The ranks not here that may still come; a dead or stopped one is
     a ccol.PeerError naming it. `seen` (kept over the meeting): rank ->
     [its first heartbeat counter read here, the last, when it moved]."""
-    from . import _live
     beats = live.read_every()
     now = time.monotonic()
     for r, b in beats.items():

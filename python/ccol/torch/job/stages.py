@@ -1,4 +1,4 @@
-"""Pipeline stages as domains (rule 4 of _domain.py): a rank that builds a
+"""Pipeline stages as domains (rule 4 of job/domain.py): a rank that builds a
 torch.distributed.pipelining stage publishes the stage indexes it holds in
 the job's store, before it can wait for anyone; its domain is the ranks
 that hold the same stages (the stage's data- and tensor-parallel
@@ -8,10 +8,8 @@ replicas).
 import json
 import time
 
-from ._ranks import ranks_text
-from ._errors import peer_error, timeout_error
-from ._hooks import Hook
-from ._log import log
+from .._hooks import Hook
+from .._log import log, peer_error, ranks_text, timeout_error
 
 _POLL_S = 0.02
 

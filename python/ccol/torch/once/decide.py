@@ -13,7 +13,7 @@ each backend compile is made once, at one of two levels:
   DDP's split graphs (Dynamo's optimize_ddp compiles each bucket's piece
   with fakify_first_call, which AOTAutograd refuses to cache) and any
   other graph it refuses. Hook points ``FxGraphCache.load_with_key`` and
-  ``FxGraphCache._save_graph`` (_once_fx.py).
+  ``FxGraphCache._save_graph`` (once/fx.py).
 
 At either level:
 
@@ -27,7 +27,7 @@ At either level:
    loads its own). The owner compiles as usual (its cache is filled), then
    broadcasts every file its compile added to its cache directory: the
    entries and the kernels (.cpp, .so, .py), each with its length and
-   SHA-256 (_once_files.py).
+   SHA-256 (once/files.py).
 3. The others check the lengths and digests, write the files into their own
    cache directory (each file atomically, the entries last, so a failure
    never leaves a partial entry), then load through torch's own lookup,
@@ -66,22 +66,25 @@ import time
 
 import ccol
 
-from . import _agree, _env, _once_isa
-from . import _once_files as files_
-from ._hooks import Hook
-from ._log import log
+from .. import _agree, _env
+from . import files as files_, isa as _once_isa
+from .._hooks import Hook
+from .._log import log
 
-HOOK_POINTS = (
-    ("torch._functorch._aot_autograd.autograd_cache",
-     "AOTAutogradCache.try_load"),
-    ("torch._functorch._aot_autograd.autograd_cache", "autograd_cache_key"),
-    ("torch._functorch.aot_autograd", "aot_stage2_compile"),
-    ("torch._inductor.runtime.runtime_utils", "cache_dir"),
-    ("torch._functorch.config", "force_non_lazy_backward_lowering"),
-    ("torch._inductor.codecache", "FxGraphCache.load_with_key"),
-    ("torch._inductor.codecache", "FxGraphCache._save_graph"),
-    ("torch._inductor.codecache", "FxGraphCache.prepare_key"),
-)
+
+class State:
+    """compile_once's and the job store's state in a job (this wing
+    writes it; Job.once)."""
+
+    __slots__ = ("on", "run", "store", "writer", "solo_ready")
+
+    def __init__(self, compile_once=False, store=None):
+        # one rank compiles each graph (always, with a job store)
+        self.on = bool(compile_once) or store is not None
+        self.run = None          # the Once while it is on (install())
+        self.store = store       # store.Store: the job compile store
+        self.writer = None       # profile.Writer of its profile
+        self.solo_ready = False  # a one-rank job's hooks are placed
 
 SITE = "once.key"
 
@@ -130,7 +133,7 @@ class Once:
 
 def _try_load_hook(job, upstream, module):
     load = upstream.__func__  # a staticmethod of AOTAutogradCache
-    once = job.once
+    once = job.once.run
 
     def try_load(mod, args, aot_config, *rest, **kwargs):
         return _try_load(once, load, (mod, args, aot_config) + rest, kwargs)
@@ -138,7 +141,7 @@ def _try_load_hook(job, upstream, module):
 
 
 def _stage2_hook(job, upstream, module):
-    once = job.once
+    once = job.once.run
 
     def aot_stage2_compile(*args, **kwargs):
         return _stage2(once, upstream, args, kwargs)
@@ -147,10 +150,10 @@ def _stage2_hook(job, upstream, module):
 
 def install(job, more=()):
     """compile_once on for this job: its hooks (HOOKS and `more`, the
-    FX graph cache's from _once_fx.py) and its summary at exit."""
-    job.once = Once(job)
+    FX graph cache's from once/fx.py) and its summary at exit."""
+    job.once.run = Once(job)
     job.hooks.install(HOOKS + tuple(more))
-    atexit.register(summary, job.once)
+    atexit.register(summary, job.once.run)
 
 
 # try_load and aot_stage2_compile are wrapped (the backward is compiled
@@ -355,13 +358,14 @@ def _store_fallback(once, graph, key, why):
 
 def store_of(job):
     """The job's store when it is usable, else None."""
-    return job.store if job.store is not None and job.store.ok else None
+    store = job.once.store
+    return store if store is not None and store.ok else None
 
 
 def _fx_level(once, graph, why, load, args, kwargs):
     """AOTAutograd bypasses its cache for this graph on every rank: its
     forward and backward graphs are shared at Inductor's FX graph cache
-    instead (_once_fx.py) while AOTAutograd compiles it (_stage2)."""
+    instead (once/fx.py) while AOTAutograd compiles it (_stage2)."""
     got = load(*args, **kwargs)
     if got[0] is None:
         fx = once.fx

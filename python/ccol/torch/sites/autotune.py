@@ -7,8 +7,8 @@ and makes the peers' back into _SerializedChoice objects, refusing
 anything that is not a list of such dicts with a non-negative int index.
 """
 
-from ._errors import peer_error
-from ._scope import Scope, graph_key
+from .._log import peer_error
+from .scope import Scope, graph_key
 
 
 class AutotuneScope(Scope):

@@ -1,13 +1,13 @@
 """torch.compile's other compile-time agreements, as data: the one table of
-the agreement sites ccol.torch hooks (_sites.py), from which docs/torch.md's
-table ("Every other compile-time agreement") is checked
+the agreement sites ccol.torch hooks (sites/install.py), from which
+docs/torch.md's table ("Every other compile-time agreement") is checked
 (python/tests/test_torch_hooks.py).
 
 Each site is a torch function that gathers across ranks while it compiles,
 upstream an all_gather_object of a pickle on a c10d group (the same in torch
 2.13 and 2.14). Adding one: a row here, its scope in _sites.SCOPES when a
 plain Scope of its names is not enough (a Scope subclass of its own, as
-_spmd.py and _autotune.py have), and the row the test prints into
+sites/spmd.py and sites/autotune.py have), and the row the test prints into
 docs/torch.md's table.
 
 Each site also names its switch: the torch config without which torch never

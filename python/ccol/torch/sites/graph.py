@@ -26,17 +26,13 @@ user's compiled call) or "off".
 import hashlib
 import re
 
-from . import _agree
-from ._errors import diverged_error, peer_error
-from ._env import GRAPH_CHECKS as POLICIES
-from ._hooks import Hook
-from ._log import log
-from ._scope import graph_key
-from ._spmd import graphs_differ, shapes_of, source_line
+from .. import _agree
+from .._log import diverged_error, log, peer_error
+from .._env import GRAPH_CHECKS as POLICIES
+from .._hooks import Hook
+from .scope import graph_key
+from .spmd import graphs_differ, shapes_of, source_line
 
-HOOK_POINTS = (
-    ("torch._dynamo.output_graph", "OutputGraph.call_user_compiler"),
-)
 MAX_ROWS = 5000           # node rows sent when digests differ
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 _STR_MAX = 300
@@ -145,7 +141,7 @@ def _describe(rows, i):
 
 def divergence(key, rows, jr=lambda r: r):
     """The same message on every rank, from every rank's node rows (in
-    _spmd.py's wording for torch's SPMD check)."""
+    sites/spmd.py's wording for torch's SPMD check)."""
     differ = [r for r in range(1, len(rows))
               if [x[0] for x in rows[r]] != [x[0] for x in rows[0]]]
     if not differ:

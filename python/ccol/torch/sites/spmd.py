@@ -10,15 +10,14 @@ ccol.DivergedError with aten_distributed_optimizations.spmd_mismatch=
 "error" (where torch raises RuntimeError), the same text as a WARNING with
 "warn" (torch's default, where torch warns and goes on); spmd_after does
 that around torch's own function. graphs_differ is the one wording of
-both graph checks (this one and ccol's own, _graph.py), and shapes_of and
+both graph checks (this one and ccol's own, sites/graph.py), and shapes_of and
 source_line describe a node for both.
 """
 
 import re
 
-from ._errors import diverged_error, peer_error
-from ._log import log
-from ._scope import Scope, graph_key
+from .._log import diverged_error, log, peer_error
+from .scope import Scope, graph_key
 
 _SOURCE_MAX = 300
 _FILE_LINE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
@@ -127,7 +126,7 @@ def _describe(row):
 
 def graphs_differ(check, key, differ, node, first, jr):
     """The wording of both graph checks (torch's SPMD check here, ccol's in
-    _graph.py), the same on every rank: `check` found that the graphs of
+    sites/graph.py), the same on every rank: `check` found that the graphs of
     `key` differ on the domain's ranks `differ`; for each of the first
     four, first(rank) is (index, the domain's first rank's node, that
     rank's node) of their first differing `node`, each described. jr(r)

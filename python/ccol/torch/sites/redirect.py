@@ -1,5 +1,5 @@
 """The collectives an agreement site calls, redirected through ccol inside
-a site scope (_scope.py) and torch's own everywhere else.
+a site scope (sites/scope.py) and torch's own everywhere else.
 
 Three of the sites import torch.distributed inside the function (`import
 torch.distributed as dist`), which reads the attribute of the torch
@@ -24,9 +24,9 @@ so ccol never answers for ranks it does not have.
 
 import types
 
-from . import _agree
-from ._errors import diverged_error, peer_error
-from ._scope import current
+from .. import _agree
+from .._log import diverged_error, peer_error
+from .scope import current
 
 
 def _site_gather(scope_, object_list, obj):

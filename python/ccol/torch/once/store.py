@@ -4,8 +4,8 @@ What a job learned while it compiled (the profile: which dims became
 dynamic, per frame; compile once's artifacts, per graph) is kept in
 DIR/NAME (docs/store.md), so a restart at any world size, on any hosts,
 starts from it. This module is the directory and its files: names,
-checks, atomic writes. The profile's meaning is _store_profile.py; how
-the ranks agree on what they load is _once.py (artifacts) and
+checks, atomic writes. The profile's meaning is once/profile.py; how
+the ranks agree on what they load is once/decide.py (artifacts) and
 _store_profile.agree (the profile).
 
 Everything read from the store is untrusted: a file that does not check
@@ -29,10 +29,9 @@ import struct
 
 import ccol
 
-from . import _env, _once_isa
-from . import _once_files as files_
-from . import _safe_path
-from ._log import log
+from .. import _env, _safe_path
+from . import files as files_, isa as _once_isa
+from .._log import log
 
 FORMAT = "ccol-job-store"
 VERSION = 1
@@ -367,7 +366,7 @@ def _artifact_signed(head):
     """What an artifact's MAC covers: its whole header but the MAC, in one
     canonical form (keys sorted, no spaces, ASCII): the body's SHA-256,
     the key, every file's name, length and digest, compile_s, the versions,
-    the run and the probe answers (_once_isa.py). A header rewritten in
+    the run and the probe answers (once/isa.py). A header rewritten in
     any field, the same bytes under other names included, fails it."""
     signed = {k: v for k, v in head.items() if k != "mac"}
     return json.dumps(signed, sort_keys=True, separators=(",", ":"),

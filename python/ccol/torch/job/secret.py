@@ -17,7 +17,7 @@ The job's token comes from, in order:
 
 Rank 0's plan in the store carries an HMAC under the token, so a plan
 written by anyone else is refused by every rank that has the token; on
-one host every rank requires it (_join.py). When some rank of a job
+one host every rank requires it (job/join.py). When some rank of a job
 across hosts has no way to the secret (no shared home and no
 CCOL_TOKEN), the job runs without a token, and every rank says so once at
 WARNING, with how to get one.
@@ -30,7 +30,7 @@ import re
 import secrets
 import stat
 
-from . import _safe_path
+from .. import _safe_path
 
 _NAME = re.compile(r"[0-9a-f]{32}\Z")
 

@@ -11,15 +11,15 @@ c10d group (the same in torch 2.13 and 2.14).
 How, and why it is narrow. Each site's torch function is wrapped (the name
 its callers look up at call time is replaced through the hook registry,
 _hooks.py, which restores it at disable()). The wrapper opens a *site
-scope* on this thread (_scope.py: the job, ccol's name for each gather in
+scope* on this thread (sites/scope.py: the job, ccol's name for each gather in
 order, the graph key) and runs torch's own function unchanged; so every
 decision is made by torch's own code from the values a gather gives it.
 Inside that scope, and only there, the gather goes through _agree.agree
-instead of c10d (_redirect.py: torch.distributed.all_gather_object, and
+instead of c10d (sites/redirect.py: torch.distributed.all_gather_object, and
 the partitioner's own copy of torch whose all_reduce is redirected too).
 A site whose values need a wire form of their own has its scope here in
-SCOPES (_spmd.py: the SPMD check, its divergence located to the first
-differing node; _autotune.py: the autotuning choices as data); every
+SCOPES (sites/spmd.py: the SPMD check, its divergence located to the first
+differing node; sites/autotune.py: the autotuning choices as data); every
 other site gets a plain Scope of its names.
 
 A hook point a torch release lacks is simply not hooked there (DEBUG
@@ -30,13 +30,13 @@ runs after their code; disable() removes it and restores every name
 replaced that is still ccol's.
 """
 
-from ._autotune import autotune_scope
-from ._hooks import Hook
-from ._log import log
-from ._redirect import make_all_gather_object, partitioner_torch
-from ._scope import Scope, graph_key, wrap
-from ._site_table import PARTITIONERS, SITES
-from ._spmd import spmd_after, spmd_scope
+from .autotune import autotune_scope
+from .._hooks import Hook
+from .._log import log
+from .redirect import make_all_gather_object, partitioner_torch
+from .scope import Scope, graph_key, wrap
+from .table import PARTITIONERS, SITES
+from .spmd import spmd_after, spmd_scope
 
 
 def _agreement(module, attr, make, owner=""):

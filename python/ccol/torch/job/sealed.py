@@ -1,8 +1,8 @@
 """torch's store, with every value the job writes sealed under its token.
 
-After the join (_join.py), the job keeps meeting through torch's store:
-the compile meetings and their news (_board.py, _meet.py), the heartbeats
-and published failures (_live.py), the pipeline stages (_stages.py).
+After the join (job/join.py), the job keeps meeting through torch's store:
+the compile meetings and their news (_board.py, job/meet.py), the heartbeats
+and published failures (_live.py), the pipeline stages (job/stages.py).
 Anything that reaches MASTER_PORT can write there, so when the job has a
 token every value it writes carries an HMAC-SHA-256 under that token over
 the key and the value, and every value it reads must carry a valid one:
@@ -10,13 +10,13 @@ a value a process outside the job wrote (or moved from another key) is a
 ccol.PeerError naming the key, never a decision taken on it. Counters
 (add) cannot carry one: what they count is read through sealed keys.
 Without a token the store is used as it is (it is then the job's trust
-root, as _join.py warns).
+root, as job/join.py warns).
 """
 
 import hashlib
 import hmac
 
-from ._errors import peer_error
+from .._log import peer_error
 
 _TAG = b"\n#ccol-hmac:"
 

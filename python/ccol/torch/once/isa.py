@@ -32,8 +32,8 @@ import re
 import sys
 import threading
 
-from ._hooks import Hook
-from ._log import log
+from .._hooks import Hook
+from .._log import log
 
 MAX_CHECKS = 64     # probes in one table (torch makes a handful)
 MAX_KEY = 512       # bytes of one probe's name

@@ -1,5 +1,5 @@
 """Domains named by the modules a compiled frame runs (rules 2 and 5 of
-_domain.py).
+job/domain.py).
 
 A frame's modules are the torch.nn.Module values among its locals at its
 first compile: `self` for a method, the module torch.compile(module) wraps
@@ -21,8 +21,7 @@ mesh's sub-mesh are the same on each of their ranks.
 
 import weakref
 
-from ._log import log
-from ._ranks import group_ranks, mesh_ranks
+from .._log import log
 
 PIPELINE_DIMS = frozenset(("pp", "pipe", "pipeline", "stage", "stages"))
 _MAX_MODULES = 8  # a frame's locals looked at, at most
@@ -151,3 +150,43 @@ def _largest(sets):
                  "holding the others (%s): its domain is met at its first "
                  "compile", "; ".join(f"{h} {list(m)}" for m, h in sets))
     return None
+
+
+def group_ranks(group):
+    """The job ranks of a torch process group."""
+    import torch.distributed as dist
+    try:
+        return sorted(dist.get_process_group_ranks(group))
+    except Exception as e:  # noqa: BLE001 - not a group torch knows
+        raise ValueError(f"ccol.torch.domain(group=...): not a process "
+                         f"group of this job ({e})") from None
+
+
+def mesh_ranks(mesh, dims):
+    """The ranks of this rank's sub-mesh over `dims` (names or indexes;
+    None: every dimension)."""
+    names = list(getattr(mesh, "mesh_dim_names", None) or ())
+    t = mesh.mesh
+    nd = t.dim()
+    if dims is None:
+        keep = set(range(nd))
+    else:
+        if isinstance(dims, (str, int)):
+            dims = (dims,)
+        keep = set()
+        for d in dims:
+            if isinstance(d, str) and d in names:
+                keep.add(names.index(d))
+            elif isinstance(d, int) and not isinstance(d, bool) and \
+                    0 <= d < nd:
+                keep.add(d)
+            else:
+                raise ValueError(f"ccol.torch.domain(mesh=..., dims=...): "
+                                 f"{d!r} is not a dimension of the mesh "
+                                 f"(names {names or 'none'}, {nd} dims)")
+    coord = mesh.get_coordinate()
+    if coord is None:
+        raise ValueError("ccol.torch.domain(mesh=...): this rank is not in "
+                         "the mesh")
+    index = tuple(slice(None) if d in keep else coord[d] for d in range(nd))
+    return sorted(int(r) for r in t[index].flatten().tolist())

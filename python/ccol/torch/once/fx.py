@@ -27,14 +27,13 @@ WARNING that the graph is not shared.
 
 AOTAutograd's own loads (evaluate_guards given) and lookups outside a
 bypassed compile are left alone: those graphs are shared whole at
-AOTAutograd's cache (_once.py).
+AOTAutograd's cache (once/decide.py).
 """
 
 import time
 
-from . import _once
-from . import _once_files as files_
-from ._hooks import Hook
+from . import decide as _once, files as files_
+from .._hooks import Hook
 
 
 def _arg(args, kwargs, i, name, default=None):
@@ -45,7 +44,7 @@ def _through(fn):
     """A hook maker for one of FxGraphCache's staticmethods: each call goes
     through fn(once, upstream, args, kwargs)."""
     def make(job, upstream, module):
-        upstream, once = upstream.__func__, job.once
+        upstream, once = upstream.__func__, job.once.run
 
         def hooked(*args, **kwargs):
             return fn(once, upstream, args, kwargs)

@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 
-from ._log import log
+from .._log import log
 
 EXIT_WAIT_S = 30.0  # the longest exit waits for a store call under way
 _WARN_S = 2.0       # a wait longer than this is said

@@ -17,7 +17,7 @@ second well-known port:
    hosts, an error naming the hosts that every rank raises;
 3. every rank creates its ccol.Comm from that plan.
 
-The store is a meeting point, not a secret (_secret.py): the job's token
+The store is a meeting point, not a secret (job/secret.py): the job's token
 never goes there. Rank 0 writes the plan once (compare-and-set: a plan
 already there is refused) with an HMAC under the token, every rank checks
 it and says, in a key of its own written once, whether it has the token;
@@ -48,9 +48,9 @@ from datetime import timedelta
 
 import ccol
 
-from . import _env, _exit, _sealed, _secret
-from ._errors import peer_error, timeout_error
-from ._log import log
+from .. import _env
+from . import exit as _exit, sealed as _sealed, secret as _secret
+from .._log import log, peer_error, timeout_error
 
 _POLL_S = 0.02
 
@@ -193,7 +193,7 @@ def _plan(store, p, size):
     """Rank 0: CCOL_TRANSPORT when set (checked by _env.transport()), else
     shm when every rank shares its host and tcp otherwise. shm asked for
     across hosts is a plan carrying the error, so every rank raises it.
-    The plan never carries the job's token (_secret.py)."""
+    The plan never carries the job's token (job/secret.py)."""
     hosts = [json.loads(store.get(f"{p}/host/{r}"))["host"]
              for r in range(size)]
     one_host = all(h == hosts[0] for h in hosts)

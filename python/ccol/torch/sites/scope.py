@@ -4,7 +4,7 @@ thread, and the wrapper that opens it.
 A site's torch function (_site_table.SITES) runs unchanged inside a Scope
 held on a thread-local stack: the job, ccol's name for each gather and
 reduction in the order torch makes them, and the graph key. The redirected
-collectives (_redirect.py) read current() and go through ccol only inside
+collectives (sites/redirect.py) read current() and go through ccol only inside
 a scope, so every other caller, thread, or ccol.torch.local() block keeps
 torch's c10d gather. A subclass (_spmd.SpmdScope, _autotune.AutotuneScope)
 changes what a site's value looks like on the wire.
@@ -18,7 +18,7 @@ ccol.DivergedError naming both.
 import contextlib
 import threading
 
-from ._log import log
+from .._log import log
 
 _tls = threading.local()
 
@@ -57,7 +57,7 @@ class Scope:
     def covers(self, group):
         """True when ccol answers for a gather on `group`: the whole job in
         ccol's rank order (the agreement then runs among the ranks of the
-        current domain, _domain.py: torch's compile-time groups are the
+        current domain, job/domain.py: torch's compile-time groups are the
         whole job, which in a pipeline would wait for other stages), or
         exactly the domain's ranks."""
         import torch.distributed as dist

@@ -1,0 +1,16 @@
+"""The compile-once wing: one rank compiles each graph, the others load
+it, and the job store keeps what a restart needs.
+
+- ``decide.py``: which graphs are shared, who compiles each, the exchange
+  of artifacts at AOTAutograd's cache;
+- ``fx.py``: the same at Inductor's FX graph cache (DDP's split graphs);
+- ``files.py``: the artifact, files and header, authenticated;
+- ``isa.py``: Inductor's vector-instruction probes, once per kind of host;
+- ``store.py``: the job store on disk, one directory per job;
+- ``profile.py``: the job's profile in the store (what became dynamic);
+- ``store_job.py``: the store in a running job (opened at the join,
+  written after compiles).
+
+Internal to ccol.torch: a module here imports the ground floor (the
+package's plumbing) and its own wing, never another wing.
+"""
