@@ -49,7 +49,7 @@ from ._buckets import Buckets
 from ._codec import decode_state, encode_state
 from ._compile import frame_name
 from .job import domain as _domain, join as _join, start as _start
-from .job import exit as _exit  # noqa: F401 - its atexit, placed first
+from .job import exit as _exit  # noqa: F401 - its atexit, at import
 from .once import store as _store, store_job as _store_job
 from .once.decide import Counts
 

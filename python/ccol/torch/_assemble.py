@@ -30,15 +30,13 @@ def assemble(comm, *, guards, graph_check, store, compile_once, partition,
     and compile_once's entries (once/store_job.py)."""
     job = _new_job(comm, guards, patience, graph_check, run_patience,
                    window, connect, OnceState(compile_once, store), partition)
-    if joined is not None:
-        job.joined = joined
-    size = comm.size if comm is not None else 2
-    if size > 1:
+    job.joined = joined
+    if comm is None:  # CCOL_TORCH=1 with several ranks: joined at first use
         install(job)
-        if comm is not None:
-            joined_now(job)
-        else:
-            job.on_join.append(joined_now)
+        job.on_join.append(joined_now)
+    elif comm.size > 1:
+        install(job)
+        joined_now(job)
     elif store is not None:
         _store_job.install_solo(job)
     return job
