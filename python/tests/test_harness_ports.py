@@ -40,6 +40,9 @@ def test_a_port_listened_on_is_never_handed_out():
     taken = conftest._ports["base"] + \
         conftest._ports["next"] % conftest._PORT_BLOCK
     with socket.socket() as s:
+        # as servers do: a connection of an earlier test that used this
+        # port may still rest in TIME_WAIT
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", taken))
         s.listen()
         got = [free_port() for _ in range(conftest._PORT_BLOCK)]
