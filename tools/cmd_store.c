@@ -2,7 +2,7 @@
  * cmd_store.c - `ccol store show DIR [--json]` and `ccol store check DIR
  * [--json]`: list and verify a job's compile store (docs/store.md), the
  * directory holding store.json, profile/ and artifacts/. The checks are
- * store_check.c's; this file parses the command line and prints. Every
+ * store/checks.c's (the walk store_scan.c's); this file parses the command line and prints. Every
  * file name and every piece of a file quoted in the output is escaped, so
  * each file is one line whatever its name or contents.
  * Exit status: show 0 once listed; check 0 when every file is good, 1 when

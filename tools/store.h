@@ -1,31 +1,20 @@
 /*
- * store.h - the checks of a job compile store (docs/store.md): store.json,
- * the profile files (profile/ID.json) and compile once's artifacts
- * (artifacts/KEY.ccolonce), and the walk of a store directory that names
+ * store.h - `ccol store show|check`'s side of the job compile store
+ * (docs/store.md): the walk of a store directory (store_scan.c) that names
  * every file that is not what the format says (symbolic links, unknown
- * files, files larger than STORE_MAX_FILE). Everything in a store is
- * untrusted: the checks take any bytes and never crash, hang or leak.
- * The file checks work on bytes in memory, so a fuzz harness drives them
- * directly (tests/fuzz/fuzz_store.c).
+ * files, files larger than STORE_MAX_FILE) and checks the others with the
+ * store's file checks (store/checks.h), and the path rules the loader
+ * applies (store_path.c).
  */
 #ifndef CCOL_TOOLS_STORE_H
 #define CCOL_TOOLS_STORE_H
+
+#include "../store/checks.h"
 
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/stat.h>
-
-#define STORE_MAX_FILE (64u << 20)   /* bytes of any file in the store */
-#define STORE_MAX_HEADER (4u << 20)  /* bytes of an artifact's header */
-#define STORE_MAX_FILES 4096         /* files of one artifact */
-#define STORE_MAX_DEPTH 16           /* components of an artifact path */
-#define STORE_MAX_PROBES 64          /* probe answers in an artifact's isa */
-#define STORE_MAX_PROBE_NAME 512     /* bytes of one probe's name */
-#define STORE_MAX_NAME 255           /* bytes of one path component */
-#define STORE_MAX_DIMS 64            /* atoms of a size or stride list */
-#define STORE_ID_HEX 32              /* hex digits of a profile's ID */
-#define STORE_KEY_HEX 40             /* hex digits of an artifact's KEY */
 
 /* What one file of the store is. */
 typedef enum store_kind {
@@ -34,59 +23,6 @@ typedef enum store_kind {
     STORE_ARTIFACT, /* artifacts/KEY.ccolonce */
     STORE_OTHER     /* anything else: always bad */
 } store_kind;
-
-/* The outcome of checking one file. */
-typedef struct store_result {
-    bool ok;         /* the file checks out */
-    char error[512]; /* one line saying what is wrong ("" when ok) */
-    json_t *info;    /* what `show` lists (an object, owned); NULL for
-                        STORE_OTHER */
-} store_result;
-
-/*
- * Checks store.json's bytes: a JSON object with format "ccol-job-store",
- * version 1 and a valid job name. r->info gets {"job": NAME or null}.
- * Returns 0 when the file is good, else -1 with r->error set.
- */
-int store_check_meta(const unsigned char *data, size_t size,
-                     store_result *r);
-
-/*
- * Checks a profile file's bytes; `id` is the ID of its file name (32 hex
- * digits; anything else fails the ID check). r->info gets {"id", "frame":
- * {"name", "file", "line"}, "producer", "torch", "ccol", "dynamic"}, null
- * where the file did not get that far. Returns 0 or -1 (r->error set).
- */
-int store_check_profile(const char *id, const unsigned char *data,
-                        size_t size, store_result *r);
-
-/*
- * Checks an artifact file's bytes; `key_hex` is the KEY of its file name.
- * r->info gets {"key", "files", "bytes", "compile_s", "torch"}, null where
- * the file did not get that far. Returns 0 or -1 (r->error set).
- */
-int store_check_artifact(const char *key_hex, const unsigned char *data,
-                         size_t size, store_result *r);
-
-/* Releases r->info (the result may be reused afterwards). */
-void store_result_free(store_result *r);
-
-/*
- * The ID a profile's `frame` object gives (the first 32 hex digits of the
- * SHA-256 of "{file_hash}:{line}:{name}:{closure_hash}") into id[33].
- * Returns 0, or -1 when the frame lacks a field of the right type.
- */
-int store_profile_id(const json_t *frame, char id[STORE_ID_HEX + 1]);
-
-/* The first 40 hex digits of SHA-256(key) into hex[41]. */
-void store_key_hex(const char *key, char hex[STORE_KEY_HEX + 1]);
-
-/*
- * `s` (up to `max` bytes) made printable on one line into out[outsize]:
- * control bytes, '\' and bytes of invalid UTF-8 become \xNN (and \\),
- * a cut is marked "...". Returns out.
- */
-const char *store_esc(const char *s, size_t max, char *out, size_t outsize);
 
 /* One file found in a store and its check. */
 typedef struct store_entry {

@@ -14,6 +14,20 @@ MAX_DIMS: int
 def shm_sweep(prefix: str) -> int: ...
 def status_name(status: int) -> str: ...
 
+STORE_MAX_FILE: int
+STORE_MAX_HEADER: int
+STORE_MAX_FILES: int
+STORE_MAX_DEPTH: int
+STORE_MAX_NAME: int
+
+def store_check(
+    kind: Literal["meta", "profile", "artifact", "message"],
+    name: Optional[str],
+    data: Buffer,
+) -> Optional[str]: ...
+def store_frame_id(file_hash: bytes, line: int, name: bytes) -> str: ...
+def store_key_id(key: Buffer) -> str: ...
+
 class Error(Exception):
     status: int
     code: str

@@ -59,7 +59,8 @@ module_exec(PyObject *m)
         return -1;
     if (ccolpy_comm_init(m) < 0 || ccolpy_sync_init(m) < 0 ||
         ccolpy_dyn_init(m) < 0 || ccolpy_trace_init(m) < 0 ||
-        ccolpy_bench_init(m) < 0 || ccolpy_buckets_init(m) < 0)
+        ccolpy_bench_init(m) < 0 || ccolpy_buckets_init(m) < 0 ||
+        ccolpy_store_init(m) < 0)
         return -1;
     return 0;
 }

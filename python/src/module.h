@@ -17,9 +17,12 @@
  *   trace.c   ccol.Trace: the per-rank trace writer;
  *   bench.c   ccol._ccol._time_c: a collective timed in a C loop, the
  *             baseline of bench/python/;
- *   buckets.c ccol._ccol.Buckets: shape buckets.
- * sync.c, dyn.c, trace.c, bench.c and buckets.c call shared.c and comm.c
- * only, comm.c calls shared.c only, and shared.c none: no two files call
+ *   buckets.c ccol._ccol.Buckets: shape buckets;
+ *   store.c   ccol._ccol.store_check, store_frame_id, store_key_id: the
+ *             job store's file checks and file names (store/checks.h,
+ *             the ones `ccol store check` runs).
+ * sync.c, dyn.c, trace.c, bench.c, buckets.c and store.c call shared.c
+ * and comm.c only, comm.c calls shared.c only, and shared.c none: no two files call
  * each other in a circle.
  *
  * Blocking calls release the GIL. While they wait, libccol calls
@@ -155,5 +158,6 @@ int ccolpy_dyn_init(PyObject *m);
 int ccolpy_trace_init(PyObject *m);
 int ccolpy_bench_init(PyObject *m);
 int ccolpy_buckets_init(PyObject *m);
+int ccolpy_store_init(PyObject *m);
 
 #endif /* CCOLPY_MODULE_H */

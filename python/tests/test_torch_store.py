@@ -246,16 +246,16 @@ def test_a_torch_frame_keeps_the_user_frame_that_reached_it(
 
 
 @pytest.mark.parametrize("how,said", [
-    ("truncate", "the body has"),
+    ("truncate", "the body is"),
     ("flip", "SHA-256 differs"),
     ("no-header", "no header line"),
-    ("version", "not a ccol-profile version 1"),
+    ("version", "the header's version is not 1"),
     ("torch", "written by torch"),
-    ("dynamic", "not what its entries decide"),
-    ("rename", "not its frame's ID"),
-    ("entry", "not a lattice entry"),
-    ("atom", "unexpected value 'big'"),
-    ("reached", "its reached_from is not a string"),
+    ("dynamic", "dynamic differs from the entries' decisions"),
+    ("rename", "the file name's ID is not the frame's"),
+    ("entry", "not an object of exactly scalar, size and stride"),
+    ("atom", "size: neither {\"dyn\": 1}, {\"unset\": 1} nor a list"),
+    ("reached", "the body's reached_from is not a string"),
 ])
 def test_a_bad_profile_file_is_named_and_skipped(tmp_path, caplog, how,
                                                  said):
@@ -428,7 +428,7 @@ def test_another_job_or_version_in_store_json(tmp_path, caplog):
                              "job": "job1"}))
     with caplog.at_level("INFO", logger="ccol.torch"):
         assert not _store.Store(tmp_path / "st", "job1").open(create=True)
-    assert "store version 9" in caplog.text
+    assert "version is not 1 (this ccol reads version 1)" in caplog.text
 
 
 def test_with_a_token_unsigned_or_foreign_files_are_refused(tmp_path,
@@ -751,7 +751,7 @@ def test_any_profile_bytes_are_read_or_refused_as_bad(tmp_path_factory,
     s, fid, good = _good_profile(tmp_path_factory)["p"]
     for data in (_mutate(good, edits), junk, good[:len(junk)] + junk):
         try:
-            _store_profile.read_body(s, fid, s.open_profile(data))
+            _store_profile.read_body(s.open_profile(fid, data))
         except _store.Bad:
             pass
         try:
@@ -769,10 +769,6 @@ def test_any_artifact_bytes_are_read_or_refused(tmp_path_factory, edits,
     key, good = _good_profile(tmp_path_factory)["a"]
     for data in (_mutate(good, edits), junk):
         try:
-            _store.artifact_header(data)
-        except _store.Bad:
-            pass
-        try:
             _once_files.unpack(data, key)
         except _once_files.Corrupt:
             pass
@@ -781,7 +777,7 @@ def test_any_artifact_bytes_are_read_or_refused(tmp_path_factory, edits,
 def test_ccol_store_check_agrees_with_the_python_reader(tmp_path,
                                                        probe_answers):
     """What ccol.torch writes (probe answers included), `ccol store check`
-    (C, jansson and OpenSSL) finds good, and a byte changed in it bad,
+    (store/checks.c) finds good, and a byte changed in it bad,
     naming the file."""
     from conftest import ccol_tool
     s = _store_at(tmp_path)
@@ -802,3 +798,62 @@ def test_ccol_store_check_agrees_with_the_python_reader(tmp_path,
     assert out.returncode == 1, out.stdout + out.stderr
     assert os.path.basename(path) in out.stdout
     assert f"profile/{fid}.json" not in out.stdout
+
+
+@pytest.mark.parametrize("how", ["truncate", "dynamic", "atom", "flip",
+                                 "renamed"])
+def test_the_loader_refuses_with_the_line_ccol_store_check_prints(
+        tmp_path, caplog, how):
+    """One implementation of each format: ccol.torch's loader runs the
+    checks `ccol store check` runs (store/checks.c, through the
+    extension), so for a bad file both say the same line."""
+    from conftest import ccol_tool
+    s = _store_at(tmp_path)
+    fid = _write_profile(s)
+    key, _ = _artifact(s)
+    ppath, apath = s.profile_path(fid), s.artifact_path(key)
+    data = open(ppath, "rb").read()
+    doc = json.loads(data.split(b"\n", 1)[1])
+    if how == "truncate":
+        open(ppath, "wb").write(data[:-5])
+    elif how in ("dynamic", "atom"):
+        if how == "dynamic":
+            doc["dynamic"] = ["L['y']"]
+        else:
+            doc["sources"]["L['x']"]["stride"] = [{"infer": 64}]
+        open(ppath, "wb").write(s.seal_profile(json.dumps(doc).encode()))
+    elif how == "flip":
+        blob = bytearray(open(apath, "rb").read())
+        blob[-1] ^= 1
+        open(apath, "wb").write(bytes(blob))
+    else:  # another graph's bytes under this key's name
+        other, _ = _artifact(s, key="graph-key-2")
+        os.replace(s.artifact_path(other), apath)
+    out = subprocess.run([ccol_tool(), "store", "check", s.root],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1, out.stdout + out.stderr
+    (line,) = out.stdout.splitlines()
+    file, said = line.split(": ", 1)
+    with caplog.at_level("INFO", logger="ccol.torch"):
+        if file.startswith("profile/"):
+            assert _loaded(s) == {}
+        else:
+            assert s.read_artifact(key) is None
+    assert f"the job store's {file} is not used: {said};" in caplog.text, \
+        (line, caplog.text)
+
+
+def test_file_names_are_the_digests_docs_store_md_gives():
+    """Profile and artifact file names come from the store's C code (the
+    names `ccol store check` checks), and are the documented digests,
+    for any text a frame or a key may hold."""
+    def sha(text, n):
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")
+                              ).hexdigest()[:n]
+    for fh, line, name in (("ab12", 7, "forward"), ("", 0, ""),
+                           ("h", 2 ** 40, "f\udc80\u00e9:x"),
+                           ("h\0z", 3, "a\0b")):
+        assert _store.frame_id(fh, line, name) == \
+            sha(f"{fh}:{line}:{name}:None", 32)
+    for key in ("fxgraph-abc", "", "k\udcff\u4e2d", "a\0b"):
+        assert _store.artifact_id(key) == sha(key, 40)

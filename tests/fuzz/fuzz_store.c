@@ -1,8 +1,7 @@
 /*
  * fuzz_store.c - libFuzzer harness of the job compile store's file checks
- * (tools/store_check.c and the store_path.c it calls, included here
- * because the tools are not a library). The first byte says what the
- * rest is:
+ * (store/checks.c, included here so the harness builds on its own). The
+ * first byte says what the rest is:
  *   0  store.json;
  *   1  a whole profile file, 2  a whole artifact file (named as their
  *      header or frame says, when it can be read, so a good file passes);
@@ -10,11 +9,13 @@
  *   4  an artifact's JSON header, a NUL, then its files' bytes: the
  *      harness frames them and fixes the lengths and SHA-256 digests it
  *      can, so the fuzzer gets past the digests to the files and paths.
+ * Every artifact is also checked as a message between ranks, for the key
+ * its header names.
  * Any bytes must be checked without a crash, a leak or a hang, and the
  * result must be ok with no error, or bad with one printable line.
  */
-#include "store_check.c"
-#include "store_path.c"
+#include "../../store/checks.c"
+#include "store.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -56,20 +57,25 @@ profile_name(const uint8_t *data, size_t size, char id[STORE_ID_HEX + 1])
     json_decref(b);
 }
 
-/* The KEY an artifact's header gives, else zeros. */
+/* The KEY an artifact's header gives, else zeros; the key itself into
+ * *key (malloc'd; NULL when the header has none). */
 static void
-artifact_name(const uint8_t *data, size_t size, char hex[STORE_KEY_HEX + 1])
+artifact_name(const uint8_t *data, size_t size, char hex[STORE_KEY_HEX + 1],
+              char **key)
 {
     json_t *h = NULL;
-    const char *key;
+    const char *k;
 
     memset(hex, '0', STORE_KEY_HEX);
     hex[STORE_KEY_HEX] = '\0';
+    *key = NULL;
     if (size >= PREAMBLE && le32(data + 12) <= size - PREAMBLE)
         h = json_loadb((const char *)data + PREAMBLE, le32(data + 12), 0,
                        NULL);
-    if ((key = json_string_value(json_object_get(h, "key"))) != NULL)
-        store_key_hex(key, hex);
+    if ((k = json_string_value(json_object_get(h, "key"))) != NULL) {
+        store_key_hex(k, strlen(k), hex);
+        *key = strdup(k);
+    }
     json_decref(h);
 }
 
@@ -89,12 +95,16 @@ static void
 check_artifact(const uint8_t *data, size_t size)
 {
     store_result r;
-    char hex[STORE_KEY_HEX + 1];
+    char hex[STORE_KEY_HEX + 1], *key;
 
-    artifact_name(data, size, hex);
+    artifact_name(data, size, hex, &key);
     store_check_artifact(hex, data, size, &r);
     verify(&r, STORE_ARTIFACT);
     store_result_free(&r);
+    store_check_message(key, data, size, &r);
+    verify(&r, STORE_ARTIFACT);
+    store_result_free(&r);
+    free(key);
 }
 
 /* Mode 3: the body under a header that checks out. */

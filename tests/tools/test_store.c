@@ -1,6 +1,6 @@
 /*
  * test_store.c - tests of `ccol store show|check DIR` (tools/cmd_store.c,
- * tools/store_check.c): each test writes a job compile store into a fresh
+ * tools/store_scan.c, store/checks.c): each test writes a job compile store into a fresh
  * temporary directory (profile files and compile once's artifacts made
  * here, their SHA-256 from libccol's ccol_sha256, as docs/store.md lays
  * them out), runs the command and checks its lines and exit status: a good store,

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # test_layers.sh - the layer order of docs/design.md holds: no source file
 # includes a header from a layer above its own, and the clients of the
-# public API (the JIT, the MPI adapter, the tools, the Python extension)
-# include no internal header of libccol; inside src/jit and src/comm, the
+# public API (the JIT, the MPI adapter, the store's checks, the tools, the
+# Python extension) include no internal header of libccol; inside src/jit and src/comm, the
 # folder's own headers are layered too (see jit_headers and comm_headers
 # below): a file includes no header above its own, so no two files'
 # headers include each other in a circle.
 #
-# Layers, bottom up: core comm dyn wire trace sync | jit | tools.
+# Layers, bottom up: core comm dyn wire trace sync | jit store | tools.
 # Usage: test_layers.sh CCOL_TOOL SOURCE_DIR (the tool's folder is the
 # build's, whose generated/ holds headers made from the tree).
 set -u
@@ -20,16 +20,16 @@ layer() {
     case $1 in
     src/core) echo 0 ;; src/comm) echo 1 ;; src/dyn) echo 2 ;;
     src/wire) echo 3 ;; src/trace) echo 4 ;; src/sync) echo 5 ;;
-    src/mpi | src/jit | python/src) echo 6 ;;
+    src/mpi | src/jit | store | python/src) echo 6 ;;
     tools | bench) echo 7 ;;
     esac
 }
 
 # Folders whose files may include only their own folder's headers, the
-# public ones in include/ and the benchmarks' (they are built on the public
-# API). The benchmarks themselves time internals too.
+# public ones in include/, the benchmarks' and the store's checks (they are
+# built on the public API). The benchmarks themselves time internals too.
 client() {
-    case $1 in src/mpi | src/jit | python/src | tools) return 0 ;; esac
+    case $1 in src/mpi | src/jit | store | python/src | tools) return 0 ;; esac
     return 1
 }
 
@@ -38,7 +38,7 @@ client() {
 resolve() {
     local dir=$1 name=$2 p
     for p in "$dir/$name" "include/$name" "bench/$name" "src/$name" \
-        "tools/$name"; do
+        "store/$name" "tools/$name"; do
         if [ -f "$p" ]; then
             realpath --relative-to=. "$p"
             return
@@ -66,7 +66,7 @@ check_file() {
         # core/grow.h is header-only (no symbol to link): every layer may
         # use it.
         [ "$target" = src/core/grow.h ] && continue
-        if client "$dir" && [ "$tdir" != bench ]; then
+        if client "$dir" && [ "$tdir" != bench ] && [ "$tdir" != store ]; then
             echo "FAIL $f: includes $target, an internal header of" \
                  "libccol (this folder uses the public API only)"
             fail=$((fail + 1))
@@ -78,7 +78,8 @@ check_file() {
     done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
 }
 
-for f in src/*/*.[ch] tools/*.[ch] bench/*.[ch] python/src/*.[ch]; do
+for f in src/*/*.[ch] store/*.[ch] tools/*.[ch] bench/*.[ch] \
+    python/src/*.[ch]; do
     [ -f "$f" ] || continue
     if [ -z "$(layer "$(dirname "$f")")" ]; then
         echo "FAIL $f: its folder has no place in the layer order"

@@ -8,8 +8,10 @@ compile took (the receivers count it as time they saved) and, once the
 owner has run them, its answers to Inductor's vector-instruction probes
 (once/isa.py). A failure
 message carries only the key and why there are no files. Bytes from
-another rank are untrusted: anything that does not check out is Corrupt,
-and the receiver compiles for itself.
+another rank are untrusted: unpack() has libccol's store checks (the
+extension's store_check, the checks `ccol store check` runs) check every
+message before it reads one; anything that does not check out is
+Corrupt, and the receiver compiles for itself.
 
 A receiver writes into a cache directory that may be shared (several
 ranks of a host, containers on one network filesystem): each file goes
@@ -21,21 +23,23 @@ write leaves no temporary behind.
 
 import hashlib
 import json
-import math
 import os
 import stat
 import struct
 import tempfile
 
-from . import isa as _once_isa
+from ccol import _ccol
 
 MAGIC = b"CCOLONCE"
 VERSION = 1
 MAX_SHARE = 48 << 20   # larger artifacts are compiled by every rank
-MAX_FILES = 4096       # one compile's files (a few dozen in practice)
-MAX_HEADER = 4 << 20   # the JSON header's bytes
-MAX_DEPTH = 16         # a file's path components below the cache
-MAX_NAME = 255         # bytes of one component (NAME_MAX)
+# What the checks allow (store/checks.h): files of one compile (a few
+# dozen in practice), bytes of the JSON header, path components of a file
+# below the cache, bytes of one component (NAME_MAX).
+MAX_FILES = _ccol.STORE_MAX_FILES
+MAX_HEADER = _ccol.STORE_MAX_HEADER
+MAX_DEPTH = _ccol.STORE_MAX_DEPTH
+MAX_NAME = _ccol.STORE_MAX_NAME
 _SKIP_DIRS = ("locks",)  # lock files and the like are never shared
 
 
@@ -46,8 +50,8 @@ class Corrupt(Exception):
 class Artifact:
     """What the owner sent: failure (why there are no files, or None),
     files [(relative path, bytes)], compile_s (its compile's seconds) and
-    isa (its vector-instruction probe answers, _once_isa.checked(), or
-    None); adopted, the answers of isa this rank took while loading it
+    isa (its vector-instruction probe answers as the header gives them,
+    or None); adopted, the answers of isa this rank took while loading it
     (_once_isa.adopt)."""
 
     __slots__ = ("failure", "files", "compile_s", "isa", "adopted")
@@ -74,75 +78,28 @@ def pack(key, files=None, failure=None, compile_s=0.0, extra=None):
 
 
 def unpack(blob, key):
-    """The owner's message as an Artifact; Corrupt for anything that does
-    not check out, malformed headers included."""
+    """The owner's message for `key` as an Artifact, once the store's
+    checks (store/checks.c) find it good; Corrupt with their one line
+    otherwise."""
+    why = _ccol.store_check("message", key, blob)
+    if why is not None:
+        raise Corrupt(why)
+    return read(blob)
+
+
+def read(blob):
+    """The Artifact a message that checked out holds."""
     n = len(MAGIC) + 8
-    if len(blob) < n or blob[:len(MAGIC)] != MAGIC:
-        raise Corrupt("not a compile_once message")
-    version, hlen = struct.unpack("<II", blob[len(MAGIC):n])
-    if version != VERSION or n + hlen > len(blob) or hlen > MAX_HEADER:
-        raise Corrupt(f"version {version} or header length {hlen} is off")
-    try:
-        head = json.loads(blob[n:n + hlen])
-    except (ValueError, RecursionError) as e:
-        raise Corrupt(f"malformed header: {type(e).__name__}: "
-                      f"{str(e)[:200]}") from None
-    if not isinstance(head, dict):
-        raise Corrupt("malformed header: not an object")
-    try:
-        return _contents(head, blob[n + hlen:], key)
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise Corrupt(f"malformed header: {type(e).__name__}: "
-                      f"{str(e)[:200]}") from None
-
-
-def _contents(head, body, key):
-    """unpack's reading of the JSON header and the files' bytes."""
-    if head.get("key") != key:
-        raise Corrupt("the artifact is for another cache key")
-    spent = head.get("compile_s", 0.0)
-    if type(spent) not in (int, float) or not math.isfinite(spent) or \
-            spent < 0:
-        raise Corrupt(f"compile_s {spent!r:.40} is not a duration")
+    (hlen,) = struct.unpack("<I", blob[n - 4:n])
+    head = json.loads(blob[n:n + hlen])
+    spent = float(head["compile_s"])
     if head.get("failure"):
         return Artifact(str(head["failure"]), [], spent)
-    if len(body) != head["length"]:
-        raise Corrupt(f"{len(body)} bytes received, {head['length']} sent")
-    if hashlib.sha256(body).hexdigest() != head["sha256"]:
-        raise Corrupt("the SHA-256 of the artifact differs from the owner's")
-    listed = head["files"]
-    if not isinstance(listed, list) or len(listed) > MAX_FILES:
-        raise Corrupt(f"the file list is not a list of at most {MAX_FILES}")
-    files, at = [], 0
-    for rel, length, digest in listed:
-        if type(length) is not int or length < 0:
-            raise Corrupt(f"{rel!r:.80}: length {length!r:.40} is not a size")
-        data = body[at:at + length]
+    files, at = [], n + hlen
+    for rel, length, _ in head["files"]:
+        files.append((os.path.join(*rel.split("/")), blob[at:at + length]))
         at += length
-        if len(data) != length or \
-                hashlib.sha256(data).hexdigest() != digest:
-            raise Corrupt(f"{rel}: length or SHA-256 differs")
-        files.append((_safe(rel), data))
-    if at != len(body):
-        raise Corrupt(f"the files hold {at} bytes, the artifact {len(body)}")
-    return Artifact(None, files, spent, _once_isa.checked(head.get("isa")))
-
-
-def _safe(rel):
-    """A relative path that stays inside the cache directory: text with
-    no NUL or control character, no component that is empty, '.' or '..'
-    or longer than NAME_MAX, at most MAX_DEPTH deep."""
-    if not isinstance(rel, str) or not rel:
-        raise Corrupt(f"{rel!r:.80} is not a file name")
-    if any(ord(c) < 32 or ord(c) == 127 for c in rel):
-        raise Corrupt(f"{rel!r:.80} holds a control character")
-    parts = rel.split("/")
-    if rel.startswith("/") or len(parts) > MAX_DEPTH or any(
-            p in ("", ".", "..") or len(p.encode("utf-8", "replace")) >
-            MAX_NAME for p in parts):
-        raise Corrupt(f"{rel!r:.80} is not a path inside the cache of at "
-                      f"most {MAX_DEPTH} components")
-    return os.path.join(*parts)
+    return Artifact(None, files, spent, head.get("isa"))
 
 
 # ---- the cache directory -------------------------------------------------

@@ -20,24 +20,20 @@ probes for itself, as without ccol. Answers this rank adopted are passed
 on like its own: they hold for the same fingerprint.
 
 Bytes from other ranks are untrusted: an `isa` field that is not a
-fingerprint and a small table of booleans makes the artifact Corrupt
-(checked()).
+fingerprint and a table of at most 64 booleans makes the artifact Corrupt
+(the store's checks, store/checks.c, which once/files.py runs on every
+message before it is read).
 """
 
 import hashlib
 import json
 import os
 import platform
-import re
 import sys
 import threading
 
 from .._hooks import Hook
 from .._log import log
-
-MAX_CHECKS = 64     # probes in one table (torch makes a handful)
-MAX_KEY = 512       # bytes of one probe's name
-_HEX64 = re.compile("[0-9a-f]{64}")
 
 _lock = threading.Lock()
 _known = {}         # probe name -> bool: this rank's answers and adopted
@@ -116,32 +112,12 @@ def header():
     return {"isa": {"host": host, "checks": checks}} if host else {}
 
 
-def checked(isa):
-    """An artifact header's `isa` field, checked (ValueError otherwise)."""
-    if isa is None:
-        return None
-    if not isinstance(isa, dict) or set(isa) != {"host", "checks"}:
-        raise ValueError("isa is not {host, checks}")
-    host, checks = isa["host"], isa["checks"]
-    if not isinstance(host, str) or not _HEX64.fullmatch(host):
-        raise ValueError("isa.host is not a SHA-256")
-    if not isinstance(checks, dict) or len(checks) > MAX_CHECKS:
-        raise ValueError(f"isa.checks is not a table of at most "
-                         f"{MAX_CHECKS} probes")
-    for name, ok in checks.items():
-        if len(name.encode("utf-8", "surrogatepass")) > MAX_KEY or \
-                type(ok) is not bool:
-            raise ValueError(f"isa.checks has a name longer than {MAX_KEY} "
-                             "bytes or an answer that is not a boolean")
-    return isa
-
-
 def adopt(isa, sender):
-    """Takes another rank's answers (a checked() field or None) when they
-    were made on a host like this one; returns the names that were new
-    (give them to withdraw() when the artifact that carried them is then
-    rejected: torch's lookup refused it, or its files could not be
-    written). The first answers taken, and the first refused, are said at
+    """Takes another rank's answers (a checked message's field, or None)
+    when they were made on a host like this one; returns the names that
+    were new (give them to withdraw() when the artifact that carried them
+    is then rejected: torch's lookup refused it, or its files could not
+    be written). The first answers taken, and the first refused, are said at
     INFO."""
     host = fingerprint()
     if not isa or host is None:

@@ -46,8 +46,8 @@ def _entry_out(e, pgo):
 
 
 def _entry_in(d, pgo, where):
-    if not isinstance(d, dict) or set(d) != {"scalar", "size", "stride"}:
-        raise Bad(f"{where}: not a lattice entry (scalar, size, stride)")
+    """torch's entry for a checked {scalar, size, stride} (Bad when torch
+    refuses it)."""
     try:
         return _codec.decode_entry(dict(d, excluded_sizes=None,
                                         excluded_scalar=None), pgo, where)
@@ -87,31 +87,14 @@ def body(store, ident, entries, reached_from=None):
     return json.dumps(doc, sort_keys=True).encode()
 
 
-def read_body(store, fid, doc):
-    """(ident, {source: entry}) of one checked body; Bad otherwise."""
+def read_body(doc):
+    """(ident, {source: entry}) of a body that checked out
+    (store.open_profile); Bad when torch's own entry type refuses an
+    entry."""
     from torch._dynamo import pgo
-    fr = doc.get("frame")
-    if not isinstance(fr, dict):
-        raise Bad("no frame")
-    ident = (fr.get("file"), fr.get("line"), fr.get("name"),
-             fr.get("file_hash"))
-    if not (isinstance(ident[0], str) and type(ident[1]) is int and
-            isinstance(ident[2], str) and isinstance(ident[3], str)):
-        raise Bad("the frame's file, line, name or file_hash is malformed")
-    if frame_id(ident[3], ident[1], ident[2]) != fid:
-        raise Bad("its file name is not its frame's ID")
-    reached = doc.get("reached_from")
-    if reached is not None and not (
-            isinstance(reached, str) and
-            len(reached.encode(errors="replace")) <= MAX_REACHED):
-        raise Bad("its reached_from is not a string of at most "
-                  f"{MAX_REACHED} bytes")
-    srcs = doc.get("sources")
-    if not isinstance(srcs, dict):
-        raise Bad("no sources")
-    entries = {s: _entry_in(e, pgo, s) for s, e in srcs.items()}
-    if doc.get("dynamic") != dynamic(entries, pgo):
-        raise Bad("its `dynamic` list is not what its entries decide")
+    fr = doc["frame"]
+    ident = (fr["file"], fr["line"], fr["name"], fr["file_hash"])
+    entries = {s: _entry_in(e, pgo, s) for s, e in doc["sources"].items()}
     return ident, entries
 
 
@@ -121,7 +104,7 @@ def load(store, raw):
     out = {}
     for fid, data in sorted(raw.items()):
         try:
-            ident, entries = read_body(store, fid, store.open_profile(data))
+            ident, entries = read_body(store.open_profile(fid, data))
         except Bad as e:
             store.warn(f"profile/{fid}.json", str(e))
             continue
@@ -311,8 +294,8 @@ class Writer:
         this one runs is said once (two jobs of one name?)."""
         try:
             raw = self.store.read_profile(fid)
-            doc = self.store.open_profile(raw)
-            _, theirs = read_body(self.store, fid, doc)
+            doc = self.store.open_profile(fid, raw)
+            _, theirs = read_body(doc)
         except (OSError, Bad):
             return entries
         run = doc.get("run")

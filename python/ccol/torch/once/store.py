@@ -8,9 +8,11 @@ checks, atomic writes. The profile's meaning is once/profile.py; how
 the ranks agree on what they load is once/decide.py (artifacts) and
 _store_profile.agree (the profile).
 
-Everything read from the store is untrusted: a file that does not check
-out is a WARNING naming it and what is wrong, and the job compiles as if
-the store did not have it. The directory must belong to this user and be
+Everything read from the store is untrusted: each file is checked by the
+store's checks (store/checks.c through the extension's store_check, the
+checks `ccol store check` runs: one implementation of each format) before
+it is read, and one that does not check out is a WARNING naming it and
+what is wrong; the job compiles as if the store did not have it. The directory must belong to this user and be
 writable by no one else, and so must every ancestor but root's and sticky
 ones (a store others can write decides what code every rank loads): the
 store is opened once, component by component, and every later read and
@@ -28,6 +30,7 @@ import secrets
 import struct
 
 import ccol
+from ccol import _ccol
 
 from .. import _env, _safe_path
 from . import files as files_, isa as _once_isa
@@ -79,12 +82,16 @@ def versions():
 def frame_id(file_hash, line, name):
     """A frame's file name in profile/ (docs/store.md): its identity
     without the closure (closures of one function share an entry)."""
-    text = f"{file_hash}:{line}:{name}:None"
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return _ccol.store_frame_id(_utf8(file_hash), line, _utf8(name))
 
 
 def artifact_id(key):
-    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+    """An artifact's file name in artifacts/ for a cache key."""
+    return _ccol.store_key_id(_utf8(key))
+
+
+def _utf8(text):
+    return text.encode("utf-8", "surrogatepass")
 
 
 class Store:
@@ -155,15 +162,10 @@ class Store:
                                 json.dumps(want).encode() + b"\n",
                                 replace=False)
         data = read_file(root, "store.json", path, 4096)
-        try:
-            got = json.loads(data)
-        except ValueError:
-            got = None
-        if not isinstance(got, dict) or got.get("format") != FORMAT:
-            raise Bad(f"{path} is not a ccol job store's store.json")
-        if got.get("version") != VERSION:
-            raise Bad(f"{path}: store version {got.get('version')!r:.20}, "
-                      f"this ccol reads version {VERSION}")
+        why = _ccol.store_check("meta", None, data)
+        if why is not None:
+            raise Bad(f"{path}: {why}")
+        got = json.loads(data)
         if got.get("job") != self.name:
             raise Bad(f"{path} names job {got.get('job')!r:.80}, not "
                       f"{self.name!r}")
@@ -257,34 +259,17 @@ class Store:
                 "mac": self.mac(body)}
         return json.dumps(head).encode() + b"\n" + body
 
-    def open_profile(self, data):
-        """The body (a dict) of one profile file's bytes; Bad if the header,
-        length, digest, HMAC or versions do not check out."""
+    def open_profile(self, fid, data):
+        """The body (a dict) of the bytes of profile/FID.json; Bad when the
+        store's checks refuse them (header, length, digest, body, entries,
+        the ID), or the HMAC or versions do not check out."""
+        why = _ccol.store_check("profile", fid, data)
+        if why is not None:
+            raise Bad(why)
         nl = data.find(b"\n")
-        if nl < 0:
-            raise Bad("no header line")
-        try:
-            head = json.loads(data[:nl])
-        except ValueError as e:
-            raise Bad(f"malformed header: {e}") from None
-        if not isinstance(head, dict) or \
-                head.get("format") != PROFILE_FORMAT or \
-                head.get("version") != VERSION:
-            raise Bad("not a ccol-profile version 1 header")
-        body = data[nl + 1:]
-        if head.get("length") != len(body):
-            raise Bad(f"the body has {len(body)} bytes, the header says "
-                      f"{head.get('length')!r:.20}")
-        if not isinstance(head.get("sha256"), str) or \
-                hashlib.sha256(body).hexdigest() != head["sha256"]:
-            raise Bad("the body's SHA-256 differs from the header's")
-        self.check_mac(head.get("mac"), body)
-        try:
-            got = json.loads(body)
-        except (ValueError, RecursionError) as e:
-            raise Bad(f"malformed body: {type(e).__name__}") from None
-        if not isinstance(got, dict):
-            raise Bad("the body is not an object")
+        head = json.loads(data[:nl])
+        self.check_mac(head.get("mac"), data[nl + 1:])
+        got = json.loads(data[nl + 1:])
         self.check_versions(got)
         return got
 
@@ -308,15 +293,17 @@ class Store:
             if fd is None:
                 return None
             blob = read_file(fd, os.path.basename(path), path, MAX_ARTIFACT)
+            why = _ccol.store_check("artifact", artifact_id(key), blob)
+            if why is not None:
+                raise Bad(why)
             head = artifact_header(blob)
+            if head["key"] != key:
+                raise Bad("the artifact is for another cache key")
             self.check_versions(head)
             self.check_mac(head.get("mac"), _artifact_signed(head))
-            art = files_.unpack(blob, key)
-            if art.failure is not None:
-                raise Bad("it records a failed compile")
         except FileNotFoundError:
             return None
-        except (OSError, Bad, files_.Corrupt) as e:
+        except (OSError, Bad) as e:
             self.warn(rel, str(e))
             return None
         return blob
@@ -345,21 +332,11 @@ class Store:
 
 
 def artifact_header(blob):
-    """The JSON header of a compile_once message, checked as unpack checks
-    it (Bad otherwise)."""
+    """The JSON header of a compile_once message that checked out (the
+    owner's own, or one the store's checks passed)."""
     n = len(files_.MAGIC) + 8
-    if len(blob) < n or blob[:len(files_.MAGIC)] != files_.MAGIC:
-        raise Bad("not a compile_once artifact")
-    _, hlen = struct.unpack("<II", blob[len(files_.MAGIC):n])
-    if hlen > files_.MAX_HEADER or n + hlen > len(blob):
-        raise Bad(f"header length {hlen} is off")
-    try:
-        head = json.loads(blob[n:n + hlen])
-    except (ValueError, RecursionError):
-        raise Bad("malformed header") from None
-    if not isinstance(head, dict):
-        raise Bad("malformed header: not an object")
-    return head
+    (hlen,) = struct.unpack("<I", blob[n - 4:n])
+    return json.loads(blob[n:n + hlen])
 
 
 def _artifact_signed(head):

@@ -1,28 +1,22 @@
 /*
- * store_check.c - the file checks of the job compile store (docs/store.md,
+ * checks.c - the file checks of the job compile store (docs/store.md,
  * "Checks"): store.json, profile files (a checked JSON header line, then
  * the body) and compile once's artifacts (CCOLONCE, version, header
- * length, JSON header, the files' bytes). Each check takes any bytes,
- * stops at the first problem and says it in one line; what it could read
- * goes into the result's `info` for `ccol store show`. SHA-256 is
- * libccol's (ccol_sha256), the one the library uses. The walk of a
- * store directory (store_scan_dir) ends the file: it opens every file
- * relative to its directory's descriptor, without following links.
+ * length, JSON header, the files' bytes), stored or sent between ranks.
+ * Each check takes any bytes, stops at the first problem and says it in
+ * one line; what it could read goes into the result's `info` for `ccol
+ * store show`. SHA-256 is libccol's (ccol_sha256), the one the library
+ * uses. The `ccol` command and the Python package both call these
+ * checks: the formats are checked here and nowhere else.
  */
-#include "store.h"
+#include "checks.h"
 #include "ccol.h"
-#include "../src/core/grow.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #define PREAMBLE 16      /* "CCOLONCE", u32 version, u32 header length */
 #define ESC_MAX 80       /* bytes of untrusted text quoted in a message */
@@ -31,14 +25,10 @@
 /* Where an atom of a lattice entry stands: {"infer": d} only in a stride. */
 typedef enum place { IN_SCALAR, IN_SIZE, IN_STRIDE } place;
 
-static int fail(store_result *r, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-/* Sets r's one-line error (printf-style) and returns -1. */
-static int
-fail(store_result *r, const char *fmt, ...)
-{
-    va_list ap;
+int
+store_fail(store_result *r, const char *fmt, ...)
+           {
+           va_list ap;
 
     va_start(ap, fmt);
     vsnprintf(r->error, sizeof r->error, fmt, ap);
@@ -47,9 +37,8 @@ fail(store_result *r, const char *fmt, ...)
     return -1;
 }
 
-/* Starts a result holding `info` (may be NULL when memory ran out). */
-static void
-begin(store_result *r, json_t *info)
+void
+store_begin(store_result *r, json_t *info)
 {
     r->ok = true;
     r->error[0] = '\0';
@@ -147,13 +136,35 @@ sha256_hex(const void *data, size_t n, char hex[65])
 }
 
 void
-store_key_hex(const char *key, char hex[STORE_KEY_HEX + 1])
+store_key_hex(const char *key, size_t n, char hex[STORE_KEY_HEX + 1])
 {
     char full[65];
 
-    sha256_hex(key, strlen(key), full);
+    sha256_hex(key, n, full);
     memcpy(hex, full, STORE_KEY_HEX);
     hex[STORE_KEY_HEX] = '\0';
+}
+
+int
+store_frame_id(const char *file_hash, size_t fhlen, long long line,
+               const char *name, size_t namelen, const char *closure,
+               char id[STORE_ID_HEX + 1])
+{
+    size_t n = fhlen + namelen + strlen(closure) + 32, len = fhlen;
+    char digest[65], *text = malloc(n);
+
+    if (text == NULL)
+        return -1;
+    memcpy(text, file_hash, fhlen); /* the parts may hold NUL bytes */
+    len += (size_t)snprintf(text + len, n - len, ":%lld:", line);
+    memcpy(text + len, name, namelen);
+    len += namelen;
+    len += (size_t)snprintf(text + len, n - len, ":%s", closure);
+    sha256_hex(text, len, digest);
+    free(text);
+    memcpy(id, digest, STORE_ID_HEX);
+    id[STORE_ID_HEX] = '\0';
+    return 0;
 }
 
 /* ---- JSON ---- */
@@ -176,13 +187,13 @@ parse_object(const unsigned char *p, size_t n, const char *what,
 
     *out = json_loadb((const char *)p, n, JSON_REJECT_DUPLICATES, &e);
     if (*out == NULL)
-        return fail(r, "%s is not JSON: %s (line %d, column %d)", what,
-                    store_esc(e.text, ESC_MAX, esc, sizeof esc), e.line,
-                    e.column);
+        return store_fail(r, "%s is not JSON: %s (line %d, column %d)", what,
+                          store_esc(e.text, ESC_MAX, esc, sizeof esc), e.line,
+                          e.column);
     if (!json_is_object(*out)) {
         json_decref(*out);
         *out = NULL;
-        return fail(r, "%s is not a JSON object", what);
+        return store_fail(r, "%s is not a JSON object", what);
     }
     return 0;
 }
@@ -228,20 +239,20 @@ store_check_meta(const unsigned char *data, size_t size, store_result *r)
     const char *job;
     int rc = 0;
 
-    begin(r, json_pack("{s:n}", "job"));
+    store_begin(r, json_pack("{s:n}", "job"));
     if (parse_object(data, size, "not a ccol-job-store: the file", &o, r))
         return -1;
     v = json_object_get(o, "version");
     job = str_of(o, "job");
     if (str_of(o, "format") == NULL ||
         strcmp(str_of(o, "format"), "ccol-job-store") != 0)
-        rc = fail(r, "not a ccol-job-store (its format is not "
-                     "\"ccol-job-store\")");
+        rc = store_fail(r, "not a ccol-job-store (its format is not "
+                        "\"ccol-job-store\")");
     else if (!json_is_integer(v) || json_integer_value(v) != 1)
-        rc = fail(r, "version is not 1 (this ccol reads version 1)");
+        rc = store_fail(r, "version is not 1 (this ccol reads version 1)");
     else if (job == NULL || !is_job_name(job))
-        rc = fail(r, "job is not a job name (1 to 128 of A-Z a-z 0-9 . _ -, "
-                     "not starting with a dot)");
+        rc = store_fail(r, "job is not a job name (1 to 128 of A-Z a-z 0-9 . "
+                        "_ -, not starting with a dot)");
     else if (r->info != NULL)
         json_object_set_new(r->info, "job", json_string(job));
     json_decref(o);
@@ -262,22 +273,23 @@ profile_header(const json_t *h, const unsigned char *body, size_t n,
     char got[65];
 
     if (format == NULL || strcmp(format, "ccol-profile") != 0)
-        return fail(r, "the header's format is not \"ccol-profile\"");
+        return store_fail(r, "the header's format is not \"ccol-profile\"");
     if (!json_is_integer(version) || json_integer_value(version) != 1)
-        return fail(r, "the header's version is not 1 (this ccol reads "
-                       "version 1)");
+        return store_fail(r, "the header's version is not 1 (this ccol reads "
+                          "version 1)");
     if (!json_is_integer(length) || json_integer_value(length) < 0)
-        return fail(r, "the header's length is not a non-negative integer");
+        return store_fail(r, "the header's length is not a non-negative "
+                          "integer");
     if (sha == NULL || !is_hex64(sha))
-        return fail(r, "the header's sha256 is not 64 hex digits");
+        return store_fail(r, "the header's sha256 is not 64 hex digits");
     if (!is_mac(h, "mac"))
-        return fail(r, "the header's mac is not null or 64 hex digits");
+        return store_fail(r, "the header's mac is not null or 64 hex digits");
     if ((uint64_t)json_integer_value(length) != n)
-        return fail(r, "the body is %zu bytes, the header says %lld", n,
-                    (long long)json_integer_value(length));
+        return store_fail(r, "the body is %zu bytes, the header says %lld", n,
+                          (long long)json_integer_value(length));
     sha256_hex(body, n, got);
     if (strcmp(got, sha) != 0)
-        return fail(r, "the body's SHA-256 differs from the header's");
+        return store_fail(r, "the body's SHA-256 differs from the header's");
     return 0;
 }
 
@@ -292,7 +304,7 @@ profile_split(const unsigned char *data, size_t size, size_t *body_at,
     int rc;
 
     if (nl == NULL)
-        return fail(r, "no header line (the file holds no newline)");
+        return store_fail(r, "no header line (the file holds no newline)");
     if (parse_object(data, (size_t)(nl - data), "the header line", &h, r))
         return -1;
     *body_at = (size_t)(nl - data) + 1;
@@ -342,21 +354,21 @@ body_fields(const json_t *b, store_result *r)
     const char *bad = missing_string(b, strings);
 
     if (bad != NULL)
-        return fail(r, "the body's %s is not a string", bad);
+        return store_fail(r, "the body's %s is not a string", bad);
     if ((bad = frame_problem(json_object_get(b, "frame"))) != NULL)
-        return fail(r, "the body's frame%s%s is missing or of the wrong "
-                       "type", strcmp(bad, "frame") ? "." : "",
-                    strcmp(bad, "frame") ? bad : "");
+        return store_fail(r, "the body's frame%s%s is missing or of the wrong "
+                          "type", strcmp(bad, "frame") ? "." : "",
+                          strcmp(bad, "frame") ? bad : "");
     if (!reached_ok(json_object_get(b, "reached_from")))
-        return fail(r, "the body's reached_from is not a string of at most "
-                       "%d bytes", REACHED_MAX);
+        return store_fail(r, "the body's reached_from is not a string of at "
+                          "most %d bytes", REACHED_MAX);
     if (!json_is_object(json_object_get(b, "sources")))
-        return fail(r, "the body's sources is not an object");
+        return store_fail(r, "the body's sources is not an object");
     if (!json_is_array(dyn))
-        return fail(r, "the body's dynamic is not a list");
+        return store_fail(r, "the body's dynamic is not a list");
     for (size_t i = 0; i < json_array_size(dyn); i++)
         if (!json_is_string(json_array_get(dyn, i)))
-            return fail(r, "the body's dynamic[%zu] is not a string", i);
+            return store_fail(r, "the body's dynamic[%zu] is not a string", i);
     return 0;
 }
 
@@ -454,10 +466,10 @@ check_entry(const char *source, const json_t *e, store_result *r)
     if (!json_is_object(e) || json_object_size(e) != 3 ||
         !json_object_get(e, "scalar") || !json_object_get(e, "size") ||
         !json_object_get(e, "stride"))
-        return fail(r, "sources \"%s\": not an object of exactly scalar, "
-                       "size and stride", esc);
+        return store_fail(r, "sources \"%s\": not an object of exactly "
+                          "scalar, size and stride", esc);
     if ((why = atom_problem(json_object_get(e, "scalar"), IN_SCALAR)))
-        return fail(r, "sources \"%s\": scalar: %s", esc, why);
+        return store_fail(r, "sources \"%s\": scalar: %s", esc, why);
     for (int k = 0; k < 2; k++) {
         why = dims_problem(json_object_get(e, fields[k]),
                            k ? IN_STRIDE : IN_SIZE, &bad);
@@ -466,7 +478,8 @@ check_entry(const char *source, const json_t *e, store_result *r)
         at[0] = '\0';
         if (bad >= 0)
             snprintf(at, sizeof at, "[%ld]", bad);
-        return fail(r, "sources \"%s\": %s%s: %s", esc, fields[k], at, why);
+        return store_fail(r, "sources \"%s\": %s%s: "
+                          "%s", esc, fields[k], at, why);
     }
     return 0;
 }
@@ -541,9 +554,10 @@ decided(listed *l, const char *source, const char *suffix, store_result *r)
         l->seen[i] = true;
         return 0;
     }
-    return fail(r, "dynamic differs from the entries' decisions: it lacks "
-                   "\"%s%s\"", store_esc(source, ESC_MAX, esc, sizeof esc),
-                suffix);
+    return store_fail(r, "dynamic differs from the entries' decisions: it "
+                      "lacks \"%s%s\"",
+                      store_esc(source, ESC_MAX, esc, sizeof esc),
+                      suffix);
 }
 
 /* Checks one source's decisions against l (as ccol.torch's writer names
@@ -583,15 +597,15 @@ check_sources(const json_t *b, store_result *r)
         if (check_entry(source, e, r) != 0)
             return -1;
     if (listed_init(&l, json_object_get(b, "dynamic")) != 0)
-        rc = fail(r, "out of memory");
+        rc = store_fail(r, "out of memory");
     json_object_foreach (sources, source, e)
         if (rc == 0)
             rc = entry_decisions(&l, source, e, r);
     for (size_t i = 0; rc == 0 && i < l.n; i++)
         if (!l.seen[i])
-            rc = fail(r, "dynamic differs from the entries' decisions: it "
-                         "lists \"%s\", which they do not decide",
-                      store_esc(l.v[i], ESC_MAX, esc, sizeof esc));
+            rc = store_fail(r, "dynamic differs from the entries' decisions: "
+                            "it lists \"%s\", which they do not decide",
+                            store_esc(l.v[i], ESC_MAX, esc, sizeof esc));
     free(l.v);
     free(l.seen);
     return rc;
@@ -602,14 +616,14 @@ check_sources(const json_t *b, store_result *r)
 int
 store_profile_id(const json_t *frame, char id[STORE_ID_HEX + 1])
 {
-    const char *fh = str_of(frame, "file_hash"), *name = str_of(frame, "name");
+    const json_t *fh = json_object_get(frame, "file_hash");
+    const json_t *name = json_object_get(frame, "name");
     const json_t *line = json_object_get(frame, "line");
     const json_t *closure = json_object_get(frame, "closure_hash");
-    char tail[64], digest[65], *text;
-    size_t n;
-    int len;
+    char tail[32];
 
-    if (fh == NULL || name == NULL || !json_is_integer(line) ||
+    if (!json_is_string(fh) || !json_is_string(name) ||
+        !json_is_integer(line) ||
         (!json_is_null(closure) && !json_is_integer(closure)))
         return -1;
     if (json_is_null(closure))
@@ -617,16 +631,10 @@ store_profile_id(const json_t *frame, char id[STORE_ID_HEX + 1])
     else
         snprintf(tail, sizeof tail, "%lld",
                  (long long)json_integer_value(closure));
-    n = strlen(fh) + strlen(name) + strlen(tail) + 32;
-    if ((text = malloc(n)) == NULL)
-        return -1;
-    len = snprintf(text, n, "%s:%lld:%s:%s", fh,
-                   (long long)json_integer_value(line), name, tail);
-    sha256_hex(text, (size_t)len, digest);
-    free(text);
-    memcpy(id, digest, STORE_ID_HEX);
-    id[STORE_ID_HEX] = '\0';
-    return 0;
+    return store_frame_id(json_string_value(fh), json_string_length(fh),
+                          (long long)json_integer_value(line),
+                          json_string_value(name), json_string_length(name),
+                          tail, id);
 }
 
 /* Checks the file name's ID against the frame's. */
@@ -636,16 +644,15 @@ check_id(const char *id, const json_t *b, store_result *r)
     char want[STORE_ID_HEX + 1];
 
     if (store_profile_id(json_object_get(b, "frame"), want) != 0)
-        return fail(r, "out of memory");
+        return store_fail(r, "out of memory");
     if (id == NULL || strcmp(id, want) != 0)
-        return fail(r, "the file name's ID is not the frame's (the frame "
-                       "gives %s)", want);
+        return store_fail(r, "the file name's ID is not the frame's (the "
+                          "frame gives %s)", want);
     return 0;
 }
 
-/* True for n lowercase hex digits exactly. */
-static bool
-is_hex_n(const char *s, size_t n)
+bool
+store_is_hex(const char *s, size_t n)
 {
     return s != NULL && strspn(s, "0123456789abcdef") == n && s[n] == '\0';
 }
@@ -658,8 +665,8 @@ store_check_profile(const char *id, const unsigned char *data, size_t size,
     size_t at = 0;
     int rc;
 
-    begin(r, json_pack("{s:s?, s:n, s:n, s:n, s:n, s:n}", "id",
-                       is_hex_n(id, STORE_ID_HEX) ? id : NULL, "frame",
+    store_begin(r, json_pack("{s:s?, s:n, s:n, s:n, s:n, s:n}", "id",
+                       store_is_hex(id, STORE_ID_HEX) ? id : NULL, "frame",
                        "producer", "torch", "ccol", "dynamic"));
     if (profile_split(data, size, &at, r) != 0 ||
         parse_object(data + at, size - at, "the body", &b, r) != 0)
@@ -692,19 +699,22 @@ artifact_preamble(const unsigned char *data, size_t size, size_t *hlen,
     uint32_t version, n;
 
     if (size < PREAMBLE)
-        return fail(r, "shorter than its 16-byte preamble (CCOLONCE, "
-                       "version, header length)");
+        return store_fail(r, "shorter than its 16-byte preamble (CCOLONCE, "
+                          "version, header length)");
     if (memcmp(data, "CCOLONCE", 8) != 0)
-        return fail(r, "not a compile once artifact (no CCOLONCE magic)");
+        return store_fail(r, "not a compile once artifact (no CCOLONCE "
+                          "magic)");
     version = le32(data + 8);
     n = le32(data + 12);
     if (version != 1)
-        return fail(r, "version %u (this ccol reads version 1)", version);
+        return store_fail(r, "version %u (this ccol reads version "
+                          "1)", version);
     if (n > STORE_MAX_HEADER)
-        return fail(r, "header length %u is more than 4 MiB", n);
+        return store_fail(r, "header length %u is more than 4 MiB", n);
     if (n > size - PREAMBLE)
-        return fail(r, "header length %u runs past the end of the file "
-                       "(%zu bytes after the preamble)", n, size - PREAMBLE);
+        return store_fail(r, "header length %u runs past the end of the file "
+                          "(%zu bytes after the "
+                          "preamble)", n, size - PREAMBLE);
     *hlen = n;
     return 0;
 }
@@ -724,44 +734,73 @@ artifact_isa(const json_t *isa, store_result *r)
     if (!json_is_object(isa) || json_object_size(isa) != 2 ||
         !is_hex64(str_of(isa, "host")) || !json_is_object(checks) ||
         json_object_size(checks) > STORE_MAX_PROBES)
-        return fail(r, "the header's isa is not {host, checks} with at most "
-                       "%d probes", STORE_MAX_PROBES);
+        return store_fail(r, "the header's isa is not {host, checks} with at "
+                          "most %d probes", STORE_MAX_PROBES);
     json_object_foreach(checks, name, v) {
         if (strlen(name) > STORE_MAX_PROBE_NAME || !json_is_boolean(v))
-            return fail(r, "the header's isa.checks has a name longer "
-                           "than %d bytes or an answer that is not a "
-                           "boolean", STORE_MAX_PROBE_NAME);
+            return store_fail(r, "the header's isa.checks has a name longer "
+                              "than %d bytes or an answer that is not a "
+                              "boolean", STORE_MAX_PROBE_NAME);
     }
     return 0;
 }
 
+/* How an artifact came: read from the store, or sent by the rank that
+ * compiled it. */
+typedef enum origin { STORED, SENT } origin;
+
+/* Why the store's own fields (torch, ccol, run; mac) do not check out, or
+ * NULL: a stored artifact has them all, a sent one may lack any of them
+ * and carries a failure when its compile failed. */
+static const char *
+origin_problem(const json_t *h, origin from)
+{
+    static const char *const kept[] = { "torch", "ccol", "run", NULL };
+    const json_t *failure = json_object_get(h, "failure");
+
+    for (const char *const *k = kept; *k != NULL; k++)
+        if (str_of(h, *k) == NULL &&
+            (from == STORED || json_object_get(h, *k) != NULL))
+            return *k;
+    if (!json_is_null(failure) && failure != NULL &&
+        (from == STORED || !json_is_string(failure)))
+        return "failure";
+    if (from == SENT && json_object_get(h, "mac") == NULL)
+        return NULL;
+    return is_mac(h, "mac") ? NULL : "mac";
+}
+
 /* Checks the header's fields but `files`' entries. */
 static int
-artifact_fields(const json_t *h, store_result *r)
+artifact_fields(const json_t *h, origin from, store_result *r)
 {
-    static const char *const strings[] = { "key", "torch", "ccol", "run",
-                                           NULL };
     const json_t *spent = json_object_get(h, "compile_s");
     const json_t *length = json_object_get(h, "length");
-    const json_t *failure = json_object_get(h, "failure");
-    const char *bad = missing_string(h, strings);
+    const char *bad = origin_problem(h, from);
 
+    if (str_of(h, "key") == NULL)
+        return store_fail(r, "the header's key is not a string");
+    if (bad != NULL && strcmp(bad, "failure") == 0)
+        return store_fail(r, from == STORED ?
+                          "the header carries a failure (a stored artifact "
+                          "never does)" : "the header's failure is not null "
+                          "or a string");
+    if (bad != NULL && strcmp(bad, "mac") == 0)
+        return store_fail(r, "the header's mac is not null or 64 hex "
+                          "digits");
     if (bad != NULL)
-        return fail(r, "the header's %s is not a string", bad);
-    if (failure != NULL && !json_is_null(failure))
-        return fail(r, "the header carries a failure (a stored artifact "
-                       "never does)");
+        return store_fail(r, "the header's %s is not a string", bad);
     if (!json_is_number(spent) || json_number_value(spent) < 0)
-        return fail(r, "the header's compile_s is not a duration");
+        return store_fail(r, "the header's compile_s is not a duration");
     if (!json_is_integer(length) || json_integer_value(length) < 0)
-        return fail(r, "the header's length is not a non-negative integer");
+        return store_fail(r, "the header's length is not a non-negative "
+                          "integer");
     if (str_of(h, "sha256") == NULL || !is_hex64(str_of(h, "sha256")))
-        return fail(r, "the header's sha256 is not 64 hex digits");
-    if (!is_mac(h, "mac"))
-        return fail(r, "the header's mac is not null or 64 hex digits");
+        return store_fail(r, "the header's sha256 is not 64 hex digits");
     if (!json_is_array(json_object_get(h, "files")) ||
         json_array_size(json_object_get(h, "files")) > STORE_MAX_FILES)
-        return fail(r, "the header's files is not a list of at most 4096");
+        return store_fail(r, "the header's files is not a list of at most "
+                          "4096");
     return artifact_isa(json_object_get(h, "isa"), r);
 }
 
@@ -809,11 +848,11 @@ file_entry(const json_t *f, size_t i, uint64_t *sum, store_result *r)
     if (!json_is_array(f) || json_array_size(f) != 3 || path == NULL ||
         !json_is_integer(len) || json_integer_value(len) < 0 ||
         sha == NULL || !is_hex64(sha))
-        return fail(r, "files[%zu]: not [path, length, sha256 as 64 hex "
-                       "digits]", i);
+        return store_fail(r, "files[%zu]: not [path, length, sha256 as 64 hex "
+                          "digits]", i);
     if ((why = path_problem(path)) != NULL)
-        return fail(r, "files[%zu]: %s (\"%s\")", i, why,
-                    store_esc(path, ESC_MAX, esc, sizeof esc));
+        return store_fail(r, "files[%zu]: %s (\"%s\")", i, why,
+                          store_esc(path, ESC_MAX, esc, sizeof esc));
     n = (uint64_t)json_integer_value(len);
     *sum = *sum > UINT64_MAX - n ? UINT64_MAX : *sum + n;
     return 0;
@@ -833,22 +872,23 @@ artifact_body(const json_t *h, const unsigned char *body, size_t n,
         if (file_entry(json_array_get(files, i), i, &sum, r) != 0)
             return -1;
     if ((uint64_t)length != n)
-        return fail(r, "the body is %zu bytes, the header's length says %lld",
-                    n, length);
+        return store_fail(r, "the body is %zu bytes, the header's length says "
+                          "%lld",
+                          n, length);
     if (sum != n)
-        return fail(r, "the files hold %llu bytes, the header's length "
-                       "says %lld", (unsigned long long)sum, length);
+        return store_fail(r, "the files hold %llu bytes, the header's length "
+                          "says %lld", (unsigned long long)sum, length);
     sha256_hex(body, n, got);
     if (strcmp(got, str_of(h, "sha256")) != 0)
-        return fail(r, "the body's SHA-256 differs from the header's");
+        return store_fail(r, "the body's SHA-256 differs from the header's");
     for (size_t i = 0; i < json_array_size(files); i++) {
         const json_t *f = json_array_get(files, i);
         uint64_t len = (uint64_t)json_integer_value(json_array_get(f, 1));
         sha256_hex(body + at, (size_t)len, got);
         at += len;
         if (strcmp(got, json_string_value(json_array_get(f, 2))) != 0)
-            return fail(r, "files[%zu]: its bytes' SHA-256 differs from the "
-                           "listed one", i);
+            return store_fail(r, "files[%zu]: its bytes' SHA-256 differs from "
+                              "the listed one", i);
     }
     return 0;
 }
@@ -866,6 +906,30 @@ artifact_info_fill(json_t *info, const json_t *h)
     json_object_set(info, "bytes", json_object_get(h, "length"));
     json_object_set(info, "compile_s", json_object_get(h, "compile_s"));
     json_object_set(info, "torch", json_object_get(h, "torch"));
+    if (json_object_get(info, "failure") != NULL)
+        json_object_set(info, "failure", json_object_get(h, "failure"));
+}
+
+/* The checks both kinds of artifact share: the preamble, the header's
+ * fields and, unless the owner's compile failed, the files' bytes; *h
+ * gets the header (the caller's to release) once it parsed. */
+static int
+artifact_check(const unsigned char *data, size_t size, origin from,
+               json_t **h, store_result *r)
+{
+    size_t hlen = 0;
+    const json_t *failure;
+
+    if (artifact_preamble(data, size, &hlen, r) != 0 ||
+        parse_object(data + PREAMBLE, hlen, "the header", h, r) != 0 ||
+        artifact_fields(*h, from, r) != 0)
+        return -1;
+    artifact_info_fill(r->info, *h);
+    failure = json_object_get(*h, "failure");
+    if (json_is_string(failure) && json_string_length(failure) > 0)
+        return 0; /* a failed compile's message: nothing but why */
+    return artifact_body(*h, data + PREAMBLE + hlen, size - PREAMBLE - hlen,
+                         r);
 }
 
 int
@@ -873,410 +937,36 @@ store_check_artifact(const char *key_hex, const unsigned char *data,
                      size_t size, store_result *r)
 {
     json_t *h = NULL;
-    size_t hlen = 0;
     char want[STORE_KEY_HEX + 1];
     int rc;
 
-    begin(r, json_pack("{s:n, s:n, s:n, s:n, s:n}", "key", "files", "bytes",
-                       "compile_s", "torch"));
-    if (artifact_preamble(data, size, &hlen, r) != 0 ||
-        parse_object(data + PREAMBLE, hlen, "the header", &h, r) != 0)
-        return -1;
-    rc = artifact_fields(h, r);
-    if (rc == 0)
-        artifact_info_fill(r->info, h);
-    if (rc == 0)
-        rc = artifact_body(h, data + PREAMBLE + hlen, size - PREAMBLE - hlen,
-                           r);
+    store_begin(r, json_pack("{s:n, s:n, s:n, s:n, s:n}", "key", "files",
+                             "bytes", "compile_s", "torch"));
+    rc = artifact_check(data, size, STORED, &h, r);
     if (rc == 0) {
-        store_key_hex(str_of(h, "key"), want);
+        store_key_hex(str_of(h, "key"),
+                      json_string_length(json_object_get(h, "key")), want);
         if (key_hex == NULL || strcmp(key_hex, want) != 0)
-            rc = fail(r, "the file name is not the first 40 hex digits of "
-                         "SHA-256(key) (%s)", want);
+            rc = store_fail(r, "the file name is not the first 40 hex digits "
+                            "of SHA-256(key) (%s)", want);
     }
     json_decref(h);
     return rc;
 }
 
-/* ---- the walk of a store directory ---- */
-
-/* A directory's names, sorted. */
-typedef struct names {
-    char **v;   /* the names (malloc'd) */
-    size_t n;   /* names in v */
-    size_t cap; /* allocated */
-} names;
-
-static void
-names_free(names *ns)
+int
+store_check_message(const char *key, const unsigned char *data, size_t size,
+                    store_result *r)
 {
-    for (size_t i = 0; i < ns->n; i++)
-        free(ns->v[i]);
-    free(ns->v);
-    memset(ns, 0, sizeof *ns);
-}
-
-/* Reads the names of the open directory fd (left open) but "." and "..",
- * sorted; -1 with errno set when it cannot be read or memory ran out. */
-static int
-names_read(int fd, names *ns)
-{
-    int fd2 = dup(fd);
-    DIR *d = fd2 >= 0 ? fdopendir(fd2) : NULL;
-    struct dirent *e;
-    char **grown;
-
-    memset(ns, 0, sizeof *ns);
-    if (d == NULL) {
-        if (fd2 >= 0)
-            close(fd2);
-        return -1;
-    }
-    while ((errno = 0, e = readdir(d)) != NULL) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        grown = ccol__grow(ns->v, &ns->cap, ns->n + 1, sizeof *ns->v, 16);
-        if (grown == NULL || (grown[ns->n] = strdup(e->d_name)) == NULL) {
-            ns->v = grown != NULL ? grown : ns->v;
-            errno = ENOMEM;
-            break;
-        }
-        ns->v = grown;
-        ns->n++;
-    }
-    if (errno != 0) {
-        int saved = errno;
-        closedir(d);
-        names_free(ns);
-        errno = saved;
-        return -1;
-    }
-    closedir(d);
-    if (ns->n > 1)
-        qsort(ns->v, ns->n, sizeof *ns->v, cmp_str);
-    return 0;
-}
-
-/* Adds an entry for `file` (copied) to s; NULL when memory ran out. */
-static store_entry *
-add_entry(store_scan *s, const char *file, store_kind kind)
-{
-    store_entry *grown = ccol__grow(s->v, &s->cap, s->n + 1, sizeof *s->v, 16);
-    store_entry *e;
-
-    if (grown == NULL)
-        return NULL;
-    s->v = grown;
-    e = &s->v[s->n];
-    memset(e, 0, sizeof *e);
-    if ((e->file = strdup(file)) == NULL)
-        return NULL;
-    e->kind = kind;
-    e->r.ok = true;
-    s->n++;
-    return e;
-}
-
-/* The info of a file of `kind` that could not be read. */
-static json_t *
-empty_info(store_kind kind, const char *stem)
-{
-    if (kind == STORE_META)
-        return json_pack("{s:n}", "job");
-    if (kind == STORE_PROFILE)
-        return json_pack("{s:s?, s:n, s:n, s:n, s:n, s:n}", "id",
-                         is_hex_n(stem, STORE_ID_HEX) ? stem : NULL, "frame",
-                         "producer", "torch", "ccol", "dynamic");
-    if (kind == STORE_ARTIFACT)
-        return json_pack("{s:n, s:n, s:n, s:n, s:n}", "key", "files",
-                         "bytes", "compile_s", "torch");
-    return NULL;
-}
-
-/* Reads the regular file `name` of directory dfd into *buf (at most
- * STORE_MAX_FILE bytes), never following a link nor blocking on a FIFO;
- * a file someone else could write (store_own_problem) is not read. */
-static int
-read_file(int dfd, const char *name, unsigned char **buf, size_t *len,
-          store_result *r)
-{
-    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    struct stat st;
-    ssize_t got = 1;
-    char why[256];
-
-    *buf = NULL;
-    *len = 0;
-    if (fd < 0)
-        return fail(r, "cannot open: %s", errno == ELOOP
-                    ? "a symbolic link, not followed" : strerror(errno));
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-        st.st_size > (off_t)STORE_MAX_FILE) {
-        close(fd);
-        return fail(r, "not a regular file of at most 64 MiB");
-    }
-    if (store_own_problem(&st, "the file", why, sizeof why) != NULL) {
-        close(fd);
-        return fail(r, "%s", why);
-    }
-    if ((*buf = malloc((size_t)st.st_size + 1)) == NULL) {
-        close(fd);
-        return fail(r, "out of memory");
-    }
-    while (got > 0 && *len <= (size_t)st.st_size) {
-        got = read(fd, *buf + *len, (size_t)st.st_size + 1 - *len);
-        *len += got > 0 ? (size_t)got : 0;
-        if (got < 0 && errno == EINTR)
-            got = 1;
-    }
-    close(fd);
-    if (got < 0 || *len != (size_t)st.st_size) {
-        free(*buf);
-        *buf = NULL;
-        return fail(r, "cannot read it whole (a read error, or it changed "
-                       "while being read)");
-    }
-    return 0;
-}
-
-/* Why the directory entry `name` of dfd is no file to read (a link, not a
- * regular file, too large), or NULL. */
-static const char *
-not_readable(int dfd, const char *name, char *buf, size_t size)
-{
-    struct stat st;
-
-    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-        snprintf(buf, size, "cannot stat: %s", strerror(errno));
-        return buf;
-    }
-    if (S_ISLNK(st.st_mode))
-        return "a symbolic link, not followed";
-    if (!S_ISREG(st.st_mode))
-        return S_ISDIR(st.st_mode) ? "a directory, not a file"
-                                   : "not a regular file";
-    if (st.st_size > (off_t)STORE_MAX_FILE) {
-        snprintf(buf, size, "larger than 64 MiB (%lld bytes), not read",
-                 (long long)st.st_size);
-        return buf;
-    }
-    return NULL;
-}
-
-/* Checks the file `name` of dfd as a file of `kind` whose name's stem
- * (ID or KEY) is `stem`. Returns -1 only when memory ran out. */
-static int
-check_file(store_scan *s, int dfd, const char *name, const char *file,
-           store_kind kind, const char *stem)
-{
-    store_entry *e = add_entry(s, file, kind);
-    unsigned char *buf;
-    const char *why;
-    char tmp[128];
-    size_t len;
-
-    if (e == NULL)
-        return -1;
-    if ((why = not_readable(dfd, name, tmp, sizeof tmp)) != NULL ||
-        read_file(dfd, name, &buf, &len, &e->r) != 0) {
-        e->r.info = empty_info(kind, stem);
-        if (why != NULL)
-            fail(&e->r, "%s", why);
-        s->nbad++;
-        return 0;
-    }
-    if (kind == STORE_META)
-        store_check_meta(buf, len, &e->r);
-    else if (kind == STORE_PROFILE)
-        store_check_profile(stem, buf, len, &e->r);
-    else
-        store_check_artifact(stem, buf, len, &e->r);
-    free(buf);
-    s->nbad += !e->r.ok;
-    return 0;
-}
-
-/* True for the name of a writer's temporary (mkstemp's ".ccol-*.tmp",
- * python/ccol/torch/once/files.py), renamed into place once written. */
-static bool
-is_temporary(const char *name)
-{
-    size_t n = strlen(name);
-
-    return n > 10 && !strncmp(name, ".ccol-", 6) &&
-           !strcmp(name + n - 4, ".tmp");
-}
-
-/* Adds the entry `name` of dfd that has no place in the store. */
-static int
-add_other(store_scan *s, int dfd, const char *name, const char *file)
-{
-    store_entry *e = add_entry(s, file, STORE_OTHER);
-    struct stat st;
-
-    if (e == NULL)
-        return -1;
-    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-        fail(&e->r, "unknown file (cannot stat: %s)", strerror(errno));
-    else if (S_ISLNK(st.st_mode))
-        fail(&e->r, "unknown file: a symbolic link, not followed");
-    else if (S_ISDIR(st.st_mode))
-        fail(&e->r, "unknown directory");
-    else if (S_ISREG(st.st_mode) && is_temporary(name))
-        fail(&e->r, "unknown file: a writer's temporary (being written now, "
-                    "or left by a writer that died)");
-    else
-        fail(&e->r, "unknown file%s", S_ISREG(st.st_mode) ? ""
-                                       : " (not a regular file)");
-    s->nbad++;
-    return 0;
-}
-
-/* The stem of `name` when it is `hex` hex digits and then `ext`, into
- * stem (of hex + 1 bytes); NULL otherwise. */
-static const char *
-stem_of(const char *name, size_t hex, const char *ext, char *stem)
-{
-    if (strspn(name, "0123456789abcdef") != hex || strcmp(name + hex, ext))
-        return NULL;
-    memcpy(stem, name, hex);
-    stem[hex] = '\0';
-    return stem;
-}
-
-/* Adds the entry `file` that is bad for `why` (printf-style). */
-static int bad_entry(store_scan *s, const char *file, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-bad_entry(store_scan *s, const char *file, const char *fmt, ...)
-{
-    store_entry *e = add_entry(s, file, STORE_OTHER);
-    va_list ap;
-
-    if (e == NULL)
-        return -1;
-    va_start(ap, fmt);
-    vsnprintf(e->r.error, sizeof e->r.error, fmt, ap);
-    va_end(ap);
-    e->r.ok = false;
-    s->nbad++;
-    return 0;
-}
-
-/* Checks every entry of the open subdirectory fd (profile/ or
- * artifacts/) of the store. */
-static int
-scan_sub(store_scan *s, int fd, const char *dir, store_kind kind)
-{
-    names ns;
-    char file[320], stem[STORE_KEY_HEX + 1];
-    const char *st;
-    int rc = 0;
-
-    if (names_read(fd, &ns) != 0)
-        return errno == ENOMEM ? -1 : bad_entry(s, dir, "cannot read the "
-                                                "directory: %s",
-                                                strerror(errno));
-    for (size_t i = 0; rc == 0 && i < ns.n; i++) {
-        snprintf(file, sizeof file, "%s/%s", dir, ns.v[i]);
-        st = kind == STORE_PROFILE
-                 ? stem_of(ns.v[i], STORE_ID_HEX, ".json", stem)
-                 : stem_of(ns.v[i], STORE_KEY_HEX, ".ccolonce", stem);
-        rc = st != NULL ? check_file(s, fd, ns.v[i], file, kind, st)
-                        : add_other(s, fd, ns.v[i], file);
-    }
-    names_free(&ns);
-    return rc;
-}
-
-/* Checks the entry `name` (profile or artifacts) of the store at fd. */
-static int
-scan_dir_entry(store_scan *s, int fd, const char *name, store_kind kind)
-{
-    struct stat st;
-    char why[256];
-    int sub, rc;
-
-    if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-        return bad_entry(s, name, "cannot stat: %s", strerror(errno));
-    if (S_ISLNK(st.st_mode))
-        return bad_entry(s, name, "a symbolic link, not followed");
-    if (!S_ISDIR(st.st_mode))
-        return bad_entry(s, name, "not a directory");
-    sub = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (sub < 0)
-        return bad_entry(s, name, "cannot open the directory: %s",
-                         strerror(errno));
-    if (store_own_problem(&st, "the directory", why, sizeof why) != NULL &&
-        bad_entry(s, name, "%s", why) != 0) {
-        close(sub);
-        return -1;
-    }
-    rc = scan_sub(s, sub, name, kind);
-    close(sub);
-    return rc;
-}
-
-/* Checks store.json, then the store's other entries in name order. */
-static int
-scan_top(store_scan *s, int fd)
-{
-    names ns;
+    json_t *h = NULL;
     int rc;
 
-    if (check_file(s, fd, "store.json", "store.json", STORE_META, NULL) ||
-        names_read(fd, &ns) != 0)
-        return -1;
-    rc = 0;
-    for (size_t i = 0; rc == 0 && i < ns.n; i++) {
-        if (strcmp(ns.v[i], "store.json") == 0)
-            continue;
-        if (strcmp(ns.v[i], "profile") == 0)
-            rc = scan_dir_entry(s, fd, ns.v[i], STORE_PROFILE);
-        else if (strcmp(ns.v[i], "artifacts") == 0)
-            rc = scan_dir_entry(s, fd, ns.v[i], STORE_ARTIFACT);
-        else
-            rc = add_other(s, fd, ns.v[i], ns.v[i]);
-    }
-    names_free(&ns);
+    store_begin(r, json_pack("{s:n, s:n, s:n, s:n, s:n, s:n}", "key",
+                             "files", "bytes", "compile_s", "torch",
+                             "failure"));
+    rc = artifact_check(data, size, SENT, &h, r);
+    if (rc == 0 && (key == NULL || strcmp(str_of(h, "key"), key) != 0))
+        rc = store_fail(r, "the artifact is for another cache key");
+    json_decref(h);
     return rc;
-}
-
-int
-store_scan_dir(const char *dir, store_scan *s, char *err, size_t errsize)
-{
-    struct stat st;
-    int fd, rc;
-
-    memset(s, 0, sizeof *s);
-    fd = store_open_dir(dir, s->path_error, sizeof s->path_error, err,
-                        errsize);
-    if (fd < 0)
-        return -1;
-    if (fstatat(fd, "store.json", &st, AT_SYMLINK_NOFOLLOW) != 0) {
-        snprintf(err, errsize, "not a job store (%s)", errno == ENOENT
-                 ? "no store.json" : strerror(errno));
-        close(fd);
-        return -1;
-    }
-    rc = scan_top(s, fd);
-    close(fd);
-    s->nbad += s->path_error[0] != '\0';
-    if (rc != 0) {
-        snprintf(err, errsize, "cannot read the store: %s", strerror(errno));
-        store_scan_free(s);
-    }
-    return rc;
-}
-
-void
-store_scan_free(store_scan *s)
-{
-    for (size_t i = 0; i < s->n; i++) {
-        free(s->v[i].file);
-        store_result_free(&s->v[i].r);
-    }
-    free(s->v);
-    memset(s, 0, sizeof *s);
 }
