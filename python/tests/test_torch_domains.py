@@ -260,19 +260,40 @@ def check_named(job, mark, kinds, within):
               f"its fault: {e['message']}")
 
 
-@pytest.mark.timeout(TEST_TIMEOUT)
+def torn_down_first(job):
+    """Whether torchrun's agent ended rank 0 (its SIGTERM) before rank 0
+    said anything: the agent polls every FAIL_MONITOR_S s and, at the first
+    poll after rank 1's death, ends every other rank, so when that poll
+    falls within the moment rank 0 takes to see the death, rank 0 never
+    gets to. That is the launcher's timing, not something ccol decides."""
+    pid = job.event("PID", 0)
+    return (pid is not None and job.event("ERROR", 0) is None and
+            job.event("FINALLY", 0) is None and
+            f"Sending process {pid['pid']} closing signal SIGTERM"
+            in job.output)
+
+
+@pytest.mark.timeout(TEST_TIMEOUT * 3)
 def test_killed_domain_member_named_on_its_domain(tmp_path):
     """Rank 1 SIGKILLs itself as its second compile starts (rank 0 waits
     for it in their compile exchange): rank 0 raises a ccol error naming
     rank 1 within the deadline and a margin, and the whole job, the other
-    stage's ranks too, ends within the job's deadline."""
-    started = time.monotonic()
-    with run_fault(tmp_path, "kill") as job:
-        mark = wait_fault(job, "kill")
-        codes = job.finish(expect_ok=False)
-        assert any(c != 0 for c in codes), tail(job.output)
-        check_named(job, mark, ("PeerError", "TimeoutError"),
-                    within=TIMEOUT_S + 5)
+    stage's ranks too, ends within the job's deadline. A job whose agent
+    ended rank 0 before it could say anything (torn_down_first) is run
+    again, at most three attempts."""
+    for attempt in range(3):
+        started = time.monotonic()
+        with run_fault(tmp_path / f"attempt-{attempt}", "kill") as job:
+            mark = wait_fault(job, "kill")
+            codes = job.finish(expect_ok=False)
+            assert any(c != 0 for c in codes), tail(job.output)
+            if attempt < 2 and torn_down_first(job):
+                print("torchrun ended rank 0 before it saw rank 1's death; "
+                      "run again")
+                continue
+            check_named(job, mark, ("PeerError", "TimeoutError"),
+                        within=TIMEOUT_S + 5)
+        break
     print(f"the job ended {time.monotonic() - started:.1f} s after it "
           "started")
 
