@@ -1,6 +1,7 @@
 """The Python benchmark runs (a short smoke run; figures come from full runs)."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -125,3 +126,25 @@ def test_the_documented_fault_campaign_names_the_faulty_rank_every_time():
                          timeout=900)
     assert out.returncode == 0 and "200 trials, 0 failed" in out.stdout, \
         out.stdout[-3000:] + out.stderr[-2000:]
+
+
+WORKERS = os.path.join(os.path.dirname(BENCH), "bench_workers.py")
+
+
+@pytest.mark.slow
+@pytest.mark.alone
+@pytest.mark.timeout(900)
+def test_bench_workers_compares_own_and_shared_workers():
+    """Both modes at two ranks, one step: the table, the ratios and the
+    losses bit for bit (a real comparison; its figures are not judged)."""
+    out = subprocess.run([sys.executable, WORKERS, "--nproc", "2",
+                          "--steps", "1", "--timeout", "600"],
+                         capture_output=True, text=True, timeout=850)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "== 2 ranks on" in out.stdout, out.stdout
+    for mode in ("own", "shared"):
+        assert re.search(rf"^{mode}\s+\d+\s+[0-9.]+\s+[0-9.]+$", out.stdout,
+                         re.M), out.stdout
+    assert re.search(r"ratio shared/own: first step [0-9.]+, job CPU "
+                     r"[0-9.]+; losses bit-identical: yes", out.stdout), \
+        out.stdout

@@ -11,13 +11,14 @@ from . import _board, _compile, _env, _guard, _hook_points, _live, _log
 from . import _switches, _trace
 from ._log import log
 from ._state import Job
-from .job import stages as _stages
+from .job import stages as _stages, workers as _workers
 from .once import decide as _once, fx as _once_fx, store_job as _store_job
 from .once.decide import State as OnceState
 from .sites import graph as _graph, install as _sites
 
 # The modules that place a job's hooks, in _hook_points.PLACED_BY's order.
-INSTALLERS = (_compile, _stages, _graph, _guard, _switches, _sites)
+INSTALLERS = (_compile, _stages, _workers, _graph, _guard, _switches,
+              _sites)
 
 
 def assemble(comm, *, guards, graph_check, store, compile_once, partition,
@@ -28,6 +29,7 @@ def assemble(comm, *, guards, graph_check, store, compile_once, partition,
     the waiting rule (docs/torch.md), True or False what was asked. A
     one-rank job places no hooks; with a job store it keeps its profile
     and compile_once's entries (once/store_job.py)."""
+    _workers.wanted()  # its variable is checked in one-rank jobs too
     job = _new_job(comm, guards, patience, graph_check, run_patience,
                    window, connect, OnceState(compile_once, store), partition)
     job.joined = joined

@@ -200,6 +200,7 @@ def check():
     seconds("CCOL_TORCH_WINDOW", 5.0)
     choice("CCOL_TORCH_GRAPH_CHECK", GRAPH_CHECKS, GRAPH_CHECKS[0])
     choice("CCOL_TORCH_EXCHANGE", EXCHANGES, EXCHANGES[0])
+    switch("CCOL_TORCH_SHARE_WORKERS", True)
     job_name_env()
     transport()
     library()

@@ -47,8 +47,9 @@ POINTS = {
 # the reverse order): the switches after the guard hook they map onto,
 # the optional agreement sites last. compile_once's follow at the join.
 PLACED_BY = ("ccol.torch._compile", "ccol.torch.job.stages",
-             "ccol.torch.sites.graph", "ccol.torch._guard",
-             "ccol.torch._switches", "ccol.torch.sites.install")
+             "ccol.torch.job.workers", "ccol.torch.sites.graph",
+             "ccol.torch._guard", "ccol.torch._switches",
+             "ccol.torch.sites.install")
 ONCE_PLACED_BY = ("ccol.torch.once.decide", "ccol.torch.once.fx")
 
 

@@ -10,7 +10,9 @@ in touch, and which ranks each piece of code runs on.
 - ``domain.py``: domains, the ranks an agreement runs among, each over a
   sub-communicator of its own; ``modules.py`` (domains named by modules),
   ``stages.py`` (pipeline stages), ``meet.py`` (the meeting at a first
-  compile that forms a domain).
+  compile that forms a domain);
+- ``workers.py``: Inductor's compile workers divided among the ranks of a
+  host, so a host runs one pool's worth, not one pool per rank.
 
 Internal to ccol.torch: a module here imports the ground floor (the
 package's plumbing) and its own wing, never another wing.
