@@ -6,12 +6,12 @@ files' bytes. The header names the graph's cache key, each file with its
 length and SHA-256, the SHA-256 of all the bytes, and how long the owner's
 compile took (the receivers count it as time they saved) and, once the
 owner has run them, its answers to Inductor's vector-instruction probes
-(once/isa.py). A failure
-message carries only the key and why there are no files. Bytes from
-another rank are untrusted: unpack() has libccol's store checks (the
-extension's store_check, the checks `ccol store check` runs) check every
-message before it reads one; anything that does not check out is
-Corrupt, and the receiver compiles for itself.
+(once/isa.py). A failure message carries only the key and why there are
+no files. Bytes from another rank are untrusted: unpack() has the job
+store's checks (store/checks.c through the extension's store_check, the
+checks `ccol store check` runs) check every message before it reads one;
+anything that does not check out is Corrupt, and the receiver compiles
+for itself.
 
 A receiver writes into a cache directory that may be shared (several
 ranks of a host, containers on one network filesystem): each file goes
