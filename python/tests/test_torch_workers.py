@@ -108,6 +108,7 @@ def test_two_ranks_on_a_host_share_its_default_workers(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.one_release
 @pytest.mark.parametrize("how", ["switched-off", "users-variable"])
 def test_the_users_choice_and_the_switch_keep_torchs_pool(tmp_path, how):
     import torch._inductor.config as config
