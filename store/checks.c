@@ -27,8 +27,8 @@ typedef enum place { IN_SCALAR, IN_SIZE, IN_STRIDE } place;
 
 int
 store_fail(store_result *r, const char *fmt, ...)
-           {
-           va_list ap;
+{
+    va_list ap;
 
     va_start(ap, fmt);
     vsnprintf(r->error, sizeof r->error, fmt, ap);
@@ -106,18 +106,6 @@ store_esc(const char *s, size_t max, char *out, size_t outsize)
         o += (size_t)snprintf(out + o, outsize - o, "...");
     out[o] = '\0';
     return out;
-}
-
-/* True for 64 lowercase hex digits. */
-static bool
-is_hex64(const char *s)
-{
-    size_t n;
-
-    if (s == NULL)
-        return false;
-    n = strspn(s, "0123456789abcdef");
-    return n == 64 && s[n] == '\0';
 }
 
 /* The SHA-256 of n bytes as 64 lowercase hex digits into hex[65]. */
@@ -205,7 +193,7 @@ is_mac(const json_t *o, const char *key)
     const json_t *v = json_object_get(o, key);
 
     return json_is_null(v) || (json_is_string(v) &&
-                               is_hex64(json_string_value(v)));
+                               store_is_hex(json_string_value(v), 64));
 }
 
 /* The name of the first of `keys` (NULL-terminated) that is not a string
@@ -280,7 +268,7 @@ profile_header(const json_t *h, const unsigned char *body, size_t n,
     if (!json_is_integer(length) || json_integer_value(length) < 0)
         return store_fail(r, "the header's length is not a non-negative "
                           "integer");
-    if (sha == NULL || !is_hex64(sha))
+    if (!store_is_hex(sha, 64))
         return store_fail(r, "the header's sha256 is not 64 hex digits");
     if (!is_mac(h, "mac"))
         return store_fail(r, "the header's mac is not null or 64 hex digits");
@@ -732,7 +720,7 @@ artifact_isa(const json_t *isa, store_result *r)
     if (isa == NULL)
         return 0;
     if (!json_is_object(isa) || json_object_size(isa) != 2 ||
-        !is_hex64(str_of(isa, "host")) || !json_is_object(checks) ||
+        !store_is_hex(str_of(isa, "host"), 64) || !json_is_object(checks) ||
         json_object_size(checks) > STORE_MAX_PROBES)
         return store_fail(r, "the header's isa is not {host, checks} with at "
                           "most %d probes", STORE_MAX_PROBES);
@@ -749,11 +737,11 @@ artifact_isa(const json_t *isa, store_result *r)
  * compiled it. */
 typedef enum origin { STORED, SENT } origin;
 
-/* Why the store's own fields (torch, ccol, run; mac) do not check out, or
- * NULL: a stored artifact has them all, a sent one may lack any of them
- * and carries a failure when its compile failed. */
-static const char *
-origin_problem(const json_t *h, origin from)
+/* Checks the store's own fields (torch, ccol, run) and `failure`: a
+ * stored artifact has them all and no failure, a sent one may lack any of
+ * them and carries a failure (a string) when its compile failed. */
+static int
+origin_fields(const json_t *h, origin from, store_result *r)
 {
     static const char *const kept[] = { "torch", "ccol", "run", NULL };
     const json_t *failure = json_object_get(h, "failure");
@@ -761,13 +749,15 @@ origin_problem(const json_t *h, origin from)
     for (const char *const *k = kept; *k != NULL; k++)
         if (str_of(h, *k) == NULL &&
             (from == STORED || json_object_get(h, *k) != NULL))
-            return *k;
-    if (!json_is_null(failure) && failure != NULL &&
-        (from == STORED || !json_is_string(failure)))
-        return "failure";
-    if (from == SENT && json_object_get(h, "mac") == NULL)
-        return NULL;
-    return is_mac(h, "mac") ? NULL : "mac";
+            return store_fail(r, "the header's %s is not a string", *k);
+    if (failure != NULL && !json_is_null(failure) && from == STORED)
+        return store_fail(r, "the header carries a failure (a stored "
+                          "artifact never does)");
+    if (failure != NULL && !json_is_null(failure) &&
+        !json_is_string(failure))
+        return store_fail(r, "the header's failure is not null or a "
+                          "string");
+    return 0;
 }
 
 /* Checks the header's fields but `files`' entries. */
@@ -776,27 +766,22 @@ artifact_fields(const json_t *h, origin from, store_result *r)
 {
     const json_t *spent = json_object_get(h, "compile_s");
     const json_t *length = json_object_get(h, "length");
-    const char *bad = origin_problem(h, from);
 
     if (str_of(h, "key") == NULL)
         return store_fail(r, "the header's key is not a string");
-    if (bad != NULL && strcmp(bad, "failure") == 0)
-        return store_fail(r, from == STORED ?
-                          "the header carries a failure (a stored artifact "
-                          "never does)" : "the header's failure is not null "
-                          "or a string");
-    if (bad != NULL && strcmp(bad, "mac") == 0)
-        return store_fail(r, "the header's mac is not null or 64 hex "
-                          "digits");
-    if (bad != NULL)
-        return store_fail(r, "the header's %s is not a string", bad);
+    if (origin_fields(h, from, r) != 0)
+        return -1;
     if (!json_is_number(spent) || json_number_value(spent) < 0)
         return store_fail(r, "the header's compile_s is not a duration");
     if (!json_is_integer(length) || json_integer_value(length) < 0)
         return store_fail(r, "the header's length is not a non-negative "
                           "integer");
-    if (str_of(h, "sha256") == NULL || !is_hex64(str_of(h, "sha256")))
+    if (!store_is_hex(str_of(h, "sha256"), 64))
         return store_fail(r, "the header's sha256 is not 64 hex digits");
+    if ((from == STORED || json_object_get(h, "mac") != NULL) &&
+        !is_mac(h, "mac"))
+        return store_fail(r, "the header's mac is not null or 64 hex "
+                          "digits");
     if (!json_is_array(json_object_get(h, "files")) ||
         json_array_size(json_object_get(h, "files")) > STORE_MAX_FILES)
         return store_fail(r, "the header's files is not a list of at most "
@@ -847,7 +832,7 @@ file_entry(const json_t *f, size_t i, uint64_t *sum, store_result *r)
 
     if (!json_is_array(f) || json_array_size(f) != 3 || path == NULL ||
         !json_is_integer(len) || json_integer_value(len) < 0 ||
-        sha == NULL || !is_hex64(sha))
+        !store_is_hex(sha, 64))
         return store_fail(r, "files[%zu]: not [path, length, sha256 as 64 hex "
                           "digits]", i);
     if ((why = path_problem(path)) != NULL)

@@ -9,14 +9,15 @@ compile, each importing torch. Every rank of a job is such a process, so
 N ranks on a host run N full sets that compete for the same cores, and
 each pays the pool's start-up.
 
-Under ccol.torch a rank's Inductor asks for its workers through a hook on
-torch._inductor.async_compile.get_compile_threads: when the number is
+Under ccol.torch a rank's Inductor asks for its workers through a hook
+on torch._inductor.async_compile.get_compile_threads: when the number is
 torch's default, the rank gets its share of it, the default divided by
 the ranks of this job on this host (at least 1; 1 means no pool at all:
-the rank builds its kernels one at a time in its own process). The host so runs one default
-pool's worth of workers between its ranks. The ranks on this host are
-known from the join (each rank's host identity, job/join.py), else from
-the launcher's LOCAL_WORLD_SIZE; a one-rank host keeps torch's default.
+the rank builds its kernels one at a time in its own process). The host
+so runs one default pool's worth of workers between its ranks. The ranks
+on this host are known from the join (each rank's host identity,
+job/join.py), else from the launcher's LOCAL_WORLD_SIZE; a one-rank host
+keeps torch's default.
 
 The user's choice wins: TORCHINDUCTOR_COMPILE_THREADS, or a
 compile_threads set in code (any value other than torch's default), is
@@ -25,7 +26,6 @@ that torch started before the hook was placed keeps its size.
 """
 
 import os
-import threading
 
 from .. import _env
 from .._hooks import Hook
@@ -54,28 +54,27 @@ def share(default, ranks):
 
 
 class _Share:
-    """The replacement of get_compile_threads for one job."""
+    """The replacement of get_compile_threads for one job. Inductor asks
+    at every kernel: the host's ranks are counted once, when first asked
+    after the join (they do not change), and said then."""
 
     def __init__(self, job, upstream, default):
         self.job, self.upstream, self.default = job, upstream, default
-        self.lock = threading.Lock()
-        self.said = False
+        self.ranks = None
 
     def __call__(self):
         n = self.upstream()
         if n != self.default or not self.job.joined:
             return n  # the user's choice, or the job not joined yet
-        ranks = host_ranks(self.job)
-        mine = share(n, ranks)
-        if ranks > 1 and not self.said:
-            with self.lock:
-                if not self.said:
-                    self.said = True
-                    log.info("ccol.torch: Inductor's compile workers: %d "
-                             "for this rank, %d ranks on this host sharing "
-                             "torch's %d (CCOL_TORCH_SHARE_WORKERS=0 gives "
-                             "each rank its own pool)", mine, ranks, n)
-        return mine
+        if self.ranks is None:
+            self.ranks = host_ranks(self.job)
+            if self.ranks > 1:
+                log.info("ccol.torch: Inductor's compile workers: %d for "
+                         "this rank, %d ranks on this host sharing torch's "
+                         "%d (CCOL_TORCH_SHARE_WORKERS=0 gives each rank "
+                         "its own pool)", share(n, self.ranks), self.ranks,
+                         n)
+        return share(n, self.ranks)
 
 
 def _make(job, upstream, module):

@@ -87,15 +87,21 @@ def unpack(blob, key):
     return read(blob)
 
 
-def read(blob):
-    """The Artifact a message that checked out holds."""
+def header(blob):
+    """(the JSON header, where the files' bytes start) of a message that
+    checked out (the owner's own, or one the store's checks passed)."""
     n = len(MAGIC) + 8
     (hlen,) = struct.unpack("<I", blob[n - 4:n])
-    head = json.loads(blob[n:n + hlen])
+    return json.loads(blob[n:n + hlen]), n + hlen
+
+
+def read(blob):
+    """The Artifact a message that checked out holds."""
+    head, at = header(blob)
     spent = float(head["compile_s"])
     if head.get("failure"):
         return Artifact(str(head["failure"]), [], spent)
-    files, at = [], n + hlen
+    files = []
     for rel, length, _ in head["files"]:
         files.append((os.path.join(*rel.split("/")), blob[at:at + length]))
         at += length

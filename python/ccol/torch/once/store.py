@@ -10,15 +10,16 @@ _store_profile.agree (the profile).
 
 Everything read from the store is untrusted: each file is checked by the
 store's checks (store/checks.c through the extension's store_check, the
-checks `ccol store check` runs: one implementation of each format) before
-it is read, and one that does not check out is a WARNING naming it and
-what is wrong; the job compiles as if the store did not have it. The directory must belong to this user and be
-writable by no one else, and so must every ancestor but root's and sticky
-ones (a store others can write decides what code every rank loads): the
-store is opened once, component by component, and every later read and
-write goes through its descriptors (_safe_path.py); each file read must
-be this user's alone. With CCOL_TOKEN every file carries an HMAC under it
-and a file without a valid one is refused.
+checks `ccol store check` runs: one implementation of each format)
+before it is read, and one that does not check out is a WARNING naming
+it and what is wrong; the job compiles as if the store did not have it.
+The directory must belong to this user and be writable by no one else,
+and so must every ancestor but root's and sticky ones (a store others
+can write decides what code every rank loads): the store is opened once,
+component by component, and every later read and write goes through its
+descriptors (_safe_path.py); each file read must be this user's alone.
+With CCOL_TOKEN every file carries an HMAC under it and a file without a
+valid one is refused.
 """
 
 import hashlib
@@ -27,7 +28,6 @@ import json
 import os
 import re
 import secrets
-import struct
 
 import ccol
 from ccol import _ccol
@@ -296,7 +296,7 @@ class Store:
             why = _ccol.store_check("artifact", artifact_id(key), blob)
             if why is not None:
                 raise Bad(why)
-            head = artifact_header(blob)
+            head, _ = files_.header(blob)
             if head["key"] != key:
                 raise Bad("the artifact is for another cache key")
             self.check_versions(head)
@@ -315,7 +315,7 @@ class Store:
         extra["mac"] = None
         blob = files_.pack(key, files, None, compile_s, extra=extra)
         if self.token is not None:  # the MAC covers the header as read
-            extra["mac"] = self.mac(_artifact_signed(artifact_header(blob)))
+            extra["mac"] = self.mac(_artifact_signed(files_.header(blob)[0]))
             blob = files_.pack(key, files, None, compile_s, extra=extra)
         try:
             fd = self._sub("artifacts", create=True)
@@ -329,14 +329,6 @@ class Store:
                       f"failed: {type(e).__name__}: {e}")
             return False
         return True
-
-
-def artifact_header(blob):
-    """The JSON header of a compile_once message that checked out (the
-    owner's own, or one the store's checks passed)."""
-    n = len(files_.MAGIC) + 8
-    (hlen,) = struct.unpack("<I", blob[n - 4:n])
-    return json.loads(blob[n:n + hlen])
 
 
 def _artifact_signed(head):
