@@ -857,3 +857,16 @@ def test_file_names_are_the_digests_docs_store_md_gives():
             sha(f"{fh}:{line}:{name}:None", 32)
     for key in ("fxgraph-abc", "", "k\udcff\u4e2d", "a\0b"):
         assert _store.artifact_id(key) == sha(key, 40)
+
+
+def test_the_extensions_store_check_refuses_a_bad_call_by_name():
+    """store_check's own arguments: an unknown kind, or a kind that needs
+    the file's name without one, is a ValueError saying so."""
+    from ccol import _ccol
+    with pytest.raises(ValueError, match="unknown kind 'bogus'"):
+        _ccol.store_check("bogus", "x", b"")
+    for kind in ("profile", "artifact", "message"):
+        with pytest.raises(ValueError, match=f"store_check\\('{kind}'\\) "
+                                             "needs a name"):
+            _ccol.store_check(kind, None, b"")
+    assert _ccol.store_check("meta", None, b"") is not None
