@@ -146,6 +146,15 @@ def ccol_state():
             "exchange_s": ccol.torch.exchange_seconds()}
 
 
+def close_process_group():
+    """torch's documented teardown: a gloo group left to the interpreter's
+    exit can abort the process ("terminate called without an active
+    exception") as its worker threads are destroyed."""
+    import torch.distributed as dist
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def report_comm():
     """CCOL_COMM: the Comm ccol.torch.join() returns once the job is
     joined (rank, size, transport). Printed after CCOL_RESULT, so a

@@ -120,16 +120,7 @@ def main():
         raise
     finally:
         c.emit("FINALLY")
-    close_process_group()
-
-
-def close_process_group():
-    """torch's documented teardown: a gloo group left to the interpreter's
-    exit can abort the process ("terminate called without an active
-    exception") as its worker threads are destroyed."""
-    import torch.distributed as dist
-    if dist.is_initialized():
-        dist.destroy_process_group()
+    c.close_process_group()
 
 
 if __name__ == "__main__":
