@@ -36,36 +36,19 @@ last step is the same bit for bit in both modes.
 import argparse
 import json
 import os
-import shutil
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.abspath(__file__)
+sys.path.insert(0, os.path.dirname(HERE))
+import torch_jobs as tj  # noqa: E402
+
 TAG = "BENCH_ONCE "
 MODES = ("off", "once")      # "upstream" added where torch has it
 
 
 # ---------------------------------------------------------------- worker --
-
-def make_model(torch):
-    class Tiny(torch.nn.Module):
-        def __init__(self, vocab=256, d=64, layers=2):
-            super().__init__()
-            self.emb = torch.nn.Embedding(vocab, d)
-            layer = torch.nn.TransformerEncoderLayer(
-                d, 4, dim_feedforward=4 * d, dropout=0.0, batch_first=True)
-            self.enc = torch.nn.TransformerEncoder(layer, layers,
-                                                   enable_nested_tensor=False)
-            self.head = torch.nn.Linear(d, vocab)
-
-        def forward(self, tokens):
-            return self.head(self.enc(self.emb(tokens)))
-    return Tiny()
-
 
 def upstream_share(torch, rank, first_step):
     """The upstream mode's first step: rank 0 compiles and sends its cache
@@ -91,7 +74,7 @@ def worker(a):
     if a.mode == "upstream":
         torch.compiler.config.compile_on_one_rank = True
     torch.manual_seed(0)
-    model = make_model(torch)
+    model = tj.make_model(torch)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     step = torch.compile(model, backend="inductor")
     g = torch.Generator().manual_seed(1)
@@ -130,51 +113,11 @@ def worker(a):
 
 # ---------------------------------------------------------------- driver --
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def clean_env(mode):
-    drop = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
-            "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK", "TORCH_LOGS")
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("CCOL_", "TORCHINDUCTOR_", "TORCHELASTIC_"))
-           and k not in drop}
-    env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
-               CCOL_TORCH="0" if mode == "upstream" else "1",
-               CCOL_TORCH_COMPILE_ONCE="1" if mode == "once" else "0")
-    return env
-
-
 def launch(a, n, mode):
     """One job: its rows, one per rank."""
-    cache = tempfile.mkdtemp(prefix="bench_once_")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node",
-           str(n), "--nnodes", "1", "--master_addr", "127.0.0.1",
-           "--master_port", str(free_port()), HERE, "--worker", "--steps",
-           str(a.steps), "--cache", cache, "--mode", mode]
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True,
-                           env=clean_env(mode), timeout=a.timeout)
-    finally:
-        shutil.rmtree(cache, ignore_errors=True)
-    text = p.stdout + p.stderr
-    rows, at = [], text.find(TAG)
-    while at >= 0:
-        rows.append(json.JSONDecoder().raw_decode(text, at + len(TAG))[0])
-        at = text.find(TAG, at + 1)
-    if p.returncode != 0 or len(rows) != n:
-        sys.exit(f"bench_compile_once: {mode} at {n} ranks failed (exit "
-                 f"{p.returncode}):\n{text[-6000:]}")
-    return sorted(rows, key=lambda r: r["rank"])
-
-
-def phase(rows):
-    """Earliest first-step start to latest first-step end, seconds."""
-    return (max(r["times"][0][1] for r in rows)
-            - min(r["times"][0][0] for r in rows))
+    env = tj.clean_env(CCOL_TORCH="0" if mode == "upstream" else "1",
+                       CCOL_TORCH_COMPILE_ONCE="1" if mode == "once" else "0")
+    return tj.launch(HERE, a, n, TAG, env, ("--mode", mode))[0]
 
 
 def modes():
@@ -191,13 +134,14 @@ def run(a, n):
     for k in range(a.rounds):
         for mode in (ms if k % 2 == 0 else ms[::-1]):
             got[mode].append(launch(a, n, mode))
-    med = {m: statistics.median(phase(rows) for rows in got[m]) for m in ms}
+    med = {m: statistics.median(tj.first_step(rows) for rows in got[m])
+           for m in ms}
     print(f"\n== {n} ranks, torch {got['once'][0][0]['torch']}, CPU, "
           f"Inductor, cold caches per rank: median of {a.rounds} round(s)")
     print(f"{'mode':<9}{'compile phase s':>16}  rounds")
     for m in ms:
         print(f"{m:<9}{med[m]:>16.1f}  "
-              + " ".join(f"{phase(r):.1f}" for r in got[m]))
+              + " ".join(f"{tj.first_step(r):.1f}" for r in got[m]))
     for m in ms:
         print(f"own CPU s per rank, {m} (last round): " + " ".join(
             f"{r['cpu_s']:.1f}" for r in got[m][-1]))
@@ -225,22 +169,13 @@ def run(a, n):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--nproc", default="2,4",
-                    help="comma-separated rank counts (default 2,4)")
-    ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=3)
-    ap.add_argument("--timeout", type=float, default=600)
-    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--cache", help=argparse.SUPPRESS)
+    tj.add_job_args(ap, steps=3, timeout=600)
     ap.add_argument("--mode", choices=MODES + ("upstream",),
                     help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
         return worker(a)
-    counts = [int(x) for x in a.nproc.split(",")]
-    if a.rounds < 1 or any(n < 2 for n in counts):
-        ap.error("--rounds >= 1 and every --nproc >= 2")
-    for n in counts:
+    for n in tj.rank_counts(ap, a):
         run(a, n)
 
 

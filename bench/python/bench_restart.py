@@ -51,7 +51,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_compile_once import make_model  # noqa: E402 - the same model
+from torch_jobs import make_model  # noqa: E402 - the same model
 
 HERE = os.path.abspath(__file__)
 

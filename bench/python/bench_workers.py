@@ -3,11 +3,11 @@
 default) against the host's default shared among its ranks, in the same
 run.
 
-The small transformer of bench_compile_once.py, torch.compile'd with
-Inductor and trained for --steps steps on the CPU, started with `python -m
-torch.distributed.run --nproc_per_node N`, CCOL_TORCH=1 and a fresh cold
-TORCHINDUCTOR_CACHE_DIR per rank, in two modes, the order alternating from
-round to round:
+The small transformer bench_compile_once.py compiles (torch_jobs.py),
+torch.compile'd with Inductor and trained for --steps steps on the CPU,
+started with `python -m torch.distributed.run --nproc_per_node N`,
+CCOL_TORCH=1 and a fresh cold TORCHINDUCTOR_CACHE_DIR per rank, in two
+modes, the order alternating from round to round:
 
   own     CCOL_TORCH_SHARE_WORKERS=0: every rank sizes its compile workers
           by torch's default for one process (threads running the C++
@@ -28,16 +28,13 @@ both modes.
 import argparse
 import json
 import os
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.abspath(__file__)
 sys.path.insert(0, os.path.dirname(HERE))
-from bench_compile_once import free_port, make_model  # noqa: E402
+import torch_jobs as tj  # noqa: E402
 
 TAG = "BENCH_WORKERS "
 MODES = ("own", "shared")
@@ -48,7 +45,7 @@ def worker(a):
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(a.cache, "r" + rank)
     import torch
     torch.manual_seed(0)
-    model = make_model(torch)
+    model = tj.make_model(torch)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     step = torch.compile(model, backend="inductor")
     tokens = torch.randint(0, 256, (8, 32),
@@ -71,56 +68,11 @@ def worker(a):
     sys.stdout.flush()
 
 
-def clean_env(mode):
-    drop = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
-            "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK", "TORCH_LOGS")
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("CCOL_", "TORCHINDUCTOR_", "TORCHELASTIC_"))
-           and k not in drop}
-    env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", CCOL_TORCH="1",
-               CCOL_TORCH_SHARE_WORKERS="0" if mode == "own" else "1")
-    return env
-
-
 def launch(a, n, mode):
     """One job: (its rows, one per rank; its CPU seconds, all processes)."""
-    cache = tempfile.mkdtemp(prefix="bench_workers_")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node",
-           str(n), "--nnodes", "1", "--master_addr", "127.0.0.1",
-           "--master_port", str(free_port()), HERE, "--worker", "--steps",
-           str(a.steps), "--cache", cache]
-    out = tempfile.TemporaryFile()
-    try:
-        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                             env=clean_env(mode))
-        deadline = time.monotonic() + a.timeout
-        while True:
-            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() > deadline:
-                p.kill()
-                _, status, ru = os.wait4(p.pid, 0)
-                break
-            time.sleep(0.1)
-        p.returncode = os.waitstatus_to_exitcode(status)
-    finally:
-        shutil.rmtree(cache, ignore_errors=True)
-    out.seek(0)
-    text = out.read().decode(errors="replace")
-    rows, at = [], text.find(TAG)
-    while at >= 0:
-        rows.append(json.JSONDecoder().raw_decode(text, at + len(TAG))[0])
-        at = text.find(TAG, at + 1)
-    if p.returncode != 0 or len(rows) != n:
-        sys.exit(f"bench_workers: {mode} at {n} ranks failed (exit "
-                 f"{p.returncode}):\n{text[-6000:]}")
-    return sorted(rows, key=lambda r: r["rank"]), ru.ru_utime + ru.ru_stime
-
-
-def first_step(rows):
-    return (max(r["times"][0][1] for r in rows)
-            - min(r["times"][0][0] for r in rows))
+    return tj.launch(HERE, a, n, TAG, tj.clean_env(
+        CCOL_TORCH="1", CCOL_TORCH_SHARE_WORKERS="0" if mode == "own" else
+        "1"), ("--mode", mode))
 
 
 def run(a, n):
@@ -128,7 +80,7 @@ def run(a, n):
     for k in range(a.rounds):
         for mode in (MODES if k % 2 == 0 else MODES[::-1]):
             got[mode].append(launch(a, n, mode))
-    wall = {m: statistics.median(first_step(r) for r, _ in got[m])
+    wall = {m: statistics.median(tj.first_step(r) for r, _ in got[m])
             for m in MODES}
     cpu = {m: statistics.median(c for _, c in got[m]) for m in MODES}
     rows = got["own"][0][0]
@@ -150,20 +102,12 @@ def run(a, n):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--nproc", default="2,4",
-                    help="comma-separated rank counts (default 2,4)")
-    ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=2)
-    ap.add_argument("--timeout", type=float, default=900)
-    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--cache", help=argparse.SUPPRESS)
+    tj.add_job_args(ap, steps=2, timeout=900)
+    ap.add_argument("--mode", choices=MODES, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
         return worker(a)
-    counts = [int(x) for x in a.nproc.split(",")]
-    if a.rounds < 1 or any(n < 2 for n in counts):
-        ap.error("--rounds >= 1 and every --nproc >= 2")
-    for n in counts:
+    for n in tj.rank_counts(ap, a):
         run(a, n)
 
 
