@@ -15,6 +15,7 @@ import pytest
 
 from ccol.torch import _assemble, _compile, _guard, _hook_points, _hooks
 from ccol.torch.once import decide as _once
+from ccol.torch.once import frames as _frames
 from ccol.torch.once import fx as _once_fx
 from ccol.torch.sites import install as _sites
 from ccol.torch.sites import table as _site_table
@@ -26,7 +27,8 @@ DOC = os.path.join(HERE, "..", "..", "docs", "torch.md")
 # every hook a job places, read from the hook points' data: the modules
 # that place them, in the order placed
 ALL = sum((importlib.import_module(m).HOOKS for m in
-           _hook_points.PLACED_BY + _hook_points.ONCE_PLACED_BY), ())
+           _hook_points.FRAMES_PLACED_BY + _hook_points.PLACED_BY +
+           _hook_points.ONCE_PLACED_BY), ())
 
 # torch's own setter of the guard-complete hook: ccol wraps the name
 # (_switches.py), so a setter point is read through the setter torch had
@@ -56,6 +58,7 @@ def _snapshot():
 
 
 def _install_all(job):
+    _frames.install(job)  # placed first, when the job is made
     _assemble.install(job)
     _once.install(job, _once_fx.HOOKS)
 
@@ -99,7 +102,8 @@ def test_the_installer_follows_the_hook_points_data():
     of them declares HOOKS and an install()."""
     assert tuple(m.__name__ for m in _assemble.INSTALLERS) == \
         _hook_points.PLACED_BY
-    for name in _hook_points.PLACED_BY + _hook_points.ONCE_PLACED_BY:
+    for name in _hook_points.PLACED_BY + _hook_points.ONCE_PLACED_BY + \
+            _hook_points.FRAMES_PLACED_BY:
         module = importlib.import_module(name)
         assert module.HOOKS, name
     for module in _assemble.INSTALLERS:
@@ -108,6 +112,7 @@ def test_the_installer_follows_the_hook_points_data():
     # torch lacks is named
     assert _hook_points.missing("job") == []
     assert _hook_points.missing("once") == []
+    assert _hook_points.missing("frames") == []
     saved = _hook_points.POINTS["once"]
     _hook_points.POINTS["once"] = saved + (("torch", "no_such_point"),)
     try:

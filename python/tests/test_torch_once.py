@@ -406,7 +406,8 @@ def test_compile_once_counts_are_zero_while_off():
     assert ccol.torch.compile_once_counts() == {
         "compiled": 0, "loaded": 0, "divergent": 0, "fallbacks": 0,
         "bypassed": 0, "bytes_sent": 0, "bytes_received": 0,
-        "from_store": 0, "stored": 0}
+        "from_store": 0, "stored": 0, "frames_installed": 0,
+        "frames_kept": 0}
 
 
 def test_hostile_artifacts_are_corrupt_never_another_error():

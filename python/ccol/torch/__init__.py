@@ -326,8 +326,14 @@ def compile_once_counts():
     owner did not deliver ("fallbacks") or because torch's caches refuse
     the graph ("bypassed"), and the bytes it sent and received; with a job
     store, the graphs loaded from it ("from_store", counted in "loaded"
-    too) and kept in it ("stored"). All zero while compile_once is off."""
+    too) and kept in it ("stored"); with CCOL_TORCH_STORE_FRAMES, the
+    compiled functions torch installed from it without tracing
+    ("frames_installed") and whose packages this rank kept in it
+    ("frames_kept"). All zero while compile_once is off."""
     job = _job
-    if job is None or job.once.run is None:
-        return Counts().as_dict()
-    return job.once.run.counts.as_dict()
+    run = job.once.run if job is not None else None
+    out = (run.counts if run is not None else Counts()).as_dict()
+    frames = job.once.frames if job is not None else None
+    if frames is not None:
+        out.update(frames_installed=frames.installed, frames_kept=frames.kept)
+    return out

@@ -34,7 +34,8 @@ from . import _board, _decisions, _fold, _live, _log, _switches, _trace
 from ._log import call_site, compiled_from, diverged_error, log, peer_error
 from ._codec import COMPILE, check_kinds, decode_state, encode_state
 from ._hooks import Hook
-from .once import decide as _once, store_job as _store_job
+from .once import decide as _once, frames as _frames, \
+    store_job as _store_job
 from .once.decide import backward_with_forward
 
 
@@ -162,7 +163,10 @@ def _compile_wrapper(job, upstream):
         if job.meeting is not None:  # what it decided, for catching up
             _board.settle(job, *job.meeting)
         if job.once.writer is not None:  # before compile_end clears
-            _store_job.after_compile(job, code, _log.user_of(frame))
+            _store_job.after_compile(job, code, _log.user_of(frame),
+                                     kwargs.get("package"))
+        if job.once.frames is not None:
+            _frames.compiled(job, code)
         _trace.compile_end(job, True, None)
         return result
     return _compile

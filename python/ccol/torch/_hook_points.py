@@ -41,6 +41,19 @@ POINTS = {
         ("torch._inductor.codecache", "FxGraphCache._save_graph"),
         ("torch._inductor.codecache", "FxGraphCache.prepare_key"),
     ),
+    "frames": (  # CCOL_TORCH_STORE_FRAMES (once/frames.py)
+        ("torch._dynamo.config", "caching_precompile"),
+        ("torch._dynamo.package", "DiskDynamoCache.load"),
+        ("torch._dynamo.package", "PrecompileCacheEntry"),
+        ("torch._dynamo.precompile_context",
+         "PrecompileContext.serialize_artifact_by_key"),
+        ("torch._dynamo.eval_frame", "innermost_fn"),
+        ("torch._dynamo.pgo", "CodeId.make"),
+        ("torch._dynamo.guards", "CheckFunctionManager.serialize_guards"),
+        ("torch._dynamo.bytecode_transformation", "_unique_id_counter"),
+        ("torch._functorch._aot_autograd.autograd_cache",
+         "AOTAutogradCachePickler._reduce_aot_config"),
+    ),
 }
 
 # The modules whose HOOKS a job places, in the order placed (restored in
@@ -51,10 +64,13 @@ PLACED_BY = ("ccol.torch._compile", "ccol.torch.job.stages",
              "ccol.torch._guard", "ccol.torch._switches",
              "ccol.torch.sites.install")
 ONCE_PLACED_BY = ("ccol.torch.once.decide", "ccol.torch.once.fx")
+# With CCOL_TORCH_STORE_FRAMES, placed when the job is made (torch.compile
+# must find them when it wraps a function).
+FRAMES_PLACED_BY = ("ccol.torch.once.frames",)
 
 
 def missing(group):
-    """The points of `group` ("job" or "once") the installed torch lacks,
+    """The points of `group` ("job", "once" or "frames") the installed torch lacks,
     as module.attribute names ([] when it has them all)."""
     out = []
     for module, attr in POINTS[group]:

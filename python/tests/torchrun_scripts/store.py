@@ -14,7 +14,8 @@ attempt of a restarted job). --die-at STEP makes the process exit (code 3) at
 that step of its first attempt (TORCHELASTIC_RESTART_COUNT 0), after the
 compiles of the steps before it. --autotune turns on Inductor's max_autotune with distributed GEMM
 autotuning (the ranks split the GEMMs and gather the winners) over a gloo
-group. STORE_DIR_OF_RANK_<r>=DIR points rank
+group. --double runs it in float64 (a call
+the float32 compiles' guards do not match). STORE_DIR_OF_RANK_<r>=DIR points rank
 r's CCOL_TORCH_JOB_DIR elsewhere (a rank that cannot see the job's store).
 Each rank prints CCOL_RESULT with the
 digest, the compiles Dynamo made of the model's frame and why, torch's
@@ -32,7 +33,11 @@ import _common as c  # noqa: E402
 
 
 def build():
+    """The block, of a class defined at module level (torch packages only
+    those: CCOL_TORCH_STORE_FRAMES)."""
     import torch
+
+    global Block
 
     class Block(torch.nn.Module):
         def __init__(self):
@@ -42,6 +47,7 @@ def build():
 
         def forward(self, x):
             return self.b(torch.relu(self.a(x))) + x
+    Block.__qualname__ = "Block"
     return Block()
 
 
@@ -65,6 +71,8 @@ def main():
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--die-at", type=int, default=-1)
     ap.add_argument("--autotune", action="store_true")
+    ap.add_argument("--double", action="store_true",
+                    help="float64 model and batches (other guards)")
     args = ap.parse_args()
     c.setup_logging()
     c.emit("PID", pid=os.getpid())
@@ -89,6 +97,8 @@ def main():
         dist.init_process_group("gloo")
     torch.manual_seed(1234)
     model = build()
+    dtype = torch.float64 if args.double else torch.float32
+    model = model.to(dtype)
     step = torch.compile(model, backend="inductor")
     h = hashlib.sha256()
     t0 = time.monotonic()
@@ -98,7 +108,7 @@ def main():
             if i == args.die_at and attempt == 0:
                 c.emit("DYING", step=i)
                 os._exit(3)
-            x = torch.randn(8 + i % 3, 16,
+            x = torch.randn(8 + i % 3, 16, dtype=dtype,
                             generator=torch.Generator().manual_seed(i))
             model.zero_grad()
             loss = step(x).square().mean()

@@ -9,7 +9,9 @@ it, and the job store keeps what a restart needs.
 - ``store.py``: the job store on disk, one directory per job;
 - ``profile.py``: the job's profile in the store (what became dynamic);
 - ``store_job.py``: the store in a running job (opened at the join,
-  written after compiles).
+  written after compiles);
+- ``frames.py``: Dynamo's package of each compiled function in the store,
+  installed by a restart instead of traced (CCOL_TORCH_STORE_FRAMES).
 
 Internal to ccol.torch: a module here imports the ground floor (the
 package's plumbing) and its own wing, never another wing.

@@ -67,7 +67,7 @@ import time
 import ccol
 
 from .. import _agree, _env
-from . import files as files_, isa as _once_isa
+from . import files as files_, frames as _frames, isa as _once_isa
 from .._hooks import Hook
 from .._log import log
 
@@ -76,7 +76,7 @@ class State:
     """compile_once's and the job store's state in a job (this wing
     writes it; Job.once)."""
 
-    __slots__ = ("on", "run", "store", "writer", "solo_ready")
+    __slots__ = ("on", "run", "store", "writer", "solo_ready", "frames")
 
     def __init__(self, compile_once=False, store=None):
         # one rank compiles each graph (always, with a job store)
@@ -85,6 +85,7 @@ class State:
         self.store = store       # store.Store: the job compile store
         self.writer = None       # profile.Writer of its profile
         self.solo_ready = False  # a one-rank job's hooks are placed
+        self.frames = None       # frames.Frames: Dynamo's packages kept
 
 SITE = "once.key"
 
@@ -105,7 +106,8 @@ class Counts:
     """What compile_once did on this rank (compile_once_counts())."""
 
     FIELDS = ("compiled", "loaded", "divergent", "fallbacks", "bypassed",
-              "bytes_sent", "bytes_received", "from_store", "stored")
+              "bytes_sent", "bytes_received", "from_store", "stored",
+              "frames_installed", "frames_kept")
 
     def __init__(self):
         for f in self.FIELDS:
@@ -258,6 +260,7 @@ def _try_load(once, load, args, kwargs):
     if job.local or (job.comm.size < 2 and store is None):
         return load(*args, **kwargs)
     key, why = _key_of(load, args, kwargs)
+    _frames.saw(job.once, key)
     graph = graph_name(once)
     have = key is not None and _have(key)
     blob = store.read_artifact(key) if store and key and not have \

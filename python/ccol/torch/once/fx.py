@@ -32,7 +32,7 @@ AOTAutograd's cache (once/decide.py).
 
 import time
 
-from . import decide as _once, files as files_
+from . import decide as _once, files as files_, frames as _frames
 from .._hooks import Hook
 
 
@@ -66,6 +66,7 @@ def _load(once, load, args, kwargs):
     if graph is None or _arg(args, kwargs, 7, "evaluate_guards") is not None:
         return load(*args, **kwargs)
     key = _arg(args, kwargs, 0, "key")
+    _frames.saw(once.job.once, key)
     side = "backward" if _arg(args, kwargs, 5, "is_backward") else "forward"
     once.fx.pieces += 1  # named by position: the key may differ by rank
     piece = f"{graph}, Inductor graph {once.fx.pieces} ({side})"

@@ -115,6 +115,8 @@ class Store:
         """Checks the store (creating it when `create`: the writer) and
         keeps its directories open; False, said once, when it cannot be
         used."""
+        if "root" in self.fds:  # opened already (once/frames.py, at wrap)
+            return self.ok
         try:
             d = _safe_path.open_dir(self.dir, create)
             try:
@@ -308,10 +310,19 @@ class Store:
             return None
         return blob
 
-    def write_artifact(self, key, files, compile_s):
+    def opened(self, create):
+        """The store open (opening it now if need be); False when it cannot
+        be used."""
+        return self.ok and self.open(create)
+
+    def write_artifact(self, key, files, compile_s, extra=None,
+                       replace=False):
         """Keeps one compile's files in the store (the owner, once per
-        graph); a failure is a WARNING, never the compile's."""
-        extra = dict(versions(), run=self.run, **_once_isa.header())
+        graph; `replace` for an entry that grows, a frame's package);
+        `extra` adds header fields, under the MAC like the rest. A failure
+        is a WARNING, never the compile's."""
+        extra = dict(extra or {}, **versions(), run=self.run,
+                     **_once_isa.header())
         extra["mac"] = None
         blob = files_.pack(key, files, None, compile_s, extra=extra)
         if self.token is not None:  # the MAC covers the header as read
@@ -320,7 +331,7 @@ class Store:
         try:
             fd = self._sub("artifacts", create=True)
             if not _safe_path.write_at(fd, artifact_id(key) + ".ccolonce",
-                                       blob, replace=False):
+                                       blob, replace=replace):
                 log.info("ccol.torch: the job store has %s already (another "
                          "run kept it)", artifact_id(key))
                 return False

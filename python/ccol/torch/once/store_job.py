@@ -14,7 +14,8 @@ import threading
 import ccol
 
 from .. import _hook_points
-from . import decide as _once, fx as _once_fx, profile as _store_profile
+from . import decide as _once, frames as _frames, fx as _once_fx, \
+    profile as _store_profile
 from .decide import backward_with_forward
 from .._hooks import Hook
 from .._log import log
@@ -52,10 +53,12 @@ def _seed(job, raw):
                  "their first compiles start from it", len(profile))
 
 
-def after_compile(job, code, reached_from=None):
+def after_compile(job, code, reached_from=None, package=None):
     """After a compile that ended well: its frame's profile written when
-    this rank is the lowest of the compile's domain (or the only rank);
-    `reached_from`: the user frame that reached a frame of torch's own."""
+    this rank is the lowest of the compile's domain (or the only rank),
+    and with CCOL_TORCH_STORE_FRAMES the compiled function's `package`
+    (once/frames.py); `reached_from`: the user frame that reached a frame
+    of torch's own."""
     writer = job.once.writer
     if writer is None:
         return
@@ -63,8 +66,12 @@ def after_compile(job, code, reached_from=None):
         d = job.active
         if job.current is None or d is None or \
                 d.members[0] != job._comm.rank:
+            if job.once.frames is not None:
+                job.once.frames.keys = []
             return
     writer.after_compile(code, reached_from)
+    if job.once.frames is not None:
+        _frames.keep(job, package)
 
 
 # ---- a one-rank job ---------------------------------------------------------
@@ -117,5 +124,8 @@ def _solo_compile(job, upstream):
             result = upstream(code, *args, **kwargs)
         if job.once.writer is not None:
             job.once.writer.after_compile(code)
+        if job.once.frames is not None:
+            _frames.keep(job, kwargs.get("package"))
+            _frames.compiled(job, code)
         return result
     return _compile
