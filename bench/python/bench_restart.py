@@ -25,16 +25,22 @@ restarts alternates from round to round):
   store           CCOL_TORCH=1 from the store `store-cold` filled, fresh
                   caches, same world size;
   store-N         the same at the other world size (--other, default 3);
-  torch-fresh-N   torch's own restart on fresh hosts at the other size.
+  torch-fresh-N   torch's own restart on fresh hosts at the other size;
+  frames-cold     store-cold with CCOL_TORCH_STORE_FRAMES=1 (the store
+                  also keeps each compiled function's Dynamo package);
+  frames          the restart from the store frames-cold filled, fresh
+                  caches: torch installs the package, no Dynamo trace;
+  frames-N        the same at the other world size.
 
-Per job: time to the first finished step (from the first rank's start of
-its first step to the last rank's end of it), Inductor compiles per rank
-(its FX graph cache misses: a graph loaded from a cache or the store is
-none),
-Dynamo graphs per rank, and CPU seconds summed over the ranks (each
-rank's own and its children's: the C++ compiler). Medians over the
-rounds, and ratios against `cold` of the same round. Each rank checks its
-loss after the last step against every other job's.
+Per job: the time torch.compile() took (the longest rank's: where a
+frames restart installs its packages, its pure load), time to the first
+finished step (from the first rank's start of its first step to the last
+rank's end of it), Inductor compiles per rank (its FX graph cache misses:
+a graph loaded from a cache or the store is none), Dynamo graphs per
+rank, packages installed from the store, and CPU seconds summed over the
+ranks (each rank's own and its children's: the C++ compiler). Medians
+over the rounds, and ratios against `cold` of the same round. Each rank
+checks its loss after the last step against every other job's.
 
     bench/python/bench_restart.py [--nproc 2] [--other 3] [--rounds 3]
 """
@@ -66,7 +72,9 @@ def worker(a):
     torch.manual_seed(0)
     model = make_model(torch)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    t_wrap = time.time()
     step = torch.compile(model, backend="inductor")
+    t_wrap = time.time() - t_wrap
     t_first = None
     for i in range(a.steps):
         g = torch.Generator().manual_seed(i)
@@ -86,12 +94,13 @@ def worker(a):
     me = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     row = json.dumps({
-        "rank": rank, "first": t_first, "loss": loss.item(),
+        "rank": rank, "first": t_first, "wrap": t_wrap, "loss": loss.item(),
         "graphs": int(counters["stats"]["unique_graphs"]),
         "fx_miss": int(ind["fxgraph_cache_miss"]),
         "fx_hit": int(ind["fxgraph_cache_hit"]),
         "compiled": int(ind["fxgraph_cache_miss"]),
         "from_store": once["from_store"],
+        "installed": once["frames_installed"],
         "cpu": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime,
     })
     # a file per rank: the ranks' stdout lines can interleave
@@ -109,12 +118,15 @@ def clean_env():
     return env
 
 
-def launch(a, n, caches, ccol_store=None, job_id="bench-restart"):
+def launch(a, n, caches, ccol_store=None, job_id="bench-restart",
+           frames=False):
     env = clean_env()
     env["TORCH_COMPILE_JOB_ID"] = job_id
     if ccol_store is not None:
         env.update(CCOL_TORCH="1", CCOL_TORCH_JOB_DIR=ccol_store,
                    CCOL_TORCH_JOB_NAME=job_id)
+    if frames:
+        env["CCOL_TORCH_STORE_FRAMES"] = "1"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
            "--nproc_per_node", str(n), HERE, "--worker", "--caches", caches,
            "--steps", str(a.steps)]
@@ -141,6 +153,8 @@ def summary(rows):
             "graphs": max(r["graphs"] for r in rows),
             "cpu_s": sum(r["cpu"] for r in rows),
             "from_store": sum(r["from_store"] for r in rows),
+            "wrap_s": max(r["wrap"] for r in rows),
+            "installed": sum(r["installed"] for r in rows),
             "losses": sorted({r["loss"] for r in rows})}
 
 
@@ -148,6 +162,7 @@ def one_round(a, k, tmp):
     n, m = a.nproc, a.other
     d = os.path.join(tmp, f"round-{k}")
     store = os.path.join(d, "store")
+    frames = os.path.join(d, "frames")
     fresh = iter(range(100))
 
     def caches():
@@ -157,6 +172,8 @@ def one_round(a, k, tmp):
     got["cold"] = launch(a, n, torch_caches, job_id=f"bench-{k}")
     got["store-cold"] = launch(a, n, caches(), ccol_store=store,
                                job_id=f"bench-{k}")
+    got["frames-cold"] = launch(a, n, caches(), ccol_store=frames,
+                                job_id=f"bench-{k}", frames=True)
     restarts = [
         ("torch-same", lambda: launch(a, n, torch_caches,
                                       job_id=f"bench-{k}")),
@@ -167,6 +184,10 @@ def one_round(a, k, tmp):
                                       job_id=f"bench-{k}")),
         (f"torch-fresh-{m}", lambda: launch(a, m, caches(),
                                             job_id=f"bench-{k}")),
+        ("frames", lambda: launch(a, n, caches(), ccol_store=frames,
+                                  job_id=f"bench-{k}", frames=True)),
+        (f"frames-{m}", lambda: launch(a, m, caches(), ccol_store=frames,
+                                       job_id=f"bench-{k}", frames=True)),
     ]
     if k % 2:
         restarts.reverse()
@@ -179,29 +200,43 @@ def one_round(a, k, tmp):
 def report(a, rounds):
     names = list(rounds[0])
     order = ["cold", "store-cold", "torch-same", "torch-fresh", "store",
-             f"store-{a.other}", f"torch-fresh-{a.other}"]
+             f"store-{a.other}", f"torch-fresh-{a.other}", "frames-cold",
+             "frames", f"frames-{a.other}"]
     names = [x for x in order if x in names]
     print(f"restart of a {a.nproc}-rank job (another size: {a.other}), "
           f"{len(rounds)} rounds, medians; ratios against cold of the same "
           "round")
-    print(f"{'mode':>16} {'ranks':>5} {'first step s':>12} {'ratio':>6} "
+    print(f"{'mode':>16} {'ranks':>5} {'compile() s':>11} "
+          f"{'first step s':>12} {'ratio':>6} "
           f"{'compiles/rank':>13} {'graphs/rank':>11} {'CPU s':>7} "
-          f"{'ratio':>6} {'from store':>10}")
+          f"{'ratio':>6} {'from store':>10} {'installed':>9}")
     for x in names:
         def med(f):
             return statistics.median(f(r) for r in rounds)
         ranks = a.other if x.endswith(f"-{a.other}") else a.nproc
-        print(f"{x:>16} {ranks:>5} {med(lambda r: r[x]['first_s']):>12.2f} "
+        print(f"{x:>16} {ranks:>5} {med(lambda r: r[x]['wrap_s']):>11.2f}"
+              f" {med(lambda r: r[x]['first_s']):>12.2f} "
               f"{med(lambda r: r[x]['first_s'] / r['cold']['first_s']):>6.2f}"
               f" {med(lambda r: r[x]['compiles']):>13.0f}"
               f" {med(lambda r: r[x]['graphs']):>11.0f}"
               f" {med(lambda r: r[x]['cpu_s']):>7.1f}"
               f" {med(lambda r: r[x]['cpu_s'] / r['cold']['cpu_s']):>6.2f}"
-              f" {med(lambda r: r[x]['from_store']):>10.0f}")
+              f" {med(lambda r: r[x]['from_store']):>10.0f}"
+              f" {med(lambda r: r[x]['installed']):>9.0f}")
+    if "frames" in names:  # the restart's whole start against its load
+        print("frames restart, compile() and first step against compile() "
+              "alone (its pure load):", ", ".join(
+                  f"{x} {med_of(rounds, x):.2f}x" for x in
+                  ("frames", f"frames-{a.other}")))
     losses = {tuple(r[x]["losses"]) for r in rounds for x in names}
     print("final loss the same in every job and rank:",
           "yes" if len(losses) == 1 and len(next(iter(losses))) == 1
           else f"NO: {sorted(losses)}")
+
+
+def med_of(rounds, x):
+    return statistics.median(
+        (r[x]["wrap_s"] + r[x]["first_s"]) / r[x]["wrap_s"] for r in rounds)
 
 
 def main():

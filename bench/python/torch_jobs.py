@@ -25,7 +25,10 @@ _LAUNCHER = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
 
 def make_model(torch):
     """A two-layer transformer encoder (d_model 64, 4 heads, no dropout)
-    with an embedding and a head."""
+    with an embedding and a head; its class is this module's Tiny (torch
+    packages only classes it can import again: CCOL_TORCH_STORE_FRAMES)."""
+    global Tiny
+
     class Tiny(torch.nn.Module):
         def __init__(self, vocab=256, d=64, layers=2):
             super().__init__()
@@ -38,6 +41,7 @@ def make_model(torch):
 
         def forward(self, tokens):
             return self.head(self.enc(self.emb(tokens)))
+    Tiny.__qualname__ = "Tiny"
     return Tiny()
 
 

@@ -88,6 +88,8 @@ def test_a_restart_at_three_ranks_installs_without_a_trace(cold, tmp_path):
         assert r["once"]["frames_installed"] == 1, r
         assert r["counters"]["fx_miss"] == 0, r
         assert r["once"]["compiled"] == 0, r
+        # the probes' answers came with the kernels: no probe compiled
+        assert r["isa"]["ran"] == 0 and r["isa"]["adopted"] > 0, r
     assert "installed from the job store" in j.output, tail(j.output)
     assert "WARNING" not in j.output, tail(j.output)
     assert len({r["out"] for r in first + res}) == 1

@@ -125,8 +125,11 @@ class Registry:
 
     def install(self, hooks):
         """Places each hook now, in the order given, or at its module's
-        import (an optional hook whose module torch has not imported yet).
-        Returns the names of the modules awaited."""
+        import (an optional hook whose module torch has not imported yet);
+        a hook placed or awaited already is left as it is (two features may
+        need one point). Returns the names of the modules awaited."""
+        with self.lock:
+            hooks = [h for h in hooks if not self._has(h)]
         for hook in hooks:  # imported outside the lock
             if hook.required:
                 importlib.import_module(hook.module)
@@ -144,6 +147,10 @@ class Registry:
                 self.finder = _Finder(self)
                 sys.meta_path.insert(0, self.finder)
         return later
+
+    def _has(self, hook):
+        return any(p.hook is hook for p in self.placed) or \
+            any(hook in w for w in self.waiting.values())
 
     def hook_module(self, name, module, hooks):
         """Places `hooks`, all of module `name`, in order."""

@@ -37,7 +37,7 @@ import itertools
 import pickle
 
 from .. import _env, _hook_points
-from . import files as files_
+from . import files as files_, isa as _once_isa
 from .store import frame_id
 from .._hooks import Hook
 from .._log import log
@@ -204,7 +204,7 @@ def load_entry(job, fn):
         return None
     graphs = head["graphs"]
     _skip_ids(head["unique_ids"])
-    written = _write_kernels(store, graphs)
+    written = _write_kernels(job, store, graphs)
     try:
         entry = _unpickle(art.files[0][1])
     except Exception as e:  # noqa: BLE001 - any failure: compile instead
@@ -285,21 +285,27 @@ def _ids_used():
     return next(bt._unique_id_counter)
 
 
-def _write_kernels(store, graphs):
+def _write_kernels(job, store, graphs):
     """The files of each graph's compile once artifact the store holds,
     written into this rank's Inductor cache (where torch's install looks
-    for the compiled kernels); the number of files written."""
+    for the compiled kernels), and the vector-instruction probe answers
+    they carry taken (once/isa.py: else loading a kernel runs Inductor's
+    probes, each a C++ compile); the number of files written."""
+    job.hooks.install(_once_isa.HOOKS)  # compile once places it later
     n = 0
     for key in graphs:
         blob = store.read_artifact(key)
         if blob is None:
             continue
-        got = files_.read(blob).files
+        art = files_.read(blob)
+        got = art.files
+        adopted = _once_isa.adopt(art.isa, "the job store")
         try:
             files_.write(got)
         except (OSError, files_.Corrupt) as e:
             log.info("ccol.torch: the kernels of %s were not written (%s): "
                      "torch compiles them at install", key[:16], e)
+            _once_isa.withdraw(adopted)
             continue
         n += len(got)
     return n
