@@ -70,8 +70,8 @@ FRAMES_PLACED_BY = ("ccol.torch.once.frames",)
 
 
 def missing(group):
-    """The points of `group` ("job", "once" or "frames") the installed torch lacks,
-    as module.attribute names ([] when it has them all)."""
+    """The points of `group` ("job", "once" or "frames") the installed
+    torch lacks, as module.attribute names ([] when it has them all)."""
     out = []
     for module, attr in POINTS[group]:
         try:

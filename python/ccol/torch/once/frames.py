@@ -162,7 +162,6 @@ def entry_key(fn):
     """The store key of a compiled function's package: its frame ID (the
     file's content hash, line and qualified name, as the profile names a
     frame), so a restart from another checkout finds it."""
-    from torch._dynamo.eval_frame import innermost_fn
     from torch._dynamo.pgo import CodeId
     fn = innermost_fn(fn)
     code = fn.__code__
@@ -189,11 +188,11 @@ def load_entry(job, fn):
     if not _usable(job) or not store.opened(create=True):
         return None
     try:
+        fn = innermost_fn(fn)
         key = entry_key(fn)
     except Exception as e:  # noqa: BLE001 - not a function torch can name
         log.debug("ccol.torch: no frame key for %r: %s", fn, e)
         return None
-    fn = innermost_fn(fn)
     blob = store.read_artifact(key)
     if blob is None:
         return None
@@ -223,17 +222,21 @@ def load_entry(job, fn):
 
 
 def innermost_fn(fn):
+    """The function torch.compile wrapped (the module's forward, ...)."""
     from torch._dynamo.eval_frame import innermost_fn as inner
     return inner(fn)
 
 
 def compiled(job, code):
-    """After a compile of `code`: the first compile of a function torch
-    installed from the store is said, with the guard that failed (the call
-    did not match what the job compiled before: other dtypes, a size
-    outside the dims it made dynamic)."""
+    """After each compile of `code` that ended well, on every rank (after
+    keep() on the writer): the graph keys it met are done with, and the
+    first compile of a function torch installed from the store is said,
+    with the guard that failed (the call did not match what the job
+    compiled before: other dtypes, a size outside the dims it made
+    dynamic)."""
     fr = job.once.frames
-    name = fr.codes.pop(code, None) if fr is not None else None
+    fr.keys = []
+    name = fr.codes.pop(code, None)
     if name is None:
         return
     why = getattr(job, "recompile_reason", None) or "no entry matched"
@@ -329,7 +332,6 @@ def keep(job, package):
     anything that goes wrong is a WARNING, never the compile's failure."""
     fr = job.once.frames
     store = job.once.store
-    keys, fr.keys = fr.keys, []
     if package is None or not _usable(job) or \
             not getattr(package, "is_initialized", lambda: False)():
         return
@@ -337,7 +339,7 @@ def keep(job, package):
     try:
         key = entry_key(fn)
         graphs = fr.graphs.setdefault(key, [])
-        graphs.extend(k for k in keys if k not in graphs)
+        graphs.extend(k for k in fr.keys if k not in graphs)
         data = _package_bytes(fr, package)
     except Missing as e:
         log.info("ccol.torch: %s: not kept in the job store (%s)",
@@ -376,5 +378,4 @@ def _package_bytes(fr, package):
             raise Missing(f"torch recorded no artifact of backend {b}")
         backends[b] = art
     fr.backends.update(backends)
-    data = pickle.dumps(PrecompileCacheEntry(entry, backends))
-    return data
+    return pickle.dumps(PrecompileCacheEntry(entry, backends))

@@ -66,8 +66,6 @@ def after_compile(job, code, reached_from=None, package=None):
         d = job.active
         if job.current is None or d is None or \
                 d.members[0] != job._comm.rank:
-            if job.once.frames is not None:
-                job.once.frames.keys = []
             return
     writer.after_compile(code, reached_from)
     if job.once.frames is not None:
