@@ -81,6 +81,9 @@ def seq_len(rank, step):
 
 
 def make_model(torch, d=64):
+    """A small GPT; its classes are this module's Block and GPT (torch
+    packages only classes it can import again: CCOL_TORCH_SHARE_FRAMES)."""
+    global Block, GPT
     nn, F = torch.nn, torch.nn.functional
 
     class Block(nn.Module):
@@ -114,6 +117,7 @@ def make_model(torch, d=64):
             for blk in self.blocks:
                 x = blk(x)
             return self.head(self.ln(x))
+    Block.__qualname__, GPT.__qualname__ = "Block", "GPT"
     return GPT(d=d)
 
 
