@@ -258,3 +258,28 @@ def test_the_first_rank_whose_frame_differs_is_named():
                         _fold.combine(blobs[2], blobs[3]))
     res = _fold.Result(out, 4)
     assert res.diff["rank"] == 2 and res.diff["h"]["frame"] == "g (t.py:9)"
+
+
+@pytest.mark.parametrize("ships", [True, -1, 2, "1"])
+def test_a_summary_with_a_bad_ships_count_is_a_named_complaint(ships):
+    one = json.loads(contributions([{"L['x']":
+                                     pgo.FrameStateSizeEntry()}])[0])
+    two = copy.deepcopy(one)
+    two["lo"] = two["hi"] = 1
+    two["ships"] = ships
+    out = _fold.combine(json.dumps(one).encode(), json.dumps(two).encode())
+    with pytest.raises(_fold.Malformed, match="ships is not a count"):
+        _fold.Result(out, 2)
+
+
+def test_the_ranks_that_can_ship_are_counted():
+    """once/ship.py ships a compile only when every rank's header says it
+    can take part."""
+    blobs = [_fold.contribution(r, dict(HEADER, ship=r != 1), {})
+             for r in range(3)]
+    out = _fold.combine(_fold.combine(blobs[0], blobs[1]), blobs[2])
+    assert _fold.Result(out, 3).ships == 2
+    every = [_fold.contribution(r, dict(HEADER, ship=True), {})
+             for r in range(3)]
+    out = _fold.combine(every[0], _fold.combine(every[1], every[2]))
+    assert _fold.Result(out, 3).ships == 3

@@ -113,6 +113,7 @@ def test_the_installer_follows_the_hook_points_data():
     assert _hook_points.missing("job") == []
     assert _hook_points.missing("once") == []
     assert _hook_points.missing("frames") == []
+    assert _hook_points.missing("ship") == []
     saved = _hook_points.POINTS["once"]
     _hook_points.POINTS["once"] = saved + (("torch", "no_such_point"),)
     try:

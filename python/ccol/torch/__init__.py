@@ -329,7 +329,9 @@ def compile_once_counts():
     too) and kept in it ("stored"); with CCOL_TORCH_STORE_FRAMES, the
     compiled functions torch installed from it without tracing
     ("frames_installed") and whose packages this rank kept in it
-    ("frames_kept"). All zero while compile_once is off."""
+    ("frames_kept"); with CCOL_TORCH_SHARE_FRAMES, "frames_installed"
+    counts the owner's compiles this rank installed too (each also a
+    "loaded"). All zero while compile_once is off."""
     job = _job
     run = job.once.run if job is not None else None
     out = (run.counts if run is not None else Counts()).as_dict()

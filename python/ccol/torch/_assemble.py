@@ -13,7 +13,7 @@ from ._log import log
 from ._state import Job
 from .job import stages as _stages, workers as _workers
 from .once import decide as _once, frames as _frames, fx as _once_fx, \
-    store_job as _store_job
+    ship as _ship, store_job as _store_job
 from .once.decide import State as OnceState
 from .sites import graph as _graph, install as _sites
 
@@ -34,8 +34,10 @@ def assemble(comm, *, guards, graph_check, store, compile_once, partition,
     job = _new_job(comm, guards, patience, graph_check, run_patience,
                    window, connect, OnceState(compile_once, store), partition)
     job.joined = joined
-    if _frames.wanted(store):  # before the user's torch.compile wraps
-        _frames.install(job)
+    # the switch is read in every job, and needs other ranks to act
+    share = _ship.wanted() and (comm is None or comm.size > 1)
+    if _frames.wanted(store) or share:  # before torch.compile wraps
+        _frames.install(job, share)
     if comm is None:  # CCOL_TORCH=1 with several ranks: joined at first use
         install(job)
         job.on_join.append(joined_now)

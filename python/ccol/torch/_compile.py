@@ -34,7 +34,7 @@ from . import _board, _decisions, _fold, _live, _log, _switches, _trace
 from ._log import call_site, compiled_from, diverged_error, log, peer_error
 from ._codec import COMPILE, check_kinds, decode_state, encode_state
 from ._hooks import Hook
-from .once import decide as _once, frames as _frames, \
+from .once import decide as _once, frames as _frames, ship as _ship, \
     store_job as _store_job
 from .once.decide import backward_with_forward
 
@@ -63,7 +63,9 @@ def _run_compiler_collective(job, upstream_run, module):
         if ds is None or ds.compile_pg is not job.group:
             return upstream_run(self)
         if ds.all_states is None:
-            ds.all_states = exchange(job, tx, ds.local_state)
+            replay, job.replay = job.replay, None  # (_replayed)
+            ds.all_states = replay if replay is not None else \
+                exchange(job, tx, ds.local_state)
             tx.speculation_log.clear()
             from torch._dynamo import exc
             raise exc.CompileCollectiveRestartAnalysis
@@ -132,6 +134,7 @@ def _compile_wrapper(job, upstream):
         job.meeting = None
         job.run_thread = threading.get_ident()
         job.compiled_from = compiled_from()  # (_board.py)
+        _ship.begin(job, kwargs.get("package"))
         frame = frame_name(code)
         job.doing(f"compiling {frame}")
         if _trace.internal(code.co_filename):  # printed as the user's frame
@@ -140,11 +143,14 @@ def _compile_wrapper(job, upstream):
         if alone:  # a call only this rank makes (_guard.py): no agreement
             job.enter_local()
         try:
-            with _backward_with_forward(job):
-                result = upstream(code, *args, **kwargs)
+            result = _run(job, upstream, code, args, kwargs)
         except BaseException as e:
             if job.once.run is not None:
                 _once.settle(job.once.run, e)
+            if job.once.ship is not None:  # the receivers compile
+                first = (str(e).strip().splitlines() or [""])[0]
+                _ship.send(job, None, None, failure=f"its compile raised "
+                           f"{type(e).__name__}: {first[:300]}")
             _trace.compile_end(job, False, e)
             err = _ccol_error_in(e)
             if err is None:
@@ -160,6 +166,9 @@ def _compile_wrapper(job, upstream):
             job.end_unmet()
             job.domains.end_compile()
             job.doing("running")
+        if job.once.ship is not None:  # the owner of a shipped compile
+            _ship.send(job, kwargs.get("package"),
+                       job.meeting[-1] if job.meeting else [])
         if job.meeting is not None:  # what it decided, for catching up
             _board.settle(job, *job.meeting)
         if job.once.writer is not None:  # before compile_end clears
@@ -170,6 +179,40 @@ def _compile_wrapper(job, upstream):
         _trace.compile_end(job, True, None)
         return result
     return _compile
+
+
+def _run(job, upstream, code, args, kwargs):
+    """Dynamo's compile; a receiver that left it at the exchange
+    (once/ship.py) installs the owner's compile instead, or compiles here
+    after a named line with the exchange's states replayed."""
+    try:
+        with _backward_with_forward(job):
+            return upstream(code, *args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - only a Leave is handled here
+        ship = _ship.left(e)
+        if ship is None:
+            raise
+    try:
+        got, decided = _ship.receive(job, ship, code, args, kwargs)
+    except _ship.Refused as e:
+        _ship.refused(job, ship, str(e))
+        return _replayed(job, ship, upstream, code, args, kwargs)
+    if job.meeting is not None:
+        job.meeting[-1].extend(decided)
+    return got
+
+
+def _replayed(job, ship, upstream, code, args, kwargs):
+    """This rank's own compile after the exchange: Dynamo is given the
+    exchange's states again (the other ranks are not in a second one),
+    and the rest runs without collectives."""
+    job.replay = ship.states
+    job.unmet_compile()
+    try:
+        with _backward_with_forward(job):
+            return upstream(code, *args, **kwargs)
+    finally:
+        job.replay = None
 
 
 def _backward_with_forward(job):
@@ -207,7 +250,7 @@ def exchange(job, tx, local_state):
     d.exchange_calls = d.calls
     state = encode_state(local_state)
     header = {"frame": frame, "compile": k, "seq": d.exchanges,
-              "at": _where(tx), "domain": d.tag}
+              "at": _where(tx), "domain": d.tag, "ship": _ship.able(job)}
     label = (f"meeting for a compile of {frame}" if meets else
              f"exchange for compile {k} of {frame}")
     if job.live is not None:
@@ -217,15 +260,16 @@ def exchange(job, tx, local_state):
     try:
         m = None
         if meets:
-            states, seen, apart, m = _met(job, d, comm, frame, site, header,
-                                          state, local_state)
+            states, seen, apart, m, ships = _met(job, d, comm, frame, site,
+                                                 header, state, local_state)
             k = m.index
         else:
             job.current = (frame, k)
             _trace.compile_begin(job, frame, k, local_state)
             comm.set_label(f"exchange for compile {k} of {code.co_name}")
             run = _gathered if job.exchange_mode == "gather" else _reduced
-            states, seen, apart = run(comm, header, state, d.members)
+            states, seen, apart, ships = run(comm, header, state,
+                                             d.members)
     except (ccol.Error, KeyboardInterrupt) as e:
         err = _live.explain(job, e)
         _trace.exchange(job, frame, k, sent0, recv0, t0, err)
@@ -248,6 +292,9 @@ def exchange(job, tx, local_state):
     if apart is not None:  # the same on every rank of the domain
         job.broke_apart = job.current
         _broke_apart(job, code, frame, k, header["at"], apart)
+    # one rank compiles, the others install it (a receiver leaves here)
+    if ships:
+        _ship.at_exchange(job, d, comm, frame, k, (states, seen), m, apart)
     return states
 
 
@@ -262,7 +309,8 @@ def _met(job, d, comm, frame, site, header, state, local_state):
     the domain's communicator when every rank of it came, else folded from
     the contributions the meeting's ranks left in the store, and the rest
     of this compile runs without collectives. Returns (states, seen, apart,
-    the _board.Meeting)."""
+    the _board.Meeting, whether every rank can ship: never when some did
+    not come)."""
     blob = json.dumps(dict(header, v=1, state=state)).encode()
     m = _board.meet(job, d, frame, site, blob)
     k = header["compile"] = header["seq"] = m.index
@@ -273,14 +321,14 @@ def _met(job, d, comm, frame, site, header, state, local_state):
     if len(m.members) == len(d.members):
         comm.set_label(f"exchange for compile {k} of {frame}")
         run = _gathered if job.exchange_mode == "gather" else _reduced
-        states, seen, apart = run(comm, header, state, d.members)
-        return skipped + states, seen, apart, m
+        states, seen, apart, ships = run(comm, header, state, d.members)
+        return skipped + states, seen, apart, m, ships
     _board.tell(job, d, frame, k, m)
     job.unmet_compile()
     got = [_decode_rank(r, b) for r, b in zip(m.members, m.blobs)]
     states = [decode_state(g["state"], r) for r, g in zip(m.members, got)]
     return (skipped + states, _decisions.everyone(states, m.members),
-            _apart(header, list(enumerate(got)), m.members), m)
+            _apart(header, list(enumerate(got)), m.members), m, False)
 
 
 # The fingerprint of a compile exchange's join_reduce: a rank in another
@@ -290,7 +338,8 @@ _EXCHANGE_KEY = 0x63636f6c78636867  # "ccolxchg"
 
 def _reduced(comm, header, state, members):
     """The exchange as a rank-ordered reduction: (states for Dynamo, per
-    name the witnesses and rank count)."""
+    name the witnesses and rank count, a rank apart, whether every rank
+    can take part in a shipped compile)."""
     blob = comm.join_reduce(_fold.contribution(comm.rank, header, state),
                             _fold.combine, key=_EXCHANGE_KEY)
     try:
@@ -306,7 +355,7 @@ def _reduced(comm, header, state, members):
                                                res.brk["h"])], members)
     seen = {n: ([(members[r], e) for r, e in res.seen[n]], res.count[n])
             for n in res.seen}
-    return res.states, seen, apart
+    return res.states, seen, apart, res.ships == comm.size
 
 
 def _gathered(comm, header, state, members):
@@ -319,7 +368,8 @@ def _gathered(comm, header, state, members):
     states = [decode_state(g["state"], members[r])
               for r, g in enumerate(got)]
     return (states, _decisions.everyone(states, members),
-            _apart(header, list(enumerate(got)), members))
+            _apart(header, list(enumerate(got)), members),
+            all(g.get("ship") is True for g in got))
 
 
 def _marked_static(tx):

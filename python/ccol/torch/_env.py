@@ -202,6 +202,7 @@ def check():
     choice("CCOL_TORCH_EXCHANGE", EXCHANGES, EXCHANGES[0])
     switch("CCOL_TORCH_SHARE_WORKERS", True)
     switch("CCOL_TORCH_STORE_FRAMES", False)
+    switch("CCOL_TORCH_SHARE_FRAMES", False)
     job_name_env()
     transport()
     library()

@@ -149,7 +149,8 @@ def contribution(rank, header, encoded_state):
                  "seen": [[rank, [e["scalar"], e["size"]]]], "n": 1}
              for n, e in encoded_state.items()}
     return _dump({"v": VERSION, "lo": rank, "hi": rank, "h0": header,
-                  "diff": None, "bad": None, "names": names})
+                  "diff": None, "bad": None, "names": names,
+                  "ships": int(header.get("ship") is True)})
 
 
 def _read(blob):
@@ -243,10 +244,22 @@ def combine(a_blob, b_blob):
         brk = b.get("brk")
     try:
         names = _combine_names(a["names"], b["names"], _codec, b["lo"])
+        ships = _ships(a) + _ships(b)
     except (Malformed, ccol.Error) as e:
         return _bad(f"a compile exchange that cannot be folded: {e}")
     return _dump({"v": VERSION, "lo": a["lo"], "hi": b["hi"], "h0": a["h0"],
-                  "diff": diff, "brk": brk, "bad": None, "names": names})
+                  "diff": diff, "brk": brk, "bad": None, "names": names,
+                  "ships": ships})
+
+
+def _ships(s):
+    """How many ranks of a summary can take part in a shipped compile
+    (once/ship.py): a count no larger than its ranks."""
+    n = s.get("ships", 0)
+    if isinstance(n, bool) or not isinstance(n, int) or \
+            not 0 <= n <= s["hi"] - s["lo"] + 1:
+        raise Malformed("a summary's ships is not a count of its ranks")
+    return n
 
 
 def _bad(why):
@@ -270,6 +283,7 @@ class Result:
                             f"{s['hi']} of {size}")
         self.h0, self.diff = s["h0"], s["diff"]
         self.brk = s.get("brk")  # the first rank breaking elsewhere
+        self.ships = _ships(s)   # ranks that can ship (once/ship.py)
         self.states = [LocalState() for _ in range(3)]
         self.seen, self.count = {}, {}
         for name, v in s["names"].items():

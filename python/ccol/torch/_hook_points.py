@@ -41,7 +41,7 @@ POINTS = {
         ("torch._inductor.codecache", "FxGraphCache._save_graph"),
         ("torch._inductor.codecache", "FxGraphCache.prepare_key"),
     ),
-    "frames": (  # CCOL_TORCH_STORE_FRAMES (once/frames.py)
+    "frames": (  # CCOL_TORCH_STORE_FRAMES and _SHARE_FRAMES (once/)
         ("torch._dynamo.config", "caching_precompile"),
         ("torch._dynamo.package", "DiskDynamoCache.load"),
         ("torch._dynamo.package", "PrecompileCacheEntry"),
@@ -54,6 +54,19 @@ POINTS = {
         ("torch._functorch._aot_autograd.autograd_cache",
          "AOTAutogradCachePickler._reduce_aot_config"),
     ),
+    "ship": (  # CCOL_TORCH_SHARE_FRAMES (once/ship.py): a receiver's install
+        ("torch._dynamo.package", "CompilePackage.install"),
+        ("torch._dynamo.package", "CompilePackage.add_resume_function"),
+        ("torch._dynamo.package", "load_guard_manager"),
+        ("torch._dynamo.package", "load_guards_state"),
+        ("torch._dynamo.package", "SerializedCode.to_code_object"),
+        ("torch._dynamo.types", "GuardedCode"),
+        ("torch._dynamo.types", "wrap_guarded_code"),
+        ("torch._dynamo.types", "FrameExecStrategy"),
+        ("torch._C._dynamo.eval_frame", "set_code_exec_strategy"),
+        ("torch._dynamo.convert_frame", "orig_code_map"),
+        ("torch._dynamo.convert_frame", "output_codes"),
+    ),
 }
 
 # The modules whose HOOKS a job places, in the order placed (restored in
@@ -64,13 +77,13 @@ PLACED_BY = ("ccol.torch._compile", "ccol.torch.job.stages",
              "ccol.torch._guard", "ccol.torch._switches",
              "ccol.torch.sites.install")
 ONCE_PLACED_BY = ("ccol.torch.once.decide", "ccol.torch.once.fx")
-# With CCOL_TORCH_STORE_FRAMES, placed when the job is made (torch.compile
-# must find them when it wraps a function).
+# With CCOL_TORCH_STORE_FRAMES or CCOL_TORCH_SHARE_FRAMES, placed when the
+# job is made (torch.compile must find them when it wraps a function).
 FRAMES_PLACED_BY = ("ccol.torch.once.frames",)
 
 
 def missing(group):
-    """The points of `group` ("job", "once" or "frames") the installed
+    """The points of `group` ("job", "once", "frames" or "ship") the installed
     torch lacks, as module.attribute names ([] when it has them all)."""
     out = []
     for module, attr in POINTS[group]:

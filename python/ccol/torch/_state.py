@@ -71,6 +71,8 @@ class Job:
         self.recompile_reason = None  # why the next compile recompiles
         self.broke_apart = None   # (frame, index) of the latest compile
         #                           whose ranks broke apart (_compile.py)
+        self.replay = None  # the exchange's states, for a receiver's own
+        #                     compile after it left the trace (once/ship.py)
         self.lockstep_miss = None  # ranks that missed when this one hit
         self.alone_compile = False  # the next compile is a call of this
         #                             rank alone (_guard.py): no agreement

@@ -1,7 +1,8 @@
 """A small model compiled with Inductor on lengths that change, for the
 job store's tests (run under torchrun, or alone as a one-rank job).
 
-    torchrun ... store.py [--steps K] [--die-at STEP] [--no-grad]
+    torchrun ... store.py [--steps K] [--die-at STEP] [--autotune]
+                          [--double | --double-rank R]
 
 Every rank builds the same model from the same seed; step i runs a batch
 of 8 + i % 3 rows (so the length changes: automatic dynamic makes dim 0
@@ -15,7 +16,8 @@ that step of its first attempt (TORCHELASTIC_RESTART_COUNT 0), after the
 compiles of the steps before it. --autotune turns on Inductor's max_autotune with distributed GEMM
 autotuning (the ranks split the GEMMs and gather the winners) over a gloo
 group. --double runs it in float64 (a call
-the float32 compiles' guards do not match). STORE_DIR_OF_RANK_<r>=DIR points rank
+the float32 compiles' guards do not match); --double-rank R does so on
+rank R alone (the same sizes on every rank, other guards on one). STORE_DIR_OF_RANK_<r>=DIR points rank
 r's CCOL_TORCH_JOB_DIR elsewhere (a rank that cannot see the job's store).
 Each rank prints CCOL_RESULT with the
 digest, the compiles Dynamo made of the model's frame and why, torch's
@@ -73,7 +75,10 @@ def main():
     ap.add_argument("--autotune", action="store_true")
     ap.add_argument("--double", action="store_true",
                     help="float64 model and batches (other guards)")
+    ap.add_argument("--double-rank", type=int, default=-1,
+                    help="float64 on this rank only")
     args = ap.parse_args()
+    args.double = args.double or args.double_rank == c.RANK
     c.setup_logging()
     c.emit("PID", pid=os.getpid())
     attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))

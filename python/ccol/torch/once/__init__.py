@@ -11,7 +11,9 @@ it, and the job store keeps what a restart needs.
 - ``store_job.py``: the store in a running job (opened at the join,
   written after compiles);
 - ``frames.py``: Dynamo's package of each compiled function in the store,
-  installed by a restart instead of traced (CCOL_TORCH_STORE_FRAMES).
+  installed by a restart instead of traced (CCOL_TORCH_STORE_FRAMES);
+- ``ship.py``: the same package live, from the domain's first rank to the
+  others, installed instead of traced (CCOL_TORCH_SHARE_FRAMES).
 
 Internal to ccol.torch: a module here imports the ground floor (the
 package's plumbing) and its own wing, never another wing.

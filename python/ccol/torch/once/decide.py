@@ -76,7 +76,8 @@ class State:
     """compile_once's and the job store's state in a job (this wing
     writes it; Job.once)."""
 
-    __slots__ = ("on", "run", "store", "writer", "solo_ready", "frames")
+    __slots__ = ("on", "run", "store", "writer", "solo_ready", "frames",
+                 "ship", "package")
 
     def __init__(self, compile_once=False, store=None):
         # one rank compiles each graph (always, with a job store)
@@ -86,6 +87,9 @@ class State:
         self.writer = None       # profile.Writer of its profile
         self.solo_ready = False  # a one-rank job's hooks are placed
         self.frames = None       # frames.Frames: Dynamo's packages kept
+        self.ship = None         # ship.Ship: the compile this owner makes
+        #                          for its domain (once/ship.py)
+        self.package = None      # torch's package of the compile running
 
 SITE = "once.key"
 
@@ -257,15 +261,19 @@ def _try_load(once, load, args, kwargs):
     once.fx.graph = None  # a bypassed compile that never reached _stage2
     once.fx.alone = False
     store = store_of(job)
-    if job.local or (job.comm.size < 2 and store is None):
+    # the owner of a compile its domain installs (once/ship.py) makes it
+    # alone, as a one-rank job does
+    ship = job.once.ship is not None
+    if (job.local and not ship) or (job.comm.size < 2 and store is None):
         return load(*args, **kwargs)
+    once.fx.alone = ship
     key, why = _key_of(load, args, kwargs)
     _frames.saw(job.once, key)
     graph = graph_name(once)
     have = key is not None and _have(key)
     blob = store.read_artifact(key) if store and key and not have \
         else None
-    if job.comm.size < 2:
+    if job.comm.size < 2 or ship:
         return _solo(once, load, args, kwargs, key, graph, have, blob)
     role, owner = decide(once, graph, key, have, blob is not None)
     # whoever compiles after this agreement, not every rank does

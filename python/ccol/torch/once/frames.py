@@ -54,9 +54,11 @@ class Frames:
     entry key; `keys` gathers the keys the current compile met."""
 
     __slots__ = ("backends", "graphs", "keys", "installed", "kept",
-                 "usable", "codes")
+                 "usable", "codes", "share", "ship_ok")
 
-    def __init__(self):
+    def __init__(self, share=False):
+        self.share = share   # receivers install the owner's (once/ship.py)
+        self.ship_ok = None  # torch has ship.py's points (checked once)
         self.codes = {}      # code installed from the store -> its name
         self.usable = None   # torch has the points (checked at first use)
         self.backends = {}
@@ -73,10 +75,11 @@ def wanted(store):
     return on and store is not None
 
 
-def install(job):
+def install(job, share=False):
     """caching_precompile on and torch's package lookup answered from the
-    job store, for as long as the job is enabled."""
-    job.once.frames = Frames()
+    job store, for as long as the job is enabled; `share`: receivers
+    install the owner's packages (once/ship.py)."""
+    job.once.frames = Frames(share)
     job.hooks.install(HOOKS)
 
 
