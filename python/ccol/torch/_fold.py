@@ -52,7 +52,8 @@ What else travels (bounded too): where each rank's first graph is (the
 pairing header: the lowest rank's, and the first rank whose header
 differs from it), and per name up to WITNESSES entries of the lowest ranks
 that differ from each other, with the number of ranks that had the name,
-for the log's "N on rank 0, M on rank 3" lines.
+for the log's "N on rank 0, M on rank 3" lines; and how many ranks can
+take part in a shipped compile (once/ship.py: their header's `ship`).
 """
 
 import json

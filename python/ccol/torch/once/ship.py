@@ -3,13 +3,15 @@
 Compile once shares Inductor's output, but every receiver still runs
 Dynamo's trace and AOTAutograd's before it finds that output. With this
 switch (and compile once on), a compile whose exchange shows every rank
-of its domain with the same state (the same sizes seen, so the same
-decisions) is made by one rank, the domain's first (the owner), and
-installed by the others:
+of its domain able to take part (its header: the switch, compile once,
+a package torch keeps of the compile; none for DDP's split graphs) and
+with the same state (the same sizes seen, so the same decisions) is made
+by one rank, the domain's first (the owner), and installed by the others:
 
 - at the exchange (_compile.py), every rank reaches the same verdict from
-  the same bytes; a receiver leaves Dynamo's trace there (Leave), before
-  the second pass, AOTAutograd and Inductor;
+  the same bytes (the fold counts the ranks able, _fold.py); a receiver
+  leaves Dynamo's trace there (Leave), before the second pass,
+  AOTAutograd and Inductor;
 - the owner finishes the compile alone (the rest of it runs without
   collectives, as a compile of fewer ranks than its domain does), then
   broadcasts over the domain's communicator one compile once artifact
@@ -130,8 +132,8 @@ def _shippable(d, m, apart, seen):
 def at_exchange(job, d, comm, frame, k, exchanged, m, apart):
     """After a compile exchange in which every rank was able()
     (`exchanged`: Dynamo's states and what each name was seen as): the
-    owner of a shipped compile goes on alone
-    (job.once.ship set), a receiver leaves the trace (Leave)."""
+    owner of a shipped compile goes on alone (job.once.ship set), a
+    receiver leaves the trace (Leave)."""
     states, seen = exchanged
     if not _shippable(d, m, apart, seen):
         return
@@ -161,8 +163,7 @@ def send(job, package, decided, failure=None):
     if failure is None:
         files += [f for f in files_.new_files(ship.before) if f[0] != PACKAGE]
         extra = dict(_once_isa.header(), decided=decided,
-                     unique_ids=_frames._ids_used(),
-                     graphs=list(job.once.frames.keys))
+                     unique_ids=_frames._ids_used())
         failure = _unfit(files)
     blob = files_.pack(ship.key, None if failure else files, failure,
                        time.monotonic() - ship.t0, extra=extra)
