@@ -31,7 +31,8 @@ import time
 import ccol
 
 from . import _board, _decisions, _fold, _live, _log, _switches, _trace
-from ._log import call_site, compiled_from, diverged_error, log, peer_error
+from ._log import call_site, compiled_from, diverged_error, in_chain, log, \
+    peer_error
 from ._codec import COMPILE, check_kinds, decode_state, encode_state
 from ._hooks import Hook
 from .once import decide as _once, frames as _frames, ship as _ship, \
@@ -108,13 +109,7 @@ def install(job):
 
 def _ccol_error_in(e):
     """The ccol error (or Ctrl-C) behind what Dynamo raised, if any."""
-    seen = set()
-    while e is not None and id(e) not in seen:
-        if isinstance(e, (ccol.Error, KeyboardInterrupt)):
-            return e
-        seen.add(id(e))
-        e = e.__cause__ or e.__context__
-    return None
+    return in_chain(e, (ccol.Error, KeyboardInterrupt))
 
 
 def _unaugment(err):

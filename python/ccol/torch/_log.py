@@ -127,6 +127,18 @@ def error(cls, code, msg):
     return e
 
 
+def in_chain(e, kinds):
+    """The first exception of type `kinds` in e's chain of causes and
+    contexts (Dynamo wraps what a compile raised), or None."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, kinds):
+            return e
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return None
+
+
 def peer_error(msg):
     return error(ccol.PeerError, "PEER", msg)
 

@@ -539,7 +539,7 @@ def keep(once, key, graph, files, compile_s):
     """The compile's files into the job store (the one rank that compiled
     the graph for the job), when there is one and they fit."""
     store = store_of(once.job)
-    if store is None or _unfit(files) is not None:
+    if store is None or unfit(files) is not None:
         return
     if store.write_artifact(key, files, compile_s):
         once.counts.stored += 1
@@ -592,7 +592,7 @@ def send(once, key, graph, files=None, failure=None, compile_s=0.0):
     """The owner's broadcast: the files, or why there are none."""
     job = once.job
     if files is not None:
-        failure = _unfit(files)
+        failure = unfit(files)
         files = files if failure is None else None
     blob = files_.pack(key, files, failure, compile_s,
                        extra=_once_isa.header() if files else None)
@@ -617,7 +617,7 @@ def send(once, key, graph, files=None, failure=None, compile_s=0.0):
              f" (none: {failure})" if failure else "")
 
 
-def _unfit(files):
+def unfit(files):
     """Why one compile's files are neither sent nor kept, or None."""
     if sum(len(d) for _, d in files) > files_.MAX_SHARE:
         return f"the artifact is larger than {files_.MAX_SHARE >> 20} MiB"
@@ -629,8 +629,13 @@ def _unfit(files):
 
 
 def _bcast(job, blob, owner, graph):
-    comm = job.comm
     what = f"compile_once of {graph} from rank {job.job_rank(owner)}"
+    return bcast_on(job, job.comm, blob, owner, what)
+
+
+def bcast_on(job, comm, blob, owner, what):
+    """An owner's broadcast over comm (labelled `what`), a wait the
+    heartbeat covers: a dead or stopped owner is named within seconds."""
     comm.set_label(what)
     live = job.live
     if live is not None:

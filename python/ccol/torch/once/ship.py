@@ -39,7 +39,7 @@ import ccol
 from .. import _env, _hook_points
 from . import decide as _once, files as files_, frames as _frames, \
     isa as _once_isa
-from .._log import log
+from .._log import in_chain, log
 
 SWITCH = "CCOL_TORCH_SHARE_FRAMES"
 PACKAGE = _frames.PACKAGE
@@ -54,13 +54,13 @@ class Ship:
     """One compile the domain's first rank makes for all of it."""
 
     __slots__ = ("comm", "frame", "k", "states", "key", "before", "t0",
-                 "members")
+                 "owner")
 
-    def __init__(self, comm, frame, k, states, members):
+    def __init__(self, comm, frame, k, states, owner):
         self.comm = comm          # the domain's communicator
         self.frame, self.k = frame, k
         self.states = states      # the exchange's result, for a replay
-        self.members = members    # job ranks of the domain
+        self.owner = owner        # the job rank that compiles
         self.key = f"{_frames.PREFIX}{frame} #{k}"
         self.before = None        # the owner's cache before its compile
         self.t0 = time.monotonic()
@@ -76,14 +76,9 @@ class Leave(Exception):
 
 
 def left(e):
-    """The Leave behind what Dynamo raised, or None."""
-    seen = set()
-    while e is not None and id(e) not in seen:
-        if isinstance(e, Leave):
-            return e.ship
-        seen.add(id(e))
-        e = e.__cause__ or e.__context__
-    return None
+    """The ship of the Leave behind what Dynamo raised, or None."""
+    got = in_chain(e, Leave)
+    return got.ship if got is not None else None
 
 
 def begin(job, package):
@@ -137,7 +132,7 @@ def at_exchange(job, d, comm, frame, k, exchanged, m, apart):
     states, seen = exchanged
     if not _shippable(d, m, apart, seen):
         return
-    ship = Ship(comm, frame, k, states, list(d.members))
+    ship = Ship(comm, frame, k, states, d.members[0])
     if comm.rank != 0:
         raise Leave(ship)
     ship.before = files_.snapshot()
@@ -164,7 +159,7 @@ def send(job, package, decided, failure=None):
         files += [f for f in files_.new_files(ship.before) if f[0] != PACKAGE]
         extra = dict(_once_isa.header(), decided=decided,
                      unique_ids=_frames._ids_used())
-        failure = _unfit(files)
+        failure = _once.unfit(files)
     blob = files_.pack(ship.key, None if failure else files, failure,
                        time.monotonic() - ship.t0, extra=extra)
     if once.fault == "corrupt" and not failure:
@@ -189,26 +184,9 @@ def send(job, package, decided, failure=None):
                  len(blob))
 
 
-def _unfit(files):
-    if sum(len(d) for _, d in files) > files_.MAX_SHARE:
-        return f"the package is larger than {files_.MAX_SHARE >> 20} MiB"
-    if len(files) > files_.MAX_FILES:
-        return f"its compile added more than {files_.MAX_FILES} files"
-    return None
-
-
 def _bcast(job, ship, blob):
-    what = (f"the compile {ship.k} of {ship.frame} from rank "
-            f"{ship.members[0]}")
-    ship.comm.set_label(what)
-    live = job.live
-    if live is not None:
-        live.begin_wait(f"for {what}")
-    try:
-        return ship.comm.bcast(blob, root=0)
-    finally:
-        if live is not None:
-            live.end_wait()
+    return _once.bcast_on(job, ship.comm, blob, 0, f"the compile {ship.k} "
+                          f"of {ship.frame} from rank {ship.owner}")
 
 
 # ---- a receiver ------------------------------------------------------------
@@ -226,7 +204,7 @@ def receive(job, ship, code, args, kwargs):
     try:
         blob = _bcast(job, ship, None)
     except ccol.Error as e:
-        raise Refused(f"the owner, rank {ship.members[0]}, did not deliver "
+        raise Refused(f"the owner, rank {ship.owner}, did not deliver "
                       f"({type(e).__name__}: {e})") from None
     once.counts.bytes_received += len(blob)
     try:
@@ -362,7 +340,7 @@ def _installed(job, ship, art, size, t0):
               files=len(art.files), dur_ns=time.monotonic_ns() - t0,
               owner_compile_ns=int(art.compile_s * 1e9))
     log.info("ccol.torch: compile %d of %s: installed rank %d's compile "
-             "(%d files), no trace", ship.k, ship.frame, ship.members[0],
+             "(%d files), no trace", ship.k, ship.frame, ship.owner,
              len(art.files))
 
 
